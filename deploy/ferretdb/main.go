@@ -1,0 +1,82 @@
+// Command ferretdb runs FerretDB's embeddable package as a MongoDB-wire server for local,
+// native runs and CI, where no MongoDB server exists. Production uses MongoDB 7.
+//
+// Flags:
+//
+//	-listen   TCP address (default 127.0.0.1:27017)
+//	-handler  sqlite | postgresql (default sqlite)
+//	-sqlite   directory for the SQLite backend (default .data/ferretdb)
+//	-postgres PostgreSQL URL for the postgresql backend
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:27017", "TCP address to listen on")
+	handler := flag.String("handler", "sqlite", "backend: sqlite or postgresql")
+	sqliteDir := flag.String("sqlite", ".data/ferretdb", "directory for the SQLite backend")
+	postgresURL := flag.String("postgres", "postgres://127.0.0.1:5432/ferretdb", "PostgreSQL URL for the postgresql backend")
+	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fail(err)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	config := &ferretdb.Config{
+		Listener: ferretdb.ListenerConfig{TCP: *listen},
+		Logger:   logger,
+		Handler:  *handler,
+	}
+	switch *handler {
+	case "sqlite":
+		dir, err := filepath.Abs(*sqliteDir)
+		if err != nil {
+			fail(err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			fail(err)
+		}
+		// The SQLite backend takes a directory URI that must end with a slash.
+		config.SQLiteURL = "file:" + dir + "/"
+	case "postgresql":
+		config.PostgreSQLURL = *postgresURL
+	default:
+		fail(fmt.Errorf("unknown handler %q (want sqlite or postgresql)", *handler))
+	}
+
+	server, err := ferretdb.New(config)
+	if err != nil {
+		fail(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	go func() {
+		<-ctx.Done()
+		logger.Info("stopping")
+	}()
+	logger.Info("listening", "uri", *listen, "handler", *handler)
+	if err := server.Run(ctx); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "ferretdb:", err)
+	os.Exit(1)
+}

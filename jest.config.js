@@ -1,0 +1,46 @@
+/**
+ * Three tiers (HOUSE-STYLE.md): unit tests beside the code with no I/O, integration tests
+ * beside the code against real NATS and a MongoDB-wire server, e2e against the running stack.
+ * ESM throughout (got is ESM-only): swc strips types, Node runs the modules.
+ */
+const swc = [
+  '@swc/jest',
+  {
+    jsc: { parser: { syntax: 'typescript' }, target: 'es2023' },
+    module: { type: 'es6' },
+  },
+];
+
+const common = {
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: { '^.+\\.ts$': swc },
+  moduleNameMapper: {
+    // Workspace libraries resolve to their sources, so tests need no build step.
+    '^@latchkey/([a-z-]+)$': '<rootDir>/libs/$1/src/index.ts',
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  testEnvironment: 'node',
+};
+
+export default {
+  projects: [
+    {
+      ...common,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.test.ts'],
+      testPathIgnorePatterns: ['\\.int\\.test\\.ts$'],
+    },
+    {
+      ...common,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.int.test.ts'],
+      slowTestThreshold: 30,
+    },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/e2e/**/*.e2e.test.ts'],
+      slowTestThreshold: 60,
+    },
+  ],
+};

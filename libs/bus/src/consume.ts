@@ -1,0 +1,88 @@
+import { AckPolicy, DeliverPolicy, nanos, type JsMsg } from 'nats';
+import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
+import { toAppError } from '@latchkey/errors';
+import { runWithContext, type Logger } from '@latchkey/logger';
+import type { Bus } from './create-bus.js';
+import { decodeJson, requestIdOf } from './wire.js';
+
+export interface ConsumeOptions<C extends EventContract | JobContract> {
+  bus: Bus;
+  logger: Logger;
+  stream: string;
+  /** Durable name: replicas with the same name share the work, each message handled once. */
+  durable: string;
+  contract: C;
+  /** How many messages one replica handles at a time. */
+  concurrency: number;
+  /** How long a handler may hold a message before JetStream redelivers it. */
+  ackWaitMs?: number;
+  /** Delay before a retryable failure is delivered again. */
+  retryDelayMs?: (deliveryCount: number) => number;
+  /** Must be idempotent: JetStream delivers at least once. */
+  handler: (payload: PayloadOf<C>, msg: JsMsg) => Promise<void>;
+}
+
+export interface RunningConsumer {
+  /** Stops fetching and waits for the messages in hand. */
+  stop(): Promise<void>;
+}
+
+const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Math.min(deliveryCount - 1, 6));
+
+/**
+ * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
+ * a delay, anything else (and a payload that fails its schema) is terminated and logged.
+ */
+export async function consume<C extends EventContract | JobContract>(options: ConsumeOptions<C>): Promise<RunningConsumer> {
+  const { bus, logger, stream, durable, contract, concurrency, handler } = options;
+  const jsm = await bus.jetstreamManager();
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: contract.subject,
+    max_ack_pending: Math.max(concurrency * 4, 16),
+    ack_wait: nanos(options.ackWaitMs ?? 30_000),
+  });
+  const consumer = await bus.js.consumers.get(stream, durable);
+  const messages = await consumer.consume({ max_messages: concurrency });
+  const inFlight = new Set<Promise<void>>();
+  const delayOf = options.retryDelayMs ?? defaultDelay;
+
+  async function handle(msg: JsMsg): Promise<void> {
+    const parsed = contract.payload.safeParse(decodeJson(msg.data));
+    if (!parsed.success) {
+      logger.error('terminated a malformed message', { subject: msg.subject, seq: msg.seq });
+      msg.term();
+      return;
+    }
+    try {
+      await handler(parsed.data as PayloadOf<C>, msg);
+      msg.ack();
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.retryable) {
+        msg.nak(delayOf(msg.info.redeliveryCount));
+      } else {
+        logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
+        msg.term();
+      }
+    }
+  }
+
+  const loop = (async () => {
+    for await (const msg of messages) {
+      const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
+      inFlight.add(task);
+      if (inFlight.size >= concurrency) await Promise.race(inFlight);
+    }
+  })();
+
+  return {
+    stop: async () => {
+      await messages.close();
+      await loop.catch(() => undefined);
+      await Promise.allSettled(inFlight);
+    },
+  };
+}

@@ -1,0 +1,220 @@
+import { randomUUID } from 'node:crypto';
+import {
+  connect,
+  ErrorCode,
+  NatsError,
+  type ConnectionOptions,
+  type JetStreamClient,
+  type JetStreamManager,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from 'nats';
+import type {
+  BroadcastContract,
+  EventContract,
+  PayloadOf,
+  RequestContract,
+  RequestOf,
+  ResponseOf,
+} from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import { runWithContext, type Logger } from '@latchkey/logger';
+import { decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf, type Reply } from './wire.js';
+
+export interface BusOptions {
+  /** Comma-separated NATS URLs. */
+  servers: string;
+  /** The service name: the connection name and the default queue group. */
+  service: string;
+  logger: Logger;
+  /** The deadline of a request and of JetStream API calls. */
+  requestTimeoutMs: number;
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+}
+
+export interface ServeOptions {
+  /** Queue group; defaults to the service name so replicas share the work. */
+  queue?: string;
+}
+
+export interface Bus {
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly service: string;
+  readonly requestTimeoutMs: number;
+  /** True while the connection to NATS is up. */
+  isConnected(): boolean;
+  /** Asks the queue group behind `contract` and returns its validated answer, or throws its AppError. */
+  request<C extends RequestContract>(contract: C, payload: RequestOf<C>, options?: RequestOptions): Promise<ResponseOf<C>>;
+  /** Answers `contract` in this service's queue group. */
+  serve<C extends RequestContract>(
+    contract: C,
+    handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
+    options?: ServeOptions,
+  ): Subscription;
+  /** Publishes a fact on the EVENTS stream and waits for JetStream to store it. */
+  publish<C extends EventContract>(contract: C, payload: PayloadOf<C>): Promise<void>;
+  /** Tells every live replica (core NATS, best effort). */
+  broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void;
+  onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription;
+  jetstreamManager(): Promise<JetStreamManager>;
+  /** Stops taking messages, lets in-flight handlers finish, flushes, closes. */
+  drain(): Promise<void>;
+}
+
+export async function createBus(options: BusOptions): Promise<Bus> {
+  const { logger, service, requestTimeoutMs } = options;
+  const connectionOptions: ConnectionOptions = {
+    servers: options.servers.split(',').map((server) => server.trim()),
+    name: `${service}-${randomUUID().slice(0, 8)}`,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    waitOnFirstConnect: true,
+    pingInterval: 10_000,
+  };
+  const nc = await connect(connectionOptions);
+  let connected = true;
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') {
+        connected = false;
+        logger.warn('nats disconnected', { server: String(status.data) });
+      } else if (status.type === 'reconnect') {
+        connected = true;
+        logger.info('nats reconnected', { server: String(status.data) });
+      }
+    }
+  })();
+  const js = nc.jetstream({ timeout: requestTimeoutMs });
+
+  async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
+    const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
+    let msg: Msg;
+    try {
+      msg = await nc.request(contract.subject, encodeJson(body), {
+        timeout: requestOptions.timeoutMs ?? requestTimeoutMs,
+        headers: outgoingHeaders(),
+      });
+    } catch (error) {
+      throw unavailable(contract.subject, error);
+    }
+    const reply = decodeJson(msg.data) as Reply<unknown> | undefined;
+    if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) {
+      throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
+    }
+    if (!reply.ok) throw AppError.fromBody(reply.error);
+    const parsed = contract.response.safeParse(reply.data);
+    if (!parsed.success) {
+      logger.error('reply does not match its contract', { subject: contract.subject, issues: parsed.error.issues });
+      throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
+    }
+    return parsed.data as ResponseOf<C>;
+  }
+
+  function serve<C extends RequestContract>(
+    contract: C,
+    handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
+    serveOptions: ServeOptions = {},
+  ): Subscription {
+    return nc.subscribe(contract.subject, {
+      queue: serveOptions.queue ?? service,
+      callback: (error, msg) => {
+        if (error) {
+          logger.error('subscription error', { subject: contract.subject, error });
+          return;
+        }
+        void runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg));
+      },
+    });
+  }
+
+  async function answer<C extends RequestContract>(
+    contract: C,
+    handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
+    msg: Msg,
+  ): Promise<void> {
+    let reply: Reply<unknown>;
+    try {
+      const payload = parseOrThrow(contract.request, decodeJson(msg.data), `request to ${contract.subject}`);
+      const result = await handler(payload as RequestOf<C>, msg);
+      const checked = contract.response.safeParse(result);
+      if (!checked.success) {
+        logger.error('handler result does not match its contract', { subject: contract.subject, issues: checked.error.issues });
+        throw new AppError('internal_error', 'An internal error occurred');
+      }
+      reply = { ok: true, data: checked.data };
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
+      reply = { ok: false, error: appError.toBody() };
+    }
+    if (msg.reply) msg.respond(encodeJson(reply), { headers: outgoingHeaders() });
+  }
+
+  async function publish<C extends EventContract>(contract: C, payload: PayloadOf<C>): Promise<void> {
+    const body = parseOrThrow(contract.payload, payload, `event ${contract.name}`);
+    try {
+      await js.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
+    } catch (error) {
+      throw unavailable(contract.subject, error);
+    }
+  }
+
+  function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {
+    const body = parseOrThrow(contract.payload, payload, `broadcast ${contract.subject}`);
+    nc.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
+  }
+
+  function onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription {
+    return nc.subscribe(contract.subject, {
+      callback: (error, msg) => {
+        if (error) return;
+        const parsed = contract.payload.safeParse(decodeJson(msg.data));
+        if (!parsed.success) {
+          logger.warn('ignored a malformed broadcast', { subject: contract.subject });
+          return;
+        }
+        void runWithContext({ requestId: requestIdOf(msg.headers) }, async () => {
+          try {
+            await handler(parsed.data as PayloadOf<C>);
+          } catch (handlerError) {
+            logger.error('broadcast handler failed', { subject: contract.subject, error: handlerError });
+          }
+        });
+      },
+    });
+  }
+
+  return {
+    nc,
+    js,
+    service,
+    requestTimeoutMs,
+    isConnected: () => connected && !nc.isClosed(),
+    request,
+    serve,
+    publish,
+    broadcast,
+    onBroadcast,
+    jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),
+    drain: async () => {
+      if (!nc.isClosed()) await nc.drain();
+    },
+  };
+}
+
+/** A deadline passed, nobody answered, or NATS is away: the caller may retry later. */
+export function unavailable(subject: string, error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  const reason =
+    error instanceof NatsError && error.code === ErrorCode.NoResponders
+      ? 'no service is answering'
+      : error instanceof NatsError && error.code === ErrorCode.Timeout
+        ? 'no answer within the deadline'
+        : 'the message bus is unavailable';
+  return new AppError('service_unavailable', `${subject}: ${reason}`, { cause: error });
+}

@@ -1,0 +1,5 @@
+export { createBus, unavailable, type Bus, type BusOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
+export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
+export { ensureStreams } from './streams.js';
+export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
+export { REQUEST_ID_HEADER, decodeJson, encodeJson, parseOrThrow } from './wire.js';

@@ -1,0 +1,57 @@
+import type { KV } from 'nats';
+import type { Bus } from './create-bus.js';
+import { decodeJson, encodeJson } from './wire.js';
+
+export interface KvEntryOf<T> {
+  value: T;
+  revision: number;
+}
+
+/**
+ * A JSON view of a NATS KV bucket with the two primitives coordination needs: create-if-absent
+ * and compare-and-set on revision. Both return null when another writer got there first.
+ */
+export interface JsonKv<T> {
+  readonly kv: KV;
+  get(key: string): Promise<KvEntryOf<T> | null>;
+  create(key: string, value: T): Promise<number | null>;
+  update(key: string, value: T, revision: number): Promise<number | null>;
+  delete(key: string): Promise<void>;
+}
+
+export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
+  const kv = await bus.js.views.kv(bucket.name, { ttl: bucket.ttlMs, history: 1, timeout: bus.requestTimeoutMs });
+  return {
+    kv,
+    async get(key) {
+      const entry = await kv.get(key);
+      if (entry === null || entry.operation !== 'PUT' || entry.value.length === 0) return null;
+      return { value: decodeJson(entry.value) as T, revision: entry.revision };
+    },
+    async create(key, value) {
+      try {
+        return await kv.create(key, encodeJson(value));
+      } catch (error) {
+        if (isConflict(error)) return null;
+        throw error;
+      }
+    },
+    async update(key, value, revision) {
+      try {
+        return await kv.update(key, encodeJson(value), revision);
+      } catch (error) {
+        if (isConflict(error)) return null;
+        throw error;
+      }
+    },
+    async delete(key) {
+      await kv.delete(key);
+    },
+  };
+}
+
+/** JetStream's "wrong last sequence" (10071): the key changed since we read it. */
+function isConflict(error: unknown): boolean {
+  const apiError = (error as { api_error?: { err_code?: number } } | undefined)?.api_error;
+  return apiError?.err_code === 10071 || (error instanceof Error && /wrong last sequence|key exists/i.test(error.message));
+}

@@ -1,0 +1,27 @@
+import { nanos } from 'nats';
+import { STREAMS } from '@latchkey/contracts';
+import type { Bus } from './create-bus.js';
+
+/** Creates the EVENTS and JOBS streams if absent; every service calls this at start, idempotently. */
+export async function ensureStreams(bus: Bus): Promise<void> {
+  const jsm = await bus.jetstreamManager();
+  for (const stream of Object.values(STREAMS)) {
+    const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs) };
+    try {
+      await jsm.streams.info(stream.name);
+      await jsm.streams.update(stream.name, config);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      try {
+        await jsm.streams.add(config);
+      } catch (addError) {
+        // Another replica created it between our look and our add.
+        if (!String(addError).includes('already in use')) throw addError;
+      }
+    }
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof Error && /not found/i.test(error.message);
+}

@@ -1,0 +1,40 @@
+import { headers as natsHeaders, type MsgHdrs } from 'nats';
+import { currentRequestId, isValidRequestId, newRequestId } from '@latchkey/logger';
+import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
+import type { z } from 'zod';
+
+export const REQUEST_ID_HEADER = 'x-request-id';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodeJson(value: unknown): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+export function decodeJson(data: Uint8Array): unknown {
+  if (data.length === 0) return undefined;
+  return JSON.parse(decoder.decode(data));
+}
+
+/** Headers for an outgoing message: the current request id travels with every hop. */
+export function outgoingHeaders(): MsgHdrs {
+  const headers = natsHeaders();
+  headers.set(REQUEST_ID_HEADER, currentRequestId() ?? newRequestId());
+  return headers;
+}
+
+export function requestIdOf(headers: MsgHdrs | undefined): string {
+  const value = headers?.get(REQUEST_ID_HEADER);
+  return isValidRequestId(value) ? value : newRequestId();
+}
+
+/** The reply envelope: errors keep their code across the hop, so the HTTP status survives. */
+export type Reply<T> = { ok: true; data: T } | { ok: false; error: ErrorBody };
+
+/** Parses `value` with `schema`, or throws `invalid_body` listing each problem. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new AppError('invalid_body', `${what} is invalid`, { errors: toErrorItems(result.error.issues) });
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+
+/** A secret from the environment: required, never defaulted, long enough to be one. */
+export function secret(minLength = 32) {
+  return z.string({ error: 'is required (secrets have no default)' }).min(minLength, `must be at least ${minLength} characters`);
+}
+
+export const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+
+export const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+export const booleanFlag = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0'])
+    .default(fallback ? 'true' : 'false')
+    .transform((value) => value === 'true' || value === '1');
+
+export const url = (fallback?: string) => (fallback === undefined ? z.url() : z.url().default(fallback));
+
+export const logLevel = z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info');
+
+/** What every service reads: where NATS and MongoDB are, how it logs, how long it waits. */
+export function baseServiceSchema(service: string, healthPort: number) {
+  return z.object({
+    NATS_URL: z.string().default('nats://127.0.0.1:4222'),
+    MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must be a mongodb:// URI').default('mongodb://127.0.0.1:27017/?directConnection=true'),
+    MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,63}$/).default(`latchkey_${service.replace(/-/g, '_')}`),
+    LOG_LEVEL: logLevel,
+    REQUEST_TIMEOUT_MS: positiveInt(5000),
+    SHUTDOWN_TIMEOUT_MS: positiveInt(10000),
+    HEALTH_PORT: port(healthPort),
+  });
+}

@@ -1,0 +1,26 @@
+import { describe, expect, it } from '@jest/globals';
+import { z } from 'zod';
+import { ConfigError, baseServiceSchema, parseConfig, secret } from './index.js';
+
+const schema = baseServiceSchema('credential-vault', 3010).extend({ ENCRYPTION_KEYS: secret(), PORT: z.coerce.number().int() });
+
+describe('parseConfig', () => {
+  it('applies defaults and coerces numbers', () => {
+    const config = parseConfig(schema, { ENCRYPTION_KEYS: 'x'.repeat(32), PORT: '80' });
+    expect(config).toMatchObject({ NATS_URL: 'nats://127.0.0.1:4222', MONGODB_DB: 'latchkey_credential_vault', PORT: 80, HEALTH_PORT: 3010 });
+  });
+
+  it('lists every problem at once and never defaults a secret', () => {
+    let caught: unknown;
+    try {
+      parseConfig(schema, { PORT: 'eighty', MONGODB_URI: 'postgres://x', ENCRYPTION_KEYS: '' });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(ConfigError);
+    const problems = (caught as ConfigError).problems.join('\n');
+    expect(problems).toMatch(/ENCRYPTION_KEYS: is required/);
+    expect(problems).toMatch(/PORT:/);
+    expect(problems).toMatch(/MONGODB_URI: must be a mongodb/);
+  });
+});

@@ -1,0 +1,6 @@
+import type { AnyContract } from './define.js';
+import { gatewayContracts } from './gateway.js';
+import { ping } from './services.js';
+
+/** Every contract, for the uniqueness test and for tooling that lists the wire. */
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts)];

@@ -1,0 +1,13 @@
+/**
+ * JetStream streams and KV buckets. Streams are created idempotently by whichever service
+ * starts first (`ensureStreams` in the bus); their subjects never overlap request subjects.
+ */
+export const STREAMS = {
+  events: { name: 'EVENTS', subjects: ['events.>'], maxAgeMs: 7 * 24 * 3600 * 1000 },
+  jobs: { name: 'JOBS', subjects: ['jobs.>'], maxAgeMs: 7 * 24 * 3600 * 1000 },
+} as const;
+
+export const KV_BUCKETS = {
+  /** Fixed-window rate-limit budgets, one key per account and window; entries expire on their own. */
+  rateLimits: { name: 'rate_limits', ttlMs: 5 * 60 * 1000 },
+} as const;

@@ -1,0 +1,36 @@
+import { describe, expect, it } from '@jest/globals';
+import { PassThrough } from 'node:stream';
+import { createLogger, runWithContext } from './index.js';
+
+function capture() {
+  const stream = new PassThrough();
+  const lines: Record<string, unknown>[] = [];
+  stream.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+  });
+  return { stream, lines };
+}
+
+describe('createLogger', () => {
+  it('writes JSON lines with the service and the current request id', async () => {
+    const { stream, lines } = capture();
+    const logger = createLogger({ service: 'test', stream });
+    runWithContext({ requestId: 'req-1' }, () => logger.info('hello', { n: 1 }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lines[0]).toMatchObject({ level: 'info', message: 'hello', service: 'test', requestId: 'req-1', n: 1 });
+  });
+
+  it('masks secrets at any depth', async () => {
+    const { stream, lines } = capture();
+    const logger = createLogger({ service: 'test', stream });
+    logger.info('call', {
+      headers: { authorization: 'Bearer sk_live_abc', accept: 'json' },
+      connection: { credentials: { access_token: 'tok' }, client_secret: 'cs', id: 'c1' },
+      apiKey: 'k',
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    const text = JSON.stringify(lines[0]);
+    for (const secret of ['sk_live_abc', '"tok"', '"cs"', '"k"']) expect(text).not.toContain(secret);
+    expect(lines[0]).toMatchObject({ headers: { accept: 'json' }, connection: { id: 'c1' } });
+  });
+});

@@ -1,0 +1,10 @@
+export { createLogger, type Logger, type LoggerOptions } from './create-logger.js';
+export { REDACTED, isSecretKey, redact } from './redact.js';
+export {
+  currentContext,
+  currentRequestId,
+  isValidRequestId,
+  newRequestId,
+  runWithContext,
+  type RequestContext,
+} from './request-context.js';

@@ -1,0 +1,37 @@
+import mongoose, { type Connection } from 'mongoose';
+import type { Logger } from '@latchkey/logger';
+
+export interface MongoOptions {
+  uri: string;
+  /** The service's own database: no service reads another's. */
+  dbName: string;
+  logger: Logger;
+  serverSelectionTimeoutMs?: number;
+}
+
+/**
+ * One mongoose connection per service, on its own database. Index builds run when each model
+ * is first used by its repository (`model.init()`), before the service reports ready.
+ */
+export async function connectMongo(options: MongoOptions): Promise<Connection> {
+  const connection = mongoose.createConnection(options.uri, {
+    dbName: options.dbName,
+    serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 10_000,
+    autoIndex: false,
+    autoCreate: true,
+  });
+  connection.on('disconnected', () => options.logger.warn('mongodb disconnected', { db: options.dbName }));
+  connection.on('reconnected', () => options.logger.info('mongodb reconnected', { db: options.dbName }));
+  await connection.asPromise();
+  return connection;
+}
+
+/** True while the driver holds a live connection. */
+export function isMongoConnected(connection: Connection): boolean {
+  return connection.readyState === mongoose.ConnectionStates.connected;
+}
+
+/** MongoDB and FerretDB both report a unique-index violation as code 11000. */
+export function isDuplicateKey(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
+}
