@@ -90,6 +90,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     }
   })();
   const js = nc.jetstream({ timeout: requestTimeoutMs });
+  // Handlers are async: drain must wait for their replies, not only for callbacks to return.
+  const served: Subscription[] = [];
+  const inFlight = new Set<Promise<void>>();
 
   async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
@@ -120,16 +123,21 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
     serveOptions: ServeOptions = {},
   ): Subscription {
-    return nc.subscribe(contract.subject, {
+    const subscription = nc.subscribe(contract.subject, {
       queue: serveOptions.queue ?? service,
       callback: (error, msg) => {
         if (error) {
           logger.error('subscription error', { subject: contract.subject, error });
           return;
         }
-        void runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg));
+        const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg)).finally(() =>
+          inFlight.delete(task),
+        );
+        inFlight.add(task);
       },
     });
+    served.push(subscription);
+    return subscription;
   }
 
   async function answer<C extends RequestContract>(
@@ -202,7 +210,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     onBroadcast,
     jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),
     drain: async () => {
-      if (!nc.isClosed()) await nc.drain();
+      if (nc.isClosed()) return;
+      await Promise.allSettled(served.map((subscription) => subscription.drain()));
+      await Promise.allSettled([...inFlight]);
+      await nc.drain();
     },
   };
 }

@@ -1,0 +1,49 @@
+# The front door. Everything here also works without make; see README.md.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+FERRETDB := .data/bin/ferretdb
+JEST := node --experimental-vm-modules node_modules/jest/bin/jest.js
+
+.PHONY: help up down build ferretdb test test-unit test-int e2e bench lint clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
+
+build: node_modules/.package-lock.json ## compile every workspace (tsc -b)
+	npx tsc -b
+
+$(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.sum
+	cd deploy/ferretdb && go build -trimpath -o ../../$(FERRETDB) .
+
+ferretdb: $(FERRETDB) ## build the MongoDB-wire server for native runs (FerretDB)
+
+up: build ferretdb ## start NATS, FerretDB and the six services natively; data in .data/
+	@deploy/local/up.sh
+
+down: ## stop what `make up` started
+	@deploy/local/down.sh
+
+test: build ferretdb ## all tiers: unit, integration, e2e
+	$(JEST) --selectProjects unit integration e2e
+
+test-unit: node_modules/.package-lock.json ## unit tests (no I/O)
+	$(JEST) --selectProjects unit
+
+test-int: build ferretdb ## integration tests (real NATS, real MongoDB-wire server)
+	$(JEST) --selectProjects integration
+
+e2e: build ferretdb ## black-box tests against the running stack
+	$(JEST) --selectProjects e2e
+
+bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
+	node bench/run.js
+
+lint: node_modules/.package-lock.json ## type-check everything
+	npx tsc -b --force --noEmit false
+
+clean: ## remove build output (not .data/)
+	npx tsc -b --clean

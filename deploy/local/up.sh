@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Starts Latchkey natively: NATS (unless NATS_URL is given), FerretDB (unless MONGODB_URI is
+# given) and the six services, with data, logs and pids under .data/. Secrets that the caller
+# does not set are generated once into .data/secrets.env; the caller's environment always wins.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+data=$root/.data
+mkdir -p "$data"/{logs,run}
+chmod 700 "$data"
+
+if [ -n "$(ls "$data"/run/*.pid 2>/dev/null)" ]; then
+  for pidfile in "$data"/run/*.pid; do
+    if kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "Latchkey is already running (see $pidfile); run 'make down' first." >&2
+      exit 1
+    fi
+  done
+  rm -f "$data"/run/*.pid
+fi
+
+secrets=$data/secrets.env
+if [ ! -f "$secrets" ]; then
+  umask 077
+  {
+    echo "ADMIN_TOKEN=$(head -c 32 /dev/urandom | base64 | tr -d '=+/' | head -c 43)"
+    echo "API_KEY_DIGEST_SECRET=$(head -c 32 /dev/urandom | base64)"
+    echo "ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
+    echo "BOOTSTRAP_SECRET_KEY=lk_sk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  } > "$secrets"
+  echo "Generated local secrets in .data/secrets.env"
+fi
+# Values from the file only fill in what the caller left unset.
+while IFS='=' read -r name value; do
+  [ -n "$name" ] && [ -z "${!name:-}" ] && export "$name=$value"
+done < "$secrets"
+
+start() { # name, command...
+  local name=$1
+  shift
+  nohup "$@" > "$data/logs/$name.log" 2>&1 &
+  echo $! > "$data/run/$name.pid"
+}
+
+wait_for_port() { # port, what
+  for _ in $(seq 1 100); do
+    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$2 did not start; see .data/logs/" >&2
+  exit 1
+}
+
+if [ -z "${NATS_URL:-}" ]; then
+  nats_port=${LOCAL_NATS_PORT:-4322}
+  command -v nats-server > /dev/null || { echo "nats-server not found: apt-get install nats-server, or set NATS_URL" >&2; exit 1; }
+  start nats nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$data/nats"
+  wait_for_port "$nats_port" "NATS"
+  export NATS_URL=nats://127.0.0.1:$nats_port
+fi
+
+if [ -z "${MONGODB_URI:-}" ]; then
+  mongo_port=${LOCAL_MONGODB_PORT:-27018}
+  start ferretdb "$data/bin/ferretdb" -listen "127.0.0.1:$mongo_port" -sqlite "$data/ferretdb"
+  wait_for_port "$mongo_port" "FerretDB"
+  export MONGODB_URI="mongodb://127.0.0.1:$mongo_port/?directConnection=true"
+fi
+
+for service in credential-vault proxy sync-scheduler action-runner webhook-router gateway; do
+  start "$service" node "services/$service/dist/main.js"
+done
+
+port=${PORT:-3003}
+for _ in $(seq 1 300); do
+  if curl -fsS "http://127.0.0.1:$port/ready" > /dev/null 2>&1; then
+    cat <<MSG
+
+Latchkey is up.
+  Gateway:  ${PUBLIC_URL:-http://localhost:$port}
+  API key:  $BOOTSTRAP_SECRET_KEY   (environment ${BOOTSTRAP_ENVIRONMENT:-dev}, full access)
+  Admin:    Authorization: Bearer \$ADMIN_TOKEN (in .data/secrets.env)
+  Logs:     .data/logs/        Stop: make down
+
+Try: curl -H "Authorization: Bearer $BOOTSTRAP_SECRET_KEY" ${PUBLIC_URL:-http://localhost:$port}/environment-variables
+MSG
+    exit 0
+  fi
+  sleep 0.2
+done
+echo "The gateway did not become ready within 60 s; see .data/logs/ (make down stops what started)." >&2
+exit 1

@@ -1,0 +1,1 @@
+export { runService, type BaseConfig, type RunningService, type Runtime, type ServiceDefinition } from './run-service.js';

@@ -1,0 +1,143 @@
+import { createServer, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import type { Connection } from 'mongoose';
+import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
+import { ping, type ServiceName } from '@latchkey/contracts';
+import { createLogger, type Logger } from '@latchkey/logger';
+import { connectMongo, isMongoConnected } from '@latchkey/mongo';
+
+/** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
+export interface BaseConfig {
+  NATS_URL: string;
+  MONGODB_URI: string;
+  MONGODB_DB: string;
+  LOG_LEVEL: string;
+  REQUEST_TIMEOUT_MS: number;
+  SHUTDOWN_TIMEOUT_MS: number;
+  /** Port of the probe server (/health, /ready); 0 turns it off. */
+  HEALTH_PORT?: number;
+}
+
+export interface Runtime {
+  readonly service: ServiceName;
+  readonly instance: string;
+  readonly logger: Logger;
+  readonly bus: Bus;
+  readonly mongo: Connection;
+  /** Ready: started, subscribed, and connected to NATS and MongoDB right now. */
+  isReady(): boolean;
+  /** Runs before NATS drains on shutdown, in reverse order of registration. */
+  onShutdown(hook: () => Promise<void> | void): void;
+}
+
+export interface ServiceDefinition<C extends BaseConfig, T> {
+  service: ServiceName;
+  config: C;
+  /** Wires handlers, consumers and servers. The service is ready when this resolves. */
+  start(runtime: Runtime, config: C): Promise<T>;
+  /** Exit the process on SIGTERM / SIGINT after shutting down (default true; tests pass false). */
+  handleSignals?: boolean;
+}
+
+export interface RunningService<T> {
+  runtime: Runtime;
+  /** What `start` returned (a server address, for example). */
+  started: T;
+  /** Stops taking work, finishes in-flight work, drains NATS, closes MongoDB. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * The lifecycle every service shares: connect NATS and the service's own database, wire, answer
+ * `<service>.ping`, report ready; on SIGTERM or SIGINT stop taking work, let in-flight work
+ * finish, drain NATS, close MongoDB and exit, or exit non-zero past SHUTDOWN_TIMEOUT_MS.
+ */
+export async function runService<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
+  const { service, config } = definition;
+  const logger = createLogger({ service, level: config.LOG_LEVEL });
+  const instance = randomUUID();
+  const startedAt = Date.now();
+  const hooks: Array<() => Promise<void> | void> = [];
+  let ready = false;
+  let stopping = false;
+
+  logger.info('starting', { nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
+  const bus = await createBus({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.REQUEST_TIMEOUT_MS });
+  await ensureStreams(bus);
+  const mongo = await connectMongo({ uri: config.MONGODB_URI, dbName: config.MONGODB_DB, logger });
+
+  const runtime: Runtime = {
+    service,
+    instance,
+    logger,
+    bus,
+    mongo,
+    isReady: () => ready && !stopping && bus.isConnected() && isMongoConnected(mongo),
+    onShutdown: (hook) => hooks.push(hook),
+  };
+
+  let probes: Server | undefined;
+  if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, runtime);
+
+  const started = await definition.start(runtime, config);
+  bus.serve(ping[service], () => ({ service, instance, uptime_ms: Date.now() - startedAt }));
+  ready = true;
+  logger.info('ready', { instance, ...(config.HEALTH_PORT ? { health_port: config.HEALTH_PORT } : {}) });
+
+  let stopped: Promise<void> | undefined;
+  const shutdown = () =>
+    (stopped ??= (async () => {
+      stopping = true;
+      for (const hook of [...hooks].reverse()) await hook();
+      await bus.drain();
+      await mongo.close();
+      await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
+      logger.info('stopped');
+    })());
+
+  if (definition.handleSignals !== false) {
+    const onSignal = (signal: string) => {
+      logger.info('stopping', { signal });
+      const deadline = setTimeout(() => {
+        logger.error('shutdown deadline passed; exiting', { timeout_ms: config.SHUTDOWN_TIMEOUT_MS });
+        process.exit(1);
+      }, config.SHUTDOWN_TIMEOUT_MS);
+      deadline.unref();
+      shutdown().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error('shutdown failed', { error });
+          process.exit(1);
+        },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    process.on('unhandledRejection', (reason) => logger.error('unhandled rejection', { error: reason }));
+  }
+  return { runtime, started, shutdown };
+}
+
+/** /health answers while the process lives; /ready only while the service can do its work. */
+async function startProbeServer(port: number, runtime: Runtime): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (status: number, body: object) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (path === '/health') send(200, { status: 'ok' });
+    else if (path === '/ready') send(runtime.isReady() ? 200 : 503, { status: runtime.isReady() ? 'ready' : 'not_ready' });
+    else send(404, { error: { code: 'route_not_found', message: 'Not found' } });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, resolve);
+  });
+  return server;
+}
+
+/** Connection strings may hold passwords: log host and path only. */
+function redactUri(uri: string): string {
+  return uri.replace(/\/\/[^@/]*@/, '//***@');
+}

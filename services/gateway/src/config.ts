@@ -1,0 +1,25 @@
+import { baseServiceSchema, loadConfig, port, positiveInt, secret } from '@latchkey/config';
+import { z } from 'zod';
+
+export const configSchema = baseServiceSchema('gateway', 0)
+  .omit({ HEALTH_PORT: true })
+  .extend({
+    PORT: port(3003),
+    /** Where customers and end users reach this gateway; builds connect links and webhook URLs. */
+    PUBLIC_URL: z.url().default('http://localhost:3003'),
+    /** Bearer token of the operator API under /admin. */
+    ADMIN_TOKEN: secret(),
+    /** Keys the SHA-256 digest under which API keys are stored; changing it invalidates every key. */
+    API_KEY_DIGEST_SECRET: secret(),
+    BOOTSTRAP_ENVIRONMENT: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/).default('dev'),
+    /** Taken as given, so operators can set it from their own secret store. */
+    BOOTSTRAP_SECRET_KEY: secret().optional(),
+    RATE_LIMIT_PER_MINUTE: positiveInt(6000),
+    MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
+  });
+
+export type Config = z.infer<typeof configSchema>;
+
+/** The only reader of process.env in this service. */
+export const loadGatewayConfig = (env: Record<string, string | undefined> = process.env): Config =>
+  loadConfig(configSchema, env);

@@ -1,0 +1,40 @@
+import { Schema, type Connection } from 'mongoose';
+import type { SigningKey } from '../domain/signing-keys.js';
+
+export interface EnvironmentDoc {
+  _id: string;
+  account_id: string;
+  name: string;
+  public_id: string;
+  webhook_url: string | null;
+  webhook_url_secondary: string | null;
+  send_auth_webhooks: boolean;
+  callback_url: string | null;
+  variables: Array<{ name: string; value: string }>;
+  signing_keys: SigningKey[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+const environmentSchema = new Schema<EnvironmentDoc>(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    name: { type: String, required: true },
+    public_id: { type: String, required: true },
+    webhook_url: { type: String, default: null },
+    webhook_url_secondary: { type: String, default: null },
+    send_auth_webhooks: { type: Boolean, default: false },
+    callback_url: { type: String, default: null },
+    variables: { type: [{ _id: false, name: String, value: String }], default: [] },
+    signing_keys: { type: [{ _id: false, secret: String, created_at: Date, retired_at: Date }], default: [] },
+    created_at: { type: Date, required: true },
+    updated_at: { type: Date, required: true },
+  },
+  { collection: 'environments', versionKey: false },
+);
+// The operator API addresses environments by name, webhooks by public id.
+environmentSchema.index({ name: 1 }, { unique: true });
+environmentSchema.index({ public_id: 1 }, { unique: true });
+
+export const environmentModel = (connection: Connection) => connection.model<EnvironmentDoc>('Environment', environmentSchema);

@@ -1,0 +1,58 @@
+import type { Request, Response } from 'express';
+import type { z } from 'zod';
+import type { Scope } from '@latchkey/contracts';
+import type { ResolvedKey } from '../domain/key-cache.js';
+import type { GatewayDeps } from './deps.js';
+
+type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface RouteContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  deps: GatewayDeps;
+  req: Request;
+  res: Response;
+}
+
+export interface KeyedContext<P, Q, B> extends RouteContext<P, Q, B> {
+  /** The caller's API key: its environment scopes every call. */
+  key: ResolvedKey;
+}
+
+export interface RouteReply {
+  status?: number;
+  /** Sent as JSON; omitted for an empty body. */
+  body?: unknown;
+}
+
+interface Schemas<PS, QS, BS> {
+  /** Unknown keys are refused: give strict object schemas. */
+  params?: PS;
+  query?: QS;
+  body?: BS;
+}
+
+/** Who may call a route: an API key with a scope, the operator, or anyone (health, webhooks). */
+export type RouteAccess<PS, QS, BS> =
+  | { auth: 'api_key'; scope: Scope; handler: (ctx: KeyedContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
+  | { auth: 'admin' | 'public'; scope: null; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
+
+export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  path: string;
+  schemas: Schemas<PS, QS, BS>;
+} & RouteAccess<PS, QS, BS>;
+
+/** One endpoint: method, path, who may call it, what it accepts, and what it does. */
+export function defineRoute<
+  PS extends z.ZodType | undefined = undefined,
+  QS extends z.ZodType | undefined = undefined,
+  BS extends z.ZodType | undefined = undefined,
+>(route: RouteDefinition<PS, QS, BS>): RouteDefinition<PS, QS, BS> {
+  return route;
+}
+
+// Routes are held in one list whatever their schemas; the mount step re-checks inputs at run time.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyRoute = RouteDefinition<any, any, any>;

@@ -1,0 +1,24 @@
+import type { Bus } from '@latchkey/bus';
+import type { Logger } from '@latchkey/logger';
+import type { Config } from '../config.js';
+import type { AccountRepo } from '../db/account-repo.js';
+import type { ApiKeyRepo } from '../db/api-key-repo.js';
+import type { EnvironmentRepo } from '../db/environment-repo.js';
+import type { KeyCache } from '../domain/key-cache.js';
+import type { LastUsedTracker } from '../domain/last-used.js';
+import type { RateLimiter } from '../domain/rate-limiter.js';
+
+/** Everything a route may use; built once in main.ts. */
+export interface GatewayDeps {
+  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'PUBLIC_URL' | 'REQUEST_TIMEOUT_MS'>;
+  logger: Logger;
+  bus: Bus;
+  keyCache: KeyCache;
+  rateLimiter: RateLimiter;
+  lastUsed: LastUsedTracker;
+  accounts: AccountRepo;
+  environments: EnvironmentRepo;
+  apiKeys: ApiKeyRepo;
+  /** Whether this process is started and connected to NATS and MongoDB. */
+  isReady(): boolean;
+}

@@ -1,0 +1,35 @@
+import type { NextFunction, Request, Response } from 'express';
+import { AppError, toAppError } from '@latchkey/errors';
+import type { Logger } from '@latchkey/logger';
+
+/** body-parser's failures, told apart by their `type`, mapped to our codes. */
+function fromBodyParser(error: unknown): AppError | undefined {
+  const type = (error as { type?: unknown } | null)?.type;
+  if (type === 'entity.too.large') return new AppError('payload_too_large', 'The request body is larger than the limit');
+  if (type === 'entity.parse.failed') return new AppError('invalid_json', 'The request body is not valid JSON');
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return new AppError('invalid_content_type', 'The request body encoding is not supported');
+  }
+  return undefined;
+}
+
+export function notFound(req: Request): never {
+  throw new AppError('route_not_found', `No route for ${req.method} ${req.path}`);
+}
+
+/** Every error leaves in the one envelope; internals are logged, never sent. */
+export function errorHandler(logger: Logger) {
+  return (error: unknown, req: Request, res: Response, _next: NextFunction): void => {
+    const appError = fromBodyParser(error) ?? toAppError(error);
+    if (appError.code === 'internal_error') {
+      logger.error('request failed', { method: req.method, path: req.path, error: appError.cause ?? appError });
+    } else if (appError.status >= 500) {
+      logger.warn('request failed', { method: req.method, path: req.path, code: appError.code, message: appError.message });
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.status(appError.status).json({ error: appError.toBody() });
+  };
+}

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { gatewayContracts } from '@latchkey/contracts';
+import { generateSigningKey } from '../../domain/signing-keys.js';
+import { defineRoute } from '../../http/define-route.js';
+import { environmentName, environmentView } from './environment-view.js';
+
+/**
+ * Creates an environment in an account (`default` unless named). Its webhook signing key is
+ * shown here once; rotate it to get a new one.
+ */
+export const createEnvironment = defineRoute({
+  method: 'post',
+  path: '/admin/environments',
+  auth: 'admin',
+  scope: null,
+  schemas: {
+    body: z.strictObject({ name: environmentName, account: environmentName.optional() }),
+  },
+  handler: async ({ deps, body }) => {
+    const account = await deps.accounts.ensure(body.account ?? 'default');
+    const signingKey = generateSigningKey(new Date());
+    const environment = await deps.environments.create({ name: body.name, account_id: account._id, signing_key: signingKey });
+    await deps.bus.publish(gatewayContracts.environmentCreated, { environment_id: environment._id, name: environment.name });
+    return { status: 201, body: { data: { ...environmentView(environment), webhook_signing_key: signingKey.secret } } };
+  },
+});

@@ -1,0 +1,11 @@
+import { defineRoute } from '../../http/define-route.js';
+import { environmentView } from './environment-view.js';
+
+export const listEnvironments = defineRoute({
+  method: 'get',
+  path: '/admin/environments',
+  auth: 'admin',
+  scope: null,
+  schemas: {},
+  handler: async ({ deps }) => ({ body: { data: (await deps.environments.list()).map(environmentView) } }),
+});

@@ -1,0 +1,18 @@
+import { rotateSigningKeys } from '../../domain/signing-keys.js';
+import { defineRoute } from '../../http/define-route.js';
+import { environmentParams, findEnvironmentByName } from './environment-view.js';
+
+/** A new webhook signing key, shown once; the previous one keeps signing for 24 hours. */
+export const rotateSigningKey = defineRoute({
+  method: 'post',
+  path: '/admin/environments/:name/webhook-signing-key/rotate',
+  auth: 'admin',
+  scope: null,
+  schemas: { params: environmentParams },
+  handler: async ({ deps, params }) => {
+    const environment = await findEnvironmentByName(deps, params.name);
+    const keys = rotateSigningKeys(environment.signing_keys, new Date());
+    await deps.environments.replaceSigningKeys(environment._id, keys);
+    return { body: { data: { signing_key: keys[0]?.secret } } };
+  },
+});

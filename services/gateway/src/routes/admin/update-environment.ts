@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { environmentVariable, gatewayContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import type { EnvironmentPatch } from '../../db/environment-repo.js';
+import { defineRoute } from '../../http/define-route.js';
+import { environmentParams, environmentView, findEnvironmentByName } from './environment-view.js';
+
+const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
+
+/** Sets the given settings only; `variables` replaces the whole list; null clears a URL. */
+export const updateEnvironment = defineRoute({
+  method: 'patch',
+  path: '/admin/environments/:name',
+  auth: 'admin',
+  scope: null,
+  schemas: {
+    params: environmentParams,
+    body: z.strictObject({
+      webhook_url: httpUrl.nullable().optional(),
+      webhook_url_secondary: httpUrl.nullable().optional(),
+      send_auth_webhooks: z.boolean().optional(),
+      callback_url: httpUrl.nullable().optional(),
+      variables: z
+        .array(environmentVariable)
+        .max(500)
+        .refine((list) => new Set(list.map((variable) => variable.name)).size === list.length, 'variable names must be unique')
+        .optional(),
+    }),
+  },
+  handler: async ({ deps, params, body }) => {
+    const environment = await findEnvironmentByName(deps, params.name);
+    const patch: EnvironmentPatch = {};
+    for (const [field, value] of Object.entries(body)) {
+      if (value !== undefined) Object.assign(patch, { [field]: value });
+    }
+    const updated = await deps.environments.update(environment._id, patch);
+    if (!updated) throw new AppError('unknown_environment', `No environment named "${params.name}"`);
+    await deps.bus.publish(gatewayContracts.environmentUpdated, { environment_id: updated._id, name: updated.name });
+    return { body: { data: environmentView(updated) } };
+  },
+});

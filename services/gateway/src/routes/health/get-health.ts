@@ -1,0 +1,11 @@
+import { defineRoute } from '../../http/define-route.js';
+
+/** Liveness: the process answers. */
+export const getHealth = defineRoute({
+  method: 'get',
+  path: '/health',
+  auth: 'public',
+  scope: null,
+  schemas: {},
+  handler: async () => ({ body: { status: 'ok' } }),
+});

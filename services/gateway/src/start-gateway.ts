@@ -1,0 +1,82 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { openKv } from '@latchkey/bus';
+import { KV_BUCKETS, gatewayContracts } from '@latchkey/contracts';
+import type { Runtime } from '@latchkey/runtime';
+import type { Config } from './config.js';
+import { createAccountRepo } from './db/account-repo.js';
+import { createApiKeyRepo } from './db/api-key-repo.js';
+import { createEnvironmentRepo } from './db/environment-repo.js';
+import { bootstrap } from './domain/bootstrap.js';
+import { createKeyCache } from './domain/key-cache.js';
+import { createLastUsedTracker } from './domain/last-used.js';
+import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
+import { getEnvironmentHandler } from './handlers/get-environment.js';
+import { createApp } from './http/create-app.js';
+import type { GatewayDeps } from './http/deps.js';
+import { routes } from './routes/index.js';
+
+const LAST_USED_FLUSH_MS = 60_000;
+
+/** Wires the gateway onto a started runtime and listens on PORT. Returns the bound port. */
+export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
+  const { bus, logger, mongo } = runtime;
+  const accounts = createAccountRepo(mongo);
+  const environments = createEnvironmentRepo(mongo);
+  const apiKeys = createApiKeyRepo(mongo);
+  await Promise.all([accounts.init(), environments.init(), apiKeys.init()]);
+
+  await bootstrap(
+    { accounts, environments, apiKeys, logger },
+    { environmentName: config.BOOTSTRAP_ENVIRONMENT, secretKey: config.BOOTSTRAP_SECRET_KEY, digestSecret: config.API_KEY_DIGEST_SECRET },
+  );
+
+  const keyCache = createKeyCache({ findByDigest: apiKeys.findByDigest }, { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000 });
+  bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
+  // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
+  void (async () => {
+    for await (const status of bus.nc.status()) if (status.type === 'reconnect') keyCache.clear();
+  })();
+
+  const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
+  const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });
+
+  const lastUsed = createLastUsedTracker({ touch: apiKeys.touchLastUsed });
+  const flushTimer = setInterval(() => {
+    lastUsed.flush().catch((error: unknown) => logger.warn('could not write last_used_at', { error }));
+  }, LAST_USED_FLUSH_MS);
+  flushTimer.unref();
+
+  bus.serve(gatewayContracts.getEnvironment, getEnvironmentHandler({ environments }));
+
+  const deps: GatewayDeps = {
+    config,
+    logger,
+    bus,
+    keyCache,
+    rateLimiter,
+    lastUsed,
+    accounts,
+    environments,
+    apiKeys,
+    isReady: runtime.isReady,
+  };
+  const server: Server = createServer(createApp(deps, routes));
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.PORT, resolve);
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info('listening', { port, public_url: config.PUBLIC_URL });
+
+  runtime.onShutdown(async () => {
+    clearInterval(flushTimer);
+    // Stop accepting; let requests in flight finish; idle keep-alive sockets close now.
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    await closed;
+    await lastUsed.flush().catch(() => undefined);
+  });
+  return { port };
+}

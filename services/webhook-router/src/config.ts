@@ -1,0 +1,9 @@
+import { baseServiceSchema, loadConfig } from '@latchkey/config';
+import type { z } from 'zod';
+
+export const configSchema = baseServiceSchema('webhook-router', 3014);
+
+export type Config = z.infer<typeof configSchema>;
+
+/** The only reader of process.env in this service. */
+export const loadServiceConfig = (): Config => loadConfig(configSchema);
