@@ -10,14 +10,15 @@ export interface MongoOptions {
 }
 
 /**
- * One mongoose connection per service, on its own database. Index builds run when each model
- * is first used by its repository (`model.init()`), before the service reports ready.
+ * One mongoose connection per service, on its own database. Unique indexes carry invariants
+ * (no read-modify-write is trusted), so each repository awaits `model.init()`, which builds its
+ * indexes, before the service reports ready.
  */
 export async function connectMongo(options: MongoOptions): Promise<Connection> {
   const connection = mongoose.createConnection(options.uri, {
     dbName: options.dbName,
     serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 10_000,
-    autoIndex: false,
+    autoIndex: true,
     autoCreate: true,
   });
   connection.on('disconnected', () => options.logger.warn('mongodb disconnected', { db: options.dbName }));

@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createBus, openKv, type Bus } from '@latchkey/bus';
+import { createLogger } from '@latchkey/logger';
+import { startNats, type TestNats } from '@latchkey/testing';
+import { createRateLimiter } from './rate-limiter.js';
+
+let nats: TestNats;
+const buses: Bus[] = [];
+
+async function replica(limit: number, bucket: string, now?: () => number) {
+  const bus = await createBus({ servers: nats.url, service: 'gateway', logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  buses.push(bus);
+  const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
+  return createRateLimiter({ store, ...(now ? { now } : {}) }, { limit, windowMs: 60_000 });
+}
+
+beforeAll(async () => {
+  nats = await startNats();
+});
+
+afterAll(async () => {
+  await Promise.all(buses.map((bus) => bus.drain()));
+  await nats?.dispose();
+});
+
+describe('rate limiter on NATS KV', () => {
+  it('admits exactly the limit across replicas, whatever the interleaving', async () => {
+    const [a, b, c] = await Promise.all([replica(50, 'rl_exact'), replica(50, 'rl_exact'), replica(50, 'rl_exact')]);
+    const replicas = [a, b, c];
+    const decisions = await Promise.all(Array.from({ length: 150 }, (_, i) => replicas[i % 3]!.take('acc_1')));
+    expect(decisions.filter((decision) => decision.allowed)).toHaveLength(50);
+    const refused = decisions.find((decision) => !decision.allowed);
+    expect(refused?.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(refused?.retryAfter).toBeLessThanOrEqual(60);
+  });
+
+  it('keeps accounts apart', async () => {
+    const limiter = await replica(3, 'rl_accounts');
+    for (let i = 0; i < 3; i++) expect((await limiter.take('acc_a')).allowed).toBe(true);
+    expect((await limiter.take('acc_a')).allowed).toBe(false);
+    expect((await limiter.take('acc_b')).allowed).toBe(true);
+  });
+
+  it('opens a fresh budget in the next window', async () => {
+    let now = 120_000;
+    const limiter = await replica(2, 'rl_windows', () => now);
+    await limiter.take('acc_1');
+    await limiter.take('acc_1');
+    expect((await limiter.take('acc_1')).allowed).toBe(false);
+    now += 60_000;
+    expect((await limiter.take('acc_1')).allowed).toBe(true);
+  });
+});

@@ -1,0 +1,245 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createBus, type Bus } from '@latchkey/bus';
+import { parseConfig } from '@latchkey/config';
+import { gatewayContracts } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { runService, type RunningService } from '@latchkey/runtime';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { configSchema } from './config.js';
+import { startGateway } from './start-gateway.js';
+
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789abcdef';
+const BOOTSTRAP_SECRET_KEY = 'lk_sk_bootstrap-secret-for-tests-0123456789';
+
+let nats: TestNats;
+let mongo: TestMongo;
+let gateway: RunningService<{ port: number }>;
+let base: string;
+let bus: Bus;
+
+async function call(method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    headers['content-type'] ??= 'application/json';
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  }
+  const response = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, json: text ? (JSON.parse(text) as any) : undefined };
+}
+
+const admin = (method: string, path: string, body?: unknown) =>
+  call(method, `/admin${path}`, { token: ADMIN_TOKEN, ...(body === undefined ? {} : { body }) });
+
+async function createKey(environment: string, scopes: unknown, displayName = 'test key') {
+  const created = await admin('POST', `/environments/${environment}/api-keys`, { display_name: displayName, scopes });
+  expect(created.status).toBe(201);
+  return created.json.data as { id: string; secret: string };
+}
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  const config = parseConfig(configSchema, {
+    NATS_URL: nats.url,
+    MONGODB_URI: mongo.uri,
+    MONGODB_DB: uniqueDbName('gateway'),
+    PORT: '0',
+    LOG_LEVEL: 'error',
+    ADMIN_TOKEN,
+    API_KEY_DIGEST_SECRET: 'digest-secret-for-tests-0123456789abcdef',
+    BOOTSTRAP_SECRET_KEY,
+    MAX_BODY_BYTES: '2048',
+  });
+  gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
+  base = `http://127.0.0.1:${gateway.started.port}`;
+  bus = await createBus({ servers: nats.url, service: 'gateway', logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+});
+
+afterAll(async () => {
+  await bus?.drain();
+  await gateway?.shutdown();
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+describe('API keys', () => {
+  it('refuse a request without Authorization with missing_auth_header', async () => {
+    const response = await call('GET', '/environment-variables');
+    expect(response.status).toBe(401);
+    expect(response.json.error.code).toBe('missing_auth_header');
+  });
+
+  it('refuse a header that is not Bearer with malformed_auth_header', async () => {
+    for (const value of ['Basic abc', 'Bearer', 'bearer x y']) {
+      const response = await call('GET', '/environment-variables', { headers: { authorization: value } });
+      expect(response.status).toBe(401);
+      expect(response.json.error.code).toBe('malformed_auth_header');
+    }
+  });
+
+  it('refuse an unknown key with unknown_api_key', async () => {
+    const response = await call('GET', '/environment-variables', { token: 'lk_sk_not-a-real-key' });
+    expect(response.status).toBe(401);
+    expect(response.json.error.code).toBe('unknown_api_key');
+  });
+
+  it('accept the bootstrap key, which has full access', async () => {
+    const response = await call('GET', '/environment-variables', { token: BOOTSTRAP_SECRET_KEY });
+    expect(response.status).toBe(200);
+    expect(response.json).toEqual([]);
+    expect(response.headers.get('x-request-id')).toBeTruthy();
+  });
+
+  it('refuse a revoked key with unknown_api_key', async () => {
+    const key = await createKey('dev', 'full_access');
+    expect((await call('GET', '/environment-variables', { token: key.secret })).status).toBe(200);
+    expect((await admin('DELETE', `/environments/dev/api-keys/${key.id}`)).json).toEqual({ success: true });
+    const response = await call('GET', '/environment-variables', { token: key.secret });
+    expect(response.status).toBe(401);
+    expect(response.json.error.code).toBe('unknown_api_key');
+  });
+
+  it('need the route scope: 403 forbidden naming it, 200 with it', async () => {
+    const without = await createKey('dev', ['environment:proxy']);
+    const refused = await call('GET', '/environment-variables', { token: without.secret });
+    expect(refused.status).toBe(403);
+    expect(refused.json.error.code).toBe('forbidden');
+    expect(refused.json.error.message).toContain('environment:variables:read');
+
+    const withScope = await createKey('dev', ['environment:variables:read']);
+    expect((await call('GET', '/environment-variables', { token: withScope.secret })).status).toBe(200);
+  });
+
+  it('see only their own environment', async () => {
+    await admin('POST', '/environments', { name: 'env-a' });
+    await admin('POST', '/environments', { name: 'env-b', account: 'other' });
+    await admin('PATCH', '/environments/env-a', { variables: [{ name: 'ONLY_A', value: 'a' }] });
+    await admin('PATCH', '/environments/env-b', { variables: [{ name: 'ONLY_B', value: 'b' }] });
+    const keyA = await createKey('env-a', 'full_access');
+    const keyB = await createKey('env-b', 'full_access');
+    expect((await call('GET', '/environment-variables', { token: keyA.secret })).json).toEqual([{ name: 'ONLY_A', value: 'a' }]);
+    expect((await call('GET', '/environment-variables', { token: keyB.secret })).json).toEqual([{ name: 'ONLY_B', value: 'b' }]);
+    // A key of env-a cannot be managed through env-b.
+    expect((await admin('DELETE', `/environments/env-b/api-keys/${keyA.id}`)).status).toBe(404);
+  });
+
+  it('carry rate-limit headers on every authenticated response', async () => {
+    const response = await call('GET', '/environment-variables', { token: BOOTSTRAP_SECRET_KEY });
+    expect(response.headers.get('x-ratelimit-limit')).toBe('6000');
+    expect(Number(response.headers.get('x-ratelimit-remaining'))).toBeLessThan(6000);
+    expect(Number(response.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
+  });
+});
+
+describe('operator API', () => {
+  it('needs the admin token', async () => {
+    expect((await call('GET', '/admin/environments')).json.error.code).toBe('missing_auth_header');
+    const wrong = await call('GET', '/admin/environments', { token: BOOTSTRAP_SECRET_KEY });
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.error.code).toBe('unknown_admin_token');
+  });
+
+  it('shows a key secret once, then lists keys with last_used_at and no secret', async () => {
+    const key = await createKey('dev', ['environment:variables:read'], 'shown once');
+    expect(key.secret).toMatch(/^lk_sk_[A-Za-z0-9_-]{43}$/);
+
+    let listed = (await admin('GET', '/environments/dev/api-keys')).json.data.find((item: { id: string }) => item.id === key.id);
+    expect(listed).toMatchObject({ display_name: 'shown once', scopes: ['environment:variables:read'], last_used_at: null });
+    expect(JSON.stringify(listed)).not.toContain(key.secret);
+    expect(listed.secret).toBeUndefined();
+
+    await call('GET', '/environment-variables', { token: key.secret });
+    listed = (await admin('GET', '/environments/dev/api-keys')).json.data.find((item: { id: string }) => item.id === key.id);
+    expect(Date.parse(listed.last_used_at)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it('lists the bootstrap key as Default - Full access', async () => {
+    const keys = (await admin('GET', '/environments/dev/api-keys')).json.data;
+    expect(keys[0]).toMatchObject({ display_name: 'Default - Full access', scopes: 'full_access' });
+  });
+
+  it('creates environments once and validates input', async () => {
+    const created = await admin('POST', '/environments', { name: 'staging' });
+    expect(created.status).toBe(201);
+    expect(created.json.data).toMatchObject({ name: 'staging', webhook_url: null, variables: [] });
+    expect(created.json.data.webhook_signing_key).toMatch(/^whsec_/);
+    expect((await admin('POST', '/environments', { name: 'staging' })).json.error.code).toBe('duplicate_environment');
+    const invalid = await admin('POST', '/environments', { name: 'Bad Name!', extra: 1 });
+    expect(invalid.status).toBe(400);
+    expect(invalid.json.error.code).toBe('invalid_body');
+    expect(invalid.json.error.errors.map((item: { path: string }) => item.path).sort()).toEqual(['', 'name']);
+  });
+
+  it('updates webhook settings and variables, and rotates the signing key', async () => {
+    await admin('POST', '/environments', { name: 'settings' });
+    const updated = await admin('PATCH', '/environments/settings', {
+      webhook_url: 'https://example.test/hooks',
+      send_auth_webhooks: true,
+      variables: [{ name: 'API_BASE', value: 'https://api.example.test' }],
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.json.data).toMatchObject({ webhook_url: 'https://example.test/hooks', send_auth_webhooks: true, webhook_url_secondary: null });
+    expect((await admin('PATCH', '/environments/settings', { webhook_url: 'ftp://x' })).status).toBe(400);
+    expect((await admin('PATCH', '/environments/nope', { send_auth_webhooks: true })).json.error.code).toBe('unknown_environment');
+
+    const rotated = await admin('POST', '/environments/settings/webhook-signing-key/rotate');
+    expect(rotated.json.data.signing_key).toMatch(/^whsec_/);
+  });
+
+  it('answers gateway.environment.get over NATS without secrets', async () => {
+    const environment = (await admin('GET', '/environments')).json.data.find((item: { name: string }) => item.name === 'settings');
+    const info = await bus.request(gatewayContracts.getEnvironment, { public_id: environment.public_id });
+    expect(info).toMatchObject({ id: environment.id, name: 'settings', webhook_url: 'https://example.test/hooks' });
+    expect(JSON.stringify(info)).not.toContain('whsec_');
+    await expect(bus.request(gatewayContracts.getEnvironment, { environment_id: 'env_missing' })).rejects.toMatchObject({
+      code: 'unknown_environment',
+    });
+  });
+});
+
+describe('requests', () => {
+  it('refuse malformed JSON with invalid_json', async () => {
+    const response = await admin('POST', '/environments', '{"name":');
+    expect(response.status).toBe(400);
+    expect(response.json.error.code).toBe('invalid_json');
+  });
+
+  it('refuse a body that is not JSON with invalid_content_type', async () => {
+    const response = await call('POST', '/admin/environments', { token: ADMIN_TOKEN, body: 'name=x', headers: { 'content-type': 'text/plain' } });
+    expect(response.status).toBe(415);
+    expect(response.json.error.code).toBe('invalid_content_type');
+  });
+
+  it('refuse a body over MAX_BODY_BYTES with payload_too_large', async () => {
+    const response = await admin('POST', '/environments', { name: 'x'.repeat(4096) });
+    expect(response.status).toBe(413);
+    expect(response.json.error.code).toBe('payload_too_large');
+  });
+
+  it('refuse unknown query parameters', async () => {
+    const response = await call('GET', '/environment-variables?foo=1', { token: BOOTSTRAP_SECRET_KEY });
+    expect(response.status).toBe(400);
+    expect(response.json.error.code).toBe('invalid_query_params');
+  });
+
+  it('answer unknown routes with route_not_found and keep the caller request id', async () => {
+    const response = await call('GET', '/nope', { headers: { 'x-request-id': 'trace-123' } });
+    expect(response.status).toBe(404);
+    expect(response.json.error.code).toBe('route_not_found');
+    expect(response.headers.get('x-request-id')).toBe('trace-123');
+  });
+
+  it('route a trailing slash like the path without it', async () => {
+    expect((await call('GET', '/environment-variables/', { token: BOOTSTRAP_SECRET_KEY })).status).toBe(200);
+  });
+
+  it('report health and readiness', async () => {
+    expect((await call('GET', '/health')).json).toEqual({ status: 'ok' });
+    const ready = await call('GET', '/ready');
+    // Only the gateway runs here, so the other services are reported missing.
+    expect(ready.status).toBe(503);
+    expect(ready.json.services.gateway).toBe(true);
+    expect(ready.json.services['credential-vault']).toBe(false);
+  });
+});

@@ -1,0 +1,22 @@
+import { describe, expect, it } from '@jest/globals';
+import { isScope } from '@latchkey/contracts';
+import { routes } from './index.js';
+
+describe('routes', () => {
+  it('each declare who may call them, and API-key routes a scope from the closed list', () => {
+    for (const route of routes) {
+      expect(['api_key', 'admin', 'public']).toContain(route.auth);
+      if (route.auth === 'api_key') expect(isScope(route.scope)).toBe(true);
+      else expect(route.scope).toBeNull();
+    }
+  });
+
+  it('keep the operator API under /admin and nothing else there', () => {
+    for (const route of routes) expect(route.path.startsWith('/admin')).toBe(route.auth === 'admin');
+  });
+
+  it('are unique by method and path', () => {
+    const keys = routes.map((route) => `${route.method} ${route.path}`);
+    expect(new Set(keys).size).toBe(keys.length);
+  });
+});
