@@ -1,5 +1,5 @@
 import type { KV } from 'nats';
-import type { Bus } from './create-bus.js';
+import { unavailable, type Bus } from './create-bus.js';
 import { decodeJson, encodeJson } from './wire.js';
 
 export interface KvEntryOf<T> {
@@ -9,7 +9,8 @@ export interface KvEntryOf<T> {
 
 /**
  * A JSON view of a NATS KV bucket with the two primitives coordination needs: create-if-absent
- * and compare-and-set on revision. Both return null when another writer got there first.
+ * and compare-and-set on revision. Both return null when another writer got there first. NATS
+ * failures (deadline, disconnection) surface as `service_unavailable`.
  */
 export interface JsonKv<T> {
   readonly kv: KV;
@@ -24,7 +25,9 @@ export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number 
   return {
     kv,
     async get(key) {
-      const entry = await kv.get(key);
+      const entry = await kv.get(key).catch((error: unknown) => {
+        throw unavailable(`kv ${bucket.name}`, error);
+      });
       if (entry === null || entry.operation !== 'PUT' || entry.value.length === 0) return null;
       return { value: decodeJson(entry.value) as T, revision: entry.revision };
     },
@@ -33,7 +36,7 @@ export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number 
         return await kv.create(key, encodeJson(value));
       } catch (error) {
         if (isConflict(error)) return null;
-        throw error;
+        throw unavailable(`kv ${bucket.name}`, error);
       }
     },
     async update(key, value, revision) {
@@ -41,11 +44,13 @@ export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number 
         return await kv.update(key, encodeJson(value), revision);
       } catch (error) {
         if (isConflict(error)) return null;
-        throw error;
+        throw unavailable(`kv ${bucket.name}`, error);
       }
     },
     async delete(key) {
-      await kv.delete(key);
+      await kv.delete(key).catch((error: unknown) => {
+        throw unavailable(`kv ${bucket.name}`, error);
+      });
     },
   };
 }

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack({ gateways: 2, env: { RATE_LIMIT_PER_MINUTE: '50' } });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+async function newKey(environment: string) {
+  const created = await http(`${stack.url}/admin/environments/${environment}/api-keys`, {
+    method: 'POST',
+    token: stack.adminToken,
+    body: { display_name: 'replica test', scopes: ['environment:variables:read'] },
+  });
+  expect(created.status).toBe(201);
+  return created.json.data as { id: string; secret: string };
+}
+
+describe('two gateway replicas', () => {
+  it('share one rate-limit budget: 100 alternating requests give exactly 50 × 200 and 50 × 429', async () => {
+    await http(`${stack.url}/admin/environments`, { method: 'POST', token: stack.adminToken, body: { name: 'limited', account: 'limited' } });
+    const key = await newKey('limited');
+    const statuses: number[] = [];
+    let retryAfter: string | null = null;
+    for (let i = 0; i < 100; i++) {
+      const response = await http(`${stack.gateways[i % 2]!.url}/environment-variables`, { token: key.secret });
+      statuses.push(response.status);
+      if (response.status === 429) {
+        retryAfter = response.headers.get('retry-after');
+        expect(response.json.error.code).toBe('too_many_requests');
+      }
+    }
+    expect(statuses.filter((status) => status === 200)).toHaveLength(50);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(50);
+    expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(Number(retryAfter)).toBeLessThanOrEqual(60);
+  });
+
+  it('both refuse a key within one second of its revocation on one of them', async () => {
+    await http(`${stack.url}/admin/environments`, { method: 'POST', token: stack.adminToken, body: { name: 'revoking', account: 'revoking' } });
+    const key = await newKey('revoking');
+    const [first, second] = stack.gateways;
+    // Both replicas now hold the key in memory.
+    expect((await http(`${first!.url}/environment-variables`, { token: key.secret })).status).toBe(200);
+    expect((await http(`${second!.url}/environment-variables`, { token: key.secret })).status).toBe(200);
+
+    const revokedAt = Date.now();
+    expect((await http(`${first!.url}/admin/environments/revoking/api-keys/${key.id}`, { method: 'DELETE', token: stack.adminToken })).status).toBe(200);
+    let refusedAt: number | undefined;
+    while (Date.now() - revokedAt < 1000) {
+      const response = await http(`${second!.url}/environment-variables`, { token: key.secret });
+      if (response.status === 401) {
+        expect(response.json.error.code).toBe('unknown_api_key');
+        refusedAt = Date.now();
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(refusedAt).toBeDefined();
+    expect(refusedAt! - revokedAt).toBeLessThan(1000);
+    expect((await http(`${first!.url}/environment-variables`, { token: key.secret })).status).toBe(401);
+  });
+});

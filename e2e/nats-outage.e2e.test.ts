@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { http, startStack, type Stack } from './support/stack.js';
+
+const DEADLINE_MS = 1500;
+let stack: Stack;
+
+beforeAll(async () => {
+  // A limit this small makes every request reserve its budget in NATS KV.
+  stack = await startStack({ env: { REQUEST_TIMEOUT_MS: String(DEADLINE_MS), RATE_LIMIT_PER_MINUTE: '5' } });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+describe('a NATS outage', () => {
+  it('gives 503 service_unavailable within the deadline, then recovers by itself', async () => {
+    const call = () => http(`${stack.url}/environment-variables`, { token: stack.bootstrapKey });
+    expect((await call()).status).toBe(200);
+
+    await stack.nats.stop();
+    const started = Date.now();
+    const during = await call();
+    const elapsed = Date.now() - started;
+    expect(during.status).toBe(503);
+    expect(during.json.error.code).toBe('service_unavailable');
+    expect(elapsed).toBeLessThan(DEADLINE_MS + 1000);
+
+    const readyStarted = Date.now();
+    const ready = await http(`${stack.url}/ready`);
+    expect(ready.status).toBe(503);
+    expect(Date.now() - readyStarted).toBeLessThan(DEADLINE_MS + 1000);
+
+    await stack.nats.start();
+    const deadline = Date.now() + 15_000;
+    let status = 0;
+    while (Date.now() < deadline) {
+      status = (await http(`${stack.url}/ready`)).status;
+      if (status === 200) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(status).toBe(200);
+    expect((await call()).status).toBe(200);
+  }, 40_000);
+});

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack();
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+describe('the running stack', () => {
+  it('reports every service ready through the gateway', async () => {
+    const ready = await http(`${stack.url}/ready`);
+    expect(ready.status).toBe(200);
+    expect(ready.json.services).toEqual({
+      gateway: true,
+      'credential-vault': true,
+      proxy: true,
+      'sync-scheduler': true,
+      'action-runner': true,
+      'webhook-router': true,
+    });
+  });
+
+  it('gives every other service its own probes', async () => {
+    for (const service of stack.services) {
+      expect((await http(`${service.url}/health`)).json).toEqual({ status: 'ok' });
+      expect((await http(`${service.url}/ready`)).status).toBe(200);
+    }
+  });
+
+  it('serves the customer API with the bootstrap key', async () => {
+    const admin = await http(`${stack.url}/admin/environments/dev`, {
+      method: 'PATCH',
+      token: stack.adminToken,
+      body: { variables: [{ name: 'REGION', value: 'eu' }] },
+    });
+    expect(admin.status).toBe(200);
+    const variables = await http(`${stack.url}/environment-variables`, { token: stack.bootstrapKey });
+    expect(variables.status).toBe(200);
+    expect(variables.json).toEqual([{ name: 'REGION', value: 'eu' }]);
+  });
+
+  it('shuts a service down gracefully on SIGTERM, and the gateway notices', async () => {
+    const vault = stack.services.find((service) => service.service === 'credential-vault')!;
+    const started = Date.now();
+    expect(await vault.stop()).toBe(0);
+    expect(Date.now() - started).toBeLessThan(5000);
+    const ready = await http(`${stack.url}/ready`);
+    expect(ready.status).toBe(503);
+    expect(ready.json.services['credential-vault']).toBe(false);
+  });
+});

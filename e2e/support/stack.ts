@@ -1,0 +1,151 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { SERVICE_NAMES, type ServiceName } from '@latchkey/contracts';
+import { freePort, repoRoot, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+
+export interface StackProcess {
+  service: ServiceName;
+  child: ChildProcess;
+  /** The gateway's base URL, or the probe server's for the other services. */
+  url: string;
+  /** What the process printed, for failure messages. */
+  output(): string;
+  /** Sends SIGTERM and resolves with the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export interface Stack {
+  nats: TestNats;
+  mongo: TestMongo;
+  adminToken: string;
+  bootstrapKey: string;
+  gateways: StackProcess[];
+  services: StackProcess[];
+  /** The first gateway's base URL. */
+  url: string;
+  dispose(): Promise<void>;
+}
+
+export interface StackOptions {
+  gateways?: number;
+  /** Extra environment for every process. */
+  env?: Record<string, string>;
+}
+
+function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess {
+  const entry = join(repoRoot(), 'services', service, 'dist', 'main.js');
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
+  const child = spawn(process.execPath, [entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const keep = (chunk: Buffer) => {
+    lines.push(chunk.toString('utf8'));
+    if (lines.length > 200) lines.shift();
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return {
+    service,
+    child,
+    url,
+    output: () => lines.join(''),
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.once('exit', (code) => resolve(code));
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what()}`);
+}
+
+/**
+ * Starts the real stack as separate processes from the built services: a private NATS, a
+ * MongoDB-wire server (FerretDB here, MongoDB 7 where Docker answers) with databases of this
+ * stack's own, the five services and one or more gateways. Resolves when every gateway is ready.
+ */
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  const suffix = randomBytes(4).toString('hex');
+  const adminToken = randomBytes(24).toString('base64url');
+  const bootstrapKey = `lk_sk_${randomBytes(32).toString('base64url')}`;
+  const common = {
+    NATS_URL: nats.url,
+    MONGODB_URI: mongo.uri,
+    LOG_LEVEL: 'warn',
+    ...options.env,
+  };
+  const dbOf = (service: ServiceName) => `e2e_${service.replace(/-/g, '_')}_${suffix}`;
+
+  const services: StackProcess[] = [];
+  for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
+    const port = await freePort();
+    const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
+    if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = `v1:${randomBytes(32).toString('base64')}`;
+    services.push(startProcess(service, env, `http://127.0.0.1:${port}`));
+  }
+  const gateways: StackProcess[] = [];
+  for (let i = 0; i < (options.gateways ?? 1); i++) {
+    const port = await freePort();
+    gateways.push(
+      startProcess(
+        'gateway',
+        {
+          ...common,
+          MONGODB_DB: dbOf('gateway'),
+          PORT: String(port),
+          PUBLIC_URL: `http://127.0.0.1:${port}`,
+          ADMIN_TOKEN: adminToken,
+          API_KEY_DIGEST_SECRET: `digest-${suffix}-0123456789abcdefghijklmnop`,
+          BOOTSTRAP_SECRET_KEY: bootstrapKey,
+        },
+        `http://127.0.0.1:${port}`,
+      ),
+    );
+  }
+
+  const all = [...services, ...gateways];
+  const dispose = async () => {
+    await Promise.all(all.map((proc) => proc.stop()));
+    await Promise.all([nats.dispose(), mongo.dispose()]);
+  };
+  try {
+    for (const gateway of gateways) {
+      await waitUntil(
+        async () => (await fetch(`${gateway.url}/ready`)).status === 200,
+        30_000,
+        () => `the stack to be ready; output:\n${all.map((proc) => `[${proc.service}] ${proc.output()}`).join('\n')}`,
+      );
+    }
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dispose };
+}
+
+/** A small JSON client for the tests. */
+export async function http(
+  url: string,
+  options: { method?: string; token?: string; body?: unknown } = {},
+): Promise<{ status: number; headers: Headers; json: any }> {
+  const headers: Record<string, string> = {};
+  if (options.token) headers['authorization'] = `Bearer ${options.token}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(url, {
+    method: options.method ?? 'GET',
+    headers,
+    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, json: text ? JSON.parse(text) : undefined };
+}
