@@ -1,1 +1,2 @@
-export {};
+export { Latchkey, type EnvironmentVariable, type LatchkeyOptions } from './client.js';
+export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';
