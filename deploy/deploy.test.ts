@@ -1,0 +1,122 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from '@jest/globals';
+import { parse } from 'yaml';
+
+/**
+ * The deployment files must give every service the settings its config.ts reads, with required
+ * secrets only ever referenced (never written down) and each secret given only to its service.
+ * Docker is not needed: this reads the files as data.
+ */
+
+interface ComposeService {
+  image?: string;
+  build?: { context?: string; dockerfile?: string; args?: Record<string, string> };
+  environment?: Record<string, string | null>;
+  ports?: string[];
+  depends_on?: Record<string, { condition?: string }>;
+  restart?: string;
+  stop_grace_period?: string;
+}
+
+interface HelmValues {
+  services: Record<string, { replicas?: unknown; port?: unknown }>;
+}
+
+function readYaml<T>(relativePath: string): T {
+  // merge: Compose files share settings through `<<: *anchor`, a YAML 1.1 feature.
+  return parse(readFileSync(new URL(relativePath, import.meta.url), 'utf8'), { merge: true }) as T;
+}
+
+const compose = readYaml<{ services: Record<string, ComposeService> }>('../docker-compose.yml');
+const helmValues = readYaml<HelmValues>('./helm/latchkey/values.yaml');
+
+const SERVICES = ['gateway', 'credential-vault', 'proxy', 'sync-scheduler', 'action-runner', 'webhook-router'];
+const COMMON = ['NATS_URL', 'MONGODB_URI', 'MONGODB_DB', 'LOG_LEVEL', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS'];
+const HEALTH_PORTS: Record<string, string> = {
+  'credential-vault': '3010',
+  proxy: '3011',
+  'sync-scheduler': '3012',
+  'action-runner': '3013',
+  'webhook-router': '3014',
+};
+const GATEWAY_SETTINGS = ['PORT', 'PUBLIC_URL', 'BOOTSTRAP_ENVIRONMENT', 'RATE_LIMIT_PER_MINUTE', 'MAX_BODY_BYTES'];
+/** Secret → the one service that reads it, and whether it must be set. */
+const SECRETS: Record<string, { service: string; required: boolean }> = {
+  ADMIN_TOKEN: { service: 'gateway', required: true },
+  API_KEY_DIGEST_SECRET: { service: 'gateway', required: true },
+  BOOTSTRAP_SECRET_KEY: { service: 'gateway', required: false },
+  ENCRYPTION_KEYS: { service: 'credential-vault', required: true },
+};
+
+function service(name: string): ComposeService {
+  const found = compose.services[name];
+  if (!found) throw new Error(`docker-compose.yml has no service ${name}`);
+  return found;
+}
+
+function environment(name: string): Record<string, string | null> {
+  return service(name).environment ?? {};
+}
+
+function expectedVariables(name: string): string[] {
+  const own = name === 'gateway' ? GATEWAY_SETTINGS : ['HEALTH_PORT'];
+  const secrets = Object.keys(SECRETS).filter((secret) => SECRETS[secret]?.service === name);
+  return [...COMMON, ...own, ...secrets];
+}
+
+describe('docker-compose.yml', () => {
+  it('runs MongoDB, NATS and the six services', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['mongo', 'nats', ...SERVICES].sort());
+    expect(service('mongo').image).toMatch(/^mongo:7/);
+    expect(service('nats').image).toMatch(/^nats:2\.10/);
+  });
+
+  it.each(SERVICES)('builds %s from deploy/Dockerfile with its SERVICE arg', (name) => {
+    expect(service(name).build).toEqual({ context: '.', dockerfile: 'deploy/Dockerfile', args: { SERVICE: name } });
+  });
+
+  it.each(SERVICES)('gives %s every variable it reads', (name) => {
+    const env = environment(name);
+    expect(Object.keys(env).sort()).toEqual(expect.arrayContaining(expectedVariables(name).sort()));
+    expect(env['MONGODB_DB']).toBe(`latchkey_${name.replace(/-/g, '_')}`);
+    expect(env['MONGODB_URI']).toMatch(/^mongodb:\/\/mongo:27017\/.*directConnection=true/);
+    expect(env['NATS_URL']).toBe('nats://nats:4222');
+    if (name !== 'gateway') expect(env['HEALTH_PORT']).toBe(HEALTH_PORTS[name]);
+  });
+
+  it.each(Object.entries(SECRETS))('only references %s, in its own service', (secret, { service: owner, required }) => {
+    const value = environment(owner)[secret];
+    // Required: ${NAME:?message}, so Compose refuses to start without it. Optional: ${NAME:-}.
+    expect(value).toMatch(required ? new RegExp(`^\\$\\{${secret}:\\?[^}]+\\}$`) : new RegExp(`^\\$\\{${secret}(:-)?\\}$`));
+    for (const other of SERVICES.filter((name) => name !== owner)) {
+      expect(Object.keys(environment(other))).not.toContain(secret);
+    }
+  });
+
+  it('publishes the gateway on 3003 and nothing else', () => {
+    expect(service('gateway').ports).toEqual(['3003:3003']);
+    for (const name of ['mongo', 'nats', ...SERVICES.filter((other) => other !== 'gateway')]) {
+      expect(service(name).ports).toBeUndefined();
+    }
+  });
+
+  it.each(SERVICES)('starts %s after healthy MongoDB and NATS, restarts it, and lets it drain', (name) => {
+    const { depends_on: dependsOn, restart, stop_grace_period: grace } = service(name);
+    expect(dependsOn).toEqual({ mongo: { condition: 'service_healthy' }, nats: { condition: 'service_healthy' } });
+    expect(restart).toBe('unless-stopped');
+    const graceSeconds = Number(/^(\d+)s$/.exec(grace ?? '')?.[1]);
+    expect(graceSeconds * 1000).toBeGreaterThan(Number(environment(name)['SHUTDOWN_TIMEOUT_MS']));
+  });
+});
+
+describe('helm values.yaml', () => {
+  it('lists the six services, each with a replica count and its port', () => {
+    expect(Object.keys(helmValues.services).sort()).toEqual([...SERVICES].sort());
+    for (const name of SERVICES) {
+      const values = helmValues.services[name];
+      expect(Number.isInteger(values?.replicas)).toBe(true);
+      expect(values?.replicas).toBeGreaterThanOrEqual(1);
+      expect(String(values?.port)).toBe(name === 'gateway' ? '3003' : HEALTH_PORTS[name]);
+    }
+  });
+});
