@@ -28,7 +28,10 @@ down: ## stop what `make up` started
 	@deploy/local/down.sh
 
 test: build ferretdb ## all tiers: unit, integration, e2e
-	$(JEST) --selectProjects unit integration e2e
+	@mkdir -p .data
+	$(JEST) --selectProjects unit integration e2e --json --outputFile=.data/test-results.json; status=$$?; \
+	  node -e 'const r=require("./.data/test-results.json"); console.log(`Tests: $${r.numPassedTests} passed, $${r.numFailedTests} failed, $${r.numPendingTests} skipped`)' || true; \
+	  exit $$status
 
 test-unit: node_modules/.package-lock.json ## unit tests (no I/O)
 	$(JEST) --selectProjects unit
@@ -40,7 +43,7 @@ e2e: build ferretdb ## black-box tests against the running stack
 	$(JEST) --selectProjects e2e
 
 bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
-	node bench/run.js
+	node services/gateway/dist/bench/run.js
 
 lint: node_modules/.package-lock.json ## type-check everything
 	npx tsc -b --force --noEmit false

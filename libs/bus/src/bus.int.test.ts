@@ -11,7 +11,7 @@ const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.obje
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 
-const logger = createLogger({ service: 'test', level: 'error' });
+const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
 let server: Bus;
 let client: Bus;

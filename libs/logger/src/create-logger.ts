@@ -9,6 +9,8 @@ export interface LoggerOptions {
   level?: string;
   /** Where lines go; stdout by default. Tests pass a stream to read what was logged. */
   stream?: NodeJS.WritableStream;
+  /** Log nothing (tools and tests that provoke errors on purpose). */
+  silent?: boolean;
 }
 
 // Winston keeps its own symbols (level, message, splat) on the info object; copy them through.
@@ -45,5 +47,6 @@ export function createLogger(options: LoggerOptions): Logger {
       winston.format.json(),
     ),
     transports: [transport],
+    silent: options.silent ?? false,
   });
 }

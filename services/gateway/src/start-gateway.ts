@@ -7,19 +7,24 @@ import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
+import { digestApiKey } from './domain/api-key-secrets.js';
 import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { getEnvironmentHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
+import type { AnyRoute } from './http/define-route.js';
 import type { GatewayDeps } from './http/deps.js';
 import { routes } from './routes/index.js';
 
 const LAST_USED_FLUSH_MS = 60_000;
 
-/** Wires the gateway onto a started runtime and listens on PORT. Returns the bound port. */
-export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
+/**
+ * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
+ * `extraRoutes` lets a harness (the benchmark) mount more endpoints behind the same middleware.
+ */
+export async function startGateway(runtime: Runtime, config: Config, extraRoutes: readonly AnyRoute[] = []): Promise<{ port: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
   const environments = createEnvironmentRepo(mongo);
@@ -31,7 +36,10 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     { environmentName: config.BOOTSTRAP_ENVIRONMENT, secretKey: config.BOOTSTRAP_SECRET_KEY, digestSecret: config.API_KEY_DIGEST_SECRET },
   );
 
-  const keyCache = createKeyCache({ findByDigest: apiKeys.findByDigest }, { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000 });
+  const keyCache = createKeyCache(
+    { digestOf: (secret) => digestApiKey(secret, config.API_KEY_DIGEST_SECRET), findByDigest: apiKeys.findByDigest },
+    { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000 },
+  );
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   void (async () => {
@@ -61,7 +69,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     apiKeys,
     isReady: runtime.isReady,
   };
-  const server: Server = createServer(createApp(deps, routes));
+  const server: Server = createServer(createApp(deps, [...routes, ...extraRoutes]));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -3,9 +3,11 @@ import { createKeyCache, type StoredKey } from './key-cache.js';
 
 const stored: StoredKey = { _id: 'key_1', environment_id: 'env_1', account_id: 'acc_1', scopes: ['environment:connections:read_credentials'] };
 
+const digestOf = (secret: string) => `digest-of-${secret}`;
+
 function counting(result: StoredKey | null) {
   const calls: string[] = [];
-  return { calls, findByDigest: async (digest: string) => (calls.push(digest), result) };
+  return { calls, digestOf, findByDigest: async (digest: string) => (calls.push(digest), result) };
 }
 
 describe('key cache', () => {
@@ -16,7 +18,7 @@ describe('key cache', () => {
     const hit = cache.resolve('d1');
     expect(hit).not.toBeInstanceOf(Promise);
     expect(hit).toMatchObject({ keyId: 'key_1', environmentId: 'env_1' });
-    expect(source.calls).toEqual(['d1']);
+    expect(source.calls).toEqual(['digest-of-d1']);
   });
 
   it('shares one read between concurrent misses', async () => {
@@ -41,7 +43,7 @@ describe('key cache', () => {
     now = 1001;
     await cache.resolve('x');
     expect(source.calls).toHaveLength(2);
-    cache.invalidate('x');
+    cache.invalidate('digest-of-x');
     await cache.resolve('x');
     expect(source.calls).toHaveLength(3);
   });
@@ -50,11 +52,11 @@ describe('key cache', () => {
     let release: (value: StoredKey) => void = () => undefined;
     const calls: string[] = [];
     const cache = createKeyCache(
-      { findByDigest: (digest) => (calls.push(digest), new Promise<StoredKey>((resolve) => (release = resolve))) },
+      { digestOf, findByDigest: (digest) => (calls.push(digest), new Promise<StoredKey>((resolve) => (release = resolve))) },
       { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 },
     );
     const pending = cache.resolve('d1');
-    cache.invalidate('d1');
+    cache.invalidate('digest-of-d1');
     release(stored);
     await pending;
     expect(cache.size()).toBe(0);

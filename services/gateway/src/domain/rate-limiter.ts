@@ -78,6 +78,21 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
     throw new AppError('service_unavailable', 'The rate-limit budget is too contended to reserve; retry shortly');
   }
 
+  async function takeSlow(accountId: string, window: AccountWindow): Promise<RateLimitDecision> {
+    for (;;) {
+      if (window.tokens > 0) {
+        window.tokens--;
+        return decision(window, true);
+      }
+      if (window.exhausted) return decision(window, false);
+      // One reservation at a time per account; concurrent requests wait for it and retry.
+      window.reserving ??= reserve(accountId, window).finally(() => {
+        window.reserving = undefined;
+      });
+      await window.reserving;
+    }
+  }
+
   function decision(window: AccountWindow, allowed: boolean): RateLimitDecision {
     const end = window.start + windowMs;
     return {
@@ -91,22 +106,19 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
 
   return {
     limit,
-    /** Spends one request of the account's budget. Throws if the shared store cannot be reached. */
-    async take(accountId: string): Promise<RateLimitDecision> {
+    /**
+     * Spends one request of the account's budget: synchronously while this replica holds
+     * reserved tokens (the hot path), otherwise after reserving more. Throws `service_unavailable`
+     * if the shared store cannot be reached.
+     */
+    take(accountId: string): RateLimitDecision | Promise<RateLimitDecision> {
       const start = Math.floor(now() / windowMs) * windowMs;
       const window = windowOf(accountId, start);
-      for (;;) {
-        if (window.tokens > 0) {
-          window.tokens--;
-          return decision(window, true);
-        }
-        if (window.exhausted) return decision(window, false);
-        // One reservation at a time per account; concurrent requests wait for it and retry.
-        window.reserving ??= reserve(accountId, window).finally(() => {
-          window.reserving = undefined;
-        });
-        await window.reserving;
+      if (window.tokens > 0) {
+        window.tokens--;
+        return decision(window, true);
       }
+      return takeSlow(accountId, window);
     },
   };
 }

@@ -1,43 +1,72 @@
-import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@latchkey/errors';
-import { authenticate, authenticateAdmin, keyOf } from './authenticate.js';
+import type { ResolvedKey } from '../domain/key-cache.js';
+import { authorize, authorizeAdmin } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
-import { validate } from './validate.js';
+import { parsePart } from './validate.js';
 
 const METHODS_WITH_BODY = new Set(['post', 'put', 'patch']);
 
 /** JSON routes take JSON only: another content type with a body is a 415. */
-function requireJson(req: Request, _res: Response, next: NextFunction): void {
+function requireJson(req: Request): void {
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  if (hasBody && !req.is('application/json')) {
-    throw new AppError('invalid_content_type', 'Send the body as application/json');
-  }
-  next();
+  if (hasBody && !req.is('application/json')) throw new AppError('invalid_content_type', 'Send the body as application/json');
 }
 
-function run(route: AnyRoute, deps: GatewayDeps): RequestHandler {
-  return async (req, res) => {
-    const input = res.locals['input'] as { params: unknown; query: unknown; body: unknown };
-    const context = { ...input, deps, req, res };
-    const reply =
-      route.auth === 'api_key' ? await route.handler({ ...context, key: keyOf(res) }) : await route.handler(context);
-    res.status(reply.status ?? 200);
-    if (reply.body === undefined) res.end();
-    else res.json(reply.body);
+/**
+ * One handler per route, running its steps in order: access, body, validation, the route's own
+ * handler, the reply. One function rather than a chain of middleware keeps the hot path short,
+ * and while the key is cached and rate-limit tokens are reserved nothing before the route's own
+ * handler waits (on Node 20 every promise also pays for the async context that carries request
+ * ids, so the fast path makes none).
+ */
+function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
+  const json = METHODS_WITH_BODY.has(route.method) ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
+
+  const respond = (req: Request, res: Response, key: ResolvedKey | undefined): Promise<void> => {
+    const context = {
+      params: parsePart('params', route.schemas.params, req.params),
+      query: parsePart('query', route.schemas.query, req.query),
+      body: parsePart('body', route.schemas.body, req.body),
+      deps,
+      req,
+      res,
+    };
+    const reply = route.auth === 'api_key' ? route.handler({ ...context, key: key! }) : route.handler(context);
+    return reply.then(({ status, body }) => {
+      res.statusCode = status ?? 200;
+      if (body === undefined) res.end();
+      else res.json(body);
+    });
+  };
+
+  const readBody = (req: Request, res: Response) =>
+    new Promise<void>((resolve, reject) => {
+      requireJson(req);
+      json!(req, res, (error?: unknown) => (error ? reject(error) : resolve()));
+    });
+
+  return (req, res, next) => {
+    try {
+      let key: ResolvedKey | Promise<ResolvedKey> | undefined;
+      if (route.auth === 'api_key') key = authorize(deps, req, res, route.scope);
+      else if (route.auth === 'admin') authorizeAdmin(deps, req);
+      if (key instanceof Promise || json) {
+        (async () => {
+          const resolved = await key;
+          if (json) await readBody(req, res);
+          await respond(req, res, resolved);
+        })().catch(next);
+        return;
+      }
+      respond(req, res, key).catch(next);
+    } catch (error) {
+      next(error);
+    }
   };
 }
 
-/** Mounts each route with its chain: access, body parsing, validation, handler. */
 export function mountRoutes(app: Express, routes: readonly AnyRoute[], deps: GatewayDeps): void {
-  const json = express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false });
-  for (const route of routes) {
-    const chain: RequestHandler[] = [];
-    if (route.auth === 'api_key') chain.push(authenticate(deps, route.scope));
-    if (route.auth === 'admin') chain.push(authenticateAdmin(deps));
-    if (METHODS_WITH_BODY.has(route.method)) chain.push(requireJson, json);
-    chain.push(validate('params', route.schemas.params), validate('query', route.schemas.query));
-    chain.push(validate('body', route.schemas.body), run(route, deps));
-    app[route.method](route.path, ...chain);
-  }
+  for (const route of routes) app[route.method](route.path, handlerFor(route, deps));
 }

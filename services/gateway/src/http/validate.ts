@@ -1,39 +1,33 @@
-import type { NextFunction, Request, Response } from 'express';
 import type { z } from 'zod';
 import { AppError, toErrorItems, type ErrorCode } from '@latchkey/errors';
 
-type Part = 'params' | 'query' | 'body';
+export type RequestPart = 'params' | 'query' | 'body';
 
-const CODES: Record<Part, ErrorCode> = {
+const CODES: Record<RequestPart, ErrorCode> = {
   params: 'invalid_uri_params',
   query: 'invalid_query_params',
   body: 'invalid_body',
 };
 
+const WHAT: Record<RequestPart, string> = { params: 'path parameters', query: 'query parameters', body: 'body' };
+
 function isEmpty(value: unknown): boolean {
-  return value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0);
+  if (value === undefined || value === null) return true;
+  if (typeof value !== 'object') return false;
+  for (const _ in value) return false;
+  return true;
 }
 
 /**
- * Parses one part of the request with its schema into `res.locals.input[part]`. A route without
- * a schema for a part accepts nothing there: unknown query or body keys are a 400.
+ * Parses one part of a request with its schema. A route without a schema for a part accepts
+ * nothing there: unknown query parameters or an unexpected body are a 400.
  */
-export function validate(part: Part, schema: z.ZodType | undefined) {
-  return (req: Request, res: Response, next: NextFunction): void => {
-    const raw: unknown = req[part];
-    const input = (res.locals['input'] ??= {}) as Record<Part, unknown>;
-    if (!schema) {
-      if (!isEmpty(raw)) throw new AppError(CODES[part], `This route takes no ${part === 'body' ? 'body' : 'query parameters'}`);
-      input[part] = undefined;
-      return next();
-    }
-    const result = schema.safeParse(raw ?? (part === 'body' ? undefined : {}));
-    if (!result.success) {
-      throw new AppError(CODES[part], `Invalid ${part === 'params' ? 'path parameters' : part === 'query' ? 'query parameters' : 'body'}`, {
-        errors: toErrorItems(result.error.issues),
-      });
-    }
-    input[part] = result.data;
-    next();
-  };
+export function parsePart(part: RequestPart, schema: z.ZodType | undefined, raw: unknown): unknown {
+  if (!schema) {
+    if (!isEmpty(raw)) throw new AppError(CODES[part], `This route takes no ${WHAT[part]}`);
+    return undefined;
+  }
+  const result = schema.safeParse(raw ?? (part === 'body' ? undefined : {}));
+  if (!result.success) throw new AppError(CODES[part], `Invalid ${WHAT[part]}`, { errors: toErrorItems(result.error.issues) });
+  return result.data;
 }

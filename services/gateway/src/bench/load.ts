@@ -1,0 +1,22 @@
+import autocannon from 'autocannon';
+
+/**
+ * The load generator, run as its own process so it does not share an event loop with the server
+ * under test. Reads its settings from argv[2] (JSON) and prints the result as one JSON line.
+ */
+const options = JSON.parse(process.argv[2] ?? '{}') as { url: string; token?: string; connections: number; durationS: number };
+const result = await autocannon({
+  url: options.url,
+  connections: options.connections,
+  duration: options.durationS,
+  headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+});
+process.stdout.write(
+  `${JSON.stringify({
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  })}\n`,
+);
