@@ -25,6 +25,8 @@ export interface Stack {
   services: StackProcess[];
   /** The first gateway's base URL. */
   url: string;
+  /** The database a service of this stack uses. */
+  dbName(service: ServiceName): string;
   dispose(): Promise<void>;
 }
 
@@ -130,7 +132,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await dispose();
     throw error;
   }
-  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dispose };
+  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, dispose };
 }
 
 /** A small JSON client for the tests. */

@@ -1,6 +1,7 @@
 import type { AnyContract } from './define.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
+import { vaultContracts } from './vault.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts)];
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts)];

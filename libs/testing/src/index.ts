@@ -3,3 +3,25 @@ export { startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type TestNats } from './nats-server.js';
 export { freePort, waitForPort } from './ports.js';
 export { repoRoot } from './repo-root.js';
+export {
+  startOAuthServer,
+  type ClientAuthMethod,
+  type OAuthClient,
+  type OAuthResourceEcho,
+  type OAuthServerOptions,
+  type OAuthServerSettings,
+  type OAuthStats,
+  type TestOAuthServer,
+  type TokenRequestRecord,
+} from './oauth-server.js';
+export {
+  gzipPayload,
+  pseudoRandomBytes,
+  pseudoRandomChunks,
+  startUpstreamApi,
+  type PaginationItem,
+  type TestUpstreamApi,
+  type UpstreamApiOptions,
+  type UpstreamEcho,
+  type UpstreamRequestRecord,
+} from './upstream-api.js';

@@ -1,4 +1,4 @@
-import { baseServiceSchema, loadConfig } from '@latchkey/config';
+import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
 import { z } from 'zod';
 
 /**
@@ -22,6 +22,10 @@ const encryptionKeys = z
 
 export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   ENCRYPTION_KEYS: encryptionKeys,
+  /** A YAML file of providers that add to or replace the built-in catalog. */
+  PROVIDERS_FILE: z.string().optional(),
+  /** Deadline of one call to a provider's token endpoint. */
+  REFRESH_TIMEOUT_MS: positiveInt(10_000),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -1,11 +1,6 @@
 import { runService } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
+import { startVault } from './start-vault.js';
 
-// The composition root: config, then connections, then handlers. The service's own subjects
-// arrive with the issues that build its work; until then it starts, answers
-// `credential-vault.ping` and reports ready.
-await runService({
-  service: 'credential-vault',
-  config: loadServiceConfig(),
-  start: async () => {},
-});
+// The composition root: config, then connections (in runService), then the vault's wiring.
+await runService({ service: 'credential-vault', config: loadServiceConfig(), start: startVault });

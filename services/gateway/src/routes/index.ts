@@ -6,7 +6,21 @@ import { listApiKeys } from './admin/list-api-keys.js';
 import { listEnvironments } from './admin/list-environments.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
+import { createConnection } from './connections/create-connection.js';
+import { deleteConnection } from './connections/delete-connection.js';
+import { getConnectionLegacy } from './connections/get-connection-legacy.js';
+import { getConnection } from './connections/get-connection.js';
+import { listConnections } from './connections/list-connections.js';
+import { patchConnection } from './connections/patch-connection.js';
+import { setMetadata, updateMetadata } from './connections/write-metadata.js';
 import { listEnvironmentVariables } from './environment-variables/list-environment-variables.js';
+import { createIntegration } from './integrations/create-integration.js';
+import { deleteIntegration } from './integrations/delete-integration.js';
+import { getIntegration } from './integrations/get-integration.js';
+import { listIntegrations } from './integrations/list-integrations.js';
+import { updateIntegration } from './integrations/update-integration.js';
+import { getProvider } from './providers/get-provider.js';
+import { listProviders } from './providers/list-providers.js';
 import { getHealth } from './health/get-health.js';
 import { getReady } from './health/get-ready.js';
 
@@ -15,7 +29,25 @@ export const routes: readonly AnyRoute[] = [
   // probes
   getHealth,
   getReady,
-  // customer API
+  // customer API: catalog
+  listProviders,
+  getProvider,
+  // integrations
+  listIntegrations,
+  createIntegration,
+  getIntegration,
+  updateIntegration,
+  deleteIntegration,
+  // connections (metadata before /connections/:connectionId, which would match it)
+  setMetadata,
+  updateMetadata,
+  createConnection,
+  listConnections,
+  getConnection,
+  getConnectionLegacy,
+  patchConnection,
+  deleteConnection,
+  // environment
   listEnvironmentVariables,
   // operator API
   createEnvironment,

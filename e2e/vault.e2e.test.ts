@@ -1,0 +1,318 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mongoose from 'mongoose';
+import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+let oauth: TestOAuthServer;
+let readKey: string;
+let plainKey: string;
+
+const secrets: string[] = [];
+const remember = <T extends string>(value: T): T => (secrets.push(value), value);
+
+const api = (method: string, path: string, body?: unknown, token = stack.bootstrapKey) =>
+  http(`${stack.url}${path}`, { method, token, ...(body === undefined ? {} : { body }) });
+
+async function newKey(scopes: string[]) {
+  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
+    method: 'POST',
+    token: stack.adminToken,
+    body: { display_name: scopes.join(' '), scopes },
+  });
+  return created.json.data.secret as string;
+}
+
+beforeAll(async () => {
+  oauth = await startOAuthServer();
+  const dir = mkdtempSync(join(tmpdir(), 'latchkey-providers-'));
+  const providersFile = join(dir, 'providers.yaml');
+  writeFileSync(
+    providersFile,
+    [
+      'loopback-oauth:',
+      '  display_name: Loopback OAuth',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2',
+      `  authorization_url: ${oauth.authorizationUrl}`,
+      `  token_url: ${oauth.tokenUrl}`,
+      '  proxy:',
+      `    base_url: ${oauth.url}/api`,
+      'loopback-cc:',
+      '  display_name: Loopback client credentials',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2_CC',
+      `  token_url: ${oauth.tokenUrl}`,
+      'loopback-key:',
+      '  display_name: Loopback API key',
+      '  categories: [test]',
+      '  auth_mode: API_KEY',
+      '',
+    ].join('\n'),
+  );
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });
+  readKey = await newKey(['environment:connections:read_credentials', 'environment:connections:list']);
+  plainKey = await newKey(['environment:connections:read', 'environment:integrations:read']);
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+  await oauth?.close();
+});
+
+describe('provider catalog', () => {
+  it('lists hundreds of providers, searches them and serves one', async () => {
+    const all = await api('GET', '/providers');
+    expect(all.status).toBe(200);
+    expect(all.json.data.length).toBeGreaterThanOrEqual(250);
+    const searched = await api('GET', '/providers?search=loopback');
+    expect(searched.json.data.map((provider: { name: string }) => provider.name).sort()).toEqual(['loopback-cc', 'loopback-key', 'loopback-oauth']);
+    const one = await api('GET', '/providers/loopback-oauth');
+    expect(one.json.data).toMatchObject({ name: 'loopback-oauth', auth_mode: 'OAUTH2', token_url: oauth.tokenUrl });
+    expect((await api('GET', '/providers/no-such-provider')).json.error.code).toBe('unknown_provider');
+  });
+});
+
+describe('integrations', () => {
+  it('are created, listed, read with webhook data, updated and refused when duplicated', async () => {
+    const created = await api('POST', '/integrations', {
+      provider: 'loopback-oauth',
+      unique_key: 'oauth',
+      display_name: 'OAuth',
+      credentials: { client_id: 'test-client', client_secret: remember('test-secret') },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json.data).toMatchObject({ unique_key: 'oauth', provider: 'loopback-oauth' });
+    expect((await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth' })).json.error.code).toBe('duplicate_provider_config');
+    expect((await api('POST', '/integrations', { provider: 'nope', unique_key: 'x' })).status).toBe(400);
+
+    const list = await api('GET', '/integrations');
+    expect(list.json.data.map((item: { unique_key: string }) => item.unique_key)).toContain('oauth');
+
+    const withWebhook = await api('GET', '/integrations/oauth?include=webhook');
+    expect(withWebhook.json.data.webhook_url).toMatch(new RegExp(`/webhook/[0-9a-f-]{36}/oauth$`));
+    expect(withWebhook.json.data.webhookSecret).toMatch(/^[0-9a-f]{64}$/);
+    expect(withWebhook.json.data.credentials).toBeUndefined();
+    remember(withWebhook.json.data.webhookSecret);
+
+    const withCredentials = await api('GET', '/integrations/oauth?include=credentials');
+    expect(withCredentials.json.data.credentials).toEqual({ client_id: 'test-client', client_secret: 'test-secret' });
+    const refused = await api('GET', '/integrations/oauth?include=credentials', undefined, plainKey);
+    expect(refused.status).toBe(403);
+
+    const updated = await api('PATCH', '/integrations/oauth', { display_name: 'OAuth 2' });
+    expect(updated.json.data.display_name).toBe('OAuth 2');
+    expect((await api('GET', '/integrations/oauth?include=credentials')).json.data.credentials.client_secret).toBe('test-secret');
+    expect((await api('GET', '/integrations/missing')).json.error.code).toBe('unknown_provider_config');
+  });
+});
+
+describe('connections', () => {
+  beforeAll(async () => {
+    await api('POST', '/integrations', { provider: 'loopback-key', unique_key: 'keys' });
+    await api('POST', '/integrations', { provider: 'loopback-cc', unique_key: 'cc' });
+  });
+
+  it('import credentials, validated against their type', async () => {
+    const bad = await api('POST', '/connections', { provider_config_key: 'keys', connection_id: 'k1', credentials: { type: 'API_KEY' } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe('invalid_body');
+    expect(bad.json.error.errors.map((item: { path: string }) => item.path)).toContain('credentials.apiKey');
+
+    const wrongType = await api('POST', '/connections', { provider_config_key: 'keys', credentials: { type: 'BASIC', username: 'u', password: 'p' } });
+    expect(wrongType.json.error.errors[0].path).toBe('credentials.type');
+
+    const created = await api('POST', '/connections', {
+      provider_config_key: 'keys',
+      connection_id: 'k1',
+      credentials: { type: 'API_KEY', apiKey: remember('sk_live_imported_key_1234567890') },
+      tags: { End_User_Id: 'u-1', organization_id: 'org-1' },
+      metadata: { plan: 'pro' },
+    });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ connection_id: 'k1', provider_config_key: 'keys', tags: { end_user_id: 'u-1' }, metadata: { plan: 'pro' } });
+    expect(typeof created.json.id).toBe('number');
+  });
+
+  it('are read with credentials only under a credentials scope', async () => {
+    const full = await api('GET', '/connections/k1?provider_config_key=keys', undefined, readKey);
+    expect(full.status).toBe(200);
+    expect(full.json.credentials).toEqual({ type: 'API_KEY', apiKey: 'sk_live_imported_key_1234567890' });
+    for (const field of ['id', 'connection_id', 'provider_config_key', 'provider', 'errors', 'metadata', 'connection_config', 'tags', 'created_at', 'updated_at', 'last_fetched_at']) {
+      expect(full.json).toHaveProperty(field);
+    }
+    const plain = await api('GET', '/connections/k1?provider_config_key=keys', undefined, plainKey);
+    expect(plain.status).toBe(200);
+    expect(plain.json.credentials).toBeUndefined();
+    const forced = await api('GET', '/connections/k1?provider_config_key=keys&force_refresh=true', undefined, plainKey);
+    expect(forced.status).toBe(403);
+    expect((await api('GET', '/connections/nope?provider_config_key=keys')).json.error.code).toBe('unknown_connection');
+    expect((await api('GET', '/connections/k1')).json.error.code).toBe('invalid_query_params');
+  });
+
+  it('keep the legacy bodies on the deprecated route', async () => {
+    const missing = await api('GET', '/connection/nope?provider_config_key=keys');
+    expect(missing.status).toBe(404);
+    expect(missing.json).toEqual({ message: expect.any(String) });
+    const invalid = await api('GET', '/connection/k1');
+    expect(invalid.status).toBe(400);
+    expect(invalid.json).toEqual({ message: expect.any(String) });
+    expect((await api('GET', '/connection/k1?provider_config_key=keys')).json.credentials.apiKey).toBe('sk_live_imported_key_1234567890');
+  });
+
+  it('are listed with filters and never with credentials', async () => {
+    await api('POST', '/connections', { provider_config_key: 'keys', connection_id: 'k2', credentials: { type: 'API_KEY', apiKey: remember('sk_second_key_abcdefghijkl') }, tags: { end_user_id: 'u-2' } });
+    const all = await api('GET', '/connections');
+    expect(all.json.connections.length).toBeGreaterThanOrEqual(2);
+    expect(JSON.stringify(all.json)).not.toContain('sk_');
+    expect((await api('GET', '/connections?tags[end_user_id]=u-2')).json.connections.map((item: { connection_id: string }) => item.connection_id)).toEqual(['k2']);
+    expect((await api('GET', '/connections?connectionId=k1')).json.connections).toHaveLength(1);
+    expect((await api('GET', '/connections?integrationId=cc')).json.connections).toHaveLength(0);
+    expect((await api('GET', '/connections?limit=1')).json.connections).toHaveLength(1);
+    expect((await api('GET', '/connections?bogus=1')).status).toBe(400);
+  });
+
+  it('take tags and metadata (set replaces, update merges, for one id or many)', async () => {
+    expect((await api('PATCH', '/connections/k1?provider_config_key=keys', { tags: { Team: 'a' } })).json).toEqual({ success: true });
+    const tooMany = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`k${i}`, 'v']));
+    expect((await api('PATCH', '/connections/k1?provider_config_key=keys', { tags: tooMany })).status).toBe(400);
+
+    const set = await api('POST', '/connections/metadata', { connection_id: ['k1', 'k2'], provider_config_key: 'keys', metadata: { a: 1 } });
+    expect(set.status).toBe(201);
+    expect(set.json).toEqual({ connection_id: ['k1', 'k2'], provider_config_key: 'keys', metadata: { a: 1 } });
+    await api('PATCH', '/connections/metadata', { connection_id: 'k1', provider_config_key: 'keys', metadata: { b: 2 } });
+    const k1 = await api('GET', '/connections/k1?provider_config_key=keys');
+    expect(k1.json.metadata).toEqual({ a: 1, b: 2 });
+    expect(k1.json.tags).toEqual({ team: 'a' });
+    const missing = await api('POST', '/connections/metadata', { connection_id: ['k1', 'zz'], provider_config_key: 'keys', metadata: { c: 3 } });
+    expect(missing.json.error.code).toBe('unknown_connection');
+    expect((await api('GET', '/connections/k1?provider_config_key=keys')).json.metadata).toEqual({ a: 1, b: 2 });
+  });
+
+  it('are deleted', async () => {
+    expect((await api('DELETE', '/connections/k2?provider_config_key=keys')).json).toEqual({ success: true });
+    expect((await api('GET', '/connections/k2?provider_config_key=keys')).status).toBe(404);
+  });
+});
+
+describe('refresh on fetch against a real OAuth 2 server', () => {
+  async function authorizedTokens() {
+    // Run the real authorization-code flow against the loopback server to get real tokens.
+    const redirectUri = 'http://127.0.0.1:9/callback';
+    const authorize = await fetch(`${oauth.authorizationUrl}?response_type=code&client_id=test-client&redirect_uri=${encodeURIComponent(redirectUri)}&state=s`, { redirect: 'manual' });
+    const code = new URL(authorize.headers.get('location')!).searchParams.get('code')!;
+    const token = await fetch(oauth.tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: 'test-client', client_secret: 'test-secret' }),
+    });
+    return (await token.json()) as { access_token: string; refresh_token: string };
+  }
+
+  async function importExpiring(connectionId: string, inMs: number) {
+    const tokens = await authorizedTokens();
+    remember(tokens.access_token);
+    remember(tokens.refresh_token);
+    const created = await api('POST', '/connections', {
+      provider_config_key: 'oauth',
+      connection_id: connectionId,
+      credentials: { type: 'OAUTH2', access_token: tokens.access_token, refresh_token: tokens.refresh_token, expires_at: new Date(Date.now() + inMs).toISOString(), raw: {} },
+    });
+    expect(created.status).toBe(201);
+    return tokens;
+  }
+
+  it('leaves a token that is not close to expiry alone', async () => {
+    const tokens = await importExpiring('fresh', 3600_000);
+    oauth.stats.reset();
+    const read = await api('GET', '/connections/fresh?provider_config_key=oauth', undefined, readKey);
+    expect(read.json.credentials.access_token).toBe(tokens.access_token);
+    expect(read.json.credentials.refresh_token).toBeUndefined();
+    expect(oauth.stats.tokenRequests).toBe(0);
+  });
+
+  it('refreshes inside the window, rotating the refresh token, and shows it only when asked', async () => {
+    const tokens = await importExpiring('rotating', 60_000);
+    oauth.stats.reset();
+    const read = await api('GET', '/connections/rotating?provider_config_key=oauth&refresh_token=true', undefined, readKey);
+    expect(read.status).toBe(200);
+    expect(read.json.credentials.access_token).not.toBe(tokens.access_token);
+    expect(read.json.credentials.refresh_token).not.toBe(tokens.refresh_token);
+    expect(Date.parse(read.json.credentials.expires_at)).toBeGreaterThan(Date.now() + 3000_000);
+    expect(oauth.stats.grants.refresh_token).toBe(1);
+    remember(read.json.credentials.access_token);
+    remember(read.json.credentials.refresh_token);
+    const works = await fetch(`${oauth.url}/userinfo`, { headers: { authorization: `Bearer ${read.json.credentials.access_token}` } });
+    expect(works.status).toBe(200);
+
+    const forced = await api('GET', '/connections/rotating?provider_config_key=oauth&force_refresh=true', undefined, readKey);
+    expect(forced.json.credentials.access_token).not.toBe(read.json.credentials.access_token);
+    expect(oauth.stats.grants.refresh_token).toBe(2);
+    remember(forced.json.credentials.access_token);
+  });
+
+  it('makes exactly one token request for 1,000 concurrent fetches', async () => {
+    await importExpiring('crowd', 60_000);
+    oauth.stats.reset();
+    oauth.setOptions({ tokenDelayMs: 200 });
+    try {
+      const reads = await Promise.all(
+        Array.from({ length: 1000 }, () => api('GET', '/connections/crowd?provider_config_key=oauth', undefined, readKey)),
+      );
+      expect(reads.every((read) => read.status === 200)).toBe(true);
+      const tokens = new Set(reads.map((read) => read.json.credentials.access_token));
+      expect(tokens.size).toBe(1);
+      expect(oauth.stats.tokenRequests).toBe(1);
+      expect(oauth.stats.issuedAccessTokens()).toContain([...tokens][0]);
+      remember([...tokens][0] as string);
+    } finally {
+      oauth.setOptions({ tokenDelayMs: 0 });
+    }
+  }, 60_000);
+
+  it('answers 424 with the provider error, records an auth error, then backs off', async () => {
+    await importExpiring('revoked', 60_000);
+    oauth.revokeRefreshTokens();
+    const failed = await api('GET', '/connections/revoked?provider_config_key=oauth', undefined, readKey);
+    expect(failed.status).toBe(424);
+    expect(failed.json.error.code).toBe('refresh_token_external_error');
+    expect(failed.json.error.payload).toMatchObject({ error: 'invalid_grant' });
+    const again = await api('GET', '/connections/revoked?provider_config_key=oauth', undefined, readKey);
+    expect(again.status).toBe(424);
+    expect(again.json.error.code).toBe('connection_refresh_backoff');
+    const item = (await api('GET', '/connections?connectionId=revoked')).json.connections[0];
+    expect(item.errors).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
+  });
+
+  it('gets client-credentials tokens', async () => {
+    const created = await api('POST', '/connections', {
+      provider_config_key: 'cc',
+      connection_id: 'machine',
+      credentials: { type: 'OAUTH2_CC', client_id: 'test-client', client_secret: 'test-secret', token: remember('old-cc-token-value'), expires_at: new Date(Date.now() + 1000).toISOString(), raw: {} },
+    });
+    expect(created.status).toBe(201);
+    const read = await api('GET', '/connections/machine?provider_config_key=cc', undefined, readKey);
+    expect(read.json.credentials.token).not.toBe('old-cc-token-value');
+    remember(read.json.credentials.token);
+  });
+});
+
+describe('encryption at rest', () => {
+  it('leaves no plaintext secret anywhere in the vault database', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // let the audit batch land
+    const connection = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('credential-vault') }).asPromise();
+    try {
+      const collections = await connection.db!.listCollections().toArray();
+      let dump = '';
+      for (const { name } of collections) dump += JSON.stringify(await connection.db!.collection(name).find({}).toArray());
+      expect(collections.map((collection) => collection.name)).toEqual(expect.arrayContaining(['connections', 'integrations', 'data_keys', 'credential_reads']));
+      expect(secrets.length).toBeGreaterThan(8);
+      for (const secret of secrets) expect(dump).not.toContain(secret);
+    } finally {
+      await connection.close();
+    }
+  });
+});

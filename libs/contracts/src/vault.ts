@@ -1,0 +1,221 @@
+import { z } from 'zod';
+import { defineEvent, defineRequest } from './define.js';
+import { anyCredentials } from './credentials.js';
+
+const environment_id = z.string().min(1);
+const uniqueKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ., _ and -; up to 128');
+const stringMap = z.record(z.string(), z.string());
+const timestamp = z.string();
+
+/** Tags: at most 10, values up to 255 characters, keys lower-cased by the vault. */
+export const tagsSchema = z
+  .record(z.string().min(1).max(64), z.string().max(255))
+  .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags');
+
+export const endUserSchema = z.strictObject({
+  id: z.string().min(1),
+  email: z.string().nullable().optional(),
+  display_name: z.string().nullable().optional(),
+  tags: z
+    .record(z.string(), z.string())
+    .refine((tags) => Object.keys(tags).length <= 64, 'at most 64 tags')
+    .optional(),
+  organization: z.strictObject({ id: z.string().min(1), display_name: z.string().nullable().optional() }).nullable().optional(),
+});
+
+// ---- providers
+
+export const publicProvider = z.object({
+  name: z.string(),
+  display_name: z.string(),
+  logo_url: z.string().optional(),
+  categories: z.array(z.string()),
+  auth_mode: z.string(),
+  authorization_url: z.string().optional(),
+  token_url: z.string().optional(),
+  connection_configuration: z.array(z.string()).optional(),
+  post_connection_script: z.string().optional(),
+  webhook_routing_script: z.string().optional(),
+  proxy: z
+    .object({
+      base_url: z.string().optional(),
+      decompress: z.boolean().optional(),
+      paginate: z.record(z.string(), z.string().optional()).optional(),
+    })
+    .optional(),
+  docs: z.string().optional(),
+});
+
+// ---- integrations
+
+export const integrationListItem = z.object({
+  unique_key: z.string(),
+  provider: z.string(),
+  display_name: z.string().optional(),
+  logo: z.string(),
+  created_at: timestamp,
+  updated_at: timestamp,
+});
+
+export const integration = integrationListItem.extend({
+  forward_webhooks: z.boolean(),
+  integration_config: stringMap.optional(),
+  custom: stringMap.optional(),
+  credentials: stringMap.optional(),
+  webhookSecret: z.string().optional(),
+});
+
+export const integrationWrite = z.strictObject({
+  unique_key: uniqueKey,
+  display_name: z.string().max(255).optional(),
+  credentials: stringMap.optional(),
+  integration_config: stringMap.optional(),
+  custom: stringMap.optional(),
+  forward_webhooks: z.boolean().optional(),
+});
+
+// ---- connections
+
+export const connectionError = z.object({ type: z.enum(['auth', 'sync']), log_id: z.string() });
+
+export const connectionListItem = z.object({
+  id: z.number().int(),
+  connection_id: z.string(),
+  provider: z.string(),
+  provider_config_key: z.string(),
+  created: timestamp,
+  metadata: z.record(z.string(), z.unknown()).nullable(),
+  tags: z.record(z.string(), z.string()),
+  errors: z.array(connectionError),
+});
+
+export const connection = z.object({
+  id: z.number().int(),
+  connection_id: z.string(),
+  provider_config_key: z.string(),
+  provider: z.string(),
+  errors: z.array(connectionError),
+  end_user: endUserSchema.nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  connection_config: z.record(z.string(), z.unknown()),
+  tags: z.record(z.string(), z.string()),
+  created_at: timestamp,
+  updated_at: timestamp,
+  last_fetched_at: timestamp.nullable(),
+  credentials: z.record(z.string(), z.unknown()).optional(),
+});
+export type Connection = z.infer<typeof connection>;
+
+export const connectionId = z.string().min(1).max(255);
+
+/** Who is reading: recorded in the credential-read audit. */
+const reader = z.object({ key_id: z.string() });
+
+export const vaultContracts = {
+  listProviders: defineRequest('vault.providers.list', z.object({ search: z.string().optional() }), z.array(publicProvider)),
+  getProvider: defineRequest('vault.providers.get', z.object({ name: z.string() }), publicProvider),
+
+  listIntegrations: defineRequest(
+    'vault.integrations.list',
+    z.object({ environment_id, include_credentials: z.boolean() }),
+    z.array(integrationListItem.extend({ credentials: stringMap.optional() })),
+  ),
+  createIntegration: defineRequest(
+    'vault.integrations.create',
+    z.object({ environment_id, provider: z.string().min(1) }).extend(integrationWrite.shape),
+    integrationListItem,
+  ),
+  getIntegration: defineRequest(
+    'vault.integrations.get',
+    z.object({ environment_id, unique_key: z.string(), include_webhook: z.boolean(), include_credentials: z.boolean() }),
+    integration,
+  ),
+  updateIntegration: defineRequest(
+    'vault.integrations.update',
+    z.object({ environment_id, unique_key: z.string(), patch: integrationWrite.partial() }),
+    integrationListItem,
+  ),
+  deleteIntegration: defineRequest(
+    'vault.integrations.delete',
+    z.object({ environment_id, unique_key: z.string() }),
+    z.object({ success: z.literal(true) }),
+  ),
+
+  createConnection: defineRequest(
+    'vault.connections.create',
+    z.object({
+      environment_id,
+      reader,
+      include_credentials: z.boolean(),
+      provider_config_key: z.string(),
+      connection_id: connectionId.optional(),
+      credentials: anyCredentials,
+      metadata: z.record(z.string(), z.unknown()).optional(),
+      connection_config: z.record(z.string(), z.unknown()).optional(),
+      tags: tagsSchema.optional(),
+      end_user: endUserSchema.optional(),
+    }),
+    connection,
+  ),
+  listConnections: defineRequest(
+    'vault.connections.list',
+    z.object({
+      environment_id,
+      connection_id: z.string().optional(),
+      integration_ids: z.array(z.string()).optional(),
+      tags: z.record(z.string(), z.string()).optional(),
+      end_user_id: z.string().optional(),
+      search: z.string().optional(),
+      limit: z.number().int().min(1).max(1000),
+      page: z.number().int().min(0),
+    }),
+    z.array(connectionListItem),
+  ),
+  getConnection: defineRequest(
+    'vault.connections.get',
+    z.object({
+      environment_id,
+      reader,
+      connection_id: connectionId,
+      provider_config_key: z.string(),
+      include_credentials: z.boolean(),
+      include_refresh_token: z.boolean(),
+      force_refresh: z.boolean(),
+      refresh_vendor_app_jwt_token: z.boolean(),
+    }),
+    connection,
+  ),
+  patchConnection: defineRequest(
+    'vault.connections.patch',
+    z.object({ environment_id, connection_id: connectionId, provider_config_key: z.string(), tags: tagsSchema.optional(), end_user: endUserSchema.optional() }),
+    z.object({ success: z.literal(true) }),
+  ),
+  deleteConnection: defineRequest(
+    'vault.connections.delete',
+    z.object({ environment_id, connection_id: connectionId, provider_config_key: z.string() }),
+    z.object({ success: z.literal(true) }),
+  ),
+  writeMetadata: defineRequest(
+    'vault.metadata.write',
+    z.object({
+      environment_id,
+      connection_ids: z.array(connectionId).min(1).max(1000),
+      provider_config_key: z.string(),
+      metadata: z.record(z.string(), z.unknown()),
+      mode: z.enum(['replace', 'merge']),
+    }),
+    z.object({ success: z.literal(true) }),
+  ),
+
+  connectionCreated: defineEvent('connection.created', connectionEvent()),
+  connectionUpdated: defineEvent('connection.updated', connectionEvent()),
+  connectionDeleted: defineEvent('connection.deleted', connectionEvent()),
+  connectionRefreshFailed: defineEvent(
+    'connection.refresh_failed',
+    connectionEvent().extend({ log_id: z.string(), error: z.object({ code: z.string(), message: z.string() }) }),
+  ),
+} as const;
+
+function connectionEvent() {
+  return z.object({ environment_id, id: z.number().int(), connection_id: z.string(), provider_config_key: z.string(), provider: z.string() });
+}

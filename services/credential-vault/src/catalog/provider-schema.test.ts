@@ -1,0 +1,132 @@
+import { describe, expect, it } from '@jest/globals';
+import { providerSchema, toPublicProvider, type ProviderInput } from './provider-schema.js';
+
+const oauth: ProviderInput = {
+  display_name: 'Acme',
+  categories: ['crm'],
+  logo_url: '/images/providers/acme.svg',
+  auth_mode: 'OAUTH2',
+  authorization_url: 'https://${connectionConfig.subdomain}.acme.test/oauth/authorize',
+  token_url: 'https://${connectionConfig.subdomain}.acme.test/oauth/token',
+  connection_configuration: ['subdomain'],
+  token_request_auth_method: 'basic',
+  authorization_params: { access_type: 'offline' },
+  proxy: {
+    base_url: 'https://${connectionConfig.subdomain}.acme.test/api',
+    headers: { 'X-Version': '2' },
+    paginate: { type: 'cursor', cursor_path_in_response: 'next', cursor_name_in_request: 'cursor' },
+    retry: { after: 'retry-after' },
+  },
+  webhook: { signature_header: 'X-Acme-Signature', algorithm: 'sha256', encoding: 'hex', routing: { body_path: 'account.id', match: 'connection_config', key: 'account_id' } },
+  docs: 'https://developers.acme.test',
+};
+
+const messagesOf = (input: unknown) => {
+  const result = providerSchema.safeParse(input);
+  return result.success ? [] : result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+};
+
+describe('providerSchema', () => {
+  it('accepts a full entry and applies defaults', () => {
+    const provider = providerSchema.parse(oauth);
+    expect(provider.scope_separator).toBe(' ');
+    expect(provider.proxy?.decompress).toBe(false);
+    expect(providerSchema.parse({ display_name: 'Open', auth_mode: 'NONE' })).toMatchObject({ categories: [], connection_configuration: [] });
+  });
+
+  it('requires the OAuth endpoints each mode needs', () => {
+    expect(messagesOf({ display_name: 'A', auth_mode: 'OAUTH2' })).toEqual([
+      'authorization_url: is required for auth_mode OAUTH2',
+      'token_url: is required for auth_mode OAUTH2',
+    ]);
+    expect(messagesOf({ display_name: 'A', auth_mode: 'OAUTH1', authorization_url: 'https://a.test/a', token_url: 'https://a.test/t' })).toEqual([
+      'request_url: is required for auth_mode OAUTH1',
+    ]);
+    expect(messagesOf({ display_name: 'A', auth_mode: 'OAUTH2_CC' })).toEqual(['token_url: is required for auth_mode OAUTH2_CC']);
+    expect(messagesOf({ display_name: 'A', auth_mode: 'OAUTH2_CC', token_url: 'https://a.test/t' })).toEqual([]);
+  });
+
+  it('requires every connection config key a template reads to be listed', () => {
+    expect(messagesOf({ ...oauth, connection_configuration: [] })).toEqual([
+      'authorization_url: uses ${connectionConfig.subdomain} but connection_configuration does not list "subdomain"',
+      'token_url: uses ${connectionConfig.subdomain} but connection_configuration does not list "subdomain"',
+      'proxy.base_url: uses ${connectionConfig.subdomain} but connection_configuration does not list "subdomain"',
+    ]);
+  });
+
+  it('refuses unknown placeholders, misspelt keys and non-URLs', () => {
+    expect(messagesOf({ ...oauth, proxy: { base_url: 'https://api.acme.test', headers: { Authorization: 'Bearer ${apikey}' } } })).toEqual([
+      'proxy.headers.Authorization: unknown placeholder ${apikey}',
+    ]);
+    expect(messagesOf({ ...oauth, proxy: { base_ur: 'https://api.acme.test' } })).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^proxy: Unrecognized key: "base_ur"/)]),
+    );
+    expect(messagesOf({ ...oauth, token_url: 'ftp://acme.test/token' })).toEqual(['token_url: must be an http(s) URL (placeholders allowed)']);
+    expect(messagesOf({ ...oauth, auth_mode: 'PASSWORD' })).toEqual([expect.stringMatching(/^auth_mode: /)]);
+  });
+
+  it('makes an API_KEY provider say where the key goes', () => {
+    const apiKey = { display_name: 'Keyed', auth_mode: 'API_KEY' };
+    expect(messagesOf({ ...apiKey, proxy: { base_url: 'https://api.keyed.test' } })).toEqual([
+      'proxy: an API_KEY provider must place ${apiKey} in proxy.headers, proxy.query or proxy.base_url',
+    ]);
+    expect(messagesOf({ ...apiKey, proxy: { base_url: 'https://api.keyed.test', query: { key: '${apiKey}' } } })).toEqual([]);
+    expect(
+      messagesOf({
+        ...apiKey,
+        proxy: { base_url: 'https://api.keyed.test', headers: { 'X-App': '${credentials.app_key}' } },
+        credentials: { apiKey: { type: 'string' } },
+      }),
+    ).toEqual(['proxy.headers.X-App: uses ${credentials.app_key} but credentials does not define "app_key"']);
+  });
+});
+
+describe('toPublicProvider', () => {
+  it('returns exactly the spec fields, in the spec order', () => {
+    const provider = toPublicProvider('acme', providerSchema.parse(oauth));
+    expect(provider).toEqual({
+      name: 'acme',
+      display_name: 'Acme',
+      logo_url: '/images/providers/acme.svg',
+      categories: ['crm'],
+      auth_mode: 'OAUTH2',
+      authorization_url: 'https://${connectionConfig.subdomain}.acme.test/oauth/authorize',
+      token_url: 'https://${connectionConfig.subdomain}.acme.test/oauth/token',
+      connection_configuration: ['subdomain'],
+      proxy: {
+        base_url: 'https://${connectionConfig.subdomain}.acme.test/api',
+        decompress: false,
+        paginate: { type: 'cursor', cursor_path_in_response: 'next', cursor_name_in_request: 'cursor' },
+      },
+      docs: 'https://developers.acme.test',
+    });
+    expect(Object.keys(provider)).toEqual([
+      'name',
+      'display_name',
+      'logo_url',
+      'categories',
+      'auth_mode',
+      'authorization_url',
+      'token_url',
+      'connection_configuration',
+      'proxy',
+      'docs',
+    ]);
+  });
+
+  it('omits absent optional fields and carries the script names', () => {
+    const provider = toPublicProvider(
+      'plain',
+      providerSchema.parse({ display_name: 'Plain', auth_mode: 'API_KEY', post_connection_script: 'plain-post', webhook_routing_script: 'plain-route' }),
+    );
+    expect(provider).toEqual({
+      name: 'plain',
+      display_name: 'Plain',
+      categories: [],
+      auth_mode: 'API_KEY',
+      connection_configuration: [],
+      post_connection_script: 'plain-post',
+      webhook_routing_script: 'plain-route',
+    });
+  });
+});

@@ -1,0 +1,256 @@
+import { z } from 'zod';
+import { credentialFieldsOf, placeholdersOf, unknownPlaceholdersOf, usesCredentials } from './interpolate.js';
+
+/**
+ * One provider in the catalog YAML (the built-in `providers.yaml` and an operator's
+ * PROVIDERS_FILE share this format). Objects are strict so that a misspelt key in an operator
+ * file stops the vault at start instead of being ignored.
+ *
+ * Proxy credentials: when `proxy.headers` and `proxy.query` do not place the credential, the
+ * proxy applies the auth mode's default (OAuth 2 and its variants: `Authorization: Bearer
+ * ${accessToken}`; OAuth 1: a signed request; BASIC: `Authorization: Basic` of username and
+ * password). API_KEY has no default, so its entries must say where the key goes.
+ */
+
+export const AUTH_MODES = [
+  'OAUTH2',
+  'OAUTH1',
+  'OAUTH2_CC',
+  'BASIC',
+  'API_KEY',
+  'APP',
+  'JWT',
+  'APP_STORE',
+  'CUSTOM',
+  'TBA',
+  'BILL',
+  'TWO_STEP',
+  'SIGNATURE',
+  'NONE',
+] as const;
+
+export const authModeSchema = z.enum(AUTH_MODES);
+export type AuthMode = z.infer<typeof authModeSchema>;
+
+export const providerNameSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]*$/, 'provider names are lowercase letters, digits, "-" and "_", starting with a letter or digit');
+
+/** A string that may hold placeholders; only the ones `interpolate` knows are allowed. */
+const template = z
+  .string()
+  .min(1)
+  .superRefine((value, ctx) => {
+    for (const placeholder of unknownPlaceholdersOf(value)) {
+      ctx.addIssue({ code: 'custom', message: `unknown placeholder ${placeholder}` });
+    }
+  });
+
+/** An http(s) URL once its placeholders are filled; http stays allowed for loopback test providers. */
+const urlTemplate = template.refine((value) => {
+  try {
+    const url = new URL(value.replace(/\$\{[^}]*\}/g, 'x'));
+    return url.protocol === 'https:' || url.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}, 'must be an http(s) URL (placeholders allowed)');
+
+const stringMap = z.record(z.string().min(1), z.string());
+const templateMap = z.record(z.string().min(1), template);
+
+export const paginateSchema = z.strictObject({
+  type: z.enum(['cursor', 'link', 'offset']).optional(),
+  cursor_path_in_response: z.string().min(1).optional(),
+  limit_name_in_request: z.string().min(1).optional(),
+  cursor_name_in_request: z.string().min(1).optional(),
+  response_path: z.string().min(1).optional(),
+  link_rel_in_response_header: z.string().min(1).optional(),
+  offset_name_in_request: z.string().min(1).optional(),
+});
+
+export const proxySchema = z.strictObject({
+  base_url: urlTemplate,
+  decompress: z.boolean().default(false),
+  paginate: paginateSchema.optional(),
+  headers: templateMap.optional(),
+  query: templateMap.optional(),
+  retry: z
+    .strictObject({
+      /** Response header holding the time the rate limit resets (epoch seconds or a date). */
+      at: z.string().min(1).optional(),
+      /** Response header holding the seconds to wait. */
+      after: z.string().min(1).optional(),
+    })
+    .optional(),
+});
+
+const fieldSchema = z.strictObject({
+  type: z.enum(['string', 'number', 'boolean']),
+  title: z.string().min(1).optional(),
+  description: z.string().min(1).optional(),
+  pattern: z
+    .string()
+    .refine((value) => {
+      try {
+        new RegExp(value);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be a valid regular expression')
+    .optional(),
+  example: z.union([z.string(), z.number(), z.boolean()]).optional(),
+  optional: z.boolean().optional(),
+});
+
+/** A form: the fields an end user fills in (connection config, or credentials for non-OAuth modes). */
+export const fieldsSchema = z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, 'field names are letters, digits, "-" and "_"'), fieldSchema);
+
+export const webhookSchema = z.strictObject({
+  signature_header: z.string().min(1),
+  algorithm: z.enum(['sha256', 'sha1']),
+  encoding: z.enum(['hex', 'base64']),
+  /** Text before the digest in the header, e.g. `sha256=`. */
+  prefix: z.string().min(1).optional(),
+  /** How an incoming webhook finds its connection: a value in the body matched against a connection's config or metadata. */
+  routing: z
+    .strictObject({
+      body_path: z.string().min(1),
+      match: z.enum(['connection_config', 'metadata']),
+      key: z.string().min(1),
+    })
+    .optional(),
+});
+
+const OAUTH_REDIRECT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1']);
+
+export const providerSchema = z
+  .strictObject({
+    display_name: z.string().min(1),
+    categories: z.array(z.string().min(1)).default([]),
+    logo_url: z.string().regex(/^(https:\/\/|\/)\S+$/, 'must be an https URL or an absolute path').optional(),
+    auth_mode: authModeSchema,
+    authorization_url: urlTemplate.optional(),
+    token_url: urlTemplate.optional(),
+    /** OAuth 1 only: where the temporary request token is obtained. */
+    request_url: urlTemplate.optional(),
+    connection_configuration: z.array(z.string().regex(/^[A-Za-z0-9_-]+$/)).default([]),
+    post_connection_script: z.string().min(1).optional(),
+    webhook_routing_script: z.string().min(1).optional(),
+    docs: z.url({ protocol: /^https?$/ }).optional(),
+    authorization_params: templateMap.optional(),
+    token_params: templateMap.optional(),
+    refresh_params: templateMap.optional(),
+    scope_separator: z.string().min(1).default(' '),
+    default_scopes: z.array(z.string().min(1)).optional(),
+    disable_pkce: z.boolean().optional(),
+    /** How the client authenticates at the token endpoint: HTTP Basic or client_id/secret in the body. */
+    token_request_auth_method: z.enum(['basic', 'body']).optional(),
+    proxy: proxySchema.optional(),
+    connection_config: fieldsSchema.optional(),
+    credentials: fieldsSchema.optional(),
+    webhook: webhookSchema.optional(),
+  })
+  .superRefine((provider, ctx) => {
+    const requireField = (field: 'authorization_url' | 'token_url' | 'request_url') => {
+      if (provider[field] === undefined) {
+        ctx.addIssue({ code: 'custom', path: [field], message: `is required for auth_mode ${provider.auth_mode}` });
+      }
+    };
+    if (OAUTH_REDIRECT_MODES.has(provider.auth_mode)) {
+      requireField('authorization_url');
+      requireField('token_url');
+    }
+    if (provider.auth_mode === 'OAUTH1') requireField('request_url');
+    if (provider.auth_mode === 'OAUTH2_CC') requireField('token_url');
+
+    // Every connection config key a template reads must be asked for before connecting.
+    for (const [path, value] of templatesOf(provider)) {
+      for (const key of placeholdersOf(value)) {
+        if (!provider.connection_configuration.includes(key)) {
+          ctx.addIssue({ code: 'custom', path, message: `uses \${connectionConfig.${key}} but connection_configuration does not list "${key}"` });
+        }
+      }
+      if (provider.credentials) {
+        for (const field of credentialFieldsOf(value)) {
+          if (!(field in provider.credentials)) {
+            ctx.addIssue({ code: 'custom', path, message: `uses \${credentials.${field}} but credentials does not define "${field}"` });
+          }
+        }
+      }
+    }
+
+    if (provider.auth_mode === 'API_KEY' && provider.proxy) {
+      const { base_url, headers = {}, query = {} } = provider.proxy;
+      const placed = [base_url, ...Object.values(headers), ...Object.values(query)].some(usesCredentials);
+      if (!placed) {
+        ctx.addIssue({ code: 'custom', path: ['proxy'], message: 'an API_KEY provider must place ${apiKey} in proxy.headers, proxy.query or proxy.base_url' });
+      }
+    }
+  });
+
+function templatesOf(provider: z.output<typeof providerSchema>): Array<[Array<string>, string]> {
+  const found: Array<[Array<string>, string]> = [];
+  for (const field of ['authorization_url', 'token_url', 'request_url'] as const) {
+    const value = provider[field];
+    if (value !== undefined) found.push([[field], value]);
+  }
+  for (const field of ['authorization_params', 'token_params', 'refresh_params'] as const) {
+    for (const [key, value] of Object.entries(provider[field] ?? {})) found.push([[field, key], value]);
+  }
+  if (provider.proxy) {
+    found.push([['proxy', 'base_url'], provider.proxy.base_url]);
+    for (const field of ['headers', 'query'] as const) {
+      for (const [key, value] of Object.entries(provider.proxy[field] ?? {})) found.push([['proxy', field, key], value]);
+    }
+  }
+  return found;
+}
+
+export type Provider = z.infer<typeof providerSchema>;
+/** What a catalog YAML file holds before defaults apply. */
+export type ProviderInput = z.input<typeof providerSchema>;
+
+/** A catalog file: provider name → entry. */
+export const catalogFileSchema = z.record(providerNameSchema, providerSchema);
+
+/** The Provider object of the spec: what the catalog endpoints return, nothing internal. */
+export type PublicProvider = {
+  name: string;
+  display_name: string;
+  logo_url?: string;
+  categories: string[];
+  auth_mode: AuthMode;
+  authorization_url?: string;
+  token_url?: string;
+  connection_configuration: string[];
+  post_connection_script?: string;
+  webhook_routing_script?: string;
+  proxy?: { base_url: string; decompress: boolean; paginate?: z.infer<typeof paginateSchema> };
+  docs?: string;
+};
+
+export function toPublicProvider(name: string, entry: Provider): PublicProvider {
+  const { proxy } = entry;
+  return {
+    name,
+    display_name: entry.display_name,
+    ...(entry.logo_url !== undefined && { logo_url: entry.logo_url }),
+    categories: [...entry.categories],
+    auth_mode: entry.auth_mode,
+    ...(entry.authorization_url !== undefined && { authorization_url: entry.authorization_url }),
+    ...(entry.token_url !== undefined && { token_url: entry.token_url }),
+    connection_configuration: [...entry.connection_configuration],
+    ...(entry.post_connection_script !== undefined && { post_connection_script: entry.post_connection_script }),
+    ...(entry.webhook_routing_script !== undefined && { webhook_routing_script: entry.webhook_routing_script }),
+    ...(proxy && {
+      proxy: {
+        base_url: proxy.base_url,
+        decompress: proxy.decompress,
+        ...(proxy.paginate && { paginate: { ...proxy.paginate } }),
+      },
+    }),
+    ...(entry.docs !== undefined && { docs: entry.docs }),
+  };
+}

@@ -1,0 +1,71 @@
+import { Schema, type Connection } from 'mongoose';
+
+export interface RefreshFailure {
+  /** Calendar days (UTC, YYYY-MM-DD) on which refreshing failed: several mean it is exhausted. */
+  days: string[];
+  last_at: Date;
+  /** No new attempt before this, unless forced. */
+  backoff_until: Date;
+  /** The provider's answer, without secrets, for the 424 payload. */
+  last_error: { code: string; message: string; payload?: Record<string, unknown> };
+}
+
+export interface ConnectionDoc {
+  _id: string;
+  /** The public integer id of the API document. */
+  id: number;
+  environment_id: string;
+  integration_id: string;
+  provider_config_key: string;
+  provider: string;
+  connection_id: string;
+  /** `NONE` for an unauthenticated connection. */
+  credentials_type: string;
+  /** The credentials object, encrypted as one JSON blob bound to environment, connection and field. */
+  credentials: string;
+  /** When the token expires, in clear: refresh decisions need it before decrypting. */
+  expires_at: Date | null;
+  metadata: Record<string, unknown>;
+  connection_config: Record<string, unknown>;
+  tags: Record<string, string>;
+  end_user: Record<string, unknown> | null;
+  errors: Array<{ type: 'auth' | 'sync'; log_id: string }>;
+  refresh_failure: RefreshFailure | null;
+  /** Reconnect sessions may only target connections made through a connect session. */
+  created_via_session: boolean;
+  created_at: Date;
+  updated_at: Date;
+  last_fetched_at: Date | null;
+}
+
+const connectionSchema = new Schema<ConnectionDoc>(
+  {
+    _id: { type: String, required: true },
+    id: { type: Number, required: true },
+    environment_id: { type: String, required: true },
+    integration_id: { type: String, required: true },
+    provider_config_key: { type: String, required: true },
+    provider: { type: String, required: true },
+    connection_id: { type: String, required: true },
+    credentials_type: { type: String, required: true },
+    credentials: { type: String, required: true },
+    expires_at: { type: Date, default: null },
+    metadata: { type: Schema.Types.Mixed, default: {} },
+    connection_config: { type: Schema.Types.Mixed, default: {} },
+    tags: { type: Schema.Types.Mixed, default: {} },
+    end_user: { type: Schema.Types.Mixed, default: null },
+    errors: { type: [{ _id: false, type: { type: String }, log_id: String }], default: [] },
+    refresh_failure: { type: Schema.Types.Mixed, default: null },
+    created_via_session: { type: Boolean, default: false },
+    created_at: { type: Date, required: true },
+    updated_at: { type: Date, required: true },
+    last_fetched_at: { type: Date, default: null },
+  },
+  { collection: 'connections', versionKey: false, minimize: false, suppressReservedKeysWarning: true },
+);
+connectionSchema.index({ environment_id: 1, provider_config_key: 1, connection_id: 1 }, { unique: true });
+connectionSchema.index({ id: 1 }, { unique: true });
+connectionSchema.index({ environment_id: 1, connection_id: 1 });
+connectionSchema.index({ environment_id: 1, created_at: 1 });
+
+export const connectionModel = (connection: Connection) => connection.model<ConnectionDoc>('Connection', connectionSchema);

@@ -1,0 +1,56 @@
+import type { Connection, QueryFilter } from 'mongoose';
+import { AppError } from '@latchkey/errors';
+import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
+import { connectionModel, type ConnectionDoc } from './connection-model.js';
+
+export interface ConnectionFilter {
+  connection_id?: string;
+  provider_config_keys?: string[];
+  tags?: Record<string, string>;
+  end_user_id?: string;
+  search?: string;
+}
+
+const escapeRegex = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+export function createConnectionRepo(connection: Connection) {
+  const model = connectionModel(connection);
+  const scoped = scopedRepo(model);
+  return {
+    init: () => model.init(),
+    find: (environment: EnvironmentId, providerConfigKey: string, connectionId: string) =>
+      scoped.findOne(environment, { provider_config_key: providerConfigKey, connection_id: connectionId }),
+    findById: (environment: EnvironmentId, id: string) => scoped.findOne(environment, { _id: id }),
+    async insert(environment: EnvironmentId, doc: Omit<ConnectionDoc, 'environment_id'>): Promise<ConnectionDoc> {
+      try {
+        return await scoped.insert(environment, doc);
+      } catch (error) {
+        if (isDuplicateKey(error)) {
+          throw new AppError('invalid_body', `Connection "${doc.connection_id}" exists already in integration "${doc.provider_config_key}"`, {
+            errors: [{ code: 'duplicate', message: 'connection_id is taken in this integration', path: 'connection_id' }],
+          });
+        }
+        throw error;
+      }
+    },
+    async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }): Promise<ConnectionDoc[]> {
+      const query: QueryFilter<Omit<ConnectionDoc, 'environment_id'>> = {};
+      if (filter.connection_id !== undefined) query.connection_id = filter.connection_id;
+      if (filter.provider_config_keys?.length) query.provider_config_key = { $in: filter.provider_config_keys };
+      for (const [key, value] of Object.entries(filter.tags ?? {})) Object.assign(query, { [`tags.${key}`]: value });
+      if (filter.end_user_id !== undefined) Object.assign(query, { 'end_user.id': filter.end_user_id });
+      if (filter.search) query.connection_id = { $regex: escapeRegex(filter.search), $options: 'i' };
+      return scoped.find(environment, query, { sort: { created_at: -1 }, limit: page.limit, skip: page.page * page.limit });
+    },
+    countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),
+    listForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.find(environment, { integration_id: integrationId }),
+    update: (environment: EnvironmentId, id: string, fields: Partial<Omit<ConnectionDoc, '_id' | 'environment_id'>>) =>
+      scoped.updateOne(environment, { _id: id }, { $set: fields }),
+    remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+    /** Many connections by connection id within one integration (metadata writes). */
+    findMany: (environment: EnvironmentId, providerConfigKey: string, connectionIds: string[]) =>
+      scoped.find(environment, { provider_config_key: providerConfigKey, connection_id: { $in: connectionIds } }),
+  };
+}
+
+export type ConnectionRepo = ReturnType<typeof createConnectionRepo>;

@@ -1,0 +1,35 @@
+import type { Connection } from 'mongoose';
+import { AppError } from '@latchkey/errors';
+import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
+import { integrationModel, type IntegrationDoc } from './integration-model.js';
+
+export function createIntegrationRepo(connection: Connection) {
+  const model = integrationModel(connection);
+  const scoped = scopedRepo(model);
+  const duplicate = (key: string) => new AppError('duplicate_provider_config', `An integration with unique_key "${key}" exists already`);
+  return {
+    init: () => model.init(),
+    list: (environment: EnvironmentId) => scoped.find(environment, {}, { sort: { created_at: 1 } }),
+    findByKey: (environment: EnvironmentId, uniqueKey: string) => scoped.findOne(environment, { unique_key: uniqueKey }),
+    async insert(environment: EnvironmentId, doc: Omit<IntegrationDoc, 'environment_id'>): Promise<IntegrationDoc> {
+      try {
+        return await scoped.insert(environment, doc);
+      } catch (error) {
+        if (isDuplicateKey(error)) throw duplicate(doc.unique_key);
+        throw error;
+      }
+    },
+    /** Sets the given fields; a rename onto a taken key is `duplicate_provider_config`. */
+    async update(environment: EnvironmentId, id: string, fields: Partial<Omit<IntegrationDoc, '_id' | 'environment_id'>>): Promise<void> {
+      try {
+        await scoped.updateOne(environment, { _id: id }, { $set: { ...fields, updated_at: new Date() } });
+      } catch (error) {
+        if (isDuplicateKey(error)) throw duplicate(String(fields.unique_key));
+        throw error;
+      }
+    },
+    remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+  };
+}
+
+export type IntegrationRepo = ReturnType<typeof createIntegrationRepo>;

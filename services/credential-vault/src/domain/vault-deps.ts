@@ -1,0 +1,42 @@
+import type { Bus } from '@latchkey/bus';
+import type { Logger } from '@latchkey/logger';
+import type { ConnectionDoc } from '../db/connection-model.js';
+import type { ConnectionRepo } from '../db/connection-repo.js';
+import type { IntegrationRepo } from '../db/integration-repo.js';
+import type { Keyring } from '../crypto/keyring.js';
+import type { ReadAudit } from './read-audit.js';
+
+/** Encryption at rest, as the handlers use it: the keyring (crypto/keyring.ts). */
+export type CredentialCipher = Pick<Keyring, 'encrypt' | 'decrypt' | 'encryptJson' | 'decryptJson'>;
+
+/** A provider entry, as far as the handlers need it. */
+export interface ProviderEntry {
+  display_name: string;
+  auth_mode: string;
+  logo_url?: string | undefined;
+  token_url?: string | undefined;
+  token_params?: Record<string, string> | undefined;
+  refresh_params?: Record<string, string> | undefined;
+  token_request_auth_method?: 'basic' | 'body' | undefined;
+  connection_configuration?: string[] | undefined;
+}
+
+/** Keeps tokens fresh on fetch; see refresh/refresher.ts. */
+export interface Refresher {
+  ensureFresh(
+    doc: ConnectionDoc,
+    credentials: Record<string, unknown>,
+    options: { force: boolean; vendorJwt: boolean },
+  ): Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>;
+}
+
+export interface VaultDeps {
+  bus: Bus;
+  logger: Logger;
+  integrations: IntegrationRepo;
+  connections: ConnectionRepo;
+  cipher: CredentialCipher;
+  providers: { get(name: string): ProviderEntry | undefined };
+  refresher: Refresher;
+  audit: ReadAudit;
+}

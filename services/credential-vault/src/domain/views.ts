@@ -1,0 +1,81 @@
+import type { Connection } from '@latchkey/contracts';
+import type { ConnectionDoc } from '../db/connection-model.js';
+import type { IntegrationDoc } from '../db/integration-model.js';
+
+/** The list form of an integration: what the API document lists, plus its display name. */
+export function integrationListItem(doc: IntegrationDoc, logo: string) {
+  return {
+    unique_key: doc.unique_key,
+    provider: doc.provider,
+    ...(doc.display_name ? { display_name: doc.display_name } : {}),
+    logo,
+    created_at: doc.created_at.toISOString(),
+    updated_at: doc.updated_at.toISOString(),
+  };
+}
+
+/** A connection list item: never credentials. */
+export function connectionListItem(doc: ConnectionDoc) {
+  return {
+    id: doc.id,
+    connection_id: doc.connection_id,
+    provider: doc.provider,
+    provider_config_key: doc.provider_config_key,
+    created: doc.created_at.toISOString(),
+    metadata: doc.metadata ?? null,
+    tags: doc.tags ?? {},
+    errors: doc.errors ?? [],
+  };
+}
+
+/**
+ * The full form. `credentials` is left out unless given: the caller decides from the key's
+ * scope. The refresh token is dropped unless asked for.
+ */
+export function connectionView(doc: ConnectionDoc, credentials?: Record<string, unknown>, includeRefreshToken = false): Connection {
+  const view: Connection = {
+    id: doc.id,
+    connection_id: doc.connection_id,
+    provider_config_key: doc.provider_config_key,
+    provider: doc.provider,
+    errors: doc.errors ?? [],
+    end_user: (doc.end_user as Connection['end_user']) ?? null,
+    metadata: doc.metadata ?? {},
+    connection_config: doc.connection_config ?? {},
+    tags: doc.tags ?? {},
+    created_at: doc.created_at.toISOString(),
+    updated_at: doc.updated_at.toISOString(),
+    last_fetched_at: doc.last_fetched_at ? doc.last_fetched_at.toISOString() : null,
+  };
+  if (credentials) {
+    // An unauthenticated connection's credentials are the API document's empty object.
+    if (credentials['type'] === 'NONE') return { ...view, credentials: {} };
+    const { refresh_token: refreshToken, ...rest } = credentials;
+    view.credentials = includeRefreshToken && refreshToken !== undefined ? { ...rest, refresh_token: refreshToken } : rest;
+  }
+  return view;
+}
+
+/** Tag keys are normalised to lower case. */
+export function normalizeTags(tags: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(tags ?? {}).map(([key, value]) => [key.toLowerCase(), value]));
+}
+
+/** The date a credentials object expires, from its `expires_at`, if any. */
+export function expiryOf(credentials: Record<string, unknown>): Date | null {
+  const value = credentials['expires_at'];
+  if (typeof value !== 'string') return null;
+  const at = new Date(value);
+  return Number.isNaN(at.getTime()) ? null : at;
+}
+
+/** The payload of `connection.*` events: identifies, never carries credentials. */
+export function connectionEvent(doc: ConnectionDoc) {
+  return {
+    environment_id: doc.environment_id,
+    id: doc.id,
+    connection_id: doc.connection_id,
+    provider_config_key: doc.provider_config_key,
+    provider: doc.provider,
+  };
+}

@@ -1,0 +1,182 @@
+import { randomInt, randomUUID } from 'node:crypto';
+import { vaultContracts, type RequestOf } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { z } from 'zod';
+import { environmentId, type EnvironmentId } from '@latchkey/mongo';
+import type { ConnectionDoc } from '../db/connection-model.js';
+import type { VaultDeps } from '../domain/vault-deps.js';
+import { connectionEvent, connectionListItem, connectionView, expiryOf, normalizeTags } from '../domain/views.js';
+import { findIntegration } from './integrations.js';
+
+export const CREDENTIALS_PLACE = (doc: Pick<ConnectionDoc, '_id'>) => ({ connectionId: doc._id, field: 'connection.credentials' });
+
+/** last_fetched_at is written at most this often per connection and replica. */
+const FETCH_STAMP_MS = 60_000;
+
+async function findConnection(deps: Pick<VaultDeps, 'connections'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string) {
+  const doc = await deps.connections.find(environment, providerConfigKey, connectionId);
+  if (!doc) throw new AppError('unknown_connection', `No connection "${connectionId}" in integration "${providerConfigKey}"`);
+  return doc;
+}
+
+const storedCredentials = z.record(z.string(), z.unknown());
+
+export async function decryptCredentials(deps: Pick<VaultDeps, 'cipher'>, doc: ConnectionDoc): Promise<Record<string, unknown>> {
+  return deps.cipher.decryptJson(environmentId(doc.environment_id), CREDENTIALS_PLACE(doc), doc.credentials, storedCredentials);
+}
+
+/** `POST /connections`: imports credentials of any type for an existing integration. */
+export function createConnectionHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.createConnection>) => {
+    const environment = environmentId(request.environment_id);
+    const integration = await findIntegration(deps, environment, request.provider_config_key);
+    const provider = deps.providers.get(integration.provider);
+    const credentials = request.credentials as Record<string, unknown>;
+    const type = String(credentials['type']);
+    const expected = provider?.auth_mode;
+    if (expected && expected !== type) {
+      throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials, not ${type}`, {
+        errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
+      });
+    }
+    const connectionConfig = request.connection_config ?? {};
+    const missing = (provider?.connection_configuration ?? []).filter((key) => connectionConfig[key] === undefined);
+    if (missing.length > 0) {
+      throw new AppError('invalid_body', `connection_config lacks ${missing.join(', ')}`, {
+        errors: missing.map((key) => ({ code: 'required', message: 'required by the provider', path: `connection_config.${key}` })),
+      });
+    }
+    const id = `conn_${randomUUID()}`;
+    const now = new Date();
+    const doc = await deps.connections.insert(environment, {
+      _id: id,
+      id: randomInt(1, 2 ** 47),
+      integration_id: integration._id,
+      provider_config_key: integration.unique_key,
+      provider: integration.provider,
+      connection_id: request.connection_id ?? randomUUID(),
+      credentials_type: type,
+      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+      expires_at: expiryOf(credentials),
+      metadata: request.metadata ?? {},
+      connection_config: connectionConfig,
+      tags: normalizeTags(request.tags),
+      end_user: request.end_user ?? null,
+      errors: [],
+      refresh_failure: null,
+      created_via_session: false,
+      created_at: now,
+      updated_at: now,
+      last_fetched_at: null,
+    });
+    await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
+    if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
+    return connectionView(doc, request.include_credentials ? credentials : undefined, true);
+  };
+}
+
+export function listConnectionsHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.listConnections>) => {
+    const docs = await deps.connections.list(
+      environmentId(request.environment_id),
+      {
+        ...(request.connection_id === undefined ? {} : { connection_id: request.connection_id }),
+        ...(request.integration_ids === undefined ? {} : { provider_config_keys: request.integration_ids }),
+        ...(request.tags === undefined ? {} : { tags: normalizeTags(request.tags) }),
+        ...(request.end_user_id === undefined ? {} : { end_user_id: request.end_user_id }),
+        ...(request.search === undefined ? {} : { search: request.search }),
+      },
+      { limit: request.limit, page: request.page },
+    );
+    return docs.map(connectionListItem);
+  };
+}
+
+/**
+ * `GET /connections/{id}`: one indexed read; a refresh only inside the window (or when forced),
+ * under the per-connection lock; plaintext only for a credentials scope, and then audited.
+ */
+export function getConnectionHandler(deps: VaultDeps) {
+  const stamped = new Map<string, number>();
+  return async (request: RequestOf<typeof vaultContracts.getConnection>) => {
+    const environment = environmentId(request.environment_id);
+    let doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+    let credentials = await decryptCredentials(deps, doc);
+    ({ doc, credentials } = await deps.refresher.ensureFresh(doc, credentials, {
+      force: request.force_refresh,
+      vendorJwt: request.refresh_vendor_app_jwt_token,
+    }));
+
+    const now = Date.now();
+    if ((stamped.get(doc._id) ?? 0) + FETCH_STAMP_MS < now) {
+      stamped.set(doc._id, now);
+      doc = { ...doc, last_fetched_at: new Date(now) };
+      void deps.connections.update(environment, doc._id, { last_fetched_at: doc.last_fetched_at }).catch((error: unknown) =>
+        deps.logger.warn('could not stamp last_fetched_at', { error }),
+      );
+    }
+    if (!request.include_credentials) return connectionView(doc);
+    deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'fetch' });
+    return connectionView(doc, credentials, request.include_refresh_token);
+  };
+}
+
+export function patchConnectionHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.patchConnection>) => {
+    const environment = environmentId(request.environment_id);
+    const doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+    const fields: Partial<ConnectionDoc> = { updated_at: new Date() };
+    if (request.tags !== undefined) fields.tags = normalizeTags(request.tags);
+    if (request.end_user !== undefined) fields.end_user = request.end_user;
+    await deps.connections.update(environment, doc._id, fields);
+    await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc));
+    return { success: true as const };
+  };
+}
+
+export function deleteConnectionHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.deleteConnection>) => {
+    const environment = environmentId(request.environment_id);
+    const doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+    await deps.connections.remove(environment, doc._id);
+    await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc));
+    return { success: true as const };
+  };
+}
+
+/** Metadata keys become field names: no dots, no leading `$`. */
+function checkMetadataKeys(metadata: Record<string, unknown>): void {
+  const bad = Object.keys(metadata).filter((key) => key.includes('.') || key.startsWith('$') || key === '');
+  if (bad.length > 0) {
+    throw new AppError('invalid_body', 'Metadata keys may not contain "." or start with "$"', {
+      errors: bad.map((key) => ({ code: 'invalid_key', message: 'no "." and no leading "$"', path: `metadata.${key}` })),
+    });
+  }
+}
+
+/**
+ * Sets (replace) or updates (shallow merge) metadata of one or many connections. Every
+ * connection must exist before anything changes.
+ */
+export function writeMetadataHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.writeMetadata>) => {
+    checkMetadataKeys(request.metadata);
+    const environment = environmentId(request.environment_id);
+    await findIntegration(deps, environment, request.provider_config_key);
+    const ids = [...new Set(request.connection_ids)];
+    const docs = await deps.connections.findMany(environment, request.provider_config_key, ids);
+    const found = new Set(docs.map((doc) => doc.connection_id));
+    const missing = ids.filter((id) => !found.has(id));
+    if (missing.length > 0) throw new AppError('unknown_connection', `No connection ${missing.map((id) => `"${id}"`).join(', ')} in "${request.provider_config_key}"`);
+    for (const doc of docs) {
+      // Merge sets each key on its own path: atomic per key, no read-modify-write.
+      const update =
+        request.mode === 'replace'
+          ? { metadata: request.metadata }
+          : Object.fromEntries(Object.entries(request.metadata).map(([key, value]) => [`metadata.${key}`, value]));
+      await deps.connections.update(environment, doc._id, { ...update, updated_at: new Date() } as Partial<ConnectionDoc>);
+      await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc));
+    }
+    return { success: true as const };
+  };
+}

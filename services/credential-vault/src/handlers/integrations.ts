@@ -1,0 +1,136 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { vaultContracts, type RequestOf } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { z } from 'zod';
+import { environmentId, type EnvironmentId } from '@latchkey/mongo';
+import type { IntegrationDoc } from '../db/integration-model.js';
+import type { VaultDeps } from '../domain/vault-deps.js';
+import { connectionEvent, integrationListItem } from '../domain/views.js';
+
+const CREDENTIALS = { field: 'integration.credentials' };
+const stringMap = z.record(z.string(), z.string());
+const WEBHOOK_SECRET = { field: 'integration.webhook_secret' };
+
+/** The integration, or `unknown_provider_config`. */
+export async function findIntegration(deps: Pick<VaultDeps, 'integrations'>, environment: EnvironmentId, uniqueKey: string) {
+  const integration = await deps.integrations.findByKey(environment, uniqueKey);
+  if (!integration) throw new AppError('unknown_provider_config', `No integration with unique_key "${uniqueKey}"`);
+  return integration;
+}
+
+function logoOf(deps: Pick<VaultDeps, 'providers'>, doc: IntegrationDoc): string {
+  return deps.providers.get(doc.provider)?.logo_url ?? '';
+}
+
+/** The integration's client credentials, decrypted (empty when none were given). */
+export async function integrationCredentials(deps: Pick<VaultDeps, 'cipher'>, doc: IntegrationDoc): Promise<Record<string, string>> {
+  if (!doc.credentials) return {};
+  return deps.cipher.decryptJson(environmentId(doc.environment_id), { integrationId: doc._id, ...CREDENTIALS }, doc.credentials, stringMap);
+}
+
+export function listIntegrationsHandler(deps: VaultDeps) {
+  return async ({ environment_id, include_credentials }: RequestOf<typeof vaultContracts.listIntegrations>) => {
+    const docs = await deps.integrations.list(environmentId(environment_id));
+    return Promise.all(
+      docs.map(async (doc) => ({
+        ...integrationListItem(doc, logoOf(deps, doc)),
+        ...(include_credentials ? { credentials: await integrationCredentials(deps, doc) } : {}),
+      })),
+    );
+  };
+}
+
+export function createIntegrationHandler(deps: VaultDeps) {
+  return async (request: RequestOf<typeof vaultContracts.createIntegration>) => {
+    const { environment_id, provider, unique_key } = request;
+    if (!deps.providers.get(provider)) {
+      throw new AppError('invalid_body', `Unknown provider "${provider}"`, {
+        errors: [{ code: 'unknown_provider', message: 'not in the provider catalog (GET /providers)', path: 'provider' }],
+      });
+    }
+    const id = `int_${randomUUID()}`;
+    const now = new Date();
+    const doc = await deps.integrations.insert(environmentId(environment_id), {
+      _id: id,
+      unique_key,
+      provider,
+      display_name: request.display_name ?? null,
+      credentials: request.credentials
+        ? await deps.cipher.encryptJson(environmentId(environment_id), { integrationId: id, ...CREDENTIALS }, request.credentials)
+        : null,
+      integration_config: request.integration_config ?? {},
+      custom: request.custom ?? {},
+      forward_webhooks: request.forward_webhooks ?? true,
+      webhook_secret: null,
+      created_at: now,
+      updated_at: now,
+    });
+    return integrationListItem(doc, logoOf(deps, doc));
+  };
+}
+
+export function getIntegrationHandler(deps: VaultDeps) {
+  return async ({ environment_id, unique_key, include_webhook, include_credentials }: RequestOf<typeof vaultContracts.getIntegration>) => {
+    const environment = environmentId(environment_id);
+    const doc = await findIntegration(deps, environment, unique_key);
+    const view = {
+      ...integrationListItem(doc, logoOf(deps, doc)),
+      forward_webhooks: doc.forward_webhooks,
+      integration_config: doc.integration_config ?? {},
+      custom: doc.custom ?? {},
+    };
+    return {
+      ...view,
+      ...(include_credentials ? { credentials: await integrationCredentials(deps, doc) } : {}),
+      ...(include_webhook ? { webhookSecret: await webhookSecretOf(deps, environment, doc) } : {}),
+    };
+  };
+}
+
+/** The integration's webhook secret, made on first request; the same for all its connections. */
+async function webhookSecretOf(deps: VaultDeps, environment: EnvironmentId, doc: IntegrationDoc): Promise<string> {
+  const place = { integrationId: doc._id, ...WEBHOOK_SECRET };
+  if (doc.webhook_secret) return deps.cipher.decrypt(environment, place, doc.webhook_secret);
+  const secret = randomBytes(32).toString('hex');
+  await deps.integrations.update(environment, doc._id, { webhook_secret: await deps.cipher.encrypt(environment, place, secret) });
+  // Two first requests may race: read back whichever secret was stored last.
+  const stored = await deps.integrations.findByKey(environment, doc.unique_key);
+  return stored?.webhook_secret ? deps.cipher.decrypt(environment, place, stored.webhook_secret) : secret;
+}
+
+export function updateIntegrationHandler(deps: VaultDeps) {
+  return async ({ environment_id, unique_key, patch }: RequestOf<typeof vaultContracts.updateIntegration>) => {
+    const environment = environmentId(environment_id);
+    const doc = await findIntegration(deps, environment, unique_key);
+    const renamed = patch.unique_key !== undefined && patch.unique_key !== doc.unique_key;
+    if (renamed && (await deps.connections.countForIntegration(environment, doc._id)) > 0) {
+      throw new AppError('integration_has_connections', `Integration "${unique_key}" has connections; it cannot be renamed`);
+    }
+    const fields: Partial<IntegrationDoc> = {};
+    if (renamed) fields.unique_key = patch.unique_key!;
+    if (patch.display_name !== undefined) fields.display_name = patch.display_name;
+    if (patch.forward_webhooks !== undefined) fields.forward_webhooks = patch.forward_webhooks;
+    if (patch.integration_config !== undefined) fields.integration_config = patch.integration_config;
+    if (patch.custom !== undefined) fields.custom = patch.custom;
+    if (patch.credentials !== undefined) {
+      fields.credentials = await deps.cipher.encryptJson(environment, { integrationId: doc._id, ...CREDENTIALS }, patch.credentials);
+    }
+    await deps.integrations.update(environment, doc._id, fields);
+    const updated = await findIntegration(deps, environment, fields.unique_key ?? unique_key);
+    return integrationListItem(updated, logoOf(deps, updated));
+  };
+}
+
+/** Deletes the integration and each of its connections, announcing every deletion. */
+export function deleteIntegrationHandler(deps: VaultDeps) {
+  return async ({ environment_id, unique_key }: RequestOf<typeof vaultContracts.deleteIntegration>) => {
+    const environment = environmentId(environment_id);
+    const doc = await findIntegration(deps, environment, unique_key);
+    for (const connection of await deps.connections.listForIntegration(environment, doc._id)) {
+      await deps.connections.remove(environment, connection._id);
+      await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(connection));
+    }
+    await deps.integrations.remove(environment, doc._id);
+    return { success: true as const };
+  };
+}

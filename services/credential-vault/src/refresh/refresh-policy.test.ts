@@ -1,0 +1,25 @@
+import { describe, expect, it } from '@jest/globals';
+import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure } from './refresh-policy.js';
+
+const error = { code: 'invalid_grant', message: 'refresh token revoked' };
+
+describe('refresh policy', () => {
+  it('refreshes inside the 15-minute window, or always when forced', () => {
+    const now = Date.now();
+    expect(needsRefresh('OAUTH2', new Date(now + REFRESH_WINDOW_MS + 1000), now, false)).toBe(false);
+    expect(needsRefresh('OAUTH2', new Date(now + 60_000), now, false)).toBe(true);
+    expect(needsRefresh('OAUTH2', new Date(now + REFRESH_WINDOW_MS + 1000), now, true)).toBe(true);
+    expect(needsRefresh('OAUTH2', null, now, false)).toBe(false);
+    expect(needsRefresh('API_KEY', null, now, true)).toBe(false);
+  });
+
+  it('backs off 30 s after a failure and is exhausted after failures on three days', () => {
+    const first = recordFailure(null, new Date('2026-01-01T10:00:00Z'), error);
+    expect(inBackoff(first, Date.parse('2026-01-01T10:00:10Z'))).toBe(true);
+    expect(inBackoff(first, Date.parse('2026-01-01T10:00:00Z') + BACKOFF_MS + 1)).toBe(false);
+    const sameDay = recordFailure(first, new Date('2026-01-01T18:00:00Z'), error);
+    expect(isExhausted(sameDay)).toBe(false);
+    const third = recordFailure(recordFailure(sameDay, new Date('2026-01-02T10:00:00Z'), error), new Date('2026-01-05T10:00:00Z'), error);
+    expect(isExhausted(third)).toBe(true);
+  });
+});

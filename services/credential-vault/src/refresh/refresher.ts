@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import type { JsonKv } from '@latchkey/bus';
+import { vaultContracts } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import { environmentId } from '@latchkey/mongo';
+import type { ConnectionDoc } from '../db/connection-model.js';
+import type { RefreshLogDoc } from '../db/refresh-log-model.js';
+import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
+import { connectionEvent, expiryOf } from '../domain/views.js';
+import { CREDENTIALS_PLACE, decryptCredentials } from '../handlers/connections.js';
+import { integrationCredentials } from '../handlers/integrations.js';
+import { inBackoff, isExhausted, needsRefresh, recordFailure } from './refresh-policy.js';
+import { requestFreshCredentials } from './token-requests.js';
+
+export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit'> {
+  /** NATS KV bucket whose entries expire on their own: a crashed holder frees its lock. */
+  locks: JsonKv<{ owner: string }>;
+  logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
+  timeoutMs: number;
+  lockTtlMs: number;
+}
+
+const POLL_MS = 25;
+
+/**
+ * Refresh on fetch. One refresh per connection at a time across every vault replica: the
+ * replica that creates the connection's lock key re-reads the connection (another may just
+ * have refreshed it), calls the provider once and stores the result; the others wait for the
+ * key to go and read what was stored. Within a replica, concurrent fetches share one attempt.
+ */
+export function createRefresher(deps: RefresherDeps): Refresher {
+  const owner = randomUUID();
+  const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>>();
+
+  async function reread(doc: ConnectionDoc) {
+    const fresh = await deps.connections.findById(environmentId(doc.environment_id), doc._id);
+    if (!fresh) throw new AppError('unknown_connection', `Connection "${doc.connection_id}" was deleted`);
+    return { doc: fresh, credentials: await decryptCredentials(deps, fresh) };
+  }
+
+  function refusal(doc: ConnectionDoc): AppError | undefined {
+    const failure = doc.refresh_failure;
+    if (isExhausted(failure)) {
+      return new AppError('connection_refresh_exhausted', 'Refreshing this connection failed on several days; reconnect it', {
+        payload: failure?.last_error ?? {},
+      });
+    }
+    if (inBackoff(failure, Date.now())) {
+      return new AppError('connection_refresh_backoff', 'The last refresh failed moments ago; retry after the back-off', {
+        payload: { ...(failure?.last_error ?? {}), retry_after: failure?.backoff_until },
+      });
+    }
+    return undefined;
+  }
+
+  async function refreshNow(doc: ConnectionDoc, credentials: Record<string, unknown>, vendorJwt: boolean) {
+    const environment = environmentId(doc.environment_id);
+    const integration = await deps.integrations.findByKey(environment, doc.provider_config_key);
+    const provider = deps.providers.get(doc.provider);
+    if (!integration || !provider) throw new AppError('unknown_provider_config', `Integration "${doc.provider_config_key}" is gone`);
+    const now = new Date();
+    try {
+      const fresh = await requestFreshCredentials(doc.credentials_type, {
+        provider,
+        client: await integrationCredentials(deps, integration),
+        connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
+        credentials,
+        now,
+        timeoutMs: deps.timeoutMs,
+      });
+      const fields = {
+        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(doc), fresh),
+        expires_at: expiryOf(fresh),
+        errors: doc.errors.filter((error) => error.type !== 'auth'),
+        refresh_failure: null,
+        updated_at: now,
+      };
+      await deps.connections.update(environment, doc._id, fields);
+      await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
+      return { doc: { ...doc, ...fields }, credentials: fresh };
+    } catch (error) {
+      const appError = toAppError(error);
+      const logId = randomUUID();
+      const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
+      await deps.logs.insert({ _id: logId, environment_id: doc.environment_id, connection: doc._id, at: now, code: appError.code, message: appError.message, payload: appError.payload ?? null });
+      await deps.connections.update(environment, doc._id, {
+        errors: [...doc.errors.filter((item) => item.type !== 'auth'), { type: 'auth', log_id: logId }],
+        refresh_failure: recordFailure(doc.refresh_failure, now, lastError),
+      });
+      await deps.bus
+        .publish(vaultContracts.connectionRefreshFailed, { ...connectionEvent(doc), log_id: logId, error: { code: appError.code, message: appError.message } })
+        .catch(() => undefined);
+      deps.logger.warn('token refresh failed', { connection: doc._id, provider: doc.provider, code: appError.code });
+      throw appError;
+    }
+  }
+
+  async function underLock(doc: ConnectionDoc, force: boolean, vendorJwt: boolean, startedAt: number) {
+    const key = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+    for (;;) {
+      if ((await deps.locks.create(key, { owner })) !== null) {
+        try {
+          const current = await reread(doc);
+          const alreadyDone = current.doc.updated_at.getTime() >= startedAt && !current.doc.refresh_failure;
+          if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false)) return current;
+          if (force && alreadyDone) return current;
+          const refused = force ? undefined : refusal(current.doc);
+          if (refused) throw refused;
+          return await refreshNow(current.doc, current.credentials, vendorJwt);
+        } finally {
+          await deps.locks.delete(key).catch(() => undefined);
+        }
+      }
+      // Another replica is refreshing: wait for its lock to go, then read what it stored.
+      const deadline = Date.now() + deps.lockTtlMs;
+      while ((await deps.locks.get(key)) !== null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      const current = await reread(doc);
+      if (current.doc.updated_at.getTime() >= startedAt) {
+        const refused = refusal(current.doc);
+        if (refused && current.doc.refresh_failure && new Date(current.doc.refresh_failure.last_at).getTime() >= startedAt) throw refused;
+        if (!needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false) || force) return current;
+      }
+    }
+  }
+
+  return {
+    async ensureFresh(doc, credentials, { force, vendorJwt }) {
+      if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force)) return { doc, credentials };
+      if (!force) {
+        const refused = refusal(doc);
+        if (refused) throw refused;
+      }
+      let attempt = inFlight.get(doc._id);
+      if (!attempt) {
+        attempt = underLock(doc, force, vendorJwt, Date.now()).finally(() => inFlight.delete(doc._id));
+        inFlight.set(doc._id, attempt);
+      }
+      return attempt;
+    },
+  };
+}

@@ -1,0 +1,192 @@
+import jwt from 'jsonwebtoken';
+import got from 'got';
+import { AppError } from '@latchkey/errors';
+import type { ProviderEntry } from '../domain/vault-deps.js';
+
+export interface RefreshContext {
+  provider: ProviderEntry;
+  /** The integration's client credentials (client_id, client_secret, app_id, private_key…). */
+  client: Record<string, string>;
+  connectionConfig: Record<string, unknown>;
+  credentials: Record<string, unknown>;
+  now: Date;
+  timeoutMs: number;
+}
+
+/** Fills `${connectionConfig.KEY}` placeholders of a provider URL. */
+export function fillUrl(template: string, connectionConfig: Record<string, unknown>): string {
+  return template.replace(/\$\{connectionConfig\.([A-Za-z0-9_.-]+)\}/g, (_, key: string) => {
+    const value = connectionConfig[key];
+    if (value === undefined || value === null) {
+      throw new AppError('invalid_body', `connection_config.${key} is needed by the provider's token URL`);
+    }
+    return encodeURIComponent(String(value));
+  });
+}
+
+/** The provider's error answer, reduced to fields that carry no secrets. */
+function providerError(status: number, body: string): AppError {
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = JSON.parse(body) as Record<string, unknown>;
+  } catch {
+    parsed = Object.fromEntries(new URLSearchParams(body));
+  }
+  const error = typeof parsed['error'] === 'string' ? parsed['error'] : `http_${status}`;
+  const description = typeof parsed['error_description'] === 'string' ? parsed['error_description'] : undefined;
+  return new AppError('refresh_token_external_error', `The provider refused to refresh the token: ${error}${description ? ` (${description})` : ''}`, {
+    payload: { status, error, ...(description ? { error_description: description } : {}) },
+  });
+}
+
+async function postToken(context: RefreshContext, form: Record<string, string>, clientId: string | undefined, clientSecret: string | undefined) {
+  const url = context.provider.token_url;
+  if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
+  const headers: Record<string, string> = { accept: 'application/json' };
+  const body = { ...form };
+  if (clientId !== undefined) {
+    if (context.provider.token_request_auth_method === 'basic') {
+      const encode = (value: string) => encodeURIComponent(value);
+      headers['authorization'] = `Basic ${Buffer.from(`${encode(clientId)}:${encode(clientSecret ?? '')}`).toString('base64')}`;
+    } else {
+      body['client_id'] = clientId;
+      if (clientSecret !== undefined) body['client_secret'] = clientSecret;
+    }
+  }
+  let response;
+  try {
+    response = await got.post(fillUrl(url, context.connectionConfig), {
+      form: body,
+      headers,
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+      timeout: { request: context.timeoutMs },
+      responseType: 'text',
+    });
+  } catch (error) {
+    throw new AppError('refresh_token_external_error', `The provider's token endpoint could not be reached: ${(error as Error).message}`, {
+      payload: { error: 'unreachable' },
+    });
+  }
+  if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(response.body) as Record<string, unknown>;
+  } catch {
+    raw = Object.fromEntries(new URLSearchParams(response.body));
+  }
+  if (typeof raw['access_token'] !== 'string') {
+    throw new AppError('refresh_token_external_error', 'The provider answered without an access_token', { payload: { error: 'no_access_token' } });
+  }
+  return raw;
+}
+
+function expiryFrom(raw: Record<string, unknown>, now: Date): string | undefined {
+  const seconds = Number(raw['expires_in']);
+  return Number.isFinite(seconds) && seconds > 0 ? new Date(now.getTime() + seconds * 1000).toISOString() : undefined;
+}
+
+/** OAUTH2: refresh-token grant with the connection's client override or the integration's client. */
+async function refreshOAuth2(context: RefreshContext): Promise<Record<string, unknown>> {
+  const { credentials, client } = context;
+  const refreshToken = credentials['refresh_token'];
+  if (typeof refreshToken !== 'string') {
+    throw new AppError('refresh_token_external_error', 'The connection has no refresh token', { payload: { error: 'no_refresh_token' } });
+  }
+  const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
+  const raw = await postToken(
+    context,
+    { grant_type: 'refresh_token', refresh_token: refreshToken, ...context.provider.refresh_params },
+    override.client_id ?? client['client_id'],
+    override.client_secret ?? client['client_secret'],
+  );
+  const expiresAt = expiryFrom(raw, context.now);
+  return {
+    type: 'OAUTH2',
+    access_token: raw['access_token'],
+    // Providers that do not rotate refresh tokens answer without one: keep ours.
+    refresh_token: typeof raw['refresh_token'] === 'string' ? raw['refresh_token'] : refreshToken,
+    ...(expiresAt ? { expires_at: expiresAt } : {}),
+    ...(credentials['config_override'] ? { config_override: credentials['config_override'] } : {}),
+    raw,
+  };
+}
+
+/** OAUTH2_CC: a new token by the client-credentials grant. */
+async function refreshClientCredentials(context: RefreshContext): Promise<Record<string, unknown>> {
+  const { credentials } = context;
+  const raw = await postToken(
+    context,
+    { grant_type: 'client_credentials', ...context.provider.token_params },
+    String(credentials['client_id']),
+    String(credentials['client_secret']),
+  );
+  const expiresAt = expiryFrom(raw, context.now);
+  return {
+    type: 'OAUTH2_CC',
+    client_id: credentials['client_id'],
+    client_secret: credentials['client_secret'],
+    token: raw['access_token'],
+    ...(expiresAt ? { expires_at: expiresAt } : {}),
+    raw,
+  };
+}
+
+/** JWT: a token signed here, valid 20 minutes; an `{id, secret}` key signs HS256 with that key id. */
+function refreshJwt(context: RefreshContext): Record<string, unknown> {
+  const { credentials, now } = context;
+  const privateKey = credentials['privateKey'] as string | { id: string; secret: string };
+  const issuedAt = Math.floor(now.getTime() / 1000);
+  const expiresAt = issuedAt + 20 * 60;
+  const claims = { iat: issuedAt, exp: expiresAt, ...(credentials['issuerId'] ? { iss: String(credentials['issuerId']) } : {}) };
+  const token =
+    typeof privateKey === 'string'
+      ? jwt.sign(claims, privateKey, {
+          algorithm: privateKey.includes('EC PRIVATE KEY') ? 'ES256' : 'RS256',
+          ...(credentials['privateKeyId'] ? { keyid: String(credentials['privateKeyId']) } : {}),
+        })
+      : jwt.sign(claims, Buffer.from(privateKey.secret, 'hex'), { algorithm: 'HS256', keyid: privateKey.id });
+  return { ...credentials, token, expires_at: new Date(expiresAt * 1000).toISOString() };
+}
+
+/** APP: an installation token bought with a JWT signed by the app's private key. */
+async function refreshApp(context: RefreshContext): Promise<Record<string, unknown>> {
+  const { client, now } = context;
+  if (!client['app_id'] || !client['private_key']) {
+    throw new AppError('refresh_token_external_error', 'The integration lacks app_id or private_key', { payload: { error: 'misconfigured_app' } });
+  }
+  const issuedAt = Math.floor(now.getTime() / 1000) - 30;
+  const appJwt = jwt.sign({ iat: issuedAt, exp: issuedAt + 9 * 60, iss: client['app_id'] }, client['private_key'], { algorithm: 'RS256' });
+  const url = context.provider.token_url;
+  if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
+  const response = await got
+    .post(fillUrl(url, context.connectionConfig), {
+      headers: { authorization: `Bearer ${appJwt}`, accept: 'application/json' },
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+      timeout: { request: context.timeoutMs },
+      responseType: 'text',
+    })
+    .catch((error: unknown) => {
+      throw new AppError('refresh_token_external_error', `The provider could not be reached: ${(error as Error).message}`);
+    });
+  if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
+  const raw = JSON.parse(response.body) as Record<string, unknown>;
+  return { type: 'APP', access_token: raw['token'], ...(typeof raw['expires_at'] === 'string' ? { expires_at: raw['expires_at'] } : {}), raw };
+}
+
+/** New credentials for a connection of a refreshable type. */
+export async function requestFreshCredentials(type: string, context: RefreshContext): Promise<Record<string, unknown>> {
+  switch (type) {
+    case 'OAUTH2':
+      return refreshOAuth2(context);
+    case 'OAUTH2_CC':
+      return refreshClientCredentials(context);
+    case 'JWT':
+      return refreshJwt(context);
+    case 'APP':
+      return refreshApp(context);
+    default:
+      throw new AppError('internal_error', `credentials of type ${type} are not refreshable`);
+  }
+}

@@ -1,0 +1,81 @@
+import { openKv } from '@latchkey/bus';
+import { vaultContracts } from '@latchkey/contracts';
+import type { Runtime } from '@latchkey/runtime';
+import { loadCatalog } from './catalog/load-catalog.js';
+import { toPublicProvider } from './catalog/provider-schema.js';
+import type { Config } from './config.js';
+import { createKeyring } from './crypto/keyring.js';
+import { createConnectionRepo } from './db/connection-repo.js';
+import { createCredentialReadRepo } from './db/credential-read-repo.js';
+import { createDataKeyRepo } from './db/data-key-repo.js';
+import { createIntegrationRepo } from './db/integration-repo.js';
+import { createRefreshLogRepo } from './db/refresh-log-repo.js';
+import { createReadAudit } from './domain/read-audit.js';
+import type { VaultDeps } from './domain/vault-deps.js';
+import {
+  createConnectionHandler,
+  deleteConnectionHandler,
+  getConnectionHandler,
+  listConnectionsHandler,
+  patchConnectionHandler,
+  writeMetadataHandler,
+} from './handlers/connections.js';
+import {
+  createIntegrationHandler,
+  deleteIntegrationHandler,
+  getIntegrationHandler,
+  listIntegrationsHandler,
+  updateIntegrationHandler,
+} from './handlers/integrations.js';
+import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
+import { createRefresher } from './refresh/refresher.js';
+
+/** Locks live this long at most: a replica that dies mid-refresh frees the connection. */
+const REFRESH_LOCK_TTL_MS = 30_000;
+
+/** Wires the vault onto a started runtime: repositories, keyring, catalog, refresher, subjects. */
+export async function startVault(runtime: Runtime, config: Config): Promise<void> {
+  const { bus, logger, mongo } = runtime;
+  const catalog = loadCatalog(config.PROVIDERS_FILE === undefined ? {} : { providersFile: config.PROVIDERS_FILE });
+  const integrations = createIntegrationRepo(mongo);
+  const connections = createConnectionRepo(mongo);
+  const dataKeys = createDataKeyRepo(mongo);
+  const reads = createCredentialReadRepo(mongo);
+  const logs = createRefreshLogRepo(mongo);
+  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init()]);
+
+  const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
+  const audit = createReadAudit({ insertMany: reads.insertMany, logger });
+  const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
+  const refresher = createRefresher({
+    ...base,
+    locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: REFRESH_LOCK_TTL_MS }),
+    logs,
+    timeoutMs: config.REFRESH_TIMEOUT_MS,
+    lockTtlMs: REFRESH_LOCK_TTL_MS,
+  });
+  const deps: VaultDeps = { ...base, refresher, audit };
+  runtime.onShutdown(() => audit.stop());
+
+  const publicCatalog = {
+    list: (search?: string) => catalog.list(search).map(([name, entry]) => toPublicProvider(name, entry)),
+    get: (name: string) => {
+      const entry = catalog.get(name);
+      return entry ? toPublicProvider(name, entry) : undefined;
+    },
+  };
+  bus.serve(vaultContracts.listProviders, listProvidersHandler(publicCatalog));
+  bus.serve(vaultContracts.getProvider, getProviderHandler(publicCatalog));
+  bus.serve(vaultContracts.listIntegrations, listIntegrationsHandler(deps));
+  bus.serve(vaultContracts.createIntegration, createIntegrationHandler(deps));
+  bus.serve(vaultContracts.getIntegration, getIntegrationHandler(deps));
+  bus.serve(vaultContracts.updateIntegration, updateIntegrationHandler(deps));
+  bus.serve(vaultContracts.deleteIntegration, deleteIntegrationHandler(deps));
+  bus.serve(vaultContracts.createConnection, createConnectionHandler(deps));
+  bus.serve(vaultContracts.listConnections, listConnectionsHandler(deps));
+  bus.serve(vaultContracts.getConnection, getConnectionHandler(deps));
+  bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
+  bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
+  bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));
+  logger.info('catalog loaded', { providers: catalog.size });
+}

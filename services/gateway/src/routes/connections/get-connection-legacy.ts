@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+import { connectionReadRequest, getConnectionQuery } from './connection-query.js';
+
+/**
+ * Deprecated `GET /connection/{id}`: the same read, with the legacy error bodies the API
+ * document gives it: 400 and 404 `{message}`, 424 `{error: {code, message}}`.
+ */
+export const getConnectionLegacy = defineRoute({
+  method: 'get',
+  path: '/connection/:connectionId',
+  auth: 'api_key',
+  scope: 'environment:connections:read',
+  // Validated inside, so that a bad query still gets the legacy body.
+  schemas: { params: z.object({ connectionId: z.string() }), query: z.record(z.string(), z.unknown()) },
+  handler: async ({ deps, key, params, query, res }) => {
+    res.setHeader('Deprecation', 'true');
+    res.setHeader('Link', `</connections/${encodeURIComponent(params.connectionId)}>; rel="successor-version"`);
+    try {
+      const parsed = getConnectionQuery.safeParse(query);
+      if (!parsed.success) throw new AppError('invalid_query_params', parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
+      return { body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, parsed.data)) };
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.status === 400 || appError.status === 404) return { status: appError.status, body: { message: appError.message } };
+      if (appError.status === 424) return { status: 424, body: { error: { code: appError.code, message: appError.message } } };
+      throw appError;
+    }
+  },
+});

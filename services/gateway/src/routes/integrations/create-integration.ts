@@ -1,0 +1,15 @@
+import { integrationWrite, vaultContracts } from '@latchkey/contracts';
+import { z } from 'zod';
+import { defineRoute } from '../../http/define-route.js';
+
+export const createIntegration = defineRoute({
+  method: 'post',
+  path: '/integrations',
+  auth: 'api_key',
+  scope: 'environment:integrations:create',
+  schemas: { body: integrationWrite.omit({ custom: true }).extend({ provider: z.string().min(1).max(100) }) },
+  handler: async ({ deps, key, body }) => ({
+    status: 201,
+    body: { data: await deps.bus.request(vaultContracts.createIntegration, { ...body, environment_id: key.environmentId }) },
+  }),
+});

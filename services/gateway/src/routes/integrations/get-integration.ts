@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+import { queryList } from '../query.js';
+
+export const uniqueKeyParams = z.strictObject({ uniqueKey: z.string().min(1).max(128) });
+
+/**
+ * `include=webhook` adds `webhook_url` and `webhookSecret`; `include=credentials` adds the client
+ * credentials and needs `integrations:read_credentials`.
+ */
+export const getIntegration = defineRoute({
+  method: 'get',
+  path: '/integrations/:uniqueKey',
+  auth: 'api_key',
+  scope: 'environment:integrations:read',
+  schemas: {
+    params: uniqueKeyParams,
+    query: z.strictObject({
+      include: queryList.pipe(z.array(z.enum(['webhook', 'credentials']))),
+    }),
+  },
+  handler: async ({ deps, key, params, query }) => {
+    const includeCredentials = query.include.includes('credentials');
+    if (includeCredentials && !key.scopes.has('environment:integrations:read_credentials')) {
+      throw new AppError('forbidden', 'include=credentials needs the scope environment:integrations:read_credentials', {
+        payload: { scope: 'environment:integrations:read_credentials' },
+      });
+    }
+    const includeWebhook = query.include.includes('webhook');
+    const integration = await deps.bus.request(vaultContracts.getIntegration, {
+      environment_id: key.environmentId,
+      unique_key: params.uniqueKey,
+      include_webhook: includeWebhook,
+      include_credentials: includeCredentials,
+    });
+    if (!includeWebhook) return { body: { data: integration } };
+    const environment = await deps.environments.findById(key.environmentId);
+    const webhookUrl = `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/webhook/${environment?.public_id ?? ''}/${encodeURIComponent(integration.unique_key)}`;
+    return { body: { data: { ...integration, webhook_url: webhookUrl } } };
+  },
+});

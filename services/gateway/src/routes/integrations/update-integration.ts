@@ -1,0 +1,21 @@
+import { integrationWrite, vaultContracts } from '@latchkey/contracts';
+import { defineRoute } from '../../http/define-route.js';
+import { uniqueKeyParams } from './get-integration.js';
+
+/** Only the fields passed change; a rename is refused while the integration has connections. */
+export const updateIntegration = defineRoute({
+  method: 'patch',
+  path: '/integrations/:uniqueKey',
+  auth: 'api_key',
+  scope: 'environment:integrations:update',
+  schemas: { params: uniqueKeyParams, body: integrationWrite.partial() },
+  handler: async ({ deps, key, params, body }) => ({
+    body: {
+      data: await deps.bus.request(vaultContracts.updateIntegration, {
+        environment_id: key.environmentId,
+        unique_key: params.uniqueKey,
+        patch: body,
+      }),
+    },
+  }),
+});
