@@ -27,6 +27,8 @@ export interface Stack {
   url: string;
   /** The database a service of this stack uses. */
   dbName(service: ServiceName): string;
+  /** Stops a (non-gateway) service and starts it again with `env` added, then waits until it is ready. */
+  restart(service: Exclude<ServiceName, 'gateway'>, env?: Record<string, string>): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -34,9 +36,11 @@ export interface StackOptions {
   gateways?: number;
   /** Extra environment for every process. */
   env?: Record<string, string>;
+  /** Extra environment for one service. */
+  serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
 }
 
-function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess {
+function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess & { env: Record<string, string> } {
   const entry = join(repoRoot(), 'services', service, 'dist', 'main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
   const child = spawn(process.execPath, [entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -51,6 +55,7 @@ function startProcess(service: ServiceName, env: Record<string, string>, url: st
     service,
     child,
     url,
+    env,
     output: () => lines.join(''),
     stop: () =>
       new Promise((resolve) => {
@@ -88,12 +93,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   };
   const dbOf = (service: ServiceName) => `e2e_${service.replace(/-/g, '_')}_${suffix}`;
 
-  const services: StackProcess[] = [];
+  const services: Array<ReturnType<typeof startProcess>> = [];
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
     const port = await freePort();
     const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
     if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = `v1:${randomBytes(32).toString('base64')}`;
-    services.push(startProcess(service, env, `http://127.0.0.1:${port}`));
+    services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`));
   }
   const gateways: StackProcess[] = [];
   for (let i = 0; i < (options.gateways ?? 1); i++) {
@@ -115,24 +120,32 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     );
   }
 
-  const all = [...services, ...gateways];
+  const all = (): StackProcess[] => [...services, ...gateways];
   const dispose = async () => {
-    await Promise.all(all.map((proc) => proc.stop()));
+    await Promise.all(all().map((proc) => proc.stop()));
     await Promise.all([nats.dispose(), mongo.dispose()]);
+  };
+  const restart = async (service: Exclude<ServiceName, 'gateway'>, env: Record<string, string> = {}) => {
+    const index = services.findIndex((proc) => proc.service === service);
+    const old = services[index]!;
+    await old.stop();
+    const fresh = startProcess(service, { ...old.env, ...env }, old.url);
+    services[index] = fresh;
+    await waitUntil(async () => (await fetch(`${fresh.url}/ready`)).status === 200, 30_000, () => `${service} to restart:\n${fresh.output()}`);
   };
   try {
     for (const gateway of gateways) {
       await waitUntil(
         async () => (await fetch(`${gateway.url}/ready`)).status === 200,
         30_000,
-        () => `the stack to be ready; output:\n${all.map((proc) => `[${proc.service}] ${proc.output()}`).join('\n')}`,
+        () => `the stack to be ready; output:\n${all().map((proc) => `[${proc.service}] ${proc.output()}`).join('\n')}`,
       );
     }
   } catch (error) {
     await dispose();
     throw error;
   }
-  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, dispose };
+  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, restart, dispose };
 }
 
 /** A small JSON client for the tests. */

@@ -207,6 +207,17 @@ export const vaultContracts = {
     z.object({ success: z.literal(true) }),
   ),
 
+  /**
+   * Key rotation: re-wraps every data key under the newest key-encryption key; with
+   * `data_keys`, also starts a new data key per environment and re-encrypts every stored
+   * credential under it. Answers when done; serving goes on meanwhile.
+   */
+  rotateKeys: defineRequest(
+    'vault.keys.rotate',
+    z.object({ data_keys: z.boolean() }),
+    z.object({ rewrapped: z.number(), unchanged: z.number(), failed: z.array(z.object({ id: z.string(), reason: z.string() })), reencrypted: z.number() }),
+  ),
+
   connectionCreated: defineEvent('connection.created', connectionEvent()),
   connectionUpdated: defineEvent('connection.updated', connectionEvent()),
   connectionDeleted: defineEvent('connection.deleted', connectionEvent()),

@@ -28,6 +28,7 @@ import {
   updateIntegrationHandler,
 } from './handlers/integrations.js';
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
+import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** Locks live this long at most: a replica that dies mid-refresh frees the connection. */
@@ -77,5 +78,6 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
   bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
   bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));
+  bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });
 }

@@ -47,6 +47,16 @@ export function createConnectionRepo(connection: Connection) {
     update: (environment: EnvironmentId, id: string, fields: Partial<Omit<ConnectionDoc, '_id' | 'environment_id'>>) =>
       scoped.updateOne(environment, { _id: id }, { $set: fields }),
     remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+    /**
+     * Replaces the credentials blob only if it is still `previous`: a refresh that stored new
+     * credentials meanwhile wins over a background re-encryption.
+     */
+    async swapCredentials(environment: EnvironmentId, id: string, previous: string, next: string): Promise<boolean> {
+      return scoped.updateOne(environment, { _id: id, credentials: previous }, { $set: { credentials: next } });
+    },
+    listAll: (environment: EnvironmentId) => scoped.find(environment),
+    /** Every environment that holds connections (key rotation walks them). */
+    environments: () => model.distinct('environment_id').exec() as Promise<string[]>,
     /** Many connections by connection id within one integration (metadata writes). */
     findMany: (environment: EnvironmentId, providerConfigKey: string, connectionIds: string[]) =>
       scoped.find(environment, { provider_config_key: providerConfigKey, connection_id: { $in: connectionIds } }),

@@ -29,6 +29,10 @@ export function createIntegrationRepo(connection: Connection) {
       }
     },
     remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+    /** Compare-and-set of one encrypted field, for the background re-encryption. */
+    swapField: (environment: EnvironmentId, id: string, field: 'credentials' | 'webhook_secret', previous: string, next: string) =>
+      scoped.updateOne(environment, { _id: id, [field]: previous }, { $set: { [field]: next } }),
+    environments: () => model.distinct('environment_id').exec() as Promise<string[]>,
   };
 }
 

@@ -7,9 +7,14 @@ import type { IntegrationDoc } from '../db/integration-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, integrationListItem } from '../domain/views.js';
 
-const CREDENTIALS = { field: 'integration.credentials' };
+/** The field names that bind each encrypted integration value to its place. */
+export const INTEGRATION_PLACES = {
+  credentials: { field: 'integration.credentials' },
+  webhook_secret: { field: 'integration.webhook_secret' },
+} as const;
+const CREDENTIALS = INTEGRATION_PLACES.credentials;
+const WEBHOOK_SECRET = INTEGRATION_PLACES.webhook_secret;
 const stringMap = z.record(z.string(), z.string());
-const WEBHOOK_SECRET = { field: 'integration.webhook_secret' };
 
 /** The integration, or `unknown_provider_config`. */
 export async function findIntegration(deps: Pick<VaultDeps, 'integrations'>, environment: EnvironmentId, uniqueKey: string) {
