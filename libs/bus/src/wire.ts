@@ -36,5 +36,6 @@ export type Reply<T> = { ok: true; data: T } | { ok: false; error: ErrorBody };
 export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  throw new AppError('invalid_body', `${what} is invalid`, { errors: toErrorItems(result.error.issues) });
+  // `what` names internals (subjects): it goes to the log, the caller sees a plain message.
+  throw new AppError('invalid_body', 'The request is invalid', { errors: toErrorItems(result.error.issues), cause: what });
 }

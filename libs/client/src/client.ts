@@ -183,6 +183,22 @@ export class Latchkey {
     });
   }
 
+  /**
+   * Imports a connection with credentials you already hold (`POST /connections`, scope
+   * `connections:create`). Credentials come back only for a key with `connections:read_credentials`.
+   */
+  async createConnection(body: {
+    provider_config_key: string;
+    connection_id?: string;
+    credentials: Record<string, unknown>;
+    metadata?: Record<string, unknown>;
+    connection_config?: Record<string, unknown>;
+    tags?: Record<string, string>;
+    end_user?: Record<string, unknown>;
+  }): Promise<Connection> {
+    return this.call('POST', 'connections', { body });
+  }
+
   async listConnections(
     filters: { connectionId?: string; integrationId?: string | string[]; tags?: Record<string, string>; search?: string; limit?: number; page?: number; /** @deprecated use tags */ userId?: string } = {},
   ): Promise<{ connections: ConnectionListItem[] }> {

@@ -7,10 +7,29 @@ const uniqueKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letter
 const stringMap = z.record(z.string(), z.string());
 const timestamp = z.string();
 
+/** Keys of stored objects become field names: no `.` anywhere, no leading `$`. */
+const fieldName = z.string().min(1).max(128).regex(/^[^.$][^.]*$/, 'may not contain "." or start with "$"');
+
 /** Tags: at most 10, values up to 255 characters, keys lower-cased by the vault. */
 export const tagsSchema = z
-  .record(z.string().min(1).max(64), z.string().max(255))
+  .record(fieldName.max(64), z.string().max(255))
   .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags');
+
+/** Free-form metadata: any JSON, with field-safe keys at every depth (reported at their path). */
+export const metadataSchema = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
+  const walk = (node: unknown, path: PropertyKey[]) => {
+    if (Array.isArray(node)) node.forEach((item, index) => walk(item, [...path, index]));
+    else if (node !== null && typeof node === 'object') {
+      for (const [key, item] of Object.entries(node)) {
+        if (!fieldName.safeParse(key).success) {
+          ctx.addIssue({ code: 'custom', message: 'keys may not contain "." or start with "$"', path: [...path, key] });
+        }
+        walk(item, [...path, key]);
+      }
+    }
+  };
+  walk(value, []);
+});
 
 export const endUserSchema = z.strictObject({
   id: z.string().min(1),
@@ -150,8 +169,8 @@ export const vaultContracts = {
       provider_config_key: z.string(),
       connection_id: connectionId.optional(),
       credentials: anyCredentials,
-      metadata: z.record(z.string(), z.unknown()).optional(),
-      connection_config: z.record(z.string(), z.unknown()).optional(),
+      metadata: metadataSchema.optional(),
+      connection_config: metadataSchema.optional(),
       tags: tagsSchema.optional(),
       end_user: endUserSchema.optional(),
     }),
@@ -201,7 +220,7 @@ export const vaultContracts = {
       environment_id,
       connection_ids: z.array(connectionId).min(1).max(1000),
       provider_config_key: z.string(),
-      metadata: z.record(z.string(), z.unknown()),
+      metadata: metadataSchema,
       mode: z.enum(['replace', 'merge']),
     }),
     z.object({ success: z.literal(true) }),

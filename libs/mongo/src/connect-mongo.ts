@@ -32,7 +32,12 @@ export function isMongoConnected(connection: Connection): boolean {
   return connection.readyState === mongoose.ConnectionStates.connected;
 }
 
-/** MongoDB and FerretDB both report a unique-index violation as code 11000. */
+/**
+ * A unique-index violation: code 11000 from MongoDB, and from FerretDB on inserts; FerretDB's
+ * SQLite backend reports one on updates as an internal error naming the constraint.
+ */
 export function isDuplicateKey(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return code === 11000 || (typeof message === 'string' && /E11000|UNIQUE constraint failed|duplicate key/i.test(message));
 }

@@ -21,7 +21,8 @@ export function uniqueDbName(prefix = 'test'): string {
 /**
  * A MongoDB-wire server: the one `MONGODB_URI` names when set (CI starts one FerretDB for the
  * run), else MongoDB 7 in a container where Docker answers, else our FerretDB build
- * (`make ferretdb`, SQLite backend) on a free loopback port.
+ * (`make ferretdb`) on a free loopback port: SQLite backend, or PostgreSQL when
+ * `FERRETDB_POSTGRES_URL` names a database.
  */
 export async function startMongo(): Promise<TestMongo> {
   const given = process.env['MONGODB_URI'];
@@ -35,7 +36,10 @@ async function startFerretDb(): Promise<TestMongo> {
   if (!existsSync(binary)) throw new Error(`no FerretDB binary at ${binary}: run \`make ferretdb\` first`);
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'latchkey-ferretdb-'));
-  const child: ChildProcess = spawn(binary, ['-listen', `127.0.0.1:${port}`, '-sqlite', dataDir], { stdio: 'ignore' });
+  // FERRETDB_POSTGRES_URL selects the PostgreSQL backend (each MongoDB database is a schema there).
+  const postgres = process.env['FERRETDB_POSTGRES_URL'];
+  const backend = postgres ? ['-handler', 'postgresql', '-postgres', postgres] : ['-sqlite', dataDir];
+  const child: ChildProcess = spawn(binary, ['-listen', `127.0.0.1:${port}`, ...backend], { stdio: 'ignore' });
   await untilListening(child, port, binary);
   return {
     uri: `mongodb://127.0.0.1:${port}/?directConnection=true`,

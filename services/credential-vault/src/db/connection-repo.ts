@@ -39,7 +39,8 @@ export function createConnectionRepo(connection: Connection) {
       if (filter.provider_config_keys?.length) query.provider_config_key = { $in: filter.provider_config_keys };
       for (const [key, value] of Object.entries(filter.tags ?? {})) Object.assign(query, { [`tags.${key}`]: value });
       if (filter.end_user_id !== undefined) Object.assign(query, { 'end_user.id': filter.end_user_id });
-      if (filter.search) query.connection_id = { $regex: escapeRegex(filter.search), $options: 'i' };
+      // Both may be given: an exact id and a search must both match.
+      if (filter.search) Object.assign(query, { $and: [{ connection_id: { $regex: escapeRegex(filter.search), $options: 'i' } }] });
       return scoped.find(environment, query, { sort: { created_at: -1 }, limit: page.limit, skip: page.page * page.limit });
     },
     countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),

@@ -13,10 +13,12 @@ export const CREDENTIALS_PLACE = (doc: Pick<ConnectionDoc, '_id'>) => ({ connect
 /** last_fetched_at is written at most this often per connection and replica. */
 const FETCH_STAMP_MS = 60_000;
 
-async function findConnection(deps: Pick<VaultDeps, 'connections'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string) {
+/** The connection, or `unknown_provider_config` / `unknown_connection`, whichever is missing. */
+async function findConnection(deps: Pick<VaultDeps, 'connections' | 'integrations'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string) {
   const doc = await deps.connections.find(environment, providerConfigKey, connectionId);
-  if (!doc) throw new AppError('unknown_connection', `No connection "${connectionId}" in integration "${providerConfigKey}"`);
-  return doc;
+  if (doc) return doc;
+  await findIntegration(deps, environment, providerConfigKey);
+  throw new AppError('unknown_connection', `No connection "${connectionId}" in integration "${providerConfigKey}"`);
 }
 
 const storedCredentials = z.record(z.string(), z.unknown());
@@ -144,23 +146,12 @@ export function deleteConnectionHandler(deps: VaultDeps) {
   };
 }
 
-/** Metadata keys become field names: no dots, no leading `$`. */
-function checkMetadataKeys(metadata: Record<string, unknown>): void {
-  const bad = Object.keys(metadata).filter((key) => key.includes('.') || key.startsWith('$') || key === '');
-  if (bad.length > 0) {
-    throw new AppError('invalid_body', 'Metadata keys may not contain "." or start with "$"', {
-      errors: bad.map((key) => ({ code: 'invalid_key', message: 'no "." and no leading "$"', path: `metadata.${key}` })),
-    });
-  }
-}
-
 /**
  * Sets (replace) or updates (shallow merge) metadata of one or many connections. Every
  * connection must exist before anything changes.
  */
 export function writeMetadataHandler(deps: VaultDeps) {
   return async (request: RequestOf<typeof vaultContracts.writeMetadata>) => {
-    checkMetadataKeys(request.metadata);
     const environment = environmentId(request.environment_id);
     await findIntegration(deps, environment, request.provider_config_key);
     const ids = [...new Set(request.connection_ids)];

@@ -111,6 +111,9 @@ export function updateIntegrationHandler(deps: VaultDeps) {
     if (renamed && (await deps.connections.countForIntegration(environment, doc._id)) > 0) {
       throw new AppError('integration_has_connections', `Integration "${unique_key}" has connections; it cannot be renamed`);
     }
+    if (renamed && (await deps.integrations.findByKey(environment, patch.unique_key!))) {
+      throw new AppError('duplicate_provider_config', `An integration with unique_key "${patch.unique_key}" exists already`);
+    }
     const fields: Partial<IntegrationDoc> = {};
     if (renamed) fields.unique_key = patch.unique_key!;
     if (patch.display_name !== undefined) fields.display_name = patch.display_name;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { anyCredentials, connectionId, endUserSchema, tagsSchema, vaultContracts } from '@latchkey/contracts';
+import { anyCredentials, connectionId, endUserSchema, metadataSchema, tagsSchema, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
 /** Imports a connection with credentials the customer already holds. */
@@ -13,8 +13,8 @@ export const createConnection = defineRoute({
       provider_config_key: z.string().min(1).max(128),
       connection_id: connectionId.optional(),
       credentials: anyCredentials,
-      metadata: z.record(z.string(), z.unknown()).optional(),
-      connection_config: z.record(z.string(), z.unknown()).optional(),
+      metadata: metadataSchema.optional(),
+      connection_config: metadataSchema.optional(),
       tags: tagsSchema.optional(),
       end_user: endUserSchema.optional(),
     }),

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { connectionId, vaultContracts } from '@latchkey/contracts';
+import { connectionId, metadataSchema, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
 const metadataBody = z.strictObject({
   connection_id: z.union([connectionId, z.array(connectionId).min(1).max(1000)]),
   provider_config_key: z.string().min(1).max(128),
-  metadata: z.record(z.string(), z.unknown()),
+  metadata: metadataSchema,
 });
 
 function metadataRoute(method: 'post' | 'patch') {
