@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent, defineRequest } from './define.js';
+import { defineBroadcast, defineEvent, defineRequest } from './define.js';
 import { anyCredentials } from './credentials.js';
 
 const environment_id = z.string().min(1);
@@ -236,6 +236,9 @@ export const vaultContracts = {
     z.object({ data_keys: z.boolean() }),
     z.object({ rewrapped: z.number(), unchanged: z.number(), failed: z.array(z.object({ id: z.string(), reason: z.string() })), reencrypted: z.number() }),
   ),
+
+  /** Every vault replica drops its cached copy of this connection (internal id). */
+  connectionChanged: defineBroadcast('vault.connection.changed', z.object({ id: z.string() })),
 
   connectionCreated: defineEvent('connection.created', connectionEvent()),
   connectionUpdated: defineEvent('connection.updated', connectionEvent()),

@@ -1,16 +1,29 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, Socket } from 'node:net';
 
-/** A TCP port on loopback that nothing listens on right now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+const RANGE = 1500;
+// Below Linux's ephemeral range (32768+), so no outgoing connection holds one of these ports;
+// each jest worker draws from its own slice, so parallel test files never pick the same port
+// in the moment between choosing it and their server binding it.
+const worker = Number(process.env['JEST_WORKER_ID'] ?? 0) % 8;
+const base = 20000 + worker * RANGE;
+let cursor = Math.floor(Math.random() * RANGE);
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/** A TCP port on loopback that nothing listens on right now, from this worker's own range. */
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < RANGE; tries++) {
+    const port = base + (cursor++ % RANGE);
+    if (await canBind(port)) return port;
+  }
+  throw new Error(`no free port in ${base}-${base + RANGE - 1}`);
 }
 
 /** Resolves once something accepts TCP connections on host:port, or rejects after timeoutMs. */

@@ -10,6 +10,7 @@ import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
 import { createIntegrationRepo } from './db/integration-repo.js';
 import { createRefreshLogRepo } from './db/refresh-log-repo.js';
+import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
 import { createReadAudit } from './domain/read-audit.js';
 import type { VaultDeps } from './domain/vault-deps.js';
 import {
@@ -31,6 +32,9 @@ import { getProviderHandler, listProvidersHandler } from './handlers/providers.j
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { createRefresher } from './refresh/refresher.js';
 
+/** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
+const CONNECTION_CACHE_TTL_MS = 30_000;
+
 /** Locks live this long at most: a replica that dies mid-refresh frees the connection. */
 const REFRESH_LOCK_TTL_MS = 30_000;
 
@@ -39,7 +43,16 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const { bus, logger, mongo } = runtime;
   const catalog = loadCatalog(config.PROVIDERS_FILE === undefined ? {} : { providersFile: config.PROVIDERS_FILE });
   const integrations = createIntegrationRepo(mongo);
-  const connections = createConnectionRepo(mongo);
+  const cache = createConnectionCache({ ttlMs: CONNECTION_CACHE_TTL_MS, maxEntries: 50_000 });
+  // Writes anywhere drop the cached copy everywhere; a replica cut off from NATS forgets all.
+  const connections = announcingWrites(createConnectionRepo(mongo), (id) => {
+    cache.invalidate(id);
+    bus.broadcast(vaultContracts.connectionChanged, { id });
+  });
+  bus.onBroadcast(vaultContracts.connectionChanged, ({ id }) => cache.invalidate(id));
+  void (async () => {
+    for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
+  })();
   const dataKeys = createDataKeyRepo(mongo);
   const reads = createCredentialReadRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
@@ -55,7 +68,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     timeoutMs: config.REFRESH_TIMEOUT_MS,
     lockTtlMs: REFRESH_LOCK_TTL_MS,
   });
-  const deps: VaultDeps = { ...base, refresher, audit };
+  const deps: VaultDeps = { ...base, refresher, audit, cache };
   runtime.onShutdown(() => audit.stop());
 
   const publicCatalog = {

@@ -1,6 +1,10 @@
 import { Schema, type Connection } from 'mongoose';
 
-/** One read of plaintext credentials: who (API key), what (connection), when. */
+/**
+ * Reads of plaintext credentials: who (API key), what (connection), when. Reads by one key of
+ * one connection within one flush interval share a document, with their count and the first
+ * and last time.
+ */
 export interface CredentialReadDoc {
   _id: string;
   environment_id: string;
@@ -8,6 +12,8 @@ export interface CredentialReadDoc {
   key_id: string;
   purpose: 'fetch' | 'import' | 'proxy';
   at: Date;
+  last_at: Date;
+  count: number;
 }
 
 const credentialReadSchema = new Schema<CredentialReadDoc>(
@@ -18,6 +24,8 @@ const credentialReadSchema = new Schema<CredentialReadDoc>(
     key_id: { type: String, required: true },
     purpose: { type: String, required: true },
     at: { type: Date, required: true },
+    last_at: { type: Date, required: true },
+    count: { type: Number, required: true },
   },
   { collection: 'credential_reads', versionKey: false },
 );

@@ -4,6 +4,7 @@ import type { ConnectionDoc } from '../db/connection-model.js';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationRepo } from '../db/integration-repo.js';
 import type { Keyring } from '../crypto/keyring.js';
+import type { ConnectionCache } from './connection-cache.js';
 import type { ReadAudit } from './read-audit.js';
 
 /** Encryption at rest, as the handlers use it: the keyring (crypto/keyring.ts). */
@@ -39,4 +40,5 @@ export interface VaultDeps {
   providers: { get(name: string): ProviderEntry | undefined };
   refresher: Refresher;
   audit: ReadAudit;
+  cache: ConnectionCache;
 }

@@ -95,15 +95,25 @@ export function listConnectionsHandler(deps: VaultDeps) {
 }
 
 /**
- * `GET /connections/{id}`: one indexed read; a refresh only inside the window (or when forced),
- * under the per-connection lock; plaintext only for a credentials scope, and then audited.
+ * `GET /connections/{id}`: from the replica's cache, else one indexed read and a decryption; a
+ * refresh only inside the window (or when forced), under the per-connection lock; plaintext
+ * only for a credentials scope, and then audited.
  */
 export function getConnectionHandler(deps: VaultDeps) {
   const stamped = new Map<string, number>();
   return async (request: RequestOf<typeof vaultContracts.getConnection>) => {
     const environment = environmentId(request.environment_id);
-    let doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
-    let credentials = await decryptCredentials(deps, doc);
+    let doc: ConnectionDoc;
+    let credentials: Record<string, unknown>;
+    const cached = deps.cache.get(request.environment_id, request.provider_config_key, request.connection_id);
+    if (cached) {
+      ({ doc, credentials } = cached);
+    } else {
+      const readAt = deps.cache.generation();
+      doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+      credentials = await decryptCredentials(deps, doc);
+      deps.cache.set(doc, credentials, readAt);
+    }
     ({ doc, credentials } = await deps.refresher.ensureFresh(doc, credentials, {
       force: request.force_refresh,
       vendorJwt: request.refresh_vendor_app_jwt_token,

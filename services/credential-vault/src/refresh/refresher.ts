@@ -12,7 +12,7 @@ import { integrationCredentials } from '../handlers/integrations.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure } from './refresh-policy.js';
 import { requestFreshCredentials } from './token-requests.js';
 
-export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit'> {
+export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | 'cache'> {
   /** NATS KV bucket whose entries expire on their own: a crashed holder frees its lock. */
   locks: JsonKv<{ owner: string }>;
   logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
