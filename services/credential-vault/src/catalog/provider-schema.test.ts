@@ -81,6 +81,50 @@ describe('providerSchema', () => {
   });
 });
 
+describe('token_request', () => {
+  const bill = {
+    display_name: 'Bill',
+    auth_mode: 'BILL',
+    connection_configuration: ['region'],
+    token_request: {
+      url: 'https://${connectionConfig.region}.bill.test/api/v2/Login.json',
+      body_format: 'form',
+      body: { userName: '${credentials.username}', password: '${password}', devKey: '${credentials.dev_key}' },
+      token_path: 'response_data.sessionId',
+      expires_in_seconds: 2100,
+    },
+  };
+
+  it('is accepted for the token-bearing modes, with defaults, and stays internal', () => {
+    const provider = providerSchema.parse(bill);
+    expect(provider.token_request).toMatchObject({ method: 'POST', body_format: 'form', token_path: 'response_data.sessionId' });
+    expect(providerSchema.parse({ ...bill, auth_mode: 'TWO_STEP' }).token_request?.method).toBe('POST');
+    expect(toPublicProvider('bill', provider)).not.toHaveProperty('token_request');
+  });
+
+  it('checks its templates like the others', () => {
+    expect(messagesOf({ ...bill, connection_configuration: [] })).toEqual([
+      'token_request.url: uses ${connectionConfig.region} but connection_configuration does not list "region"',
+    ]);
+    expect(messagesOf({ ...bill, credentials: { username: { type: 'string' } } })).toEqual([
+      'token_request.body.devKey: uses ${credentials.dev_key} but credentials does not define "dev_key"',
+    ]);
+    expect(messagesOf({ ...bill, token_request: { ...bill.token_request, headers: { 'X-Key': '${devKey}' } } })).toEqual([
+      'token_request.headers.X-Key: unknown placeholder ${devKey}',
+    ]);
+  });
+
+  it('refuses other modes, a body on GET, a bad path and a missing lifetime', () => {
+    expect(messagesOf({ ...bill, auth_mode: 'API_KEY' })).toEqual(['token_request: applies to auth_mode TWO_STEP, BILL, SIGNATURE, not API_KEY']);
+    expect(messagesOf({ ...bill, token_request: { ...bill.token_request, method: 'GET' } })).toEqual(['token_request.body: a GET token request has no body']);
+    expect(messagesOf({ ...bill, token_request: { ...bill.token_request, token_path: 'a..b' } })).toEqual([
+      'token_request.token_path: must be a dotted path such as response_data.sessionId',
+    ]);
+    const { expires_in_seconds: _, ...noLifetime } = bill.token_request;
+    expect(messagesOf({ ...bill, token_request: noLifetime })).toEqual(['token_request: needs expires_in_path or expires_in_seconds']);
+  });
+});
+
 describe('toPublicProvider', () => {
   it('returns exactly the spec fields, in the spec order', () => {
     const provider = toPublicProvider('acme', providerSchema.parse(oauth));

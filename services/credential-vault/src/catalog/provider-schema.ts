@@ -123,6 +123,40 @@ export const webhookSchema = z.strictObject({
     .optional(),
 });
 
+/** A dotted path into a JSON answer, e.g. `response_data.sessionId` (digits index arrays). */
+const dottedPath = z.string().regex(/^[^.\s]+(\.[^.\s]+)*$/, 'must be a dotted path such as response_data.sessionId');
+
+/** The auth modes whose token the vault buys with the connection's credentials through `token_request`. */
+export const TOKEN_REQUEST_MODES: ReadonlySet<AuthMode> = new Set(['TWO_STEP', 'BILL', 'SIGNATURE']);
+
+/**
+ * TWO_STEP, BILL and SIGNATURE: how a token is obtained. Templates may read
+ * `${connectionConfig.KEY}`, `${credentials.FIELD}`, `${username}` and `${password}`; the token
+ * is read from the JSON answer at `token_path`, its lifetime (seconds) at `expires_in_path`,
+ * else `expires_in_seconds`.
+ */
+export const tokenRequestSchema = z
+  .strictObject({
+    method: z.enum(['GET', 'POST', 'PUT']).default('POST'),
+    url: urlTemplate,
+    body_format: z.enum(['json', 'form']).default('json'),
+    body: templateMap.optional(),
+    headers: templateMap.optional(),
+    token_path: dottedPath,
+    expires_in_path: dottedPath.optional(),
+    expires_in_seconds: z.number().int().positive().max(366 * 24 * 3600).optional(),
+  })
+  .superRefine((request, ctx) => {
+    if (request.method === 'GET' && request.body !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['body'], message: 'a GET token request has no body' });
+    }
+    // Without a lifetime every fetch would buy a new token.
+    if (request.expires_in_path === undefined && request.expires_in_seconds === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'needs expires_in_path or expires_in_seconds' });
+    }
+  });
+export type TokenRequest = z.infer<typeof tokenRequestSchema>;
+
 const OAUTH_REDIRECT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1']);
 
 export const providerSchema = z
@@ -151,6 +185,7 @@ export const providerSchema = z
     connection_config: fieldsSchema.optional(),
     credentials: fieldsSchema.optional(),
     webhook: webhookSchema.optional(),
+    token_request: tokenRequestSchema.optional(),
   })
   .superRefine((provider, ctx) => {
     const requireField = (field: 'authorization_url' | 'token_url' | 'request_url') => {
@@ -164,6 +199,9 @@ export const providerSchema = z
     }
     if (provider.auth_mode === 'OAUTH1') requireField('request_url');
     if (provider.auth_mode === 'OAUTH2_CC') requireField('token_url');
+    if (provider.token_request && !TOKEN_REQUEST_MODES.has(provider.auth_mode)) {
+      ctx.addIssue({ code: 'custom', path: ['token_request'], message: `applies to auth_mode ${[...TOKEN_REQUEST_MODES].join(', ')}, not ${provider.auth_mode}` });
+    }
 
     // Every connection config key a template reads must be asked for before connecting.
     for (const [path, value] of templatesOf(provider)) {
@@ -198,6 +236,12 @@ function templatesOf(provider: z.output<typeof providerSchema>): Array<[Array<st
   }
   for (const field of ['authorization_params', 'token_params', 'refresh_params'] as const) {
     for (const [key, value] of Object.entries(provider[field] ?? {})) found.push([[field, key], value]);
+  }
+  if (provider.token_request) {
+    found.push([['token_request', 'url'], provider.token_request.url]);
+    for (const field of ['body', 'headers'] as const) {
+      for (const [key, value] of Object.entries(provider.token_request[field] ?? {})) found.push([['token_request', field, key], value]);
+    }
   }
   if (provider.proxy) {
     found.push([['proxy', 'base_url'], provider.proxy.base_url]);

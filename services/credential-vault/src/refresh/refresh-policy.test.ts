@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure } from './refresh-policy.js';
+import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
 
 const error = { code: 'invalid_grant', message: 'refresh token revoked' };
 
@@ -11,6 +11,25 @@ describe('refresh policy', () => {
     expect(needsRefresh('OAUTH2', new Date(now + REFRESH_WINDOW_MS + 1000), now, true)).toBe(true);
     expect(needsRefresh('OAUTH2', null, now, false)).toBe(false);
     expect(needsRefresh('API_KEY', null, now, true)).toBe(false);
+  });
+
+  it('gets a token on first fetch for the types whose token is made from the credentials', () => {
+    const now = Date.now();
+    for (const type of ['JWT', 'OAUTH2_CC', 'TWO_STEP', 'BILL', 'SIGNATURE']) {
+      expect(needsRefresh(type, null, now, false)).toBe(true);
+      expect(needsRefresh(type, new Date(now + REFRESH_WINDOW_MS + 1000), now, false)).toBe(false);
+      expect(needsRefresh(type, new Date(now + 60_000), now, false)).toBe(true);
+    }
+    expect(needsRefresh('APP', null, now, false)).toBe(false);
+    expect(needsRefresh('APP', new Date(now + 60_000), now, false)).toBe(true);
+  });
+
+  it('forces on force_refresh, and on refresh_vendor_app_jwt_token for APP connections only', () => {
+    expect(shouldForce('OAUTH2', { force: true, vendorJwt: false })).toBe(true);
+    expect(shouldForce('APP', { force: false, vendorJwt: true })).toBe(true);
+    expect(shouldForce('APP', { force: false, vendorJwt: false })).toBe(false);
+    expect(shouldForce('OAUTH2', { force: false, vendorJwt: true })).toBe(false);
+    expect(shouldForce('JWT', { force: false, vendorJwt: true })).toBe(false);
   });
 
   it('backs off 30 s after a failure and is exhausted after failures on three days', () => {

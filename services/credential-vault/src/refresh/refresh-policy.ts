@@ -8,14 +8,29 @@ export const BACKOFF_MS = 30 * 1000;
 export const EXHAUSTED_AFTER_DAYS = 3;
 
 /** The credential types whose token the vault can renew. */
-export const REFRESHABLE = new Set(['OAUTH2', 'OAUTH2_CC', 'JWT', 'APP']);
+export const REFRESHABLE = new Set(['OAUTH2', 'OAUTH2_CC', 'JWT', 'APP', 'TWO_STEP', 'BILL', 'SIGNATURE']);
+
+/**
+ * Types whose token the vault makes or buys from the credentials alone: without an expiry
+ * (no token yet, or one of unknown lifetime) the first fetch gets one. OAUTH2 and APP without
+ * an expiry are taken to be long-lived.
+ */
+const MADE_WHEN_MISSING = new Set(['OAUTH2_CC', 'JWT', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
 export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean): boolean {
   if (!REFRESHABLE.has(type)) return false;
   if (force) return true;
-  // A JWT without a token yet is made on first fetch.
-  if (expiresAt === null) return type === 'JWT' || type === 'OAUTH2_CC';
+  if (expiresAt === null) return MADE_WHEN_MISSING.has(type);
   return expiresAt.getTime() - now <= REFRESH_WINDOW_MS;
+}
+
+/**
+ * Whether a fetch forces a refresh: `force_refresh`, or `refresh_vendor_app_jwt_token` on an
+ * APP connection (the spec: "the JWT token of app-type connections is refreshed"); the vendor
+ * flag means nothing for other types.
+ */
+export function shouldForce(type: string, flags: { force: boolean; vendorJwt: boolean }): boolean {
+  return flags.force || (flags.vendorJwt && type === 'APP');
 }
 
 const dayOf = (at: Date) => at.toISOString().slice(0, 10);

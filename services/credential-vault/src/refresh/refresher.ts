@@ -9,7 +9,7 @@ import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { CREDENTIALS_PLACE, decryptCredentials } from '../handlers/connections.js';
 import { integrationCredentials } from '../handlers/integrations.js';
-import { inBackoff, isExhausted, needsRefresh, recordFailure } from './refresh-policy.js';
+import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
 import { requestFreshCredentials } from './token-requests.js';
 
 export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | 'cache'> {
@@ -124,7 +124,9 @@ export function createRefresher(deps: RefresherDeps): Refresher {
   }
 
   return {
-    async ensureFresh(doc, credentials, { force, vendorJwt }) {
+    async ensureFresh(doc, credentials, flags) {
+      const { vendorJwt } = flags;
+      const force = shouldForce(doc.credentials_type, flags);
       if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force)) return { doc, credentials };
       if (!force) {
         const refused = refusal(doc);

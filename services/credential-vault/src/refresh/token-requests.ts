@@ -1,10 +1,14 @@
+import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import got from 'got';
 import { AppError } from '@latchkey/errors';
+import type { TokenRequest } from '../catalog/provider-schema.js';
 import type { ProviderEntry } from '../domain/vault-deps.js';
+import { refreshWithTokenRequest } from './token-request.js';
 
 export interface RefreshContext {
-  provider: ProviderEntry;
+  /** The catalog entry; `token_request` is read by TWO_STEP, BILL and SIGNATURE. */
+  provider: ProviderEntry & { token_request?: TokenRequest | undefined };
   /** The integration's client credentials (client_id, client_secret, app_id, private_key…). */
   client: Record<string, string>;
   connectionConfig: Record<string, unknown>;
@@ -132,6 +136,23 @@ async function refreshClientCredentials(context: RefreshContext): Promise<Record
   };
 }
 
+/** The JWS algorithm a PEM private key signs with; undefined when the key cannot be read. */
+export function algorithmForKey(pem: string): jwt.Algorithm | undefined {
+  let key;
+  try {
+    key = createPrivateKey(pem);
+  } catch {
+    return undefined;
+  }
+  if (key.asymmetricKeyType === 'rsa') return 'RS256';
+  if (key.asymmetricKeyType === 'ec') {
+    // The curve decides the algorithm (RFC 7518 §3.4); App Store Connect's .p8 keys are P-256.
+    const curve = key.asymmetricKeyDetails?.namedCurve;
+    return curve === 'secp384r1' ? 'ES384' : curve === 'secp521r1' ? 'ES512' : 'ES256';
+  }
+  return undefined;
+}
+
 /** JWT: a token signed here, valid 20 minutes; an `{id, secret}` key signs HS256 with that key id. */
 function refreshJwt(context: RefreshContext): Record<string, unknown> {
   const { credentials, now } = context;
@@ -139,13 +160,17 @@ function refreshJwt(context: RefreshContext): Record<string, unknown> {
   const issuedAt = Math.floor(now.getTime() / 1000);
   const expiresAt = issuedAt + 20 * 60;
   const claims = { iat: issuedAt, exp: expiresAt, ...(credentials['issuerId'] ? { iss: String(credentials['issuerId']) } : {}) };
-  const token =
-    typeof privateKey === 'string'
-      ? jwt.sign(claims, privateKey, {
-          algorithm: privateKey.includes('EC PRIVATE KEY') ? 'ES256' : 'RS256',
-          ...(credentials['privateKeyId'] ? { keyid: String(credentials['privateKeyId']) } : {}),
-        })
-      : jwt.sign(claims, Buffer.from(privateKey.secret, 'hex'), { algorithm: 'HS256', keyid: privateKey.id });
+  const unusable = (what: string) =>
+    new AppError('refresh_token_external_error', `The connection's privateKey is not ${what}`, { payload: { error: 'invalid_private_key' } });
+  let token: string;
+  if (typeof privateKey === 'string') {
+    const algorithm = algorithmForKey(privateKey);
+    if (!algorithm) throw unusable('an RSA or EC private key in PEM form');
+    token = jwt.sign(claims, privateKey, { algorithm, ...(credentials['privateKeyId'] ? { keyid: String(credentials['privateKeyId']) } : {}) });
+  } else {
+    if (!/^(?:[0-9a-fA-F]{2})+$/.test(privateKey.secret)) throw unusable('an {id, secret} key with a hex secret');
+    token = jwt.sign(claims, Buffer.from(privateKey.secret, 'hex'), { algorithm: 'HS256', keyid: privateKey.id });
+  }
   return { ...credentials, token, expires_at: new Date(expiresAt * 1000).toISOString() };
 }
 
@@ -156,7 +181,12 @@ async function refreshApp(context: RefreshContext): Promise<Record<string, unkno
     throw new AppError('refresh_token_external_error', 'The integration lacks app_id or private_key', { payload: { error: 'misconfigured_app' } });
   }
   const issuedAt = Math.floor(now.getTime() / 1000) - 30;
-  const appJwt = jwt.sign({ iat: issuedAt, exp: issuedAt + 9 * 60, iss: client['app_id'] }, client['private_key'], { algorithm: 'RS256' });
+  let appJwt: string;
+  try {
+    appJwt = jwt.sign({ iat: issuedAt, exp: issuedAt + 9 * 60, iss: client['app_id'] }, client['private_key'], { algorithm: 'RS256' });
+  } catch {
+    throw new AppError('refresh_token_external_error', "The integration's private_key cannot sign an RS256 JWT", { payload: { error: 'misconfigured_app' } });
+  }
   const url = context.provider.token_url;
   if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
   const response = await got
@@ -171,7 +201,16 @@ async function refreshApp(context: RefreshContext): Promise<Record<string, unkno
       throw new AppError('refresh_token_external_error', `The provider could not be reached: ${(error as Error).message}`);
     });
   if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
-  const raw = JSON.parse(response.body) as Record<string, unknown>;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(response.body);
+  } catch {
+    parsed = undefined;
+  }
+  const raw = (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? parsed : {}) as Record<string, unknown>;
+  if (typeof raw['token'] !== 'string' || raw['token'] === '') {
+    throw new AppError('refresh_token_external_error', 'The provider answered without an installation token', { payload: { status: response.statusCode, error: 'no_token' } });
+  }
   return { type: 'APP', access_token: raw['token'], ...(typeof raw['expires_at'] === 'string' ? { expires_at: raw['expires_at'] } : {}), raw };
 }
 
@@ -186,6 +225,10 @@ export async function requestFreshCredentials(type: string, context: RefreshCont
       return refreshJwt(context);
     case 'APP':
       return refreshApp(context);
+    case 'TWO_STEP':
+    case 'BILL':
+    case 'SIGNATURE':
+      return refreshWithTokenRequest(type, context);
     default:
       throw new AppError('internal_error', `credentials of type ${type} are not refreshable`);
   }
