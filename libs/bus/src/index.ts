@@ -2,4 +2,5 @@ export { createBus, unavailable, type Bus, type BusOptions, type RequestOptions,
 export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
-export { REQUEST_ID_HEADER, decodeJson, encodeJson, parseOrThrow } from './wire.js';
+export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
+export { CHUNK_BYTES, pullStream, servePullStream, type PullStreamOptions } from './pull-stream.js';

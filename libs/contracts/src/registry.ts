@@ -1,7 +1,8 @@
 import type { AnyContract } from './define.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
+import { proxyContracts } from './proxy.js';
 import { vaultContracts } from './vault.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts)];
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts)];

@@ -54,7 +54,7 @@ export class AppError extends Error {
   }
 
   /** Rebuilds an error that crossed a process boundary; an unknown code becomes internal_error. */
-  static fromBody(body: { code: string; message: string; errors?: ErrorItem[]; payload?: Record<string, unknown> }): AppError {
+  static fromBody(body: { code: string; message: string; errors?: ErrorItem[] | undefined; payload?: Record<string, unknown> | undefined }): AppError {
     const code = isErrorCode(body.code) ? body.code : 'internal_error';
     const options: AppErrorOptions = {};
     if (body.errors !== undefined) options.errors = body.errors;

@@ -1,5 +1,5 @@
 import { openKv } from '@latchkey/bus';
-import { vaultContracts } from '@latchkey/contracts';
+import { proxyContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
 import { toPublicProvider } from './catalog/provider-schema.js';
@@ -29,6 +29,7 @@ import {
   updateIntegrationHandler,
 } from './handlers/integrations.js';
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
+import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { createRefresher } from './refresh/refresher.js';
 
@@ -91,6 +92,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
   bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
   bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));
+  bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });
 }

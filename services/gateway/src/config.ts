@@ -16,6 +16,8 @@ export const configSchema = baseServiceSchema('gateway', 0)
     BOOTSTRAP_SECRET_KEY: secret().optional(),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
+    /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
+    PROXY_TIMEOUT_MS: positiveInt(30_000),
   });
 
 export type Config = z.infer<typeof configSchema>;

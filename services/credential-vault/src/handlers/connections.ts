@@ -95,6 +95,24 @@ export function listConnectionsHandler(deps: VaultDeps) {
 }
 
 /**
+ * A connection with its decrypted credentials: from the replica's cache, else one indexed read
+ * and a decryption; refreshed first when inside the window (or forced), under the lock.
+ */
+export async function fetchConnection(
+  deps: VaultDeps,
+  request: { environment_id: string; provider_config_key: string; connection_id: string; force: boolean; vendorJwt: boolean },
+): Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }> {
+  const flags = { force: request.force, vendorJwt: request.vendorJwt };
+  const cached = deps.cache.get(request.environment_id, request.provider_config_key, request.connection_id);
+  if (cached) return deps.refresher.ensureFresh(cached.doc, cached.credentials, flags);
+  const readAt = deps.cache.generation();
+  const doc = await findConnection(deps, environmentId(request.environment_id), request.provider_config_key, request.connection_id);
+  const credentials = await decryptCredentials(deps, doc);
+  deps.cache.set(doc, credentials, readAt);
+  return deps.refresher.ensureFresh(doc, credentials, flags);
+}
+
+/**
  * `GET /connections/{id}`: from the replica's cache, else one indexed read and a decryption; a
  * refresh only inside the window (or when forced), under the per-connection lock; plaintext
  * only for a credentials scope, and then audited.
@@ -103,21 +121,13 @@ export function getConnectionHandler(deps: VaultDeps) {
   const stamped = new Map<string, number>();
   return async (request: RequestOf<typeof vaultContracts.getConnection>) => {
     const environment = environmentId(request.environment_id);
-    let doc: ConnectionDoc;
-    let credentials: Record<string, unknown>;
-    const cached = deps.cache.get(request.environment_id, request.provider_config_key, request.connection_id);
-    if (cached) {
-      ({ doc, credentials } = cached);
-    } else {
-      const readAt = deps.cache.generation();
-      doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
-      credentials = await decryptCredentials(deps, doc);
-      deps.cache.set(doc, credentials, readAt);
-    }
-    ({ doc, credentials } = await deps.refresher.ensureFresh(doc, credentials, {
+    let { doc, credentials } = await fetchConnection(deps, {
+      environment_id: request.environment_id,
+      provider_config_key: request.provider_config_key,
+      connection_id: request.connection_id,
       force: request.force_refresh,
       vendorJwt: request.refresh_vendor_app_jwt_token,
-    }));
+    });
 
     const now = Date.now();
     if ((stamped.get(doc._id) ?? 0) + FETCH_STAMP_MS < now) {

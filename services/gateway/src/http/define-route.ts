@@ -20,11 +20,14 @@ export interface KeyedContext<P, Q, B> extends RouteContext<P, Q, B> {
   key: ResolvedKey;
 }
 
-export interface RouteReply {
-  status?: number;
-  /** Sent as JSON; omitted for an empty body. */
-  body?: unknown;
-}
+export type RouteReply =
+  | {
+      status?: number;
+      /** Sent as JSON; omitted for an empty body. */
+      body?: unknown;
+    }
+  /** The handler wrote the response itself (the proxy streams it). */
+  | { streamed: true };
 
 interface Schemas<PS, QS, BS> {
   /** Unknown keys are refused: give strict object schemas. */
@@ -39,9 +42,11 @@ export type RouteAccess<PS, QS, BS> =
   | { auth: 'admin' | 'public'; scope: null; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
 
 export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
-  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete' | 'all';
   path: string;
   schemas: Schemas<PS, QS, BS>;
+  /** Path, query and body pass through untouched, unparsed and unvalidated (the proxy). */
+  raw?: true;
 } & RouteAccess<PS, QS, BS>;
 
 /** One endpoint: method, path, who may call it, what it accepts, and what it does. */

@@ -22,22 +22,23 @@ function requireJson(req: Request): void {
  * ids, so the fast path makes none).
  */
 function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
-  const json = METHODS_WITH_BODY.has(route.method) ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
+  const json = METHODS_WITH_BODY.has(route.method) && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
 
   const respond = (req: Request, res: Response, key: ResolvedKey | undefined): Promise<void> => {
     const context = {
-      params: parsePart('params', route.schemas.params, req.params),
-      query: parsePart('query', route.schemas.query, req.query),
-      body: parsePart('body', route.schemas.body, req.body),
+      params: route.raw ? undefined : parsePart('params', route.schemas.params, req.params),
+      query: route.raw ? undefined : parsePart('query', route.schemas.query, req.query),
+      body: route.raw ? undefined : parsePart('body', route.schemas.body, req.body),
       deps,
       req,
       res,
     };
     const reply = route.auth === 'api_key' ? route.handler({ ...context, key: key! }) : route.handler(context);
-    return reply.then(({ status, body }) => {
-      res.statusCode = status ?? 200;
-      if (body === undefined) res.end();
-      else res.json(body);
+    return reply.then((result) => {
+      if ('streamed' in result) return;
+      res.statusCode = result.status ?? 200;
+      if (result.body === undefined) res.end();
+      else res.json(result.body);
     });
   };
 

@@ -22,6 +22,7 @@ import { listIntegrations } from './integrations/list-integrations.js';
 import { updateIntegration } from './integrations/update-integration.js';
 import { getProvider } from './providers/get-provider.js';
 import { listProviders } from './providers/list-providers.js';
+import { proxyRequest } from './proxy/proxy-request.js';
 import { getHealth } from './health/get-health.js';
 import { getReady } from './health/get-ready.js';
 
@@ -48,6 +49,8 @@ export const routes: readonly AnyRoute[] = [
   getConnectionLegacy,
   patchConnection,
   deleteConnection,
+  // proxy
+  proxyRequest,
   // environment
   listEnvironmentVariables,
   // operator API

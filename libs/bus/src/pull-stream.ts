@@ -1,0 +1,116 @@
+import { createInbox, headers as natsHeaders, type NatsConnection } from 'nats';
+import { AppError } from '@latchkey/errors';
+
+/**
+ * Bodies too large for one NATS message travel as a pull stream: the producer answers on an
+ * inbox, one chunk per request, and the consumer asks for the next chunk only when it has
+ * written the last one. Flow control is therefore the consumer's own pace, and each side holds
+ * at most one chunk in memory.
+ */
+export const CHUNK_BYTES = 256 * 1024;
+const EOF_HEADER = 'lk-eof';
+const ERROR_HEADER = 'lk-error';
+const CANCEL = new TextEncoder().encode('cancel');
+
+export interface PullStreamOptions {
+  /** Abandon the stream if the consumer does not ask for a chunk within this long. */
+  idleTimeoutMs: number;
+}
+
+/** Serves `source` chunk by chunk on a fresh inbox; resolves when it ends or is abandoned. */
+export function servePullStream(
+  nc: NatsConnection,
+  source: AsyncIterable<Uint8Array>,
+  options: PullStreamOptions & { onAbandon?: () => void },
+): { inbox: string; done: Promise<void> } {
+  const inbox = createInbox();
+  const subscription = nc.subscribe(inbox);
+  const iterator = source[Symbol.asyncIterator]();
+  let pending: Uint8Array = new Uint8Array(0);
+
+  async function nextChunk(): Promise<{ chunk: Uint8Array; eof: boolean }> {
+    while (pending.length < CHUNK_BYTES) {
+      const { value, done } = await iterator.next();
+      if (done) return { chunk: take(pending.length), eof: true };
+      pending = pending.length === 0 ? value : concat(pending, value);
+    }
+    return { chunk: take(CHUNK_BYTES), eof: false };
+  }
+
+  function take(bytes: number): Uint8Array {
+    const chunk = pending.subarray(0, bytes);
+    pending = pending.subarray(bytes);
+    return chunk;
+  }
+
+  const done = (async () => {
+    let idle: NodeJS.Timeout | undefined;
+    const armIdle = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => subscription.unsubscribe(), options.idleTimeoutMs);
+    };
+    armIdle();
+    let finished = false;
+    try {
+      for await (const msg of subscription) {
+        armIdle();
+        if (msg.data.length > 0 && msg.string() === 'cancel') break;
+        const headers = natsHeaders();
+        try {
+          const { chunk, eof } = await nextChunk();
+          if (eof) headers.set(EOF_HEADER, '1');
+          msg.respond(chunk, { headers });
+          if (eof) {
+            finished = true;
+            break;
+          }
+        } catch (error) {
+          headers.set(ERROR_HEADER, error instanceof AppError ? error.code : 'upstream_unreachable');
+          msg.respond(new Uint8Array(0), { headers });
+          finished = true;
+          break;
+        }
+      }
+    } finally {
+      clearTimeout(idle);
+      subscription.unsubscribe();
+      if (!finished) {
+        options.onAbandon?.();
+        await iterator.return?.();
+      }
+    }
+  })();
+  return { inbox, done };
+}
+
+/** Reads a pull stream served on `inbox`, chunk by chunk, asking for each in turn. */
+export async function* pullStream(nc: NatsConnection, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
+  let finished = false;
+  try {
+    for (;;) {
+      let reply;
+      try {
+        reply = await nc.request(inbox, new Uint8Array(0), { timeout: timeoutMs });
+      } catch (error) {
+        throw new AppError('service_unavailable', 'A body stream stopped answering', { cause: error });
+      }
+      const failed = reply.headers?.get(ERROR_HEADER);
+      if (failed) throw new AppError('upstream_unreachable', `The body stream failed (${failed})`);
+      if (reply.data.length > 0) yield reply.data;
+      if (reply.headers?.get(EOF_HEADER) === '1') {
+        finished = true;
+        return;
+      }
+    }
+  } finally {
+    // The reader stopped early (client went away): tell the producer to let go.
+    if (!finished) nc.publish(inbox, CANCEL);
+  }
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}

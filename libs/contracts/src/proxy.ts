@@ -1,0 +1,88 @@
+import { z } from 'zod';
+import { defineRequest } from './define.js';
+
+/**
+ * The proxy's wire. `proxy.request` carries a binary body, so its metadata travels in the
+ * `lk-meta` NATS header (base64url JSON, validated with these schemas on both sides) and the
+ * payload is the body itself; bodies over the inline limit travel as pull streams (bus).
+ */
+export const PROXY_SUBJECT = 'proxy.request';
+export const PROXY_META_HEADER = 'lk-meta';
+
+const headerList = z.array(z.tuple([z.string(), z.string()]));
+const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
+
+export const proxyRequestMeta = z.object({
+  environment_id: z.string(),
+  key_id: z.string(),
+  connection_id: z.string(),
+  provider_config_key: z.string(),
+  method: z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']),
+  /** Path on the provider's API, without the leading slash. */
+  path: z.string(),
+  /** The raw query string, without `?`. */
+  query: z.string(),
+  /** Headers to send upstream, already stripped of ours and of hop-by-hop ones. */
+  headers: headerList,
+  retries: z.number().int().min(0).max(10),
+  retry_on: z.array(z.number().int().min(100).max(599)),
+  base_url_override: z.string().optional(),
+  decompress: z.boolean().optional(),
+  body,
+});
+export type ProxyRequestMeta = z.infer<typeof proxyRequestMeta>;
+
+export const proxyReplyMeta = z.union([
+  z.object({ ok: z.literal(true), status: z.number().int(), headers: headerList, body }),
+  z.object({
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), payload: z.record(z.string(), z.unknown()).optional() }),
+  }),
+]);
+export type ProxyReplyMeta = z.infer<typeof proxyReplyMeta>;
+
+export function encodeMeta(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
+}
+
+export function decodeMeta<S extends z.ZodType>(schema: S, header: string | undefined): z.infer<S> {
+  return schema.parse(JSON.parse(Buffer.from(header ?? '', 'base64url').toString('utf8')));
+}
+
+/**
+ * How to authenticate calls for a connection, worked out by the vault from the connection's
+ * credentials and the provider entry: the base URL with connection config filled in, headers
+ * and query parameters to add, and OAuth 1 material when requests must be signed. It carries
+ * plaintext secrets, so only the vault answers it and only the proxy asks.
+ */
+export const proxyCredentials = z.object({
+  /** The connection's internal id: `vault.connection.changed` names it when it must be dropped. */
+  id: z.string(),
+  provider: z.string(),
+  auth_mode: z.string(),
+  /** When the injected token expires; the proxy asks again inside the refresh window. */
+  expires_at: z.string().nullable(),
+  base_url: z.string().optional(),
+  headers: z.record(z.string(), z.string()),
+  query: z.record(z.string(), z.string()),
+  oauth1: z
+    .object({ consumer_key: z.string(), consumer_secret: z.string(), token: z.string(), token_secret: z.string() })
+    .optional(),
+  decompress: z.boolean(),
+});
+export type ProxyCredentials = z.infer<typeof proxyCredentials>;
+
+export const proxyContracts = {
+  /** Fresh credentials for a proxied call: refreshed first when inside the window or forced. */
+  getCredentials: defineRequest(
+    'vault.credentials.get',
+    z.object({
+      environment_id: z.string(),
+      key_id: z.string(),
+      provider_config_key: z.string(),
+      connection_id: z.string(),
+      force_refresh: z.boolean(),
+    }),
+    proxyCredentials,
+  ),
+} as const;

@@ -1,0 +1,93 @@
+import type { ProxyCredentials, RequestOf, proxyContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { environmentId } from '@latchkey/mongo';
+import { interpolate, type TemplateContext } from '../catalog/interpolate.js';
+import type { Provider } from '../catalog/provider-schema.js';
+import type { VaultDeps } from '../domain/vault-deps.js';
+import { fetchConnection } from './connections.js';
+import { findIntegration, integrationCredentials } from './integrations.js';
+
+const str = (value: unknown) => (typeof value === 'string' ? value : undefined);
+
+/** The token a credentials object carries, whatever its type calls it. */
+function tokenOf(credentials: Record<string, unknown>): string | undefined {
+  return str(credentials['access_token']) ?? str(credentials['token']) ?? str(credentials['session_id']);
+}
+
+function fill(templates: Record<string, string> | undefined, context: TemplateContext): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, template] of Object.entries(templates ?? {})) {
+    try {
+      out[name] = interpolate(template, context);
+    } catch (error) {
+      // The message names the placeholder, never a value.
+      throw new AppError('invalid_headers', `Cannot build the ${name} the provider needs: ${(error as Error).message}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * `vault.credentials.get`: how to call the provider for a connection, with the token refreshed
+ * first when it is inside the window (or on `force_refresh`, after a 401). One of the two places
+ * plaintext credentials leave the vault; every answer is audited.
+ */
+export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name: string): Provider | undefined } }) {
+  return async (request: RequestOf<typeof proxyContracts.getCredentials>): Promise<ProxyCredentials> => {
+    const { doc, credentials } = await fetchConnection(deps, {
+      environment_id: request.environment_id,
+      provider_config_key: request.provider_config_key,
+      connection_id: request.connection_id,
+      force: request.force_refresh,
+      vendorJwt: false,
+    });
+    const provider = deps.catalog.get(doc.provider);
+    if (!provider) throw new AppError('unknown_provider', `Provider "${doc.provider}" is no longer in the catalog`);
+    const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
+    const client = await integrationCredentials(deps, integration);
+    const token = tokenOf(credentials);
+    const context: TemplateContext = {
+      connectionConfig: doc.connection_config ?? {},
+      credentials,
+      apiKey: str(credentials['apiKey']),
+      username: str(credentials['username']),
+      password: str(credentials['password']),
+      accessToken: token,
+    };
+    const headers = fill(provider.proxy?.headers, context);
+    const hasAuthorization = Object.keys(headers).some((name) => name.toLowerCase() === 'authorization');
+    const type = String(credentials['type']);
+    if (!hasAuthorization) {
+      if (type === 'BASIC' && context.username !== undefined) {
+        headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
+      } else if (type === 'API_KEY' && context.apiKey !== undefined && !provider.proxy?.query) {
+        headers['Authorization'] = `Bearer ${context.apiKey}`;
+      } else if (token !== undefined && type !== 'OAUTH1' && type !== 'TBA') {
+        headers['Authorization'] = `Bearer ${token}`;
+      }
+    }
+    let oauth1: ProxyCredentials['oauth1'];
+    if (type === 'OAUTH1' || type === 'TBA') {
+      const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
+      oauth1 = {
+        consumer_key: override.client_id ?? client['client_id'] ?? '',
+        consumer_secret: override.client_secret ?? client['client_secret'] ?? '',
+        token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
+        token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
+      };
+    }
+    deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
+    const baseUrl = provider.proxy?.base_url;
+    return {
+      id: doc._id,
+      provider: doc.provider,
+      auth_mode: provider.auth_mode,
+      expires_at: doc.expires_at ? new Date(doc.expires_at).toISOString() : null,
+      ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig: doc.connection_config ?? {} })['base_url']! }),
+      headers,
+      query: fill(provider.proxy?.query, context),
+      ...(oauth1 ? { oauth1 } : {}),
+      decompress: provider.proxy?.decompress ?? false,
+    };
+  };
+}

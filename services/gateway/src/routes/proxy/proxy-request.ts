@@ -1,0 +1,185 @@
+import type { Request, Response } from 'express';
+import { outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
+import { PROXY_META_HEADER, PROXY_SUBJECT, decodeMeta, encodeMeta, proxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
+import { AppError, type ErrorItem } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+
+/** Ours, or hop-by-hop: never forwarded to the provider. */
+const NOT_FORWARDED = new Set([
+  'authorization',
+  'host',
+  'content-length',
+  'x-request-id',
+  'connection-id',
+  'provider-config-key',
+  'retries',
+  'retry-on',
+  'base-url-override',
+  'decompress',
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+const FORWARD_PREFIX = 'service-proxy-';
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const HEADROOM_BYTES = 64 * 1024;
+
+/** Reads the proxy's own headers; each problem is listed, as for any validation error. */
+function configuration(req: Request) {
+  const errors: ErrorItem[] = [];
+  const header = (name: string) => {
+    const value = req.headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  };
+  const required = (name: string) => {
+    const value = header(name);
+    if (!value) errors.push({ code: 'required', message: `${name} is required`, path: name });
+    return value ?? '';
+  };
+  const connectionId = required('connection-id');
+  const providerConfigKey = required('provider-config-key');
+  const retriesText = header('retries') ?? '0';
+  const retries = /^\d{1,2}$/.test(retriesText) && Number(retriesText) <= 10 ? Number(retriesText) : -1;
+  if (retries < 0) errors.push({ code: 'invalid_value', message: 'a whole number from 0 to 10', path: 'retries' });
+  const retryOn = (header('retry-on') ?? '')
+    .split(',')
+    .map((code) => code.trim())
+    .filter(Boolean)
+    .map(Number);
+  if (retryOn.some((code) => !Number.isInteger(code) || code < 100 || code > 599)) {
+    errors.push({ code: 'invalid_value', message: 'comma-separated HTTP status codes', path: 'retry-on' });
+  }
+  const decompress = header('decompress');
+  if (decompress !== undefined && decompress !== 'true' && decompress !== 'false') {
+    errors.push({ code: 'invalid_value', message: 'true or false', path: 'decompress' });
+  }
+  const override = header('base-url-override');
+  if (override !== undefined && !/^https?:\/\/[^\s]+$/i.test(override)) {
+    errors.push({ code: 'invalid_value', message: 'an http(s) URL', path: 'base-url-override' });
+  }
+  if (!METHODS.has(req.method)) errors.push({ code: 'invalid_value', message: `method ${req.method} is not proxied`, path: 'method' });
+  if (errors.length > 0) throw new AppError('invalid_headers', 'Invalid proxy headers', { errors });
+  return {
+    connection_id: connectionId,
+    provider_config_key: providerConfigKey,
+    retries,
+    retry_on: retryOn,
+    ...(override === undefined ? {} : { base_url_override: override }),
+    ...(decompress === undefined ? {} : { decompress: decompress === 'true' }),
+  };
+}
+
+/** The caller's headers as the provider should see them. */
+function forwardedHeaders(req: Request): Array<[string, string]> {
+  const headers: Array<[string, string]> = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (lower.startsWith(FORWARD_PREFIX)) headers.push([name.slice(FORWARD_PREFIX.length), req.rawHeaders[i + 1]!]);
+    else if (!NOT_FORWARDED.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
+  }
+  return headers;
+}
+
+/** Reads the body up to `limit`; a larger one continues as an iterator over the rest. */
+async function readAhead(req: Request, limit: number): Promise<{ head: Buffer; rest: AsyncIterable<Uint8Array> | null }> {
+  const iterator = (req as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { value, done } = await iterator.next();
+    if (done) return { head: Buffer.concat(chunks), rest: null };
+    chunks.push(value);
+    size += value.length;
+    if (size > limit) {
+      return {
+        head: Buffer.alloc(0),
+        rest: (async function* () {
+          yield* chunks;
+          for (;;) {
+            const next = await iterator.next();
+            if (next.done) return;
+            yield next.value;
+          }
+        })(),
+      };
+    }
+  }
+}
+
+async function writeOut(res: Response, chunks: AsyncIterable<Uint8Array>): Promise<void> {
+  for await (const chunk of chunks) {
+    if (res.destroyed) break;
+    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
+  }
+  res.end();
+}
+
+/**
+ * `/proxy/{anyPath}`: forwards the call to the provider through a proxy replica, which injects
+ * the connection's credentials. The answer comes back as the provider gave it. Bodies either
+ * way ride inside the NATS messages up to about 1 MiB and stream in chunks beyond.
+ */
+export const proxyRequest = defineRoute({
+  method: 'all',
+  path: '/proxy{/*path}',
+  auth: 'api_key',
+  scope: 'environment:proxy',
+  raw: true,
+  schemas: {},
+  handler: async ({ deps, key, req, res }) => {
+    const settings = configuration(req);
+    const nc = deps.bus.nc;
+    const inlineLimit = Math.min(1024 * 1024, (nc.info?.max_payload ?? 1024 * 1024) - HEADROOM_BYTES);
+    const body = req.method === 'GET' || req.method === 'HEAD' ? { head: Buffer.alloc(0), rest: null } : await readAhead(req, inlineLimit);
+    const requestStream = body.rest
+      ? servePullStream(nc, body.rest, { idleTimeoutMs: deps.config.PROXY_TIMEOUT_MS })
+      : undefined;
+    const url = req.originalUrl;
+    const queryAt = url.indexOf('?');
+    const meta: ProxyRequestMeta = {
+      environment_id: key.environmentId,
+      key_id: key.keyId,
+      method: req.method as ProxyRequestMeta['method'],
+      path: (queryAt < 0 ? url : url.slice(0, queryAt)).replace(/^\/proxy\/?/, ''),
+      query: queryAt < 0 ? '' : url.slice(queryAt + 1),
+      headers: forwardedHeaders(req),
+      ...settings,
+      body: requestStream ? { stream: requestStream.inbox } : 'inline',
+    };
+    const headers = outgoingHeaders();
+    headers.set(PROXY_META_HEADER, encodeMeta(meta));
+    // Every attempt may take the upstream timeout, and retries wait up to 10 s each.
+    const deadline = (deps.config.PROXY_TIMEOUT_MS + 10_000) * (settings.retries + 1) + 5_000;
+    let replyMsg;
+    try {
+      replyMsg = await nc.request(PROXY_SUBJECT, body.head, { timeout: deadline, headers });
+    } catch (error) {
+      throw unavailable(PROXY_SUBJECT, error);
+    }
+    const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
+    if (!reply.ok) throw AppError.fromBody(reply.error);
+
+    const grouped = new Map<string, { name: string; values: string[] }>();
+    for (const [name, value] of reply.headers) {
+      const entry = grouped.get(name.toLowerCase());
+      if (entry) entry.values.push(value);
+      else grouped.set(name.toLowerCase(), { name, values: [value] });
+    }
+    for (const { name, values } of grouped.values()) res.setHeader(name, values.length === 1 ? values[0]! : values);
+    res.statusCode = reply.status;
+    if (reply.body === 'inline') {
+      res.end(replyMsg.data);
+    } else {
+      const stream = pullStream(nc, reply.body.stream, deps.config.PROXY_TIMEOUT_MS);
+      res.once('close', () => void stream.return(undefined));
+      await writeOut(res, stream);
+    }
+    return { streamed: true };
+  },
+});

@@ -1,0 +1,243 @@
+import type { IncomingMessage } from 'node:http';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
+import { pullStream, servePullStream } from '@latchkey/bus';
+import {
+  PROXY_META_HEADER,
+  decodeMeta,
+  encodeMeta,
+  proxyContracts,
+  proxyRequestMeta,
+  type ProxyCredentials,
+  type ProxyReplyMeta,
+  type ProxyRequestMeta,
+} from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import type { Bus } from '@latchkey/bus';
+import type { Logger } from '@latchkey/logger';
+import type { CredentialCache } from '../domain/credential-cache.js';
+import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
+import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions } from '../upstream/call-upstream.js';
+import { oauth1Header } from '../upstream/oauth1.js';
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message. */
+export const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
+
+export interface ProxyDeps {
+  bus: Bus;
+  nc: NatsConnection;
+  logger: Logger;
+  cache: CredentialCache;
+  upstream: UpstreamOptions;
+  retryCapMs: number;
+  /** Bodies up to this size travel inside the NATS message. */
+  inlineLimit: number;
+}
+
+/** Credentials for the call: from memory, else from the vault (which refreshes them as needed). */
+async function credentialsFor(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean): Promise<ProxyCredentials> {
+  const key = `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
+  if (!force) {
+    const cached = deps.cache.get(key);
+    if (cached) return cached;
+  }
+  const readAt = deps.cache.generation();
+  const credentials = await deps.bus.request(proxyContracts.getCredentials, {
+    environment_id: meta.environment_id,
+    key_id: meta.key_id,
+    provider_config_key: meta.provider_config_key,
+    connection_id: meta.connection_id,
+    force_refresh: force,
+  });
+  deps.cache.set(key, credentials, readAt);
+  return credentials;
+}
+
+/** The upstream URL: base (override or provider's) + path + the caller's query + the provider's. */
+function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials): URL {
+  const base = meta.base_url_override ?? credentials.base_url;
+  if (!base) throw new AppError('invalid_headers', `Provider "${credentials.provider}" has no API base URL: send Base-Url-Override`);
+  let url: URL;
+  try {
+    url = new URL(`${base.replace(/\/+$/, '')}/${meta.path.replace(/^\/+/, '')}`);
+  } catch {
+    throw new AppError('invalid_headers', 'The upstream URL is not valid');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('upstream_not_allowed', 'Only http and https upstreams are allowed');
+  if (meta.query) url.search = meta.query;
+  for (const [name, value] of Object.entries(credentials.query)) url.searchParams.append(name, value);
+  return url;
+}
+
+function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
+  const url = targetUrl(meta, credentials);
+  const injected = Object.entries(credentials.headers);
+  const names = new Set(injected.map(([name]) => name.toLowerCase()));
+  const headers: Array<[string, string]> = [...meta.headers.filter(([name]) => !names.has(name.toLowerCase())), ...injected];
+  let sign: UpstreamCall['sign'];
+  const oauth1 = credentials.oauth1;
+  if (oauth1) {
+    const form = headers.find(([name]) => name.toLowerCase() === 'content-type')?.[1]?.startsWith('application/x-www-form-urlencoded');
+    const bodyParams = form && body instanceof Uint8Array ? formParams(Buffer.from(body).toString('utf8')) : undefined;
+    sign = (method, target) => [
+      'Authorization',
+      oauth1Header({
+        method,
+        url: target,
+        consumerKey: oauth1.consumer_key,
+        consumerSecret: oauth1.consumer_secret,
+        token: oauth1.token,
+        tokenSecret: oauth1.token_secret,
+        ...(bodyParams && method === meta.method ? { bodyParams } : {}),
+      }),
+    ];
+    names.add('authorization');
+  }
+  return { method: meta.method, url, headers, body, secretHeaders: names, ...(sign ? { sign } : {}) };
+}
+
+/** Form fields with repeated names kept, as OAuth 1 signs them. */
+function formParams(text: string): Record<string, string[]> {
+  const params: Record<string, string[]> = {};
+  for (const [name, value] of new URLSearchParams(text)) (params[name] ??= []).push(value);
+  return params;
+}
+
+/** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */
+async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall): Promise<IncomingMessage> {
+  const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
+  const attempts = replayable ? meta.retries + 1 : 1;
+  for (let attempt = 1; ; attempt++) {
+    const last = attempt >= attempts;
+    try {
+      const response = await callUpstream(call, deps.upstream);
+      if (last || !isRetryableStatus(response.statusCode ?? 0, meta.retry_on)) return response;
+      const retryAfter = response.headers['retry-after'];
+      response.resume();
+      await sleep(retryDelayMs(attempt, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, deps.retryCapMs));
+    } catch (error) {
+      if (!(error instanceof UpstreamNetworkError)) throw error;
+      if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) {
+        throw error.code === 'ETIMEDOUT'
+          ? new AppError('upstream_timeout', 'The provider did not answer in time')
+          : new AppError('upstream_unreachable', `The provider could not be reached (${error.code})`);
+      }
+      await sleep(retryDelayMs(attempt, undefined, deps.retryCapMs));
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function decoderFor(encoding: string | undefined) {
+  switch (encoding?.toLowerCase()) {
+    case 'gzip':
+    case 'x-gzip':
+      return createGunzip();
+    case 'deflate':
+      return createInflate();
+    case 'br':
+      return createBrotliDecompress();
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Answers one `proxy.request`: credentials, the upstream call (retries, one forced refresh and
+ * replay after a 401 on an OAuth connection), then status, headers and body back unchanged
+ * (less hop-by-hop headers; decoded when asked). Small bodies ride in the reply; larger ones
+ * are served as a pull stream, so memory stays bounded whatever the size.
+ */
+export function proxyRequestHandler(deps: ProxyDeps) {
+  return async (msg: Msg): Promise<void> => {
+    let meta: ProxyRequestMeta | undefined;
+    try {
+      meta = decodeMeta(proxyRequestMeta, msg.headers?.get(PROXY_META_HEADER));
+      const body: UpstreamCall['body'] =
+        meta.body === 'inline' ? (msg.data.length > 0 ? msg.data : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
+      let credentials = await credentialsFor(deps, meta, false);
+      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+      if (response.statusCode === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
+        response.resume();
+        credentials = await credentialsFor(deps, meta, true);
+        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+      }
+      await reply(deps, msg, meta, credentials, response);
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
+      respond(msg, { ok: false, error: appError.toBody() }, new Uint8Array(0));
+    }
+  };
+}
+
+async function reply(deps: ProxyDeps, msg: Msg, meta: ProxyRequestMeta, credentials: ProxyCredentials, response: IncomingMessage): Promise<void> {
+  const decompress = meta.decompress ?? credentials.decompress;
+  const encoding = response.headers['content-encoding'];
+  const decoder = decompress ? decoderFor(Array.isArray(encoding) ? encoding[0] : encoding) : undefined;
+  const headers: Array<[string, string]> = [];
+  for (let i = 0; i < response.rawHeaders.length; i += 2) {
+    const name = response.rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower)) continue;
+    if (decoder && (lower === 'content-encoding' || lower === 'content-length')) continue;
+    headers.push([name, response.rawHeaders[i + 1]!]);
+  }
+  const status = response.statusCode ?? 502;
+  const source: AsyncIterable<Uint8Array> = decoder ? response.pipe(decoder) : response;
+  const iterator = source[Symbol.asyncIterator]();
+
+  // Read ahead up to the inline limit: most answers end there and ride in the reply.
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const next = await nextChunk(iterator, meta.method === 'HEAD');
+    if (next === null) {
+      respond(msg, { ok: true, status, headers, body: 'inline' }, Buffer.concat(chunks));
+      return;
+    }
+    chunks.push(next);
+    size += next.length;
+    if (size > deps.inlineLimit) break;
+  }
+  const rest = (async function* () {
+    yield* chunks;
+    for (;;) {
+      const next = await nextChunk(iterator, false);
+      if (next === null) return;
+      yield next;
+    }
+  })();
+  const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.destroy() });
+  respond(msg, { ok: true, status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
+  await stream.done;
+}
+
+async function nextChunk(iterator: AsyncIterator<Uint8Array>, skip: boolean): Promise<Uint8Array | null> {
+  if (skip) return null;
+  try {
+    const { value, done } = await iterator.next();
+    return done ? null : value;
+  } catch {
+    throw new AppError('upstream_unreachable', 'The provider broke off the response');
+  }
+}
+
+function respond(msg: Msg, meta: ProxyReplyMeta, payload: Uint8Array): void {
+  if (!msg.reply) return;
+  const headers = natsHeaders();
+  headers.set(PROXY_META_HEADER, encodeMeta(meta));
+  msg.respond(payload, { headers });
+}

@@ -1,0 +1,49 @@
+import { PROXY_SUBJECT, vaultContracts } from '@latchkey/contracts';
+import { runWithContext } from '@latchkey/logger';
+import type { Runtime } from '@latchkey/runtime';
+import { requestIdOf } from '@latchkey/bus';
+import type { Config } from './config.js';
+import { createCredentialCache } from './domain/credential-cache.js';
+import { proxyRequestHandler } from './handlers/proxy-request.js';
+import { createAddressPolicy, parseCidrList } from './upstream/address-policy.js';
+import { createSafeLookup } from './upstream/safe-lookup.js';
+
+/** What a NATS message may carry besides its headers: bodies above this stream instead. */
+const HEADROOM_BYTES = 64 * 1024;
+
+/**
+ * Wires the proxy: a credential cache kept in step with the vault's writes, the address
+ * policy, and `proxy.request` in queue group `proxy`, so replicas share the load.
+ */
+export async function startProxy(runtime: Runtime, config: Config): Promise<void> {
+  const { bus, logger } = runtime;
+  const policy = createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) });
+  const cache = createCredentialCache({ ttlMs: config.PROXY_CREDENTIAL_CACHE_MS, maxEntries: 100_000 });
+  bus.onBroadcast(vaultContracts.connectionChanged, ({ id }) => cache.invalidate(id));
+  void (async () => {
+    for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
+  })();
+
+  const handle = proxyRequestHandler({
+    bus,
+    nc: bus.nc,
+    logger,
+    cache,
+    upstream: { policy, lookup: createSafeLookup(policy), timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS },
+    retryCapMs: config.PROXY_RETRY_CAP_MS,
+    inlineLimit: Math.min(1024 * 1024, bus.nc.info!.max_payload - HEADROOM_BYTES),
+  });
+  const inFlight = new Set<Promise<void>>();
+  const subscription = bus.nc.subscribe(PROXY_SUBJECT, {
+    queue: 'proxy',
+    callback: (error, msg) => {
+      if (error) return;
+      const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
+      inFlight.add(task);
+    },
+  });
+  runtime.onShutdown(async () => {
+    await subscription.drain();
+    await Promise.allSettled([...inFlight]);
+  });
+}
