@@ -38,6 +38,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** Extra environment for one service. */
   serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+  /** How many processes of a (non-gateway) service to run; one by default. */
+  replicas?: Partial<Record<Exclude<ServiceName, 'gateway'>, number>>;
 }
 
 function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess & { env: Record<string, string> } {
@@ -59,7 +61,8 @@ function startProcess(service: ServiceName, env: Record<string, string>, url: st
     output: () => lines.join(''),
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
+        // A process killed by a signal has a signalCode and no exitCode.
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
         child.once('exit', (code) => resolve(code));
         child.kill('SIGTERM');
       }),
@@ -94,11 +97,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dbOf = (service: ServiceName) => `e2e_${service.replace(/-/g, '_')}_${suffix}`;
 
   const services: Array<ReturnType<typeof startProcess>> = [];
+  const encryptionKeys = `v1:${randomBytes(32).toString('base64')}`;
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
-    const port = await freePort();
-    const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
-    if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = `v1:${randomBytes(32).toString('base64')}`;
-    services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`));
+    for (let replica = 0; replica < (options.replicas?.[service] ?? 1); replica++) {
+      const port = await freePort();
+      const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
+      if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = encryptionKeys;
+      services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`));
+    }
   }
   const gateways: StackProcess[] = [];
   for (let i = 0; i < (options.gateways ?? 1); i++) {
@@ -134,6 +140,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await waitUntil(async () => (await fetch(`${fresh.url}/ready`)).status === 200, 30_000, () => `${service} to restart:\n${fresh.output()}`);
   };
   try {
+    for (const service of services) {
+      await waitUntil(async () => (await fetch(`${service.url}/ready`)).status === 200, 30_000, () => `${service.service}:\n${service.output()}`);
+    }
     for (const gateway of gateways) {
       await waitUntil(
         async () => (await fetch(`${gateway.url}/ready`)).status === 200,

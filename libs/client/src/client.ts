@@ -1,4 +1,9 @@
+import { Blob } from 'node:buffer';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
+import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
 import got, { type Got, RequestError } from 'got';
+import { isErrorCode, statusOf } from '@latchkey/errors';
 import { LatchkeyError, errorFromResponse } from './errors.js';
 
 export interface LatchkeyOptions {
@@ -92,6 +97,84 @@ export interface MetadataResult {
   metadata: Record<string, unknown>;
 }
 
+// ---- proxy
+
+/** Methods the proxy forwards. */
+export type ProxyMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
+
+/** How a proxy response body is read (the axios names). */
+export type ProxyResponseType = 'arraybuffer' | 'blob' | 'document' | 'json' | 'text' | 'stream';
+
+/** Query parameters: a record (arrays repeat the name; `undefined` is left out) or a ready query string. */
+export type ProxyParams = string | URLSearchParams | Record<string, string | number | readonly (string | number)[] | undefined>;
+
+/** One call through `/proxy/{endpoint}` to the provider's API, on behalf of a connection. */
+export interface ProxyConfig {
+  /** The path on the provider's API, e.g. `/v1/users/me` (leading slash optional; a query string may follow). */
+  endpoint: string;
+  /** The integration's unique key (`Provider-Config-Key`). */
+  providerConfigKey: string;
+  /** The connection whose credentials are injected (`Connection-Id`). */
+  connectionId: string;
+  /** `proxy()` only; default `GET`. */
+  method?: ProxyMethod | Lowercase<ProxyMethod> | undefined;
+  /**
+   * Headers for the provider. Each is sent as `service-proxy-<name>` so that it reaches the
+   * provider and never replaces one of ours (the `Authorization` carrying the API key in
+   * particular). Credentials the provider's auth mode injects win over a header of the same name.
+   */
+  headers?: Record<string, string | number | undefined> | undefined;
+  /** Query parameters, added to any query already in `endpoint`. */
+  params?: ProxyParams | undefined;
+  /**
+   * The body. Strings, Buffers, Uint8Arrays and ArrayBuffers are sent as they are; a Readable is
+   * streamed; URLSearchParams go as a form; anything else is sent as JSON, with
+   * `content-type: application/json` unless `headers` names a content type. Not allowed with GET or HEAD.
+   */
+  data?: unknown;
+  /** How many times the proxy retries on 5xx, 429, network errors and `retryOn` codes, with back-off (`Retries`, 0-10). Default 0. */
+  retries?: number | undefined;
+  /** Status codes retried on top of 5xx and 429 (`Retry-On`). */
+  retryOn?: readonly number[] | undefined;
+  /** The provider API's base URL, when the provider has none or it must be overridden (`Base-Url-Override`). */
+  baseUrlOverride?: string | undefined;
+  /** `true` has the proxy decode a compressed response; default (false, or the provider's setting) passes it as it came (`Decompress`). */
+  decompress?: boolean | undefined;
+  /**
+   * How `data` is read. Default: parsed JSON when the content type is JSON, else text. `json`
+   * parses whatever the content type (text when it is not JSON); `text` and `document` give
+   * text; `arraybuffer` the bytes exactly as received; `blob` a Blob of them; `stream` a
+   * Readable of them, without buffering. Text and JSON are decoded from gzip, deflate or br when
+   * the response is still content-encoded; `arraybuffer`, `blob` and `stream` never are.
+   */
+  responseType?: ProxyResponseType | undefined;
+}
+
+/** `proxy()`'s config without `method`, for `post`, `put`, `patch` and `delete`. */
+export type ProxyMethodConfig = Omit<ProxyConfig, 'method'>;
+/** `get()`'s config: no method, no body. */
+export type ProxyGetConfig = Omit<ProxyConfig, 'method' | 'data'>;
+
+/** What `data` is for a response type; `T` is the JSON's type (and the default's). */
+export type ProxyResponseData<R extends ProxyResponseType, T> = R extends 'stream'
+  ? Readable
+  : R extends 'arraybuffer'
+    ? ArrayBuffer
+    : R extends 'blob'
+      ? Blob
+      : R extends 'text' | 'document'
+        ? string
+        : T;
+
+/** The provider's answer, shaped like an axios response. */
+export interface ProxyResponse<T = unknown> {
+  status: number;
+  statusText: string;
+  /** Lower-case names; `set-cookie` is an array. */
+  headers: IncomingHttpHeaders;
+  data: T;
+}
+
 interface CallOptions {
   query?: Query;
   body?: unknown;
@@ -111,21 +194,25 @@ const MAX_RETRY_AFTER_S = 60;
 export class Latchkey {
   readonly host: string;
   private readonly http: Got;
+  private readonly streamHttp: Got;
   private readonly rateLimitRetries: number;
+  private readonly timeoutMs: number;
 
   constructor(options: LatchkeyOptions) {
     const apiKey = options.apiKey ?? options.secretKey;
     if (!apiKey) throw new TypeError('Latchkey: apiKey is required');
     this.host = (options.host ?? 'http://localhost:3003').replace(/\/+$/, '');
     this.rateLimitRetries = options.rateLimitRetries ?? 2;
-    this.http = got.extend({
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    const defaults = {
       prefixUrl: this.host,
       headers: { authorization: `Bearer ${apiKey}`, 'user-agent': 'latchkey-node' },
       throwHttpErrors: false,
       retry: { limit: 0 },
-      timeout: { request: options.timeoutMs ?? 30_000 },
-      responseType: 'text',
-    });
+    };
+    this.http = got.extend({ ...defaults, timeout: { request: this.timeoutMs }, responseType: 'text' });
+    // A proxied download may stream for longer than any one call should take: only its headers are timed.
+    this.streamHttp = got.extend({ ...defaults, timeout: { response: this.timeoutMs } });
   }
 
   /** The environment's variables. Scope `environment:variables:read`. */
@@ -246,6 +333,134 @@ export class Latchkey {
     return this.call('PATCH', 'connections/metadata', { body: { connection_id: connectionId, provider_config_key: providerConfigKey, metadata } });
   }
 
+  // ---- proxy
+
+  /**
+   * Calls the provider's API through `/proxy/{endpoint}` (scope `environment:proxy`) with the
+   * connection's credentials injected, and resolves with the provider's answer.
+   *
+   * Errors: the proxy returns the provider's status unchanged, so a status of 400 or more rejects
+   * with a LatchkeyError, and which side answered is told apart like this. When the body is our
+   * error envelope (`{"error": {"code": …}}`) with a code of ours whose status is the response's
+   * (`invalid_headers`/`upstream_not_allowed` 400, `unknown_api_key` 401, `forbidden` 403,
+   * `unknown_connection` 404, `too_many_requests` 429, `upstream_unreachable` 502,
+   * `service_unavailable` 503, `upstream_timeout` 504, …), the error is ours, read as every other
+   * call reads it (code, message, errors, payload). Anything else is the provider's: code
+   * `provider_error`, `status` the provider's, `payload: { status, headers, data }` with `data`
+   * parsed as JSON when it is JSON, else text, and `retryAfter` from its `Retry-After`. A provider
+   * answering with an envelope exactly like ours cannot be told apart. Any status below 400
+   * resolves; the SDK follows no redirect (the proxy follows the provider's, so a 3xx reaching
+   * the SDK is the provider's final answer). A network failure rejects with status 0.
+   *
+   * Our own 429 is waited out and replayed like any other call's (`rateLimitRetries`), unless
+   * `data` is a stream. The client's `timeoutMs` bounds the whole call, or with `responseType:
+   * 'stream'` only the wait for the response's headers.
+   *
+   * ```ts
+   * const { data } = await latchkey.get<{ id: string }>({ endpoint: '/v1/me', providerConfigKey: 'github', connectionId: 'u-1' });
+   * ```
+   */
+  async proxy<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    const method = (config.method ?? 'GET').toUpperCase();
+    if (!PROXY_METHODS.has(method)) throw new TypeError(`Latchkey.proxy: method ${config.method} is not proxied`);
+    return (await this.sendProxy(method as ProxyMethod, config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  /** `proxy()` with GET. */
+  async get<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyGetConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    return (await this.sendProxy('GET', config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  /** `proxy()` with POST. */
+  async post<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyMethodConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    return (await this.sendProxy('POST', config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  /** `proxy()` with PUT. */
+  async put<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyMethodConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    return (await this.sendProxy('PUT', config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  /** `proxy()` with PATCH. */
+  async patch<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyMethodConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    return (await this.sendProxy('PATCH', config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  /** `proxy()` with DELETE. */
+  async delete<T = unknown, R extends ProxyResponseType = 'json'>(config: ProxyMethodConfig & { responseType?: R | undefined }): Promise<ProxyResponse<ProxyResponseData<R, T>>> {
+    return (await this.sendProxy('DELETE', config)) as ProxyResponse<ProxyResponseData<R, T>>;
+  }
+
+  private async sendProxy(method: ProxyMethod, config: ProxyConfig): Promise<ProxyResponse> {
+    const { url, headers, body } = proxyRequestParts(method, config);
+    const replayable = !(body instanceof Readable);
+    const stream = config.responseType === 'stream';
+    for (let attempt = 0; ; attempt++) {
+      let received: { status: number; statusText: string; headers: IncomingHttpHeaders; body: Buffer | Readable };
+      try {
+        received = stream ? await this.proxyStream(method, url, headers, body) : await this.proxyBuffered(method, url, headers, body);
+      } catch (error) {
+        const code = error instanceof RequestError && error.code ? error.code : 'network_error';
+        throw new LatchkeyError({ status: 0, code, message: `Cannot reach Latchkey at ${this.host}: ${(error as Error).message}` });
+      }
+      const responseHeaders = plainHeaders(received.headers);
+      if (received.status < 400) {
+        const data = received.body instanceof Readable ? received.body : readProxyBody(received.body, responseHeaders, config.responseType);
+        return { status: received.status, statusText: received.statusText, headers: responseHeaders, data };
+      }
+      const raw = received.body instanceof Readable ? await drain(received.body) : received.body;
+      const error = proxyError(received.status, received.statusText, responseHeaders, raw);
+      if (
+        error.code === 'too_many_requests' &&
+        replayable &&
+        attempt < this.rateLimitRetries &&
+        error.retryAfter !== undefined &&
+        error.retryAfter <= MAX_RETRY_AFTER_S
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, error.retryAfter! * 1000));
+        continue;
+      }
+      throw error;
+    }
+  }
+
+  private async proxyBuffered(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody) {
+    const response = await this.http(url, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      responseType: 'buffer',
+      decompress: false,
+      followRedirect: false,
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+    });
+    return { status: response.statusCode, statusText: response.statusMessage ?? '', headers: response.headers, body: response.body };
+  }
+
+  /** Resolves once the response's headers are in; the body stays unread in the returned stream. */
+  private proxyStream(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody) {
+    const request = this.streamHttp.stream(url, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      decompress: false,
+      followRedirect: false,
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+    });
+    // got waits for writes to a body-carrying stream request that was given no body.
+    if (body === undefined && method !== 'GET' && method !== 'HEAD') request.end();
+    return new Promise<{ status: number; statusText: string; headers: IncomingHttpHeaders; body: Readable }>((resolve, reject) => {
+      const onError = (error: Error) => reject(error);
+      request.once('error', onError);
+      request.once('response', (response: { statusCode: number; statusMessage?: string; headers: IncomingHttpHeaders }) => {
+        request.off('error', onError);
+        resolve({ status: response.statusCode, statusText: response.statusMessage ?? '', headers: response.headers, body: request });
+      });
+    });
+  }
+
   /** Sends one request to the API; resolves with the parsed JSON body or rejects with LatchkeyError. */
   protected async call<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, options: CallOptions = {}): Promise<T> {
     const searchParams = Object.fromEntries(
@@ -282,4 +497,178 @@ function safeJson(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+// ---- proxy helpers
+
+const PROXY_METHODS = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const FORWARD_PREFIX = 'service-proxy-';
+/** An error body bigger than this is cut short: an error is not a download. */
+const MAX_ERROR_BODY_BYTES = 1024 * 1024;
+
+type ProxyBody = string | Uint8Array | Readable | undefined;
+
+/** The gateway URL (relative to the host), our configuration headers and the caller's, and the body. */
+function proxyRequestParts(method: ProxyMethod, config: ProxyConfig): { url: string; headers: Record<string, string | undefined>; body: ProxyBody } {
+  for (const name of ['endpoint', 'providerConfigKey', 'connectionId'] as const) {
+    if (typeof config[name] !== 'string' || config[name] === '') throw new TypeError(`Latchkey.proxy: ${name} is required`);
+  }
+  const endpoint = config.endpoint.replace(/^[/\\]+/, '');
+  const queryAt = endpoint.indexOf('?');
+  const path = queryAt < 0 ? endpoint : endpoint.slice(0, queryAt);
+  // A dot segment would climb out of /proxy/ to another route of the gateway.
+  if (path.split(/[/\\]/).some((segment) => /^(?:\.|%2e){1,2}$/i.test(segment))) {
+    throw new TypeError(`Latchkey.proxy: endpoint ${config.endpoint} has a "." or ".." segment`);
+  }
+  const query = [queryAt < 0 ? '' : endpoint.slice(queryAt + 1), queryString(config.params)].filter(Boolean).join('&');
+
+  const headers: Record<string, string | undefined> = {
+    'connection-id': config.connectionId,
+    'provider-config-key': config.providerConfigKey,
+    retries: String(config.retries ?? 0),
+  };
+  if (config.retryOn?.length) headers['retry-on'] = config.retryOn.join(',');
+  if (config.baseUrlOverride !== undefined) headers['base-url-override'] = config.baseUrlOverride;
+  if (config.decompress !== undefined) headers['decompress'] = String(config.decompress);
+  const callerNames = new Set<string>();
+  for (const [name, value] of Object.entries(config.headers ?? {})) {
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    const forwarded = lower.startsWith(FORWARD_PREFIX) ? lower : `${FORWARD_PREFIX}${lower}`;
+    callerNames.add(forwarded.slice(FORWARD_PREFIX.length));
+    headers[forwarded] = String(value);
+  }
+  // The gateway forwards these unprefixed too: the caller's own must be the only one.
+  if (callerNames.has('user-agent')) headers['user-agent'] = undefined;
+
+  let body: ProxyBody;
+  const data = config.data;
+  if (data !== undefined && data !== null) {
+    if (method === 'GET' || method === 'HEAD') throw new TypeError(`Latchkey.proxy: a ${method} request has no body`);
+    let contentType: string | undefined;
+    if (typeof data === 'string' || data instanceof Uint8Array || data instanceof Readable) body = data;
+    else if (data instanceof ArrayBuffer) body = new Uint8Array(data);
+    else if (ArrayBuffer.isView(data)) body = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    else if (data instanceof URLSearchParams) {
+      body = data.toString();
+      contentType = 'application/x-www-form-urlencoded;charset=utf-8';
+    } else {
+      body = JSON.stringify(data);
+      contentType = 'application/json';
+    }
+    if (contentType && !callerNames.has('content-type')) headers['content-type'] = contentType;
+  }
+  return { url: `proxy/${path}${query ? `?${query}` : ''}`, headers, body };
+}
+
+function queryString(params: ProxyParams | undefined): string {
+  if (params === undefined) return '';
+  if (typeof params === 'string') return params.replace(/^\?/, '');
+  if (params instanceof URLSearchParams) return params.toString();
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) search.append(name, String(item));
+  }
+  return search.toString();
+}
+
+function plainHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const plain: IncomingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) plain[name.toLowerCase()] = value;
+  return plain;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** A successful body, read as the response type asks. */
+function readProxyBody(body: Buffer, headers: IncomingHttpHeaders, responseType: ProxyResponseType | undefined): unknown {
+  switch (responseType) {
+    case 'arraybuffer': {
+      const copy = new ArrayBuffer(body.length);
+      new Uint8Array(copy).set(body);
+      return copy;
+    }
+    case 'blob':
+      return new Blob([body], { type: header(headers, 'content-type') ?? '' });
+    case 'text':
+    case 'document':
+      return text(decoded(body, headers), headers);
+    case 'json': {
+      const content = text(decoded(body, headers), headers);
+      return content === '' ? content : safeJson(content);
+    }
+    default:
+      return autoBody(body, headers);
+  }
+}
+
+/** JSON when the content type says so (and it parses), else text. */
+function autoBody(body: Buffer, headers: IncomingHttpHeaders): unknown {
+  const content = text(decoded(body, headers), headers);
+  return content !== '' && /^(?:application\/(?:[\w.+-]+\+)?json|text\/json)\b/i.test(header(headers, 'content-type') ?? '') ? safeJson(content) : content;
+}
+
+/** Undoes a content encoding the proxy passed through (only to read the body as text). */
+function decoded(body: Buffer, headers: IncomingHttpHeaders): Buffer {
+  const encodings = (header(headers, 'content-encoding') ?? '').split(',').map((item) => item.trim().toLowerCase()).filter((item) => item && item !== 'identity');
+  try {
+    let result = body;
+    for (const encoding of encodings.reverse()) {
+      if (encoding === 'gzip' || encoding === 'x-gzip') result = gunzipSync(result);
+      else if (encoding === 'br') result = brotliDecompressSync(result);
+      else if (encoding === 'deflate') {
+        try {
+          result = inflateSync(result);
+        } catch {
+          result = inflateRawSync(result);
+        }
+      } else return body;
+    }
+    return result;
+  } catch {
+    return body;
+  }
+}
+
+function text(body: Buffer, headers: IncomingHttpHeaders): string {
+  const charset = /;\s*charset="?([\w.:-]+)/i.exec(header(headers, 'content-type') ?? '')?.[1];
+  try {
+    return new TextDecoder(charset ?? 'utf-8').decode(body);
+  } catch {
+    return body.toString('utf8');
+  }
+}
+
+async function drain(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= MAX_ERROR_BODY_BYTES) {
+      stream.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Ours when the body is our envelope with a code whose status is this one; else the provider's. */
+function proxyError(status: number, statusText: string, headers: IncomingHttpHeaders, body: Buffer): LatchkeyError {
+  const data = autoBody(body, headers);
+  const code = (data as { error?: { code?: unknown } } | null | undefined)?.error?.code;
+  const retryAfterHeader = header(headers, 'retry-after');
+  if (typeof data === 'object' && isErrorCode(code) && statusOf(code) === status) return errorFromResponse(status, data, retryAfterHeader);
+  const retryAfter = retryAfterHeader === undefined ? undefined : Number(retryAfterHeader);
+  return new LatchkeyError({
+    status,
+    code: 'provider_error',
+    message: `The provider answered HTTP ${status}${statusText ? ` ${statusText}` : ''}`,
+    payload: { status, headers, data },
+    retryAfter: retryAfter !== undefined && Number.isFinite(retryAfter) ? retryAfter : undefined,
+  });
 }

@@ -9,5 +9,13 @@ export {
   type LatchkeyOptions,
   type MetadataResult,
   type Provider,
+  type ProxyConfig,
+  type ProxyGetConfig,
+  type ProxyMethod,
+  type ProxyMethodConfig,
+  type ProxyParams,
+  type ProxyResponse,
+  type ProxyResponseData,
+  type ProxyResponseType,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';

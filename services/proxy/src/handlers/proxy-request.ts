@@ -3,6 +3,8 @@ import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
 import { pullStream, servePullStream } from '@latchkey/bus';
 import {
+  PROXY_KEEPALIVE_HEADER,
+  PROXY_KEEPALIVE_MS,
   PROXY_META_HEADER,
   decodeMeta,
   encodeMeta,
@@ -162,6 +164,7 @@ function decoderFor(encoding: string | undefined) {
  */
 export function proxyRequestHandler(deps: ProxyDeps) {
   return async (msg: Msg): Promise<void> => {
+    const keepalive = keepAlive(msg);
     let meta: ProxyRequestMeta | undefined;
     try {
       meta = decodeMeta(proxyRequestMeta, msg.headers?.get(PROXY_META_HEADER));
@@ -174,16 +177,39 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         credentials = await credentialsFor(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       }
-      await reply(deps, msg, meta, credentials, response);
+      await reply(deps, msg, meta, credentials, response, keepalive);
     } catch (error) {
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
+      keepalive.stop();
       respond(msg, { ok: false, error: appError.toBody() }, new Uint8Array(0));
+    } finally {
+      keepalive.stop();
     }
   };
 }
 
-async function reply(deps: ProxyDeps, msg: Msg, meta: ProxyRequestMeta, credentials: ProxyCredentials, response: IncomingMessage): Promise<void> {
+/** Tells the caller at once, and then every interval, that this replica is still on the job. */
+function keepAlive(msg: Msg): { stop(): void } {
+  if (!msg.reply) return { stop: () => undefined };
+  const ping = () => {
+    const headers = natsHeaders();
+    headers.set(PROXY_KEEPALIVE_HEADER, '1');
+    msg.respond(new Uint8Array(0), { headers });
+  };
+  ping();
+  const timer = setInterval(ping, PROXY_KEEPALIVE_MS);
+  return { stop: () => clearInterval(timer) };
+}
+
+async function reply(
+  deps: ProxyDeps,
+  msg: Msg,
+  meta: ProxyRequestMeta,
+  credentials: ProxyCredentials,
+  response: IncomingMessage,
+  keepalive: { stop(): void },
+): Promise<void> {
   const decompress = meta.decompress ?? credentials.decompress;
   const encoding = response.headers['content-encoding'];
   const decoder = decompress ? decoderFor(Array.isArray(encoding) ? encoding[0] : encoding) : undefined;
@@ -205,6 +231,7 @@ async function reply(deps: ProxyDeps, msg: Msg, meta: ProxyRequestMeta, credenti
   for (;;) {
     const next = await nextChunk(iterator, meta.method === 'HEAD');
     if (next === null) {
+      keepalive.stop();
       respond(msg, { ok: true, status, headers, body: 'inline' }, Buffer.concat(chunks));
       return;
     }
@@ -221,6 +248,7 @@ async function reply(deps: ProxyDeps, msg: Msg, meta: ProxyRequestMeta, credenti
     }
   })();
   const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.destroy() });
+  keepalive.stop();
   respond(msg, { ok: true, status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
 }

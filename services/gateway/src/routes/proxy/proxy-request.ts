@@ -1,6 +1,16 @@
 import type { Request, Response } from 'express';
 import { outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
-import { PROXY_META_HEADER, PROXY_SUBJECT, decodeMeta, encodeMeta, proxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
+import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
+import {
+  PROXY_KEEPALIVE_HEADER,
+  PROXY_KEEPALIVE_MS,
+  PROXY_META_HEADER,
+  PROXY_SUBJECT,
+  decodeMeta,
+  encodeMeta,
+  proxyReplyMeta,
+  type ProxyRequestMeta,
+} from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 
@@ -112,6 +122,37 @@ async function readAhead(req: Request, limit: number): Promise<{ head: Buffer; r
   }
 }
 
+/**
+ * Sends the request to a proxy replica and waits for its answer, listening to its keepalives:
+ * silence for a few intervals means the replica died (or none is running), and the caller
+ * gets a 503 within seconds rather than at the deadline.
+ */
+async function exchange(nc: NatsConnection, payload: Uint8Array, headers: MsgHdrs, deadlineMs: number): Promise<Msg> {
+  const inbox = createInbox();
+  const subscription = nc.subscribe(inbox);
+  const silence = PROXY_KEEPALIVE_MS * 3;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (ms: number) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => subscription.unsubscribe(), ms);
+  };
+  const started = Date.now();
+  arm(silence);
+  try {
+    nc.publish(PROXY_SUBJECT, payload, { reply: inbox, headers });
+    for await (const msg of subscription) {
+      if (msg.headers?.get(PROXY_KEEPALIVE_HEADER) !== '1') return msg;
+      arm(Math.min(silence, deadlineMs - (Date.now() - started)));
+    }
+  } catch (error) {
+    throw unavailable(PROXY_SUBJECT, error);
+  } finally {
+    clearTimeout(timer);
+    subscription.unsubscribe();
+  }
+  throw new AppError('service_unavailable', 'No proxy replica answered, or the one handling the call stopped');
+}
+
 async function writeOut(res: Response, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   for await (const chunk of chunks) {
     if (res.destroyed) break;
@@ -156,12 +197,7 @@ export const proxyRequest = defineRoute({
     headers.set(PROXY_META_HEADER, encodeMeta(meta));
     // Every attempt may take the upstream timeout, and retries wait up to 10 s each.
     const deadline = (deps.config.PROXY_TIMEOUT_MS + 10_000) * (settings.retries + 1) + 5_000;
-    let replyMsg;
-    try {
-      replyMsg = await nc.request(PROXY_SUBJECT, body.head, { timeout: deadline, headers });
-    } catch (error) {
-      throw unavailable(PROXY_SUBJECT, error);
-    }
+    const replyMsg = await exchange(nc, body.head, headers, deadline);
     const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
     if (!reply.ok) throw AppError.fromBody(reply.error);
 

@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+let upstream: TestUpstreamApi;
+
+beforeAll(async () => {
+  upstream = await startUpstreamApi();
+  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-scale-')), 'providers.yaml');
+  writeFileSync(
+    providersFile,
+    `loopback-api:\n  display_name: Loopback API\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${upstream.url}\n    headers:\n      X-Api-Key: \${apiKey}\n`,
+  );
+  stack = await startStack({ replicas: { proxy: 2 }, env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
+  const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });
+  await api('/integrations', { provider: 'loopback-api', unique_key: 'api' });
+  await api('/connections', { provider_config_key: 'api', connection_id: 'api', credentials: { type: 'API_KEY', apiKey: 'k' } });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+  await upstream?.close();
+});
+
+const call = (path: string) =>
+  fetch(`${stack.url}/proxy${path}`, {
+    headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'api', 'provider-config-key': 'api' },
+  }).then(async (response) => ({ status: response.status, body: await response.text() }));
+
+describe('proxy replicas', () => {
+  it('share the load and survive losing one: its in-flight calls get 503 quickly, the rest carry on', async () => {
+    const [first, second] = stack.services.filter((service) => service.service === 'proxy');
+    upstream.reset();
+    // Both replicas take part.
+    await Promise.all(Array.from({ length: 40 }, () => call('/echo')));
+    expect(upstream.requests).toHaveLength(40);
+
+    const started = Date.now();
+    const inFlight = Array.from({ length: 20 }, () => call('/slow/1500'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    first!.child.kill('SIGKILL');
+    const results = await Promise.all(inFlight);
+    const elapsed = Date.now() - started;
+    const statuses = results.map((result) => result.status);
+    expect(statuses.every((status) => status === 200 || status === 503)).toBe(true);
+    expect(statuses.filter((status) => status === 200).length).toBeGreaterThan(0);
+    for (const result of results.filter((item) => item.status === 503)) expect(JSON.parse(result.body).error.code).toBe('service_unavailable');
+    expect(elapsed).toBeLessThan(8000);
+
+    // The survivor carries every later call.
+    const after = await Promise.all(Array.from({ length: 20 }, () => call('/echo')));
+    expect(after.every((result) => result.status === 200)).toBe(true);
+    expect(second!.child.exitCode).toBeNull();
+  }, 30_000);
+});
