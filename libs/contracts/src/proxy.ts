@@ -9,9 +9,9 @@ import { defineRequest } from './define.js';
 export const PROXY_SUBJECT = 'proxy.request';
 export const PROXY_META_HEADER = 'lk-meta';
 /**
- * A proxy replica acknowledges a request at once and then every `PROXY_KEEPALIVE_MS` until it
- * answers, with empty messages carrying this header; a caller that hears nothing for a few
- * intervals knows the replica is gone and answers 503 instead of waiting out its deadline.
+ * A proxy replica sends, every `PROXY_KEEPALIVE_MS` until it answers, an empty message carrying
+ * this header; a caller that hears nothing for a few intervals knows the replica is gone (or
+ * that none runs) and answers 503 instead of waiting out its deadline.
  */
 export const PROXY_KEEPALIVE_HEADER = 'lk-keepalive';
 export const PROXY_KEEPALIVE_MS = 1000;

@@ -4,12 +4,18 @@ import autocannon from 'autocannon';
  * The load generator, run as its own process so it does not share an event loop with the server
  * under test. Reads its settings from argv[2] (JSON) and prints the result as one JSON line.
  */
-const options = JSON.parse(process.argv[2] ?? '{}') as { url: string; token?: string; connections: number; durationS: number };
+const options = JSON.parse(process.argv[2] ?? '{}') as {
+  url: string;
+  token?: string;
+  headers?: Record<string, string>;
+  connections: number;
+  durationS: number;
+};
 const result = await autocannon({
   url: options.url,
   connections: options.connections,
   duration: options.durationS,
-  headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+  headers: { ...options.headers, ...(options.token ? { authorization: `Bearer ${options.token}` } : {}) },
 });
 process.stdout.write(
   `${JSON.stringify({

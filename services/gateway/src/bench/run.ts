@@ -2,7 +2,10 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { startMongo, startNats, uniqueDbName } from '@latchkey/testing';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 
 /**
  * `make bench`: throughput and latency of a do-nothing handler behind the gateway's real key,
@@ -40,18 +43,18 @@ const pinned = hasTaskset();
 const onCore = (core: number, args: string[]): [string, string[]] =>
   pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
 
-function startServer(mode: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+function startServer(mode: string, env: Record<string, string>, extra: string[] = []): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(0, [here('./servers.js'), mode]);
+    const [command, args] = onCore(0, [here('./servers.js'), mode, ...extra]);
     const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     child.once('exit', (code) => reject(new Error(`${mode} server exited with ${code}`)));
     child.stdout?.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
   });
 }
 
-function load(url: string, token: string | undefined, durationS: number): Promise<LoadResult> {
+function load(url: string, token: string | undefined, durationS: number, headers: Record<string, string> = {}): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, connections: CONNECTIONS, durationS })]);
+    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections: CONNECTIONS, durationS })]);
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -82,9 +85,23 @@ function choosePostgres(): string | undefined {
 const postgres = choosePostgres();
 if (postgres) process.env['FERRETDB_POSTGRES_URL'] = postgres;
 
-const [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+const [nats, mongo, upstream] = await Promise.all([startNats(), startMongo(), startUpstreamApi()]);
 const token = `lk_sk_${randomBytes(32).toString('base64url')}`;
 const plain = await startServer('express', {});
+const reverseProxy = await startServer('reverse-proxy', {}, [upstream.url]);
+const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-bench-')), 'providers.yaml');
+writeFileSync(
+  providersFile,
+  `bench-upstream:\n  display_name: Bench upstream\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${upstream.url}\n    headers:\n      X-Api-Key: \${apiKey}\n`,
+);
+const serviceEnv = { NATS_URL: nats.url, MONGODB_URI: mongo.uri, HEALTH_PORT: '0', LOG_LEVEL: 'error' };
+// Two proxy replicas, as operators would run them.
+const proxies = [0, 1].map(() =>
+  spawn(process.execPath, [here('../../../proxy/dist/main.js')], {
+    env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName('bench_proxy'), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  }),
+);
 // The credential vault, as a real service process, for the connection fetch.
 const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main.js')], {
   env: {
@@ -93,6 +110,7 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
     MONGODB_URI: mongo.uri,
     MONGODB_DB: uniqueDbName('bench_vault'),
     ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
+    PROVIDERS_FILE: providersFile,
     HEALTH_PORT: '0',
     LOG_LEVEL: 'error',
   },
@@ -108,12 +126,16 @@ const gateway = await startServer('gateway', {
   RATE_LIMIT_PER_MINUTE: '1000000000',
 });
 const connectionPath = await seedConnection(`http://127.0.0.1:${gateway.port}`, token);
-const targets = {
+const proxied = { 'connection-id': 'bench-proxy', 'provider-config-key': 'bench-proxy' };
+const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string> }> = {
   auth: { label: 'gateway, key + rate limit + scope', url: `http://127.0.0.1:${gateway.port}/bench`, token },
   open: { label: 'gateway, same handler, no auth', url: `http://127.0.0.1:${gateway.port}/bench-open`, token: undefined },
   express: { label: 'plain express, handler alone', url: `http://127.0.0.1:${plain.port}/bench`, token: undefined },
   connection: { label: 'GET /connections/{id} (fresh, creds)', url: `http://127.0.0.1:${gateway.port}${connectionPath}`, token },
-} as const;
+  direct: { label: '(a) upstream called directly', url: `${upstream.url}/echo`, token: undefined },
+  reverse: { label: '(b) plain reverse proxy', url: `http://127.0.0.1:${reverseProxy.port}/echo`, token: undefined },
+  latchkey: { label: '(c) Latchkey proxy, 2 replicas', url: `http://127.0.0.1:${gateway.port}/proxy/echo`, token, headers: proxied },
+};
 
 /** An OAuth 2 connection whose token is far from expiry, read with a credentials scope. */
 async function seedConnection(base: string, key: string): Promise<string> {
@@ -132,6 +154,8 @@ async function seedConnection(base: string, key: string): Promise<string> {
     }
   };
   await call('/integrations', { provider: 'github', unique_key: 'bench', credentials: { client_id: 'id', client_secret: 'secret' } });
+  await call('/integrations', { provider: 'bench-upstream', unique_key: 'bench-proxy' });
+  await call('/connections', { provider_config_key: 'bench-proxy', connection_id: 'bench-proxy', credentials: { type: 'API_KEY', apiKey: 'bench-key' } });
   const expiresAt = new Date(Date.now() + 24 * 3600_000).toISOString();
   await call('/connections', {
     provider_config_key: 'bench',
@@ -140,26 +164,27 @@ async function seedConnection(base: string, key: string): Promise<string> {
   });
   return '/connections/bench-connection?provider_config_key=bench';
 }
-type Target = keyof typeof targets;
+type Target = string;
 
 try {
   // Warm up (JIT, key cache, the first rate-limit slice) and check every side answers 2xx.
   for (const target of Object.values(targets)) {
-    const warm = await load(target.url, target.token, 2);
+    const warm = await load(target.url, target.token, 2, target.headers);
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
-    for (const name of order) results[name].push(await load(targets[name].url, targets[name].token, DURATION_S));
+    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers));
   }
   const summary = (name: Target) => ({
-    rps: median(results[name].map((result) => result.rps)),
-    p50: median(results[name].map((result) => result.p50)),
-    p99: median(results[name].map((result) => result.p99)),
+    rps: median(results[name]!.map((result) => result.rps)),
+    p50: median(results[name]!.map((result) => result.p50)),
+    p99: median(results[name]!.map((result) => result.p99)),
   });
   const rows = Object.fromEntries(names.map((name) => [name, summary(name)])) as Record<Target, ReturnType<typeof summary>>;
+  const row = (name: string) => rows[name]!;
   const pad = (text: string, width: number) => text.padEnd(width);
   console.log(
     `\nGateway API-key middleware (${ROUNDS} rounds × ${DURATION_S} s, ${CONNECTIONS} connections, medians; ` +
@@ -167,21 +192,29 @@ try {
   );
   console.log(`${pad('', 38)}${pad('req/s', 10)}${pad('p50 ms', 9)}p99 ms`);
   for (const name of names) {
-    const row = rows[name];
-    console.log(`${pad(targets[name].label, 38)}${pad(row.rps.toFixed(0), 10)}${pad(String(row.p50), 9)}${row.p99}`);
+    console.log(`${pad(targets[name]!.label, 38)}${pad(row(name).rps.toFixed(0), 10)}${pad(String(row(name).p50), 9)}${row(name).p99}`);
   }
-  const ratio = rows.auth.rps / rows.open.rps;
+  const ratio = row('auth').rps / row('open').rps;
   console.log(`\nthroughput with auth / without: ${ratio.toFixed(3)}   (goal >= 0.95: ${ratio >= 0.95 ? 'met' : 'not met'})`);
-  console.log(`p50 with / without: ${(rows.auth.p50 / Math.max(rows.open.p50, 1)).toFixed(2)}   p99 with / without: ${(rows.auth.p99 / Math.max(rows.open.p99, 1)).toFixed(2)}`);
-  console.log(`whole gateway stack / plain express: ${(rows.auth.rps / rows.express.rps).toFixed(3)}`);
-  const fetchRatio = rows.connection.rps / rows.auth.rps;
+  console.log(`p50 with / without: ${(row('auth').p50 / Math.max(row('open').p50, 1)).toFixed(2)}   p99 with / without: ${(row('auth').p99 / Math.max(row('open').p99, 1)).toFixed(2)}`);
+  console.log(`whole gateway stack / plain express: ${(row('auth').rps / row('express').rps).toFixed(3)}`);
+  const fetchRatio = row('connection').rps / row('auth').rps;
   console.log(
     `GET /connections/{id} / do-nothing authenticated route: ${fetchRatio.toFixed(3)}   (goal >= 0.5: ${fetchRatio >= 0.5 ? 'met' : 'not met'}); ` +
-      `p99 ${rows.connection.p99} ms vs ${rows.auth.p99} ms`,
+      `p99 ${row('connection').p99} ms vs ${row('auth').p99} ms`,
+  );
+  const proxyRatio = row('latchkey').rps / row('reverse').rps;
+  const added = row('latchkey').p50 - row('direct').p50;
+  const plainAdded = row('reverse').p50 - row('direct').p50;
+  console.log(`proxy throughput (c) / (b): ${proxyRatio.toFixed(3)}   (goal >= 0.6: ${proxyRatio >= 0.6 ? 'met' : 'not met'})`);
+  console.log(
+    `proxy added p50: (c - a) = ${added} ms, (b - a) = ${plainAdded} ms   (goal (c - a) <= 2 × (b - a): ${added <= 2 * Math.max(plainAdded, 0.5) ? 'met' : 'not met'})`,
   );
 } finally {
   plain.child.kill('SIGKILL');
+  reverseProxy.child.kill('SIGKILL');
+  for (const proxy of proxies) proxy.kill('SIGKILL');
   gateway.child.kill('SIGKILL');
   vault.kill('SIGKILL');
-  await Promise.all([nats.dispose(), mongo.dispose()]);
+  await Promise.all([nats.dispose(), mongo.dispose(), upstream.close()]);
 }

@@ -189,7 +189,10 @@ export function proxyRequestHandler(deps: ProxyDeps) {
   };
 }
 
-/** Tells the caller at once, and then every interval, that this replica is still on the job. */
+/**
+ * Tells the caller, every interval while the call lasts, that this replica is still on the job.
+ * Most calls end before the first one, so they cost nothing.
+ */
 function keepAlive(msg: Msg): { stop(): void } {
   if (!msg.reply) return { stop: () => undefined };
   const ping = () => {
@@ -197,7 +200,6 @@ function keepAlive(msg: Msg): { stop(): void } {
     headers.set(PROXY_KEEPALIVE_HEADER, '1');
     msg.respond(new Uint8Array(0), { headers });
   };
-  ping();
   const timer = setInterval(ping, PROXY_KEEPALIVE_MS);
   return { stop: () => clearInterval(timer) };
 }
