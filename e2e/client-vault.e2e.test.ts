@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
+import { authorizationCodeTokens } from './support/oauth.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /** Every vault-backed method of the TypeScript SDK, against the running stack. */
@@ -211,20 +212,8 @@ describe('connections', () => {
 });
 
 describe('getConnection against a real OAuth 2 server', () => {
-  async function authorizedTokens() {
-    const redirectUri = 'http://127.0.0.1:9/callback';
-    const authorize = await fetch(`${oauth.authorizationUrl}?response_type=code&client_id=test-client&redirect_uri=${encodeURIComponent(redirectUri)}&state=s`, { redirect: 'manual' });
-    const code = new URL(authorize.headers.get('location')!).searchParams.get('code')!;
-    const token = await fetch(oauth.tokenUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: 'test-client', client_secret: 'test-secret' }),
-    });
-    return (await token.json()) as { access_token: string; refresh_token: string };
-  }
-
   it('honours forceRefresh and refreshToken', async () => {
-    const tokens = await authorizedTokens();
+    const tokens = await authorizationCodeTokens(oauth);
     const expires_at = new Date(Date.now() + 3600_000).toISOString();
     await latchkey.createConnection({
       provider_config_key: 'oauth',

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mongoose from 'mongoose';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
+import { authorizationCodeTokens } from './support/oauth.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -199,21 +200,8 @@ describe('connections', () => {
 });
 
 describe('refresh on fetch against a real OAuth 2 server', () => {
-  async function authorizedTokens() {
-    // Run the real authorization-code flow against the loopback server to get real tokens.
-    const redirectUri = 'http://127.0.0.1:9/callback';
-    const authorize = await fetch(`${oauth.authorizationUrl}?response_type=code&client_id=test-client&redirect_uri=${encodeURIComponent(redirectUri)}&state=s`, { redirect: 'manual' });
-    const code = new URL(authorize.headers.get('location')!).searchParams.get('code')!;
-    const token = await fetch(oauth.tokenUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, client_id: 'test-client', client_secret: 'test-secret' }),
-    });
-    return (await token.json()) as { access_token: string; refresh_token: string };
-  }
-
   async function importExpiring(connectionId: string, inMs: number) {
-    const tokens = await authorizedTokens();
+    const tokens = await authorizationCodeTokens(oauth);
     remember(tokens.access_token);
     remember(tokens.refresh_token);
     const created = await api('POST', '/connections', {

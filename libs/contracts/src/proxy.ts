@@ -16,6 +16,18 @@ export const PROXY_META_HEADER = 'lk-meta';
 export const PROXY_KEEPALIVE_HEADER = 'lk-keepalive';
 export const PROXY_KEEPALIVE_MS = 1000;
 
+/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message, and never cross the proxy. */
+export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
 const headerList = z.array(z.tuple([z.string(), z.string()]));
 const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
 

@@ -1,3 +1,4 @@
+import { CREDENTIAL_TYPES } from '@latchkey/contracts';
 import { z } from 'zod';
 import { credentialFieldsOf, placeholdersOf, unknownPlaceholdersOf, usesCredentials } from './interpolate.js';
 
@@ -12,22 +13,8 @@ import { credentialFieldsOf, placeholdersOf, unknownPlaceholdersOf, usesCredenti
  * password). API_KEY has no default, so its entries must say where the key goes.
  */
 
-export const AUTH_MODES = [
-  'OAUTH2',
-  'OAUTH1',
-  'OAUTH2_CC',
-  'BASIC',
-  'API_KEY',
-  'APP',
-  'JWT',
-  'APP_STORE',
-  'CUSTOM',
-  'TBA',
-  'BILL',
-  'TWO_STEP',
-  'SIGNATURE',
-  'NONE',
-] as const;
+/** A provider's auth mode is the credential type its connections hold, or NONE. */
+export const AUTH_MODES = [...CREDENTIAL_TYPES, 'NONE'] as const;
 
 export const authModeSchema = z.enum(AUTH_MODES);
 export type AuthMode = z.infer<typeof authModeSchema>;

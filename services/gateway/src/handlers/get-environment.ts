@@ -2,6 +2,7 @@ import type { EnvironmentInfo, RequestOf } from '@latchkey/contracts';
 import type { gatewayContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
+import { environmentView } from '../domain/environment-view.js';
 
 /** `gateway.environment.get`: an environment's settings for other services, no secrets. */
 export function getEnvironmentHandler(deps: { environments: Pick<EnvironmentRepo, 'findById' | 'findByPublicId'> }) {
@@ -11,16 +12,7 @@ export function getEnvironmentHandler(deps: { environments: Pick<EnvironmentRepo
         ? await deps.environments.findById(request.environment_id)
         : await deps.environments.findByPublicId(request.public_id);
     if (!environment) throw new AppError('unknown_environment', 'No such environment');
-    return {
-      id: environment._id,
-      public_id: environment.public_id,
-      name: environment.name,
-      account_id: environment.account_id,
-      webhook_url: environment.webhook_url,
-      webhook_url_secondary: environment.webhook_url_secondary,
-      send_auth_webhooks: environment.send_auth_webhooks,
-      callback_url: environment.callback_url,
-      variables: environment.variables.map(({ name, value }) => ({ name, value })),
-    };
+    const { created_at: _created, updated_at: _updated, ...info } = environmentView(environment);
+    return info;
   };
 }

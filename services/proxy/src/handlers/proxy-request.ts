@@ -3,6 +3,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
 import { pullStream, servePullStream } from '@latchkey/bus';
 import {
+  HOP_BY_HOP_HEADERS,
   PROXY_KEEPALIVE_HEADER,
   PROXY_KEEPALIVE_MS,
   PROXY_META_HEADER,
@@ -21,18 +22,6 @@ import type { CredentialCache } from '../domain/credential-cache.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions } from '../upstream/call-upstream.js';
 import { oauth1Header } from '../upstream/oauth1.js';
-
-/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message. */
-export const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 
@@ -219,7 +208,7 @@ async function reply(
   for (let i = 0; i < response.rawHeaders.length; i += 2) {
     const name = response.rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower)) continue;
+    if (HOP_BY_HOP_HEADERS.has(lower)) continue;
     if (decoder && (lower === 'content-encoding' || lower === 'content-length')) continue;
     headers.push([name, response.rawHeaders[i + 1]!]);
   }

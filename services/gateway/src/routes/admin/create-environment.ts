@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { gatewayContracts } from '@latchkey/contracts';
 import { generateSigningKey } from '../../domain/signing-keys.js';
 import { defineRoute } from '../../http/define-route.js';
-import { environmentName, environmentView } from './environment-view.js';
+import { environmentView } from '../../domain/environment-view.js';
+import { environmentName } from './environment-view.js';
 
 /**
  * Creates an environment in an account (`default` unless named). Its webhook signing key is

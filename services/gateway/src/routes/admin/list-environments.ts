@@ -1,5 +1,5 @@
 import { defineRoute } from '../../http/define-route.js';
-import { environmentView } from './environment-view.js';
+import { environmentView } from '../../domain/environment-view.js';
 
 export const listEnvironments = defineRoute({
   method: 'get',

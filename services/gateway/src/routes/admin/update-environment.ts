@@ -3,7 +3,8 @@ import { environmentVariable, gatewayContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { EnvironmentPatch } from '../../db/environment-repo.js';
 import { defineRoute } from '../../http/define-route.js';
-import { environmentParams, environmentView, findEnvironmentByName } from './environment-view.js';
+import { environmentView } from '../../domain/environment-view.js';
+import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
 

@@ -1,6 +1,8 @@
-import { z } from 'zod';
-import { anyCredentials, connectionId, endUserSchema, metadataSchema, tagsSchema, vaultContracts } from '@latchkey/contracts';
+import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
+
+/** The import body: the vault's request less what the gateway fills in from the key. */
+const importBody = vaultContracts.createConnection.request.omit({ environment_id: true, reader: true, include_credentials: true }).strict();
 
 /** Imports a connection with credentials the customer already holds. */
 export const createConnection = defineRoute({
@@ -8,17 +10,7 @@ export const createConnection = defineRoute({
   path: '/connections',
   auth: 'api_key',
   scope: 'environment:connections:create',
-  schemas: {
-    body: z.strictObject({
-      provider_config_key: z.string().min(1).max(128),
-      connection_id: connectionId.optional(),
-      credentials: anyCredentials,
-      metadata: metadataSchema.optional(),
-      connection_config: metadataSchema.optional(),
-      tags: tagsSchema.optional(),
-      end_user: endUserSchema.optional(),
-    }),
-  },
+  schemas: { body: importBody },
   handler: async ({ deps, key, body }) => ({
     status: 201,
     body: await deps.bus.request(vaultContracts.createConnection, {

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
 import {
+  HOP_BY_HOP_HEADERS,
   PROXY_KEEPALIVE_HEADER,
   PROXY_KEEPALIVE_MS,
   PROXY_META_HEADER,
@@ -14,7 +15,7 @@ import {
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 
-/** Ours, or hop-by-hop: never forwarded to the provider. */
+/** Ours: never forwarded to the provider (nor are hop-by-hop headers). */
 const NOT_FORWARDED = new Set([
   'authorization',
   'host',
@@ -26,14 +27,6 @@ const NOT_FORWARDED = new Set([
   'retry-on',
   'base-url-override',
   'decompress',
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
 ]);
 const FORWARD_PREFIX = 'service-proxy-';
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -91,7 +84,7 @@ function forwardedHeaders(req: Request): Array<[string, string]> {
     const name = req.rawHeaders[i]!;
     const lower = name.toLowerCase();
     if (lower.startsWith(FORWARD_PREFIX)) headers.push([name.slice(FORWARD_PREFIX.length), req.rawHeaders[i + 1]!]);
-    else if (!NOT_FORWARDED.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
+    else if (!NOT_FORWARDED.has(lower) && !HOP_BY_HOP_HEADERS.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
   }
   return headers;
 }
