@@ -131,6 +131,7 @@ export function getConnectionHandler(deps: VaultDeps) {
 
     const now = Date.now();
     if ((stamped.get(doc._id) ?? 0) + FETCH_STAMP_MS < now) {
+      if (stamped.size >= 100_000) stamped.clear(); // a memory bound; the worst case is one early stamp
       stamped.set(doc._id, now);
       doc = { ...doc, last_fetched_at: new Date(now) };
       void deps.connections.update(environment, doc._id, { last_fetched_at: doc.last_fetched_at }).catch((error: unknown) =>

@@ -25,7 +25,12 @@ export function createCredentialCache(options: { ttlMs: number; maxEntries: numb
       const expiresAt = value.expires_at ? Date.parse(value.expires_at) - REFRESH_WINDOW_MS : Number.POSITIVE_INFINITY;
       const until = Math.min(now() + options.ttlMs, expiresAt);
       if (until <= now()) return;
-      if (entries.size >= options.maxEntries) entries.delete(entries.keys().next().value as string);
+      if (entries.size >= options.maxEntries) {
+        const oldest = entries.keys().next().value as string;
+        const evicted = entries.get(oldest);
+        entries.delete(oldest);
+        if (evicted) keysById.get(evicted.value.id)?.delete(oldest);
+      }
       entries.set(key, { value, until });
       let keys = keysById.get(value.id);
       if (!keys) keysById.set(value.id, (keys = new Set()));
