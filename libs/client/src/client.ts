@@ -91,6 +91,23 @@ export interface Connection {
   credentials?: Record<string, unknown> & { type?: string };
 }
 
+export interface ConnectSessionInput {
+  tags?: Record<string, string>;
+  allowed_integrations?: string[];
+  integrations_config_defaults?: Record<string, { connection_config: Record<string, unknown> }>;
+  overrides?: Record<string, { docs_connect?: string }>;
+  /** @deprecated use tags */
+  end_user?: { id: string; email?: string | null; display_name?: string | null; tags?: Record<string, string> };
+  /** @deprecated use tags */
+  organization?: { id: string; display_name?: string | null };
+}
+
+export interface ConnectSessionCreated {
+  token: string;
+  connect_link: string;
+  expires_at: string;
+}
+
 export interface MetadataResult {
   connection_id: string | string[];
   provider_config_key: string;
@@ -256,6 +273,36 @@ export class Latchkey {
 
   async deleteIntegration(options: { uniqueKey: string }): Promise<{ success: boolean }> {
     return this.call('DELETE', `integrations/${encodeURIComponent(options.uniqueKey)}`);
+  }
+
+  // ---- connect sessions
+
+  /** A 30-minute session for one end user's connect flow: `{data: {token, connect_link, expires_at}}`. */
+  async createConnectSession(body: ConnectSessionInput = {}): Promise<{ data: ConnectSessionCreated }> {
+    return this.call('POST', 'connect/sessions', { body });
+  }
+
+  /** A session that replaces the credentials of one connection made through a connect session. */
+  async createReconnectSession(
+    body: Omit<ConnectSessionInput, 'allowed_integrations' | 'overrides'> & { connection_id: string; integration_id: string },
+  ): Promise<{ data: ConnectSessionCreated }> {
+    return this.call('POST', 'connect/sessions/reconnect', { body });
+  }
+
+  /**
+   * Waits for an end user's connection to appear in an integration: polls every 2 s, 30 times,
+   * then rejects with `LatchkeyError` code `timeout`. The end user is matched on the
+   * `end_user_id` tag, or the deprecated `end_user.id`.
+   */
+  async waitForConnection(integrationKey: string, userId: string, options: { intervalMs?: number; attempts?: number } = {}): Promise<ConnectionListItem> {
+    const attempts = options.attempts ?? 30;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      const byTag = await this.listConnections({ integrationId: integrationKey, tags: { end_user_id: userId } });
+      const found = byTag.connections[0] ?? (await this.listConnections({ integrationId: integrationKey, userId })).connections[0];
+      if (found) return found;
+      if (attempt < attempts) await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 2000));
+    }
+    throw new LatchkeyError({ status: 0, code: 'timeout', message: `No connection for end user "${userId}" in "${integrationKey}" after ${attempts} attempts` });
   }
 
   // ---- connections

@@ -1,6 +1,8 @@
 export {
   Latchkey,
   type Connection,
+  type ConnectSessionCreated,
+  type ConnectSessionInput,
   type ConnectionListItem,
   type EnvironmentVariable,
   type Integration,

@@ -127,6 +127,21 @@ export type Connection = z.infer<typeof connection>;
 
 export const connectionId = z.string().min(1).max(255);
 
+/** A connect session as its end-user flow sees it: never the token or its digest. */
+export const connectSession = z.object({
+  environment_id: z.string(),
+  tags: z.record(z.string(), z.string()),
+  allowed_integrations: z.array(z.string()).nullable(),
+  integrations_config_defaults: z.record(z.string(), z.object({ connection_config: z.record(z.string(), z.unknown()) })),
+  overrides: z.record(z.string(), z.object({ docs_connect: z.string().optional() })),
+  end_user: z.record(z.string(), z.unknown()).nullable(),
+  organization: z.record(z.string(), z.unknown()).nullable(),
+  reconnect: z.object({ connection_id: z.string(), integration_id: z.string() }).nullable(),
+  created_at: timestamp,
+  expires_at: timestamp,
+});
+export type ConnectSession = z.infer<typeof connectSession>;
+
 /** Who is reading: recorded in the credential-read audit. */
 const reader = z.object({ key_id: z.string() });
 
@@ -236,6 +251,23 @@ export const vaultContracts = {
     z.object({ data_keys: z.boolean() }),
     z.object({ rewrapped: z.number(), unchanged: z.number(), failed: z.array(z.object({ id: z.string(), reason: z.string() })), reencrypted: z.number() }),
   ),
+
+  createConnectSession: defineRequest(
+    'vault.sessions.create',
+    z.object({
+      environment_id,
+      tags: tagsSchema.optional(),
+      allowed_integrations: z.array(z.string().min(1).max(128)).max(500).optional(),
+      integrations_config_defaults: z.record(z.string(), z.object({ connection_config: metadataSchema }).strict()).optional(),
+      overrides: z.record(z.string(), z.object({ docs_connect: z.url().optional() }).strict()).optional(),
+      end_user: endUserSchema.optional(),
+      organization: z.object({ id: z.string().min(1), display_name: z.string().nullable().optional() }).strict().optional(),
+      reconnect: z.object({ connection_id: connectionId, integration_id: z.string().min(1).max(128) }).optional(),
+    }),
+    z.object({ token: z.string(), expires_at: z.string() }),
+  ),
+  getConnectSession: defineRequest('vault.sessions.get', z.object({ token: z.string() }), connectSession),
+  deleteConnectSession: defineRequest('vault.sessions.delete', z.object({ token: z.string() }), z.object({ success: z.literal(true) })),
 
   /** Every vault replica drops its cached copy of this connection (internal id). */
   connectionChanged: defineBroadcast('vault.connection.changed', z.object({ id: z.string() })),

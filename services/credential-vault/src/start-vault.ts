@@ -5,6 +5,7 @@ import { loadCatalog } from './catalog/load-catalog.js';
 import { toPublicProvider } from './catalog/provider-schema.js';
 import type { Config } from './config.js';
 import { createKeyring } from './crypto/keyring.js';
+import { createConnectSessionRepo } from './db/connect-session-repo.js';
 import { createConnectionRepo } from './db/connection-repo.js';
 import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
@@ -13,6 +14,7 @@ import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
 import { createReadAudit } from './domain/read-audit.js';
 import type { VaultDeps } from './domain/vault-deps.js';
+import { createConnectSessionHandler, deleteConnectSessionHandler, getConnectSessionHandler } from './handlers/connect-sessions.js';
 import {
   createConnectionHandler,
   deleteConnectionHandler,
@@ -56,8 +58,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   })();
   const dataKeys = createDataKeyRepo(mongo);
   const reads = createCredentialReadRepo(mongo);
+  const sessions = createConnectSessionRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
-  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init()]);
+  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init()]);
 
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = createReadAudit({ insertMany: reads.insertMany, logger });
@@ -92,6 +95,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
   bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
   bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));
+  bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
+  bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
+  bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });

@@ -7,6 +7,8 @@ export const configSchema = baseServiceSchema('gateway', 0)
     PORT: port(3003),
     /** Where customers and end users reach this gateway; builds connect links and webhook URLs. */
     PUBLIC_URL: z.url().default('http://localhost:3003'),
+    /** Where the hosted Connect UI is served; `${PUBLIC_URL}/connect` when unset. */
+    CONNECT_URL: z.url().optional(),
     /** Bearer token of the operator API under /admin. */
     ADMIN_TOKEN: secret(),
     /** Keys the SHA-256 digest under which API keys are stored; changing it invalidates every key. */

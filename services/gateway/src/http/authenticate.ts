@@ -1,5 +1,5 @@
 import type { Request, Response } from 'express';
-import type { Scope } from '@latchkey/contracts';
+import { vaultContracts, type ConnectSession, type Scope } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { safeEqual } from '../domain/api-key-secrets.js';
 import type { ResolvedKey } from '../domain/key-cache.js';
@@ -59,4 +59,10 @@ function enforce(res: Response, key: ResolvedKey, scope: Scope, decision: RateLi
 /** Operator routes: `Authorization: Bearer $ADMIN_TOKEN`, compared in constant time. */
 export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: Request): void {
   if (!safeEqual(bearerToken(req), deps.config.ADMIN_TOKEN)) throw new AppError('unknown_admin_token', 'Unknown admin token');
+}
+
+/** Connect-flow routes: the end user's session token, looked up in the vault. */
+export async function authorizeSession(deps: Pick<GatewayDeps, 'bus'>, req: Request): Promise<ConnectSession & { token: string }> {
+  const token = bearerToken(req);
+  return { ...(await deps.bus.request(vaultContracts.getConnectSession, { token })), token };
 }

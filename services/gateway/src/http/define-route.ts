@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
-import type { Scope } from '@latchkey/contracts';
+import type { ConnectSession, Scope } from '@latchkey/contracts';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import type { GatewayDeps } from './deps.js';
 
@@ -20,6 +20,11 @@ export interface KeyedContext<P, Q, B> extends RouteContext<P, Q, B> {
   key: ResolvedKey;
 }
 
+export interface SessionContext<P, Q, B> extends RouteContext<P, Q, B> {
+  /** The connect session the end user's token names. */
+  session: ConnectSession & { token: string };
+}
+
 export type RouteReply =
   | {
       status?: number;
@@ -36,9 +41,13 @@ interface Schemas<PS, QS, BS> {
   body?: BS;
 }
 
-/** Who may call a route: an API key with a scope, the operator, or anyone (health, webhooks). */
+/**
+ * Who may call a route: an API key with a scope, an end user's connect-session token (the
+ * connect flow only), the operator, or anyone (health, webhooks).
+ */
 export type RouteAccess<PS, QS, BS> =
   | { auth: 'api_key'; scope: Scope; handler: (ctx: KeyedContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
+  | { auth: 'connect_session'; scope: null; handler: (ctx: SessionContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
   | { auth: 'admin' | 'public'; scope: null; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
 
 export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {

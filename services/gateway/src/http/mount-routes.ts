@@ -1,7 +1,8 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@latchkey/errors';
+import type { ConnectSession } from '@latchkey/contracts';
 import type { ResolvedKey } from '../domain/key-cache.js';
-import { authorize, authorizeAdmin } from './authenticate.js';
+import { authorize, authorizeAdmin, authorizeSession } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
 import { parsePart } from './validate.js';
@@ -24,7 +25,7 @@ function requireJson(req: Request): void {
 function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
   const json = METHODS_WITH_BODY.has(route.method) && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
 
-  const respond = (req: Request, res: Response, key: ResolvedKey | undefined): Promise<void> => {
+  const respond = (req: Request, res: Response, key: ResolvedKey | undefined, session?: ConnectSession & { token: string }): Promise<void> => {
     const context = {
       params: route.raw ? undefined : parsePart('params', route.schemas.params, req.params),
       query: route.raw ? undefined : parsePart('query', route.schemas.query, req.query),
@@ -33,7 +34,12 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
       req,
       res,
     };
-    const reply = route.auth === 'api_key' ? route.handler({ ...context, key: key! }) : route.handler(context);
+    const reply =
+      route.auth === 'api_key'
+        ? route.handler({ ...context, key: key! })
+        : route.auth === 'connect_session'
+          ? route.handler({ ...context, session: session! })
+          : route.handler(context);
     return reply.then((result) => {
       if ('streamed' in result) return;
       res.statusCode = result.status ?? 200;
@@ -53,11 +59,12 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;
       if (route.auth === 'api_key') key = authorize(deps, req, res, route.scope);
       else if (route.auth === 'admin') authorizeAdmin(deps, req);
-      if (key instanceof Promise || json) {
+      if (key instanceof Promise || json || route.auth === 'connect_session') {
         (async () => {
           const resolved = await key;
+          const session = route.auth === 'connect_session' ? await authorizeSession(deps, req) : undefined;
           if (json) await readBody(req, res);
-          await respond(req, res, resolved);
+          await respond(req, res, resolved, session);
         })().catch(next);
         return;
       }

@@ -5,7 +5,7 @@ import { routes } from './index.js';
 describe('routes', () => {
   it('each declare who may call them, and API-key routes a scope from the closed list', () => {
     for (const route of routes) {
-      expect(['api_key', 'admin', 'public']).toContain(route.auth);
+      expect(['api_key', 'connect_session', 'admin', 'public']).toContain(route.auth);
       if (route.auth === 'api_key') expect(isScope(route.scope)).toBe(true);
       else expect(route.scope).toBeNull();
     }

@@ -7,6 +7,10 @@ import { listEnvironments } from './admin/list-environments.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
+import { createConnectSession } from './connect/create-connect-session.js';
+import { createReconnectSession } from './connect/create-reconnect-session.js';
+import { deleteConnectSession } from './connect/delete-connect-session.js';
+import { getConnectSession } from './connect/get-connect-session.js';
 import { createConnection } from './connections/create-connection.js';
 import { deleteConnection } from './connections/delete-connection.js';
 import { getConnectionLegacy } from './connections/get-connection-legacy.js';
@@ -49,6 +53,11 @@ export const routes: readonly AnyRoute[] = [
   getConnectionLegacy,
   patchConnection,
   deleteConnection,
+  // connect sessions
+  createConnectSession,
+  createReconnectSession,
+  getConnectSession,
+  deleteConnectSession,
   // proxy
   proxyRequest,
   // environment

@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Latchkey } from '@latchkey/client';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+let latchkey: Latchkey;
+
+const api = (method: string, path: string, body?: unknown, token = stack.bootstrapKey) =>
+  http(`${stack.url}${path}`, { method, token, ...(body === undefined ? {} : { body }) });
+
+beforeAll(async () => {
+  stack = await startStack();
+  latchkey = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
+  const provider = (await api('GET', '/providers')).json.data.find((entry: { auth_mode: string }) => entry.auth_mode === 'API_KEY');
+  await api('POST', '/integrations', { provider: provider.name, unique_key: 'keys' });
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+describe('connect sessions', () => {
+  it('are created with a prefixed token, a connect link and a 30-minute expiry', async () => {
+    const created = await api('POST', '/connect/sessions', { tags: { End_User_Id: 'u-1' }, allowed_integrations: ['keys'] });
+    expect(created.status).toBe(201);
+    const { token, connect_link: link, expires_at: expiresAt } = created.json.data;
+    expect(token).toMatch(/^lk_cs_[A-Za-z0-9_-]{43}$/);
+    expect(link).toBe(`${stack.url}/connect?session_token=${token}`);
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(29 * 60_000);
+    expect(Date.parse(expiresAt) - Date.now()).toBeLessThanOrEqual(30 * 60_000);
+
+    const session = await api('GET', '/connect/session', undefined, token);
+    expect(session.status).toBe(200);
+    expect(session.json.data).toMatchObject({ tags: { end_user_id: 'u-1' }, allowed_integrations: ['keys'], reconnect: null });
+    expect(JSON.stringify(session.json)).not.toContain(token);
+  });
+
+  it('authorize the end-user flow and nothing else', async () => {
+    const { token } = (await api('POST', '/connect/sessions', {})).json.data;
+    const onCustomerRoute = await api('GET', '/connections', undefined, token);
+    expect(onCustomerRoute.status).toBe(401);
+    expect(onCustomerRoute.json.error.code).toBe('unknown_api_key');
+    const keyOnSessionRoute = await api('GET', '/connect/session');
+    expect(keyOnSessionRoute.status).toBe(401);
+    expect(keyOnSessionRoute.json.error.code).toBe('unknown_connect_session_token');
+  });
+
+  it('end when deleted', async () => {
+    const { token } = (await api('POST', '/connect/sessions', {})).json.data;
+    expect((await api('DELETE', '/connect/session', undefined, token)).status).toBe(204);
+    const after = await api('GET', '/connect/session', undefined, token);
+    expect(after.status).toBe(401);
+    expect(after.json.error.code).toBe('unknown_connect_session_token');
+  });
+
+  it('refuse bad input with the documented codes', async () => {
+    expect((await api('POST', '/connect/sessions', { allowed_integrations: ['nope'] })).json.error.code).toBe('unknown_provider_config');
+    expect((await api('POST', '/connect/sessions', { integrations_config_defaults: { nope: { connection_config: {} } } })).json.error.code).toBe('unknown_provider_config');
+    const unknownKey = await api('POST', '/connect/sessions', { bogus: 1 });
+    expect(unknownKey.status).toBe(400);
+    expect(unknownKey.json.error.code).toBe('invalid_body');
+    expect((await api('POST', '/connect/sessions', { overrides: { keys: { docs_connect: 'not a url' } } })).status).toBe(400);
+    const scoped = (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: 'no', scopes: ['environment:proxy'] } })).json.data.secret;
+    const forbidden = await api('POST', '/connect/sessions', {}, scoped);
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.json.error.message).toContain('environment:connect_sessions:write');
+  });
+
+  it('reconnect only connections made through a connect session', async () => {
+    await api('POST', '/connections', { provider_config_key: 'keys', connection_id: 'imported', credentials: { type: 'API_KEY', apiKey: 'k' } });
+    const imported = await api('POST', '/connect/sessions/reconnect', { connection_id: 'imported', integration_id: 'keys' });
+    expect(imported.status).toBe(400);
+    expect(imported.json.error.errors[0].path).toBe('connection_id');
+    const missing = await api('POST', '/connect/sessions/reconnect', { connection_id: 'ghost', integration_id: 'keys' });
+    expect(missing.json.error.code).toBe('unknown_connection');
+  });
+});
+
+describe('the client', () => {
+  it('creates sessions and waits for an end user connection', async () => {
+    const { data } = await latchkey.createConnectSession({ tags: { end_user_id: 'u-9' }, allowed_integrations: ['keys'] });
+    expect(data.connect_link).toContain(data.token);
+    await expect(latchkey.waitForConnection('keys', 'u-9', { intervalMs: 50, attempts: 3 })).rejects.toMatchObject({ code: 'timeout' });
+    setTimeout(() => {
+      void api('POST', '/connections', { provider_config_key: 'keys', connection_id: 'late', tags: { end_user_id: 'u-9' }, credentials: { type: 'API_KEY', apiKey: 'k' } });
+    }, 150);
+    const found = await latchkey.waitForConnection('keys', 'u-9', { intervalMs: 100, attempts: 30 });
+    expect(found.connection_id).toBe('late');
+    await expect(latchkey.createReconnectSession({ connection_id: 'late', integration_id: 'keys' })).rejects.toMatchObject({ status: 400 });
+  });
+});

@@ -1,0 +1,40 @@
+import { Schema, type Connection } from 'mongoose';
+
+/** A short-lived authorization for one end user's connect flow. Only the token's digest is kept. */
+export interface ConnectSessionDoc {
+  _id: string;
+  environment_id: string;
+  /** SHA-256 of the token: a 256-bit random secret needs no key against guessing. */
+  digest: string;
+  tags: Record<string, string>;
+  allowed_integrations: string[] | null;
+  integrations_config_defaults: Record<string, { connection_config: Record<string, unknown> }>;
+  overrides: Record<string, { docs_connect?: string | undefined }>;
+  end_user: Record<string, unknown> | null;
+  organization: Record<string, unknown> | null;
+  reconnect: { connection_id: string; integration_id: string } | null;
+  created_at: Date;
+  /** Checked on every use; expired sessions are deleted when next touched (no TTL index). */
+  expires_at: Date;
+}
+
+const connectSessionSchema = new Schema<ConnectSessionDoc>(
+  {
+    _id: { type: String, required: true },
+    environment_id: { type: String, required: true },
+    digest: { type: String, required: true },
+    tags: { type: Schema.Types.Mixed, default: {} },
+    allowed_integrations: { type: [String], default: null },
+    integrations_config_defaults: { type: Schema.Types.Mixed, default: {} },
+    overrides: { type: Schema.Types.Mixed, default: {} },
+    end_user: { type: Schema.Types.Mixed, default: null },
+    organization: { type: Schema.Types.Mixed, default: null },
+    reconnect: { type: Schema.Types.Mixed, default: null },
+    created_at: { type: Date, required: true },
+    expires_at: { type: Date, required: true },
+  },
+  { collection: 'connect_sessions', versionKey: false, minimize: false },
+);
+connectSessionSchema.index({ digest: 1 }, { unique: true });
+
+export const connectSessionModel = (connection: Connection) => connection.model<ConnectSessionDoc>('ConnectSession', connectSessionSchema);

@@ -1,0 +1,17 @@
+import type { Connection } from 'mongoose';
+import { scopedRepo, type EnvironmentId } from '@latchkey/mongo';
+import { connectSessionModel, type ConnectSessionDoc } from './connect-session-model.js';
+
+export function createConnectSessionRepo(connection: Connection) {
+  const model = connectSessionModel(connection);
+  const scoped = scopedRepo(model);
+  return {
+    init: () => model.init(),
+    insert: (environment: EnvironmentId, doc: Omit<ConnectSessionDoc, 'environment_id'>) => scoped.insert(environment, doc),
+    /** The one unscoped read: the session token is what names the environment. */
+    findByDigest: (digest: string) => model.findOne({ digest }).lean<ConnectSessionDoc>().exec(),
+    removeByDigest: async (digest: string) => (await model.deleteOne({ digest }).exec()).deletedCount > 0,
+  };
+}
+
+export type ConnectSessionRepo = ReturnType<typeof createConnectSessionRepo>;

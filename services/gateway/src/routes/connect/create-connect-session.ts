@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import { defineRoute } from '../../http/define-route.js';
+import type { GatewayDeps } from '../../http/deps.js';
+
+/** The session request as customers send it: the vault's, less what the key decides. */
+export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true }).strict();
+
+/** `connect_link`: the hosted Connect UI with the token in `session_token`. */
+export function connectLink(deps: Pick<GatewayDeps, 'config'>, token: string): string {
+  const url = new URL(deps.config.CONNECT_URL ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/connect`);
+  url.searchParams.set('session_token', token);
+  return url.toString();
+}
+
+/** A 30-minute session for one end user's connect flow. */
+export const createConnectSession = defineRoute({
+  method: 'post',
+  path: '/connect/sessions',
+  auth: 'api_key',
+  scope: 'environment:connect_sessions:write',
+  schemas: { body: sessionBody },
+  handler: async ({ deps, key, body }) => {
+    const session = await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId });
+    return { status: 201, body: { data: { token: session.token, connect_link: connectLink(deps, session.token), expires_at: session.expires_at } } };
+  },
+});
+
+export const reconnectBody = sessionBody
+  .omit({ allowed_integrations: true, overrides: true })
+  .extend({ connection_id: z.string().min(1).max(255), integration_id: z.string().min(1).max(128) })
+  .strict();

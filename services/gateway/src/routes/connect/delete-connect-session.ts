@@ -1,0 +1,15 @@
+import { vaultContracts } from '@latchkey/contracts';
+import { defineRoute } from '../../http/define-route.js';
+
+/** Ends the session at once (the end user closed the flow). */
+export const deleteConnectSession = defineRoute({
+  method: 'delete',
+  path: '/connect/session',
+  auth: 'connect_session',
+  scope: null,
+  schemas: {},
+  handler: async ({ deps, session }) => {
+    await deps.bus.request(vaultContracts.deleteConnectSession, { token: session.token });
+    return { status: 204 };
+  },
+});
