@@ -89,3 +89,38 @@ describe('the client', () => {
     await expect(latchkey.createReconnectSession({ connection_id: 'late', integration_id: 'keys' })).rejects.toMatchObject({ status: 400 });
   });
 });
+
+describe('form flows with a session token', () => {
+  const save = (path: string, token: string, body: unknown) => http(`${stack.url}${path}?connect_session_token=${token}`, { method: 'POST', body });
+
+  it('create a connection with a server-chosen id, the session tags and a fresh key', async () => {
+    const { token } = (await api('POST', '/connect/sessions', { tags: { end_user_id: 'form-user' }, allowed_integrations: ['keys'] })).json.data;
+    const missing = await save('/api-auth/api-key/keys', token, {});
+    expect(missing.status).toBe(400);
+    expect(missing.json.error.errors.map((item: { path: string }) => item.path)).toContain('credentials.apiKey');
+
+    const saved = await save('/api-auth/api-key/keys', token, { apiKey: 'end-user-key' });
+    expect(saved.status).toBe(200);
+    expect(saved.json).toEqual({ connectionId: expect.stringMatching(/^[0-9a-f-]{36}$/), providerConfigKey: 'keys' });
+    const connection = await api('GET', `/connections/${saved.json.connectionId}?provider_config_key=keys`);
+    expect(connection.json).toMatchObject({ tags: { end_user_id: 'form-user' }, credentials: { type: 'API_KEY', apiKey: 'end-user-key' } });
+
+    // A reconnect session replaces the credentials of that same connection.
+    const reconnect = (await api('POST', '/connect/sessions/reconnect', { connection_id: saved.json.connectionId, integration_id: 'keys' })).json.data;
+    const replaced = await save('/api-auth/api-key/keys', reconnect.token, { apiKey: 'rotated-key' });
+    expect(replaced.json.connectionId).toBe(saved.json.connectionId);
+    const after = await api('GET', `/connections/${saved.json.connectionId}?provider_config_key=keys`);
+    expect(after.json.credentials.apiKey).toBe('rotated-key');
+  });
+
+  it('refuse integrations the session does not allow, other types, and unknown tokens', async () => {
+    await api('POST', '/integrations', { provider: (await api('GET', '/providers')).json.data.find((entry: { auth_mode: string }) => entry.auth_mode === 'API_KEY').name, unique_key: 'other' });
+    const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;
+    expect((await save('/api-auth/api-key/other', token, { apiKey: 'k' })).status).toBe(403);
+    expect((await save('/api-auth/basic/keys', token, { username: 'u', password: 'p' })).json.error.errors[0].path).toBe('credentials.type');
+    expect((await save('/auth/oauth2/keys', token, {})).json.error.code).toBe('invalid_uri_params');
+    const unknown = await save('/api-auth/api-key/keys', 'lk_cs_nope', { apiKey: 'k' });
+    expect(unknown.status).toBe(401);
+    expect(unknown.json.error.code).toBe('unknown_connect_session_token');
+  });
+});

@@ -267,6 +267,21 @@ export const vaultContracts = {
     z.object({ token: z.string(), expires_at: z.string() }),
   ),
   getConnectSession: defineRequest('vault.sessions.get', z.object({ token: z.string() }), connectSession),
+  /**
+   * An end user's credentials, entered in the connect flow, for an integration the session
+   * allows: creates a connection with a server-chosen id (or, for a reconnect session, replaces
+   * the credentials of its connection).
+   */
+  connectWithSession: defineRequest(
+    'vault.sessions.connect',
+    z.object({
+      token: z.string(),
+      integration: z.string().min(1).max(128),
+      credentials: anyCredentials,
+      connection_config: metadataSchema.optional(),
+    }),
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+  ),
   deleteConnectSession: defineRequest('vault.sessions.delete', z.object({ token: z.string() }), z.object({ success: z.literal(true) })),
 
   /** Every vault replica drops its cached copy of this connection (internal id). */
@@ -282,5 +297,15 @@ export const vaultContracts = {
 } as const;
 
 function connectionEvent() {
-  return z.object({ environment_id, id: z.number().int(), connection_id: z.string(), provider_config_key: z.string(), provider: z.string() });
+  return z.object({
+    environment_id,
+    id: z.number().int(),
+    connection_id: z.string(),
+    provider_config_key: z.string(),
+    provider: z.string(),
+    /** Set by connect flows: what happened, for auth webhooks. */
+    operation: z.enum(['creation', 'override']).optional(),
+    tags: z.record(z.string(), z.string()).optional(),
+    end_user: z.record(z.string(), z.unknown()).nullable().optional(),
+  });
 }

@@ -14,7 +14,12 @@ import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
 import { createReadAudit } from './domain/read-audit.js';
 import type { VaultDeps } from './domain/vault-deps.js';
-import { createConnectSessionHandler, deleteConnectSessionHandler, getConnectSessionHandler } from './handlers/connect-sessions.js';
+import {
+  connectWithSessionHandler,
+  createConnectSessionHandler,
+  deleteConnectSessionHandler,
+  getConnectSessionHandler,
+} from './handlers/connect-sessions.js';
 import {
   createConnectionHandler,
   deleteConnectionHandler,
@@ -98,6 +103,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
+  bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler({ ...deps, sessions }));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });

@@ -1,11 +1,12 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { ConnectSession, RequestOf, vaultContracts } from '@latchkey/contracts';
+import { createHash, randomBytes, randomInt, randomUUID } from 'node:crypto';
+import { vaultContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
-import { normalizeTags } from '../domain/views.js';
+import { connectionEvent, expiryOf, normalizeTags } from '../domain/views.js';
+import { CREDENTIALS_PLACE } from './connections.js';
 import { findIntegration } from './integrations.js';
 
 /** Session tokens start with this, and live 30 minutes. */
@@ -98,5 +99,75 @@ export function deleteConnectSessionHandler(deps: Pick<Deps, 'sessions'>) {
       throw new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
     }
     return { success: true as const };
+  };
+}
+
+/**
+ * `vault.sessions.connect`: the end user's credentials for one integration the session allows.
+ * New connections get a server-chosen id and the session's tags and end user; a reconnect
+ * session replaces the credentials of its one connection and nothing else.
+ */
+export function connectWithSessionHandler(deps: Deps & Pick<VaultDeps, 'bus' | 'cipher' | 'providers'>) {
+  const lookUp = getConnectSessionHandler(deps);
+  return async (request: RequestOf<typeof vaultContracts.connectWithSession>) => {
+    const session = await lookUp({ token: request.token });
+    const environment = environmentId(session.environment_id);
+    if (session.allowed_integrations && !session.allowed_integrations.includes(request.integration)) {
+      throw new AppError('forbidden', `This connect session does not allow the integration "${request.integration}"`);
+    }
+    const integration = await findIntegration(deps, environment, request.integration);
+    const credentials = request.credentials as Record<string, unknown>;
+    const expected = deps.providers.get(integration.provider)?.auth_mode;
+    if (expected && expected !== credentials['type']) {
+      throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials`, {
+        errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
+      });
+    }
+    const connectionConfig = { ...session.integrations_config_defaults[request.integration]?.connection_config, ...request.connection_config };
+
+    if (session.reconnect) {
+      const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
+      if (!existing || existing.provider_config_key !== request.integration) {
+        throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+      }
+      const now = new Date();
+      await deps.connections.update(environment, existing._id, {
+        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
+        credentials_type: String(credentials['type']),
+        expires_at: expiryOf(credentials),
+        errors: existing.errors.filter((error) => error.type !== 'auth'),
+        refresh_failure: null,
+        tags: { ...existing.tags, ...session.tags },
+        updated_at: now,
+      });
+      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags: { ...existing.tags, ...session.tags }, end_user: session.end_user });
+      return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' as const };
+    }
+
+    const id = `conn_${randomUUID()}`;
+    const now = new Date();
+    const doc = await deps.connections.insert(environment, {
+      _id: id,
+      id: randomInt(1, 2 ** 47),
+      integration_id: integration._id,
+      provider_config_key: integration.unique_key,
+      provider: integration.provider,
+      connection_id: randomUUID(),
+      credentials_type: String(credentials['type']),
+      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+      expires_at: expiryOf(credentials),
+      metadata: {},
+      connection_config: connectionConfig,
+      tags: session.tags,
+      end_user: session.end_user,
+      errors: [],
+      refresh_failure: null,
+      created_via_session: true,
+      created_at: now,
+      updated_at: now,
+      last_fetched_at: null,
+    });
+    await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
+    return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' as const };
   };
 }

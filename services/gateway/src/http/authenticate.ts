@@ -61,8 +61,12 @@ export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: Request):
   if (!safeEqual(bearerToken(req), deps.config.ADMIN_TOKEN)) throw new AppError('unknown_admin_token', 'Unknown admin token');
 }
 
-/** Connect-flow routes: the end user's session token, looked up in the vault. */
+/**
+ * Connect-flow routes: the end user's session token, from the `connect_session_token` query
+ * parameter (what the Connect UI's forms and redirects carry) or a bearer header.
+ */
 export async function authorizeSession(deps: Pick<GatewayDeps, 'bus'>, req: Request): Promise<ConnectSession & { token: string }> {
-  const token = bearerToken(req);
+  const fromQuery = req.query['connect_session_token'];
+  const token = typeof fromQuery === 'string' && fromQuery !== '' ? fromQuery : bearerToken(req);
   return { ...(await deps.bus.request(vaultContracts.getConnectSession, { token })), token };
 }

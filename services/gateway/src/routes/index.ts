@@ -7,6 +7,7 @@ import { listEnvironments } from './admin/list-environments.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
+import { saveApiKey, saveBasic, saveTypedCredentials } from './auth/session-credentials.js';
 import { createConnectSession } from './connect/create-connect-session.js';
 import { createReconnectSession } from './connect/create-reconnect-session.js';
 import { deleteConnectSession } from './connect/delete-connect-session.js';
@@ -58,6 +59,10 @@ export const routes: readonly AnyRoute[] = [
   createReconnectSession,
   getConnectSession,
   deleteConnectSession,
+  // connect flows (end users, with the session token)
+  saveApiKey,
+  saveBasic,
+  saveTypedCredentials,
   // proxy
   proxyRequest,
   // environment
