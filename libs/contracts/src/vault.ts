@@ -282,6 +282,24 @@ export const vaultContracts = {
     }),
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
   ),
+  /** Starts an OAuth 2 authorization for a session: the provider URL to send the end user to. */
+  startOAuth: defineRequest(
+    'vault.oauth.start',
+    z.object({
+      token: z.string(),
+      integration: z.string().min(1).max(128),
+      redirect_uri: z.url(),
+      connection_config: z.record(z.string(), z.string()).optional(),
+      authorization_params: z.record(z.string(), z.string()).optional(),
+    }),
+    z.object({ url: z.string() }),
+  ),
+  /** Completes it: checks the single-use state, exchanges the code, saves the connection. */
+  finishOAuth: defineRequest(
+    'vault.oauth.finish',
+    z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096) }),
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+  ),
   deleteConnectSession: defineRequest('vault.sessions.delete', z.object({ token: z.string() }), z.object({ success: z.literal(true) })),
 
   /** Every vault replica drops its cached copy of this connection (internal id). */

@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 import { createKeyring } from './crypto/keyring.js';
 import { createConnectSessionRepo } from './db/connect-session-repo.js';
 import { createConnectionRepo } from './db/connection-repo.js';
+import { createOAuthSessionRepo } from './db/oauth-session-model.js';
 import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
 import { createIntegrationRepo } from './db/integration-repo.js';
@@ -35,6 +36,7 @@ import {
   listIntegrationsHandler,
   updateIntegrationHandler,
 } from './handlers/integrations.js';
+import { finishOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js';
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
@@ -64,8 +66,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const dataKeys = createDataKeyRepo(mongo);
   const reads = createCredentialReadRepo(mongo);
   const sessions = createConnectSessionRepo(mongo);
+  const oauthSessions = createOAuthSessionRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
-  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init()]);
+  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
 
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = createReadAudit({ insertMany: reads.insertMany, logger });
@@ -104,6 +107,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler({ ...deps, sessions }));
+  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS };
+  bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));
+  bus.serve(vaultContracts.finishOAuth, finishOAuthHandler(oauthDeps));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });

@@ -13,7 +13,7 @@ import { findIntegration } from './integrations.js';
 export const SESSION_TOKEN_PREFIX = 'lk_cs_';
 export const SESSION_LIFETIME_MS = 30 * 60 * 1000;
 
-const digestOf = (token: string) => createHash('sha256').update(token).digest('base64url');
+export const digestOf = (token: string) => createHash('sha256').update(token).digest('base64url');
 
 type Deps = Pick<VaultDeps, 'integrations' | 'connections'> & { sessions: ConnectSessionRepo };
 
@@ -76,20 +76,23 @@ function sessionView(doc: ConnectSessionDoc): ConnectSession {
   };
 }
 
-/** `vault.sessions.get`: the live session behind a token, or `unknown_connect_session_token`. */
+/** The live session behind a token or a digest, or `unknown_connect_session_token`. */
+export async function liveSession(deps: Pick<Deps, 'sessions'>, by: { token: string } | { digest: string }): Promise<ConnectSessionDoc> {
+  const unknown = new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
+  if ('token' in by && !by.token.startsWith(SESSION_TOKEN_PREFIX)) throw unknown;
+  const digest = 'token' in by ? digestOf(by.token) : by.digest;
+  const doc = await deps.sessions.findByDigest(digest);
+  if (!doc) throw unknown;
+  if (doc.expires_at.getTime() <= Date.now()) {
+    await deps.sessions.removeByDigest(digest);
+    throw unknown;
+  }
+  return doc;
+}
+
+/** `vault.sessions.get`: the live session behind a token. */
 export function getConnectSessionHandler(deps: Pick<Deps, 'sessions'>) {
-  return async ({ token }: RequestOf<typeof vaultContracts.getConnectSession>) => {
-    const unknown = new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
-    if (!token.startsWith(SESSION_TOKEN_PREFIX)) throw unknown;
-    const digest = digestOf(token);
-    const doc = await deps.sessions.findByDigest(digest);
-    if (!doc) throw unknown;
-    if (doc.expires_at.getTime() <= Date.now()) {
-      await deps.sessions.removeByDigest(digest);
-      throw unknown;
-    }
-    return sessionView(doc);
-  };
+  return async ({ token }: RequestOf<typeof vaultContracts.getConnectSession>) => sessionView(await liveSession(deps, { token }));
 }
 
 /** `vault.sessions.delete`: ends a session early. */
@@ -103,71 +106,88 @@ export function deleteConnectSessionHandler(deps: Pick<Deps, 'sessions'>) {
 }
 
 /**
- * `vault.sessions.connect`: the end user's credentials for one integration the session allows.
+ * Saves credentials an end user gave in a connect flow, for an integration the session allows.
  * New connections get a server-chosen id and the session's tags and end user; a reconnect
  * session replaces the credentials of its one connection and nothing else.
  */
-export function connectWithSessionHandler(deps: Deps & Pick<VaultDeps, 'bus' | 'cipher' | 'providers'>) {
-  const lookUp = getConnectSessionHandler(deps);
-  return async (request: RequestOf<typeof vaultContracts.connectWithSession>) => {
-    const session = await lookUp({ token: request.token });
-    const environment = environmentId(session.environment_id);
-    if (session.allowed_integrations && !session.allowed_integrations.includes(request.integration)) {
-      throw new AppError('forbidden', `This connect session does not allow the integration "${request.integration}"`);
-    }
-    const integration = await findIntegration(deps, environment, request.integration);
-    const credentials = request.credentials as Record<string, unknown>;
-    const expected = deps.providers.get(integration.provider)?.auth_mode;
-    if (expected && expected !== credentials['type']) {
-      throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials`, {
-        errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
-      });
-    }
-    const connectionConfig = { ...session.integrations_config_defaults[request.integration]?.connection_config, ...request.connection_config };
-
-    if (session.reconnect) {
-      const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
-      if (!existing || existing.provider_config_key !== request.integration) {
-        throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
-      }
-      const now = new Date();
-      await deps.connections.update(environment, existing._id, {
-        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
-        credentials_type: String(credentials['type']),
-        expires_at: expiryOf(credentials),
-        errors: existing.errors.filter((error) => error.type !== 'auth'),
-        refresh_failure: null,
-        tags: { ...existing.tags, ...session.tags },
-        updated_at: now,
-      });
-      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags: { ...existing.tags, ...session.tags }, end_user: session.end_user });
-      return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' as const };
-    }
-
-    const id = `conn_${randomUUID()}`;
-    const now = new Date();
-    const doc = await deps.connections.insert(environment, {
-      _id: id,
-      id: randomInt(1, 2 ** 47),
-      integration_id: integration._id,
-      provider_config_key: integration.unique_key,
-      provider: integration.provider,
-      connection_id: randomUUID(),
-      credentials_type: String(credentials['type']),
-      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
-      expires_at: expiryOf(credentials),
-      metadata: {},
-      connection_config: connectionConfig,
-      tags: session.tags,
-      end_user: session.end_user,
-      errors: [],
-      refresh_failure: null,
-      created_via_session: true,
-      created_at: now,
-      updated_at: now,
-      last_fetched_at: null,
+export async function saveSessionConnection(
+  deps: SaveDeps,
+  session: ConnectSessionDoc,
+  integrationKey: string,
+  credentials: Record<string, unknown>,
+  connectionConfig: Record<string, unknown> = {},
+): Promise<{ connectionId: string; providerConfigKey: string; operation: 'creation' | 'override' }> {
+  const environment = environmentId(session.environment_id);
+  const integration = await allowedIntegration(deps, session, integrationKey);
+  const expected = deps.providers.get(integration.provider)?.auth_mode;
+  if (expected && expected !== credentials['type']) {
+    throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials`, {
+      errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
     });
-    await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
-    return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' as const };
-  };
+  }
+  const now = new Date();
+  if (session.reconnect) {
+    const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
+    if (!existing || existing.provider_config_key !== integration.unique_key) {
+      throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+    }
+    const tags = { ...existing.tags, ...session.tags };
+    await deps.connections.update(environment, existing._id, {
+      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
+      credentials_type: String(credentials['type']),
+      expires_at: expiryOf(credentials),
+      errors: existing.errors.filter((error) => error.type !== 'auth'),
+      refresh_failure: null,
+      tags,
+      updated_at: now,
+    });
+    await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
+    return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
+  }
+  const id = `conn_${randomUUID()}`;
+  const doc = await deps.connections.insert(environment, {
+    _id: id,
+    id: randomInt(1, 2 ** 47),
+    integration_id: integration._id,
+    provider_config_key: integration.unique_key,
+    provider: integration.provider,
+    connection_id: randomUUID(),
+    credentials_type: String(credentials['type']),
+    credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+    expires_at: expiryOf(credentials),
+    metadata: {},
+    connection_config: { ...session.integrations_config_defaults[integration.unique_key]?.connection_config, ...connectionConfig },
+    tags: session.tags,
+    end_user: session.end_user,
+    errors: [],
+    refresh_failure: null,
+    created_via_session: true,
+    created_at: now,
+    updated_at: now,
+    last_fetched_at: null,
+  });
+  await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
+  return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };
+}
+
+/** The integration, if the session allows it. */
+export async function allowedIntegration(deps: Pick<Deps, 'integrations'>, session: ConnectSessionDoc, integrationKey: string) {
+  if (session.allowed_integrations && !session.allowed_integrations.includes(integrationKey)) {
+    throw new AppError('forbidden', `This connect session does not allow the integration "${integrationKey}"`);
+  }
+  return findIntegration(deps, environmentId(session.environment_id), integrationKey);
+}
+
+type SaveDeps = Deps & Pick<VaultDeps, 'bus' | 'cipher' | 'providers'>;
+
+/** `vault.sessions.connect`: form credentials (API key, basic, other types) from a connect flow. */
+export function connectWithSessionHandler(deps: SaveDeps) {
+  return async (request: RequestOf<typeof vaultContracts.connectWithSession>) =>
+    saveSessionConnection(
+      deps,
+      await liveSession(deps, { token: request.token }),
+      request.integration,
+      request.credentials as Record<string, unknown>,
+      request.connection_config,
+    );
 }

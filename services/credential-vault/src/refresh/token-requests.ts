@@ -43,7 +43,8 @@ function providerError(status: number, body: string): AppError {
   });
 }
 
-async function postToken(context: RefreshContext, form: Record<string, string>, clientId: string | undefined, clientSecret: string | undefined) {
+/** POSTs a form to the provider's token endpoint with the client authenticated its way; the parsed answer. */
+export async function postToken(context: RefreshContext, form: Record<string, string>, clientId: string | undefined, clientSecret: string | undefined) {
   const url = context.provider.token_url;
   if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -85,7 +86,7 @@ async function postToken(context: RefreshContext, form: Record<string, string>, 
   return raw;
 }
 
-function expiryFrom(raw: Record<string, unknown>, now: Date): string | undefined {
+export function expiryFrom(raw: Record<string, unknown>, now: Date): string | undefined {
   const seconds = Number(raw['expires_in']);
   return Number.isFinite(seconds) && seconds > 0 ? new Date(now.getTime() + seconds * 1000).toISOString() : undefined;
 }

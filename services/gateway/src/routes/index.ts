@@ -9,6 +9,8 @@ import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
 import { saveApiKey, saveBasic, saveTypedCredentials } from './auth/session-credentials.js';
 import { createConnectSession } from './connect/create-connect-session.js';
+import { connectOAuth } from './oauth/connect-oauth.js';
+import { oauthCallback } from './oauth/oauth-callback.js';
 import { createReconnectSession } from './connect/create-reconnect-session.js';
 import { deleteConnectSession } from './connect/delete-connect-session.js';
 import { getConnectSession } from './connect/get-connect-session.js';
@@ -63,6 +65,8 @@ export const routes: readonly AnyRoute[] = [
   saveApiKey,
   saveBasic,
   saveTypedCredentials,
+  connectOAuth,
+  oauthCallback,
   // proxy
   proxyRequest,
   // environment

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import { defineRoute } from '../../http/define-route.js';
+
+/** Where providers send end users back: the environment's callback URL, else ours. */
+export async function redirectUri(deps: { config: { PUBLIC_URL: string }; environments: { findById(id: string): Promise<{ callback_url: string | null } | null> } }, environmentId: string) {
+  const environment = await deps.environments.findById(environmentId);
+  return environment?.callback_url ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/oauth/callback`;
+}
+
+/**
+ * `GET /oauth/connect/{integration}?connect_session_token=…`: sends the end user's browser to
+ * the provider's authorization page. `params[k]=v` fill connection config; `authorization_params[k]=v`
+ * are added to the authorization URL.
+ */
+export const connectOAuth = defineRoute({
+  method: 'get',
+  path: '/oauth/connect/:integration',
+  auth: 'connect_session',
+  scope: null,
+  schemas: {
+    params: z.strictObject({ integration: z.string().min(1).max(128) }),
+    query: z.strictObject({
+      connect_session_token: z.string().min(1),
+      params: z.record(z.string(), z.string()).optional(),
+      authorization_params: z.record(z.string(), z.string()).optional(),
+    }),
+  },
+  handler: async ({ deps, session, params, query, res }) => {
+    const { url } = await deps.bus.request(vaultContracts.startOAuth, {
+      token: session.token,
+      integration: params.integration,
+      redirect_uri: await redirectUri(deps, session.environment_id),
+      ...(query.params ? { connection_config: query.params } : {}),
+      ...(query.authorization_params ? { authorization_params: query.authorization_params } : {}),
+    });
+    res.redirect(302, url);
+    return { streamed: true };
+  },
+});

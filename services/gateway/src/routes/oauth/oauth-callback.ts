@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import { toAppError } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+import { resultPage } from './result-page.js';
+
+/**
+ * `GET /oauth/callback`: the provider's redirect. Public (the single-use `state` is the proof);
+ * answers with a page for the end user whatever happened, never a JSON error.
+ */
+export const oauthCallback = defineRoute({
+  method: 'get',
+  path: '/oauth/callback',
+  auth: 'public',
+  scope: null,
+  schemas: {
+    // Providers add their own parameters (scope, iss, session_state…): accept and ignore them.
+    query: z.looseObject({
+      code: z.string().max(4096).optional(),
+      state: z.string().max(256).optional(),
+      error: z.string().max(256).optional(),
+      error_description: z.string().max(1024).optional(),
+    }),
+  },
+  handler: async ({ deps, query, res }) => {
+    let page: string;
+    if (query.error || !query.code || !query.state) {
+      const reason = query.error ? `The provider refused: ${query.error_description ?? query.error}` : 'The provider sent no authorization code.';
+      page = resultPage({ ok: false, message: reason });
+      res.status(400);
+    } else {
+      try {
+        const saved = await deps.bus.request(vaultContracts.finishOAuth, { state: query.state, code: query.code });
+        page = resultPage({ ok: true, connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey });
+      } catch (error) {
+        const appError = toAppError(error);
+        page = resultPage({ ok: false, message: appError.code === 'internal_error' ? 'Something went wrong; please try again.' : appError.message });
+        res.status(appError.status);
+      }
+    }
+    res.type('html').send(page);
+    return { streamed: true };
+  },
+});

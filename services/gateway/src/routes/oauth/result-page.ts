@@ -1,0 +1,27 @@
+/** Text for HTML: the five characters that matter, escaped. */
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
+
+/**
+ * The page the provider sends the end user back to. In a popup it reports the outcome to the
+ * opener (`{type:'connect', connectionId, providerConfigKey}` or `{type:'error'}`) and closes;
+ * opened as a page it says what happened.
+ */
+export function resultPage(outcome: { ok: true; connectionId: string; providerConfigKey: string } | { ok: false; message: string }): string {
+  const message = outcome.ok
+    ? { type: 'connect', connectionId: outcome.connectionId, providerConfigKey: outcome.providerConfigKey }
+    : { type: 'error', error: outcome.message };
+  const title = outcome.ok ? 'Connected' : 'Connection failed';
+  const text = outcome.ok ? 'You can close this window and return to the application.' : outcome.message;
+  // JSON inside a script: `<` escaped so no value can close the tag.
+  const payload = JSON.stringify(message).replace(/</g, '\\u003c');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;display:grid;place-items:center;min-height:100vh;margin:0;background:#f6f7f9;color:#1d2433}
+main{background:#fff;padding:2rem 2.5rem;border-radius:12px;box-shadow:0 2px 12px #0001;max-width:28rem;text-align:center}
+h1{font-size:1.25rem;margin:0 0 .5rem}.ok{color:#0a7a3d}.fail{color:#b42318}</style></head>
+<body><main role="status"><h1 class="${outcome.ok ? 'ok' : 'fail'}">${title}</h1><p>${escapeHtml(text)}</p></main>
+<script>(function(){var m=${payload};if(window.opener){window.opener.postMessage(m,'*');setTimeout(function(){window.close()},300);}})();</script>
+</body></html>`;
+}
