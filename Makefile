@@ -13,8 +13,9 @@ help: ## list targets
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
-build: node_modules/.package-lock.json ## compile every workspace (tsc -b)
+build: node_modules/.package-lock.json ## compile every workspace (tsc -b) and the Connect UI bundle
 	npx tsc -b
+	npm run --silent build:ui -w @latchkey/gateway
 
 $(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.sum
 	cd deploy/ferretdb && go build -trimpath -o ../../$(FERRETDB) .

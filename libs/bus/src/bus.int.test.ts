@@ -26,6 +26,8 @@ beforeAll(async () => {
     if (code === 'boom') throw new Error('secret=hunter2');
     throw new AppError('unknown_connection', 'No such connection');
   });
+  // Subscriptions travel to the server asynchronously: make sure they arrived.
+  await server.nc.flush();
 });
 
 afterAll(async () => {

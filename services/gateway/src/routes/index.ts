@@ -11,6 +11,7 @@ import { saveApiKey, saveBasic, saveTypedCredentials } from './auth/session-cred
 import { createConnectSession } from './connect/create-connect-session.js';
 import { connectOAuth } from './oauth/connect-oauth.js';
 import { oauthCallback } from './oauth/oauth-callback.js';
+import { connectPage, connectScript } from './connect/connect-ui.js';
 import { createReconnectSession } from './connect/create-reconnect-session.js';
 import { deleteConnectSession } from './connect/delete-connect-session.js';
 import { getConnectSession } from './connect/get-connect-session.js';
@@ -62,6 +63,8 @@ export const routes: readonly AnyRoute[] = [
   getConnectSession,
   deleteConnectSession,
   // connect flows (end users, with the session token)
+  connectPage,
+  connectScript,
   saveApiKey,
   saveBasic,
   saveTypedCredentials,

@@ -1,14 +1,40 @@
+import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
-/** The session behind the end user's token, as the Connect UI needs it. */
+/**
+ * The session behind the end user's token, as the Connect UI needs it: its settings and the
+ * integrations it allows, each with its name, logo, auth mode and the connection config it asks
+ * for.
+ */
 export const getConnectSession = defineRoute({
   method: 'get',
   path: '/connect/session',
   auth: 'connect_session',
   scope: null,
   schemas: {},
-  handler: async ({ session }) => {
-    const { token: _token, environment_id: _environment, ...view } = session;
-    return { body: { data: view } };
+  handler: async ({ deps, session }) => {
+    const { token: _token, environment_id: environmentId, ...view } = session;
+    const all = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: environmentId, include_credentials: false });
+    const allowed = all.filter((integration) => !view.allowed_integrations || view.allowed_integrations.includes(integration.unique_key));
+    const providers = new Map(
+      await Promise.all(
+        [...new Set(allowed.map((integration) => integration.provider))].map(
+          async (name) => [name, await deps.bus.request(vaultContracts.getProvider, { name })] as const,
+        ),
+      ),
+    );
+    const integrations = allowed.map((integration) => {
+      const provider = providers.get(integration.provider);
+      const docs = view.overrides[integration.unique_key]?.docs_connect;
+      return {
+        unique_key: integration.unique_key,
+        display_name: integration.display_name ?? provider?.display_name ?? integration.unique_key,
+        logo: integration.logo,
+        auth_mode: provider?.auth_mode ?? 'NONE',
+        connection_configuration: provider?.connection_configuration ?? [],
+        ...(docs ? { docs_connect: docs } : {}),
+      };
+    });
+    return { body: { data: { ...view, integrations } } };
   },
 });
