@@ -46,7 +46,11 @@ export const connectScript = defineRoute({
   scope: null,
   schemas: {},
   handler: async ({ res }) => {
-    bundle ??= readFile(BUNDLE);
+    // A missing bundle (the UI was not built) is retried on the next request, not remembered.
+    bundle ??= readFile(BUNDLE).catch((error: unknown) => {
+      bundle = undefined;
+      throw error;
+    });
     res.type('application/javascript').setHeader('Cache-Control', 'no-cache');
     res.send(await bundle);
     return { streamed: true };
