@@ -64,6 +64,41 @@ describe('the hosted Connect UI', () => {
     await page.close();
   });
 
+  it('reports to its opener as a popup, and returns to return_url as a page', async () => {
+    const { connect_link: link } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;
+    const opener = await browser.newPage();
+    await opener.goto(`${stack.url}/health`);
+    // These callbacks run in the browser; the test project has no DOM types, hence the shape.
+    type BrowserWindow = {
+      messages: unknown[];
+      addEventListener(type: 'message', listener: (event: { data: unknown }) => void): void;
+      open(url: string, name: string, features: string): unknown;
+    };
+    await opener.evaluate(() => {
+      const browserWindow = globalThis as unknown as BrowserWindow;
+      browserWindow.messages = [];
+      browserWindow.addEventListener('message', (event) => browserWindow.messages.push(event.data));
+    });
+    const [popup] = await Promise.all([
+      opener.waitForEvent('popup'),
+      opener.evaluate((url) => void (globalThis as unknown as BrowserWindow).open(url, 'connect', 'width=480,height=640'), link),
+    ]);
+    await popup.getByLabel('API key').fill('popup-key');
+    await popup.getByRole('button', { name: 'Connect' }).click();
+    await popup.waitForEvent('close');
+    const messages = await opener.evaluate(() => (globalThis as unknown as BrowserWindow).messages);
+    expect(messages).toEqual([{ type: 'connect', connectionId: expect.any(String), providerConfigKey: 'keys' }]);
+    await opener.close();
+
+    const second = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data.connect_link;
+    const page = await browser.newPage();
+    await page.goto(`${second}&return_url=${encodeURIComponent(`${stack.url}/health`)}`);
+    await page.getByLabel('API key').fill('page-key');
+    await page.getByRole('button', { name: 'Connect' }).click();
+    await page.waitForURL(`${stack.url}/health`);
+    await page.close();
+  });
+
   it('tells the end user when the link has expired', async () => {
     const page = await browser.newPage();
     await page.goto(`${stack.url}/connect?session_token=lk_cs_expired`);
