@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomInt, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { vaultContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -6,7 +6,7 @@ import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf, normalizeTags } from '../domain/views.js';
-import { CREDENTIALS_PLACE } from './connections.js';
+import { CREDENTIALS_PLACE, insertConnection } from './connections.js';
 import { findIntegration } from './integrations.js';
 
 /** Session tokens start with this, and live 30 minutes. */
@@ -144,27 +144,13 @@ export async function saveSessionConnection(
     await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
     return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
   }
-  const id = `conn_${randomUUID()}`;
-  const doc = await deps.connections.insert(environment, {
-    _id: id,
-    id: randomInt(1, 2 ** 47),
-    integration_id: integration._id,
-    provider_config_key: integration.unique_key,
-    provider: integration.provider,
+  const doc = await insertConnection(deps, environment, integration, credentials, {
     connection_id: randomUUID(),
-    credentials_type: String(credentials['type']),
-    credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
-    expires_at: expiryOf(credentials),
     metadata: {},
     connection_config: { ...session.integrations_config_defaults[integration.unique_key]?.connection_config, ...connectionConfig },
     tags: session.tags,
     end_user: session.end_user,
-    errors: [],
-    refresh_failure: null,
     created_via_session: true,
-    created_at: now,
-    updated_at: now,
-    last_fetched_at: null,
   });
   await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
   return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };

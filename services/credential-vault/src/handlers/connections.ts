@@ -4,11 +4,40 @@ import { AppError } from '@latchkey/errors';
 import { z } from 'zod';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
+import type { IntegrationDoc } from '../db/integration-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, connectionListItem, connectionView, expiryOf, normalizeTags } from '../domain/views.js';
 import { findIntegration } from './integrations.js';
 
 export const CREDENTIALS_PLACE = (doc: Pick<ConnectionDoc, '_id'>) => ({ connectionId: doc._id, field: 'connection.credentials' });
+
+/** Stores a new connection: fresh ids, the credentials encrypted for it, no errors yet. */
+export async function insertConnection(
+  deps: Pick<VaultDeps, 'connections' | 'cipher'>,
+  environment: EnvironmentId,
+  integration: Pick<IntegrationDoc, '_id' | 'unique_key' | 'provider'>,
+  credentials: Record<string, unknown>,
+  fields: Pick<ConnectionDoc, 'connection_id' | 'metadata' | 'connection_config' | 'tags' | 'end_user' | 'created_via_session'>,
+): Promise<ConnectionDoc> {
+  const id = `conn_${randomUUID()}`;
+  const now = new Date();
+  return deps.connections.insert(environment, {
+    _id: id,
+    id: randomInt(1, 2 ** 47),
+    integration_id: integration._id,
+    provider_config_key: integration.unique_key,
+    provider: integration.provider,
+    credentials_type: String(credentials['type']),
+    credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+    expires_at: expiryOf(credentials),
+    errors: [],
+    refresh_failure: null,
+    created_at: now,
+    updated_at: now,
+    last_fetched_at: null,
+    ...fields,
+  });
+}
 
 /** last_fetched_at is written at most this often per connection and replica. */
 const FETCH_STAMP_MS = 60_000;
@@ -48,28 +77,13 @@ export function createConnectionHandler(deps: VaultDeps) {
         errors: missing.map((key) => ({ code: 'required', message: 'required by the provider', path: `connection_config.${key}` })),
       });
     }
-    const id = `conn_${randomUUID()}`;
-    const now = new Date();
-    const doc = await deps.connections.insert(environment, {
-      _id: id,
-      id: randomInt(1, 2 ** 47),
-      integration_id: integration._id,
-      provider_config_key: integration.unique_key,
-      provider: integration.provider,
+    const doc = await insertConnection(deps, environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
-      credentials_type: type,
-      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
-      expires_at: expiryOf(credentials),
       metadata: request.metadata ?? {},
       connection_config: connectionConfig,
       tags: normalizeTags(request.tags),
       end_user: request.end_user ?? null,
-      errors: [],
-      refresh_failure: null,
       created_via_session: false,
-      created_at: now,
-      updated_at: now,
-      last_fetched_at: null,
     });
     await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
     if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
