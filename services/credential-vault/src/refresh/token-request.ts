@@ -1,7 +1,7 @@
-import got from 'got';
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
 import { interpolate, type TemplateContext } from '../catalog/interpolate.js';
+import { callTokenEndpoint } from './token-endpoint.js';
 import type { RefreshContext } from './token-requests.js';
 
 /** The credential types whose token is bought through the provider's `token_request`. */
@@ -148,24 +148,12 @@ export async function refreshWithTokenRequest(type: TokenRequestType, context: R
     });
   }
   const request = buildTokenRequest(spec, templateContextOf(type, context.credentials, context.connectionConfig));
-  let response;
-  try {
-    response = await got(request.url, {
-      method: request.method,
-      headers: request.headers,
-      ...(request.body === undefined ? {} : request.body.format === 'json' ? { json: request.body.fields } : { form: request.body.fields }),
-      // A redirect would carry the credentials to wherever the answer points.
-      followRedirect: false,
-      throwHttpErrors: false,
-      retry: { limit: 0 },
-      timeout: { request: context.timeoutMs },
-      responseType: 'text',
-    });
-  } catch (error) {
-    throw new AppError('refresh_token_external_error', `The provider's token endpoint could not be reached: ${(error as Error).message}`, {
-      payload: { error: 'unreachable' },
-    });
-  }
+  const response = await callTokenEndpoint(request.url, {
+    method: request.method,
+    headers: request.headers,
+    ...(request.body === undefined ? {} : request.body.format === 'json' ? { json: request.body.fields } : { form: request.body.fields as Record<string, string> }),
+    timeoutMs: context.timeoutMs,
+  });
   const answer = parseJson(response.body);
   if (response.statusCode >= 300) {
     const fields = providerErrorFields(answer, spec.token_path);

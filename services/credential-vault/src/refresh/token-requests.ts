@@ -1,9 +1,9 @@
 import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
-import got from 'got';
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
 import type { ProviderEntry } from '../domain/vault-deps.js';
+import { callTokenEndpoint } from './token-endpoint.js';
 import { refreshWithTokenRequest } from './token-request.js';
 
 export interface RefreshContext {
@@ -58,21 +58,7 @@ export async function postToken(context: RefreshContext, form: Record<string, st
       if (clientSecret !== undefined) body['client_secret'] = clientSecret;
     }
   }
-  let response;
-  try {
-    response = await got.post(fillUrl(url, context.connectionConfig), {
-      form: body,
-      headers,
-      throwHttpErrors: false,
-      retry: { limit: 0 },
-      timeout: { request: context.timeoutMs },
-      responseType: 'text',
-    });
-  } catch (error) {
-    throw new AppError('refresh_token_external_error', `The provider's token endpoint could not be reached: ${(error as Error).message}`, {
-      payload: { error: 'unreachable' },
-    });
-  }
+  const response = await callTokenEndpoint(fillUrl(url, context.connectionConfig), { form: body, headers, timeoutMs: context.timeoutMs });
   if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
   let raw: Record<string, unknown>;
   try {
@@ -190,17 +176,10 @@ async function refreshApp(context: RefreshContext): Promise<Record<string, unkno
   }
   const url = context.provider.token_url;
   if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
-  const response = await got
-    .post(fillUrl(url, context.connectionConfig), {
-      headers: { authorization: `Bearer ${appJwt}`, accept: 'application/json' },
-      throwHttpErrors: false,
-      retry: { limit: 0 },
-      timeout: { request: context.timeoutMs },
-      responseType: 'text',
-    })
-    .catch((error: unknown) => {
-      throw new AppError('refresh_token_external_error', `The provider could not be reached: ${(error as Error).message}`);
-    });
+  const response = await callTokenEndpoint(fillUrl(url, context.connectionConfig), {
+    headers: { authorization: `Bearer ${appJwt}`, accept: 'application/json' },
+    timeoutMs: context.timeoutMs,
+  });
   if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
   let parsed: unknown;
   try {
