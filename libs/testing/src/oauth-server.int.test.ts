@@ -1,21 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash, randomBytes } from 'node:crypto';
-import { startOAuthServer, type OAuthServerSettings, type TestOAuthServer } from './oauth-server.js';
+import { OAUTH_SERVER_DEFAULTS, startOAuthServer, type TestOAuthServer } from './oauth-server.js';
 
 const REDIRECT_URI = 'http://127.0.0.1:9/callback';
-const DEFAULTS: Required<OAuthServerSettings> = {
-  clientAuth: 'either',
-  rotateRefreshTokens: true,
-  omitRefreshTokenOnRefresh: false,
-  issueRefreshTokens: true,
-  expiresIn: 3600,
-  extraTokenFields: {},
-  tokenDelayMs: 0,
-  denyAuthorization: false,
-  requirePkce: false,
-  codeTtlMs: 60_000,
-  subject: 'test-user',
-};
+const DEFAULTS = OAUTH_SERVER_DEFAULTS;
 
 let oauth: TestOAuthServer;
 

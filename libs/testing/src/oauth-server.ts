@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { BodyTooLarge, readBody } from './read-body.js';
 
 /**
  * A real OAuth 2 authorization server (RFC 6749, PKCE per RFC 7636) on loopback, for tests that
@@ -144,20 +145,25 @@ type ClientCheck = { client: OAuthClient } | { failure: Answer };
 
 const MAX_BODY_BYTES = 1024 * 1024;
 
+/** How the server behaves unless told otherwise (setOptions restores any of these). */
+export const OAUTH_SERVER_DEFAULTS: Readonly<Required<OAuthServerSettings>> = {
+  clientAuth: 'either',
+  rotateRefreshTokens: true,
+  omitRefreshTokenOnRefresh: false,
+  issueRefreshTokens: true,
+  expiresIn: 3600,
+  extraTokenFields: {},
+  tokenDelayMs: 0,
+  denyAuthorization: false,
+  requirePkce: false,
+  codeTtlMs: 60_000,
+  subject: 'test-user',
+};
+
 export async function startOAuthServer(options: OAuthServerOptions = {}): Promise<TestOAuthServer> {
   const { clients: givenClients, ...givenSettings } = options;
   const settings: Required<OAuthServerSettings> = {
-    clientAuth: 'either',
-    rotateRefreshTokens: true,
-    omitRefreshTokenOnRefresh: false,
-    issueRefreshTokens: true,
-    expiresIn: 3600,
-    extraTokenFields: {},
-    tokenDelayMs: 0,
-    denyAuthorization: false,
-    requirePkce: false,
-    codeTtlMs: 60_000,
-    subject: 'test-user',
+    ...OAUTH_SERVER_DEFAULTS,
     ...givenSettings,
   };
   const clients: OAuthClient[] = (givenClients ?? [{ client_id: 'test-client', client_secret: 'test-secret' }]).map(
@@ -258,7 +264,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
 
   async function token(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== 'POST') return sendJson(res, 405, oauthError('invalid_request', 'use POST'), { allow: 'POST' });
-    const raw = await readBody(req);
+    const raw = await readBody(req, MAX_BODY_BYTES);
     const form = new URLSearchParams(raw.toString('utf8'));
     const basic = parseBasic(req.headers.authorization);
     const grantType = form.get('grant_type') ?? undefined;
@@ -431,7 +437,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
 
   async function revoke(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== 'POST') return sendJson(res, 405, oauthError('invalid_request', 'use POST'), { allow: 'POST' });
-    const form = new URLSearchParams((await readBody(req)).toString('utf8'));
+    const form = new URLSearchParams((await readBody(req, MAX_BODY_BYTES)).toString('utf8'));
     const checked = authenticateClient(form, parseBasic(req.headers.authorization));
     if ('failure' in checked) return sendAnswer(res, checked.failure);
     const presented = form.get('token');
@@ -443,7 +449,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
   }
 
   async function protectedResource(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const body = await readBody(req);
+    const body = await readBody(req, MAX_BODY_BYTES);
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
     if (!match) return sendJson(res, 401, oauthError('invalid_request', 'a Bearer token is required'), { 'www-authenticate': 'Bearer realm="oauth"' });
     const presented = match[1] as string;
@@ -475,7 +481,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     if (path === '/revoke') return revoke(req, res);
     if (path === '/userinfo' || path.startsWith('/api/')) return protectedResource(req, res, url);
     if (path === '/.well-known/oauth-authorization-server') return sendJson(res, 200, metadata());
-    await readBody(req);
+    await readBody(req, MAX_BODY_BYTES);
     sendJson(res, 404, { error: 'not_found', error_description: `nothing at ${req.method} ${path}` });
   }
 
@@ -596,19 +602,6 @@ function randomToken(prefix: string): string {
 
 function oauthError(error: string, description: string): { error: string; error_description: string } {
   return { error, error_description: description };
-}
-
-class BodyTooLarge extends Error {}
-
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new BodyTooLarge(`the body exceeds ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
 }
 
 function sendAnswer(res: ServerResponse, answer: Answer, extraHeaders: OutgoingHttpHeaders = {}): void {

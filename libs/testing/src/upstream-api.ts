@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
+import { BodyTooLarge, readBody } from './read-body.js';
 
 /**
  * A small real HTTP API on loopback standing in for a customer's upstream behind the proxy:
@@ -108,7 +109,7 @@ export async function startUpstreamApi(options: UpstreamApiOptions = {}): Promis
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const rawUrl = req.url ?? '/';
     const url = new URL(rawUrl, base);
-    const body = await readBody(req);
+    const body = await readBody(req, MAX_BODY_BYTES);
     requests.push({ method: req.method ?? 'GET', url: rawUrl, path: url.pathname, headers: req.headers, bodyLength: body.length });
 
     const [first, second, ...rest] = url.pathname.split('/').slice(1);
@@ -315,19 +316,6 @@ function utf8OrNull(body: Buffer): string | null {
   } catch {
     return null;
   }
-}
-
-class BodyTooLarge extends Error {}
-
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new BodyTooLarge(`the body exceeds ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
