@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { freePort, gzipPayload, pseudoRandomBytes, startUpstreamApi, type TestUpstreamApi, type UpstreamEcho } from '@latchkey/testing';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /** The SDK's proxy operations (proxy, get, post, put, patch, delete) against the running stack and a loopback provider. */
@@ -56,9 +54,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => held.listen(heldPort, '127.0.0.1', resolve));
   heldUrl = `http://127.0.0.1:${heldPort}`;
 
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-client-proxy-')), 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     `loopback-api:
   display_name: Loopback API
   categories: [test]

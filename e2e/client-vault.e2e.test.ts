@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /** Every vault-backed method of the TypeScript SDK, against the running stack. */
@@ -14,7 +12,6 @@ let oauth: TestOAuthServer;
 let latchkey: Latchkey;
 
 function providersFile(): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'latchkey-providers-')), 'providers.yaml');
   const lines = [
     'loopback-oauth:',
     '  display_name: Loopback OAuth',
@@ -27,8 +24,7 @@ function providersFile(): string {
     '  categories: [test]',
     '  auth_mode: API_KEY',
   ];
-  writeFileSync(file, `${lines.join('\n')}\n`);
-  return file;
+  return writeProvidersFile(`${lines.join('\n')}\n`);
 }
 
 /** A client whose key holds only the given scopes, made through the operator API. */

@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Latchkey } from '@latchkey/client';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -13,9 +11,7 @@ const api = (method: string, path: string, body?: unknown) => http(`${stack.url}
 
 beforeAll(async () => {
   oauth = await startOAuthServer({ requirePkce: true });
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-connect-')), 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n  default_scopes: [read, write]\n`,
   );
   stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { artifactPath, launchBrowser } from './support/browser.js';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -15,9 +13,7 @@ const api = (method: string, path: string, body?: unknown) => http(`${stack.url}
 
 beforeAll(async () => {
   oauth = await startOAuthServer();
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-ui-')), 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n`,
   );
   [stack, browser] = await Promise.all([startStack({ env: { PROVIDERS_FILE: providersFile } }), launchBrowser()]);

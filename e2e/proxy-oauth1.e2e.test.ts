@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freePort } from '@latchkey/testing';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 const CONSUMER = { key: 'consumer-key', secret: 'consumer-secret' };
@@ -52,9 +50,7 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => provider.listen(port, '127.0.0.1', resolve));
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-oauth1-')), 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     `loopback-oauth1:\n  display_name: Loopback OAuth 1\n  categories: [test]\n  auth_mode: OAUTH1\n  request_url: ${providerUrl}/request\n  authorization_url: ${providerUrl}/authorize\n  token_url: ${providerUrl}/token\n  proxy:\n    base_url: ${providerUrl}/api\n`,
   );
   stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freePort, pseudoRandomBytes, startOAuthServer, startUpstreamApi, type TestOAuthServer, type TestUpstreamApi } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -44,9 +43,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => custom.listen(customPort, '127.0.0.1', resolve));
   customUrl = `http://127.0.0.1:${customPort}`;
 
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-proxy-')), 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     `loopback-api:
   display_name: Loopback API
   categories: [test]

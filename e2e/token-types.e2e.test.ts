@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import jwt from 'jsonwebtoken';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /**
@@ -205,8 +203,7 @@ loopback-signature:
 
 beforeAll(async () => {
   provider = await startLoopbackProvider();
-  const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-token-types-')), 'providers.yaml');
-  writeFileSync(providersFile, providersYaml(provider.url));
+  const providersFile = writeProvidersFile(providersYaml(provider.url));
   stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });
   const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
     method: 'POST',

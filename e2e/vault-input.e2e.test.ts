@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /**
@@ -292,8 +290,7 @@ async function newKey(scopes: string[]): Promise<string> {
 }
 
 beforeAll(async () => {
-  const providers = join(mkdtempSync(join(tmpdir(), 'latchkey-providers-')), 'providers.yaml');
-  writeFileSync(providers, 'loopback-key:\n  display_name: Loopback API key\n  categories: [test]\n  auth_mode: API_KEY\n');
+  const providers = writeProvidersFile('loopback-key:\n  display_name: Loopback API key\n  categories: [test]\n  auth_mode: API_KEY\n');
   stack = await startStack({ env: { PROVIDERS_FILE: providers, MAX_BODY_BYTES: String(64 * 1024) } });
   tokens.proxy = await newKey(['environment:proxy']);
   tokens.plain = await newKey(['environment:integrations:read', 'environment:connections:read']);

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import mongoose from 'mongoose';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
+import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -29,10 +27,7 @@ async function newKey(scopes: string[]) {
 
 beforeAll(async () => {
   oauth = await startOAuthServer();
-  const dir = mkdtempSync(join(tmpdir(), 'latchkey-providers-'));
-  const providersFile = join(dir, 'providers.yaml');
-  writeFileSync(
-    providersFile,
+  const providersFile = writeProvidersFile(
     [
       'loopback-oauth:',
       '  display_name: Loopback OAuth',

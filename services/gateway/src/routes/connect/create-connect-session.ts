@@ -6,11 +6,11 @@ import type { GatewayDeps } from '../../http/deps.js';
 /** The session request as customers send it: the vault's, less what the key decides. */
 export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true }).strict();
 
-/** `connect_link`: the hosted Connect UI with the token in `session_token`. */
-export function connectLink(deps: Pick<GatewayDeps, 'config'>, token: string): string {
-  const url = new URL(deps.config.CONNECT_URL ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/connect`);
-  url.searchParams.set('session_token', token);
-  return url.toString();
+/** The 201 answer for a new session: its token, `connect_link` (the Connect UI with `session_token`) and expiry. */
+export function sessionCreated(deps: Pick<GatewayDeps, 'config'>, session: { token: string; expires_at: string }) {
+  const link = new URL(deps.config.CONNECT_URL ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/connect`);
+  link.searchParams.set('session_token', session.token);
+  return { status: 201, body: { data: { token: session.token, connect_link: link.toString(), expires_at: session.expires_at } } };
 }
 
 /** A 30-minute session for one end user's connect flow. */
@@ -21,8 +21,7 @@ export const createConnectSession = defineRoute({
   scope: 'environment:connect_sessions:write',
   schemas: { body: sessionBody },
   handler: async ({ deps, key, body }) => {
-    const session = await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId });
-    return { status: 201, body: { data: { token: session.token, connect_link: connectLink(deps, session.token), expires_at: session.expires_at } } };
+    return sessionCreated(deps, await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId }));
   },
 });
 

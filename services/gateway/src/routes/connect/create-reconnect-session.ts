@@ -1,6 +1,6 @@
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { connectLink, reconnectBody } from './create-connect-session.js';
+import { reconnectBody, sessionCreated } from './create-connect-session.js';
 
 /** A session bound to one connection made through a session: the flow replaces its credentials only. */
 export const createReconnectSession = defineRoute({
@@ -11,11 +11,13 @@ export const createReconnectSession = defineRoute({
   schemas: { body: reconnectBody },
   handler: async ({ deps, key, body }) => {
     const { connection_id: connectionId, integration_id: integrationId, ...rest } = body;
-    const session = await deps.bus.request(vaultContracts.createConnectSession, {
-      ...rest,
-      environment_id: key.environmentId,
-      reconnect: { connection_id: connectionId, integration_id: integrationId },
-    });
-    return { status: 201, body: { data: { token: session.token, connect_link: connectLink(deps, session.token), expires_at: session.expires_at } } };
+    return sessionCreated(
+      deps,
+      await deps.bus.request(vaultContracts.createConnectSession, {
+        ...rest,
+        environment_id: key.environmentId,
+        reconnect: { connection_id: connectionId, integration_id: integrationId },
+      }),
+    );
   },
 });
