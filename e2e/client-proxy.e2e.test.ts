@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { freePort, gzipPayload, pseudoRandomBytes, startUpstreamApi, type TestUpstreamApi, type UpstreamEcho } from '@latchkey/testing';
-import { writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 /** The SDK's proxy operations (proxy, get, post, put, patch, delete) against the running stack and a loopback provider. */
@@ -55,15 +55,7 @@ beforeAll(async () => {
   heldUrl = `http://127.0.0.1:${heldPort}`;
 
   const providersFile = writeProvidersFile(
-    `loopback-api:
-  display_name: Loopback API
-  categories: [test]
-  auth_mode: API_KEY
-  proxy:
-    base_url: ${upstream.url}
-    headers:
-      X-Api-Key: \${apiKey}
-`,
+    apiKeyProviderYaml(upstream.url),
   );
   stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000' } });
   const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import { writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -9,7 +9,7 @@ let upstream: TestUpstreamApi;
 beforeAll(async () => {
   upstream = await startUpstreamApi();
   const providersFile = writeProvidersFile(
-    `loopback-api:\n  display_name: Loopback API\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${upstream.url}\n    headers:\n      X-Api-Key: \${apiKey}\n`,
+    apiKeyProviderYaml(upstream.url),
   );
   stack = await startStack({ replicas: { proxy: 2 }, env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
   const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });

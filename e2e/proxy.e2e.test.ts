@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { freePort, pseudoRandomBytes, startOAuthServer, startUpstreamApi, type TestOAuthServer, type TestUpstreamApi } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
-import { writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -44,15 +44,7 @@ beforeAll(async () => {
   customUrl = `http://127.0.0.1:${customPort}`;
 
   const providersFile = writeProvidersFile(
-    `loopback-api:
-  display_name: Loopback API
-  categories: [test]
-  auth_mode: API_KEY
-  proxy:
-    base_url: ${upstream.url}
-    headers:
-      X-Api-Key: \${apiKey}
-loopback-query:
+    `${apiKeyProviderYaml(upstream.url)}loopback-query:
   display_name: Loopback query key
   categories: [test]
   auth_mode: API_KEY
