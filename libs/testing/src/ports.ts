@@ -1,12 +1,14 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, Socket } from 'node:net';
 
-const RANGE = 1500;
+const RANGE = 500;
 // Below Linux's ephemeral range (32768+), so no outgoing connection holds one of these ports;
 // each jest worker draws from its own slice, so parallel test files never pick the same port
-// in the moment between choosing it and their server binding it.
+// in the moment between choosing it and their server binding it. LATCHKEY_TEST_PORT_SLICE
+// (0-2) moves a whole jest run to other slices, for two runs on one machine at once.
 const worker = Number(process.env['JEST_WORKER_ID'] ?? 0) % 8;
-const base = 20000 + worker * RANGE;
+const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 3;
+const base = 20000 + (run * 8 + worker) * RANGE;
 let cursor = Math.floor(Math.random() * RANGE);
 
 function canBind(port: number): Promise<boolean> {
