@@ -5,10 +5,10 @@ const RANGE = 500;
 // Below Linux's ephemeral range (32768+), so no outgoing connection holds one of these ports;
 // each jest worker draws from its own slice, so parallel test files never pick the same port
 // in the moment between choosing it and their server binding it. LATCHKEY_TEST_PORT_SLICE
-// (0-2) moves a whole jest run to other slices, for two runs on one machine at once.
-const worker = Number(process.env['JEST_WORKER_ID'] ?? 0) % 8;
-const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 3;
-const base = 20000 + (run * 8 + worker) * RANGE;
+// (0-5) moves a whole jest run to other slices, for several runs on one machine at once.
+const worker = Number(process.env['JEST_WORKER_ID'] ?? 0) % 4;
+const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 6;
+const base = 20000 + (run * 4 + worker) * RANGE;
 let cursor = Math.floor(Math.random() * RANGE);
 
 function canBind(port: number): Promise<boolean> {
