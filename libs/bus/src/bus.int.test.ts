@@ -4,7 +4,7 @@ import { defineEvent, defineRequest, STREAMS } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
-import { consume, createBus, ensureStreams, openKv, type Bus } from './index.js';
+import { batchedPublisher, consume, createBus, ensureStreams, openKv, type Bus } from './index.js';
 
 const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object({ text: z.string(), requestId: z.string() }));
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
@@ -86,6 +86,24 @@ describe('events and consumers', () => {
     await running.stop();
     expect(seen.sort()).toEqual([1, 2, 3]);
     expect(failedOnce).toBe(true);
+  });
+});
+
+describe('batched publishing', () => {
+  it('sends what one turn queued, in order, and reports a message it cannot send', async () => {
+    const received: string[] = [];
+    const subscription = client.nc.subscribe('test.batched', { callback: (_error, msg) => received.push(new TextDecoder().decode(msg.data)) });
+    await client.nc.flush();
+    const publisher = batchedPublisher(server.nc);
+    const failures: unknown[] = [];
+    for (const text of ['one', 'two', 'three']) publisher.publish('test.batched', new TextEncoder().encode(text));
+    publisher.publish('test.batched', new Uint8Array(server.nc.info!.max_payload + 1), undefined, (error) => failures.push(error));
+    expect(received).toEqual([]); // nothing leaves before the turn ends
+    await server.nc.flush();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(received).toEqual(['one', 'two', 'three']);
+    expect(failures).toHaveLength(1);
+    subscription.unsubscribe();
   });
 });
 

@@ -3,4 +3,5 @@ export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
 export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
+export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { CHUNK_BYTES, pullStream, servePullStream, type PullStreamOptions } from './pull-stream.js';

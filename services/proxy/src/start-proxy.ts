@@ -1,7 +1,7 @@
 import { PROXY_SUBJECT, vaultContracts } from '@latchkey/contracts';
 import { runWithContext } from '@latchkey/logger';
 import type { Runtime } from '@latchkey/runtime';
-import { requestIdOf } from '@latchkey/bus';
+import { batchedPublisher, requestIdOf } from '@latchkey/bus';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
@@ -24,9 +24,11 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
   })();
 
+  const publisher = batchedPublisher(bus.nc);
   const handle = proxyRequestHandler({
     bus,
     nc: bus.nc,
+    publisher,
     logger,
     cache,
     upstream: { policy, lookup: createSafeLookup(policy), timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS },
@@ -45,5 +47,6 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
   runtime.onShutdown(async () => {
     await subscription.drain();
     await Promise.allSettled([...inFlight]);
+    publisher.flush();
   });
 }

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
-import { pullStream, servePullStream } from '@latchkey/bus';
+import { pullStream, servePullStream, type BatchedPublisher } from '@latchkey/bus';
 import {
   HOP_BY_HOP_HEADERS,
   PROXY_KEEPALIVE_HEADER,
@@ -28,6 +28,8 @@ const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 export interface ProxyDeps {
   bus: Bus;
   nc: NatsConnection;
+  /** Replies and keepalives: many per event-loop turn under load, so they share socket writes. */
+  publisher: BatchedPublisher;
   logger: Logger;
   cache: CredentialCache;
   upstream: UpstreamOptions;
@@ -152,6 +154,7 @@ function decoderFor(encoding: string | undefined) {
  * are served as a pull stream, so memory stays bounded whatever the size.
  */
 export function proxyRequestHandler(deps: ProxyDeps) {
+  const keepAlive = createKeepalives(deps.publisher);
   return async (msg: Msg): Promise<void> => {
     const keepalive = keepAlive(msg);
     let meta: ProxyRequestMeta | undefined;
@@ -171,7 +174,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
       keepalive.stop();
-      respond(msg, { ok: false, error: appError.toBody() }, new Uint8Array(0));
+      respond(deps.publisher, msg, { ok: false, error: appError.toBody() }, new Uint8Array(0));
     } finally {
       keepalive.stop();
     }
@@ -179,18 +182,25 @@ export function proxyRequestHandler(deps: ProxyDeps) {
 }
 
 /**
- * Tells the caller, every interval while the call lasts, that this replica is still on the job.
- * Most calls end before the first one, so they cost nothing.
+ * Tells each caller, every interval while its call lasts, that this replica is still on the
+ * job. One timer serves every call in flight; most calls end before it fires.
  */
-function keepAlive(msg: Msg): { stop(): void } {
-  if (!msg.reply) return { stop: () => undefined };
+function createKeepalives(publisher: BatchedPublisher) {
+  const replies = new Set<string>();
   const ping = () => {
-    const headers = natsHeaders();
-    headers.set(PROXY_KEEPALIVE_HEADER, '1');
-    msg.respond(new Uint8Array(0), { headers });
+    for (const reply of replies) {
+      const headers = natsHeaders();
+      headers.set(PROXY_KEEPALIVE_HEADER, '1');
+      publisher.publish(reply, new Uint8Array(0), { headers });
+    }
   };
-  const timer = setInterval(ping, PROXY_KEEPALIVE_MS);
-  return { stop: () => clearInterval(timer) };
+  setInterval(ping, PROXY_KEEPALIVE_MS).unref();
+  return (msg: Msg): { stop(): void } => {
+    const reply = msg.reply;
+    if (!reply) return { stop: () => undefined };
+    replies.add(reply);
+    return { stop: () => void replies.delete(reply) };
+  };
 }
 
 async function reply(
@@ -223,7 +233,7 @@ async function reply(
     const next = await nextChunk(iterator, meta.method === 'HEAD');
     if (next === null) {
       keepalive.stop();
-      respond(msg, { ok: true, status, headers, body: 'inline' }, Buffer.concat(chunks));
+      respond(deps.publisher, msg, { ok: true, status, headers, body: 'inline' }, Buffer.concat(chunks));
       return;
     }
     chunks.push(next);
@@ -240,7 +250,7 @@ async function reply(
   })();
   const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.destroy() });
   keepalive.stop();
-  respond(msg, { ok: true, status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
+  respond(deps.publisher, msg, { ok: true, status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
 }
 
@@ -254,9 +264,9 @@ async function nextChunk(iterator: AsyncIterator<Uint8Array>, skip: boolean): Pr
   }
 }
 
-function respond(msg: Msg, meta: ProxyReplyMeta, payload: Uint8Array): void {
+function respond(publisher: BatchedPublisher, msg: Msg, meta: ProxyReplyMeta, payload: Uint8Array): void {
   if (!msg.reply) return;
   const headers = natsHeaders();
   headers.set(PROXY_META_HEADER, encodeMeta(meta));
-  msg.respond(payload, { headers });
+  publisher.publish(msg.reply, payload, { headers });
 }

@@ -125,6 +125,8 @@ export function parseCidrList(text: string): string[] {
   return entries;
 }
 
+const VERDICT_CACHE_SIZE = 4096;
+
 /** Throws on a bad CIDR, naming it, so a misconfigured proxy fails at start. */
 export function createAddressPolicy(options: AddressPolicyOptions): AddressPolicy {
   const allowCidrs = parseCidrs(options.allowCidrs);
@@ -156,12 +158,18 @@ export function createAddressPolicy(options: AddressPolicyOptions): AddressPolic
     return ALLOWED;
   }
 
+  // The policy never changes, so verdicts are remembered: a busy replica calls a few hosts.
+  const verdicts = new Map<string, AddressVerdict>();
   return {
     check(text) {
+      const known = verdicts.get(text);
+      if (known) return known;
       // node:net's parser is the one sockets use; it rejects the shorthand IPv4 forms that
       // ipaddr.js would accept, so what is judged is exactly what would be connected to.
-      if (isIP(text) === 0) return refused('not an IP address');
-      return judge(ipaddr.parse(text));
+      const verdict = isIP(text) === 0 ? refused('not an IP address') : judge(ipaddr.parse(text));
+      if (verdicts.size >= VERDICT_CACHE_SIZE) verdicts.clear();
+      verdicts.set(text, verdict);
+      return verdict;
     },
   };
 }
