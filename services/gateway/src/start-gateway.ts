@@ -16,7 +16,8 @@ import { getEnvironmentHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
 import type { AnyRoute } from './http/define-route.js';
 import type { GatewayDeps } from './http/deps.js';
-import { routes } from './routes/index.js';
+import { withBareRoutes } from './http/serve-bare.js';
+import { bareRoutes, routes } from './routes/index.js';
 
 const LAST_USED_FLUSH_MS = 60_000;
 
@@ -69,7 +70,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     apiKeys,
     isReady: runtime.isReady,
   };
-  const server: Server = createServer(createApp(deps, [...routes, ...extraRoutes]));
+  const server: Server = createServer(withBareRoutes(createApp(deps, [...routes, ...extraRoutes]), bareRoutes, deps));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,4 +1,5 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Request } from 'express';
 import { vaultContracts, type ConnectSession, type Scope } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { safeEqual } from '../domain/api-key-secrets.js';
@@ -7,7 +8,7 @@ import type { RateLimitDecision } from '../domain/rate-limiter.js';
 import type { GatewayDeps } from './deps.js';
 
 /** The bearer token of a request, or the documented 401. */
-export function bearerToken(req: Request): string {
+export function bearerToken(req: IncomingMessage): string {
   const header = req.headers.authorization;
   if (header === undefined || header === '') throw new AppError('missing_auth_header', 'Authentication required: send Authorization: Bearer <secret key>');
   const match = /^Bearer ([\x21-\x7e]+)$/.exec(header);
@@ -22,8 +23,8 @@ export function bearerToken(req: Request): string {
  */
 export function authorize(
   deps: Pick<GatewayDeps, 'keyCache' | 'rateLimiter' | 'lastUsed'>,
-  req: Request,
-  res: Response,
+  req: IncomingMessage,
+  res: ServerResponse,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
   const cached = deps.keyCache.resolve(bearerToken(req), req.socket);
@@ -33,7 +34,7 @@ export function authorize(
 
 function admit(
   deps: Pick<GatewayDeps, 'rateLimiter' | 'lastUsed'>,
-  res: Response,
+  res: ServerResponse,
   key: ResolvedKey | null,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
@@ -44,7 +45,7 @@ function admit(
   return enforce(res, key, scope, decision);
 }
 
-function enforce(res: Response, key: ResolvedKey, scope: Scope, decision: RateLimitDecision): ResolvedKey {
+function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope, decision: RateLimitDecision): ResolvedKey {
   res.setHeader('X-RateLimit-Limit', decision.limit);
   res.setHeader('X-RateLimit-Remaining', decision.remaining);
   res.setHeader('X-RateLimit-Reset', decision.resetAt);
@@ -57,7 +58,7 @@ function enforce(res: Response, key: ResolvedKey, scope: Scope, decision: RateLi
 }
 
 /** Operator routes: `Authorization: Bearer $ADMIN_TOKEN`, compared in constant time. */
-export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: Request): void {
+export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: IncomingMessage): void {
   if (!safeEqual(bearerToken(req), deps.config.ADMIN_TOKEN)) throw new AppError('unknown_admin_token', 'Unknown admin token');
 }
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { ConnectSession, Scope } from '@latchkey/contracts';
@@ -31,7 +32,7 @@ export type RouteReply =
       /** Sent as JSON; omitted for an empty body. */
       body?: unknown;
     }
-  /** The handler wrote the response itself (the proxy streams it). */
+  /** The handler wrote the response itself (a page, a redirect). */
   | { streamed: true };
 
 interface Schemas<PS, QS, BS> {
@@ -54,7 +55,7 @@ export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete' | 'all';
   path: string;
   schemas: Schemas<PS, QS, BS>;
-  /** Path, query and body pass through untouched, unparsed and unvalidated (the proxy). */
+  /** Path, query and body pass through untouched, unparsed and unvalidated. */
   raw?: true;
 } & RouteAccess<PS, QS, BS>;
 
@@ -70,3 +71,20 @@ export function defineRoute<
 // Routes are held in one list whatever their schemas; the mount step re-checks inputs at run time.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRoute = RouteDefinition<any, any, any>;
+
+/**
+ * A hot path served on node's own request and response, before express: every path under
+ * `prefix`, any method, behind an API key with `scope`. Same request ids, key, rate limit,
+ * scope check and error envelope as every other route; no express routing, parsing or response
+ * helpers, which cost a third of the gateway's time on the proxy path. The handler writes the
+ * whole response.
+ */
+export interface BareRoute {
+  prefix: string;
+  scope: Scope;
+  handler: (ctx: { deps: GatewayDeps; key: ResolvedKey; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
+}
+
+export function defineBareRoute(route: BareRoute): BareRoute {
+  return route;
+}

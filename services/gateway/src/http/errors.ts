@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
@@ -17,19 +18,27 @@ export function notFound(req: Request): never {
   throw new AppError('route_not_found', `No route for ${req.method} ${req.path}`);
 }
 
-/** Every error leaves in the one envelope; internals are logged, never sent. */
+/**
+ * Every error leaves in the one envelope; internals are logged, never sent. Plain node objects,
+ * so routes served before express (the proxy) answer the same way.
+ */
+export function sendError(logger: Logger, error: unknown, req: IncomingMessage, res: ServerResponse): void {
+  const appError = fromBodyParser(error) ?? toAppError(error);
+  const path = (req.url ?? '').split('?')[0];
+  if (appError.code === 'internal_error') {
+    logger.error('request failed', { method: req.method, path, error: appError.cause ?? appError });
+  } else if (appError.status >= 500) {
+    logger.warn('request failed', { method: req.method, path, code: appError.code, message: appError.message });
+  }
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.statusCode = appError.status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify({ error: appError.toBody() }));
+}
+
 export function errorHandler(logger: Logger) {
-  return (error: unknown, req: Request, res: Response, _next: NextFunction): void => {
-    const appError = fromBodyParser(error) ?? toAppError(error);
-    if (appError.code === 'internal_error') {
-      logger.error('request failed', { method: req.method, path: req.path, error: appError.cause ?? appError });
-    } else if (appError.status >= 500) {
-      logger.warn('request failed', { method: req.method, path: req.path, code: appError.code, message: appError.message });
-    }
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    res.status(appError.status).json({ error: appError.toBody() });
-  };
+  return (error: unknown, req: Request, res: Response, _next: NextFunction): void => sendError(logger, error, req, res);
 }

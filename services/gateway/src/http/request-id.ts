@@ -1,13 +1,16 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { isValidRequestId, newRequestId, runWithContext } from '@latchkey/logger';
 
-/**
- * Takes the caller's `X-Request-Id` when it is a plain token, else mints one; echoes it on the
- * response and carries it, through async context, into every log line and NATS hop.
- */
-export function requestId(req: Request, res: Response, next: NextFunction): void {
+/** The caller's `X-Request-Id` when it is a plain token, else a new one; echoed on the response. */
+export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
   const given = req.headers['x-request-id'];
   const id = isValidRequestId(given) ? given : newRequestId();
   res.setHeader('X-Request-Id', id);
-  runWithContext({ requestId: id }, next);
+  return id;
+}
+
+/** Express middleware: the request id, carried through async context into every log line and NATS hop. */
+export function requestId(req: Request, res: Response, next: NextFunction): void {
+  runWithContext({ requestId: assignRequestId(req, res) }, next);
 }

@@ -1,4 +1,4 @@
-import type { AnyRoute } from '../http/define-route.js';
+import type { AnyRoute, BareRoute } from '../http/define-route.js';
 import { createApiKey } from './admin/create-api-key.js';
 import { createEnvironment } from './admin/create-environment.js';
 import { deleteApiKey } from './admin/delete-api-key.js';
@@ -71,7 +71,6 @@ export const routes: readonly AnyRoute[] = [
   connectOAuth,
   oauthCallback,
   // proxy
-  proxyRequest,
   // environment
   listEnvironmentVariables,
   // operator API
@@ -84,3 +83,6 @@ export const routes: readonly AnyRoute[] = [
   deleteApiKey,
   rotateEncryptionKeys,
 ];
+
+/** Hot paths served before express (`withBareRoutes`): the proxy. */
+export const bareRoutes: readonly BareRoute[] = [proxyRequest];

@@ -1,5 +1,5 @@
-import type { Request, Response } from 'express';
-import { outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { batchedPublisher, outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
 import {
   HOP_BY_HOP_HEADERS,
@@ -13,7 +13,7 @@ import {
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
-import { defineRoute } from '../../http/define-route.js';
+import { defineBareRoute } from '../../http/define-route.js';
 
 /** Ours: never forwarded to the provider (nor are hop-by-hop headers). */
 const NOT_FORWARDED = new Set([
@@ -33,7 +33,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 const HEADROOM_BYTES = 64 * 1024;
 
 /** Reads the proxy's own headers; each problem is listed, as for any validation error. */
-function configuration(req: Request) {
+function configuration(req: IncomingMessage) {
   const errors: ErrorItem[] = [];
   const header = (name: string) => {
     const value = req.headers[name];
@@ -65,7 +65,8 @@ function configuration(req: Request) {
   if (override !== undefined && !/^https?:\/\/[^\s]+$/i.test(override)) {
     errors.push({ code: 'invalid_value', message: 'an http(s) URL', path: 'base-url-override' });
   }
-  if (!METHODS.has(req.method)) errors.push({ code: 'invalid_value', message: `method ${req.method} is not proxied`, path: 'method' });
+  const method = req.method ?? '';
+  if (!METHODS.has(method)) errors.push({ code: 'invalid_value', message: `method ${method} is not proxied`, path: 'method' });
   if (errors.length > 0) throw new AppError('invalid_headers', 'Invalid proxy headers', { errors });
   return {
     connection_id: connectionId,
@@ -78,7 +79,7 @@ function configuration(req: Request) {
 }
 
 /** The caller's headers as the provider should see them. */
-function forwardedHeaders(req: Request): Array<[string, string]> {
+function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
   const headers: Array<[string, string]> = [];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i]!;
@@ -90,7 +91,7 @@ function forwardedHeaders(req: Request): Array<[string, string]> {
 }
 
 /** Reads the body up to `limit`; a larger one continues as an iterator over the rest. */
-async function readAhead(req: Request, limit: number): Promise<{ head: Buffer; rest: AsyncIterable<Uint8Array> | null }> {
+async function readAhead(req: IncomingMessage, limit: number): Promise<{ head: Buffer; rest: AsyncIterable<Uint8Array> | null }> {
   const iterator = (req as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -123,6 +124,7 @@ async function readAhead(req: Request, limit: number): Promise<{ head: Buffer; r
  */
 function createProxyExchange(nc: NatsConnection) {
   const prefix = createInbox();
+  const publisher = batchedPublisher(nc);
   const pending = new Map<string, { resolve(msg: Msg): void; rearm(): void }>();
   nc.subscribe(`${prefix}.*`, {
     callback: (error, msg) => {
@@ -159,12 +161,10 @@ function createProxyExchange(nc: NatsConnection) {
         rearm,
       });
       rearm();
-      try {
-        nc.publish(PROXY_SUBJECT, payload, { reply: inbox, headers });
-      } catch (error) {
+      publisher.publish(PROXY_SUBJECT, payload, { reply: inbox, headers }, (error) => {
         finish();
         reject(unavailable(PROXY_SUBJECT, error));
-      }
+      });
     });
 }
 
@@ -176,7 +176,7 @@ function exchange(nc: NatsConnection, payload: Uint8Array, headers: MsgHdrs, dea
   return send(payload, headers, deadlineMs);
 }
 
-async function writeOut(res: Response, chunks: AsyncIterable<Uint8Array>): Promise<void> {
+async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   for await (const chunk of chunks) {
     if (res.destroyed) break;
     if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
@@ -189,13 +189,9 @@ async function writeOut(res: Response, chunks: AsyncIterable<Uint8Array>): Promi
  * the connection's credentials. The answer comes back as the provider gave it. Bodies either
  * way ride inside the NATS messages up to about 1 MiB and stream in chunks beyond.
  */
-export const proxyRequest = defineRoute({
-  method: 'all',
-  path: '/proxy{/*path}',
-  auth: 'api_key',
+export const proxyRequest = defineBareRoute({
+  prefix: '/proxy',
   scope: 'environment:proxy',
-  raw: true,
-  schemas: {},
   handler: async ({ deps, key, req, res }) => {
     const settings = configuration(req);
     const nc = deps.bus.nc;
@@ -204,7 +200,7 @@ export const proxyRequest = defineRoute({
     const requestStream = body.rest
       ? servePullStream(nc, body.rest, { idleTimeoutMs: deps.config.PROXY_TIMEOUT_MS })
       : undefined;
-    const url = req.originalUrl;
+    const url = req.url ?? '/proxy';
     const queryAt = url.indexOf('?');
     const meta: ProxyRequestMeta = {
       environment_id: key.environmentId,
@@ -239,6 +235,5 @@ export const proxyRequest = defineRoute({
       res.once('close', () => void stream.return(undefined));
       await writeOut(res, stream);
     }
-    return { streamed: true };
   },
 });

@@ -1,0 +1,42 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { runWithContext } from '@latchkey/logger';
+import { authorize } from './authenticate.js';
+import type { BareRoute } from './define-route.js';
+import type { GatewayDeps } from './deps.js';
+import { sendError } from './errors.js';
+import { assignRequestId } from './request-id.js';
+
+/** Whether `url` is `prefix` itself, or a path or query under it. */
+function under(url: string, prefix: string): boolean {
+  if (!url.startsWith(prefix)) return false;
+  const next = url.charCodeAt(prefix.length);
+  return Number.isNaN(next) || next === 47 /* / */ || next === 63 /* ? */;
+}
+
+/**
+ * The server's request listener: bare routes first, by prefix, and everything else to the
+ * express app. A bare route gets what the express stack gives every route: the request id
+ * (echoed, and carried in async context into logs and NATS hops), the API key, the rate limit,
+ * the scope check, and errors in the one envelope.
+ */
+export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[], deps: GatewayDeps): RequestListener {
+  if (routes.length === 0) return app;
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? '/';
+    const route = routes.find((candidate) => under(url, candidate.prefix));
+    if (!route) {
+      app(req, res);
+      return;
+    }
+    runWithContext({ requestId: assignRequestId(req, res) }, () => {
+      const fail = (error: unknown) => sendError(deps.logger, error, req, res);
+      try {
+        const key = authorize(deps, req, res, route.scope);
+        const done = key instanceof Promise ? key.then((resolved) => route.handler({ deps, key: resolved, req, res })) : route.handler({ deps, key, req, res });
+        done.catch(fail);
+      } catch (error) {
+        fail(error);
+      }
+    });
+  };
+}
