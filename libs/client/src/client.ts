@@ -108,6 +108,37 @@ export interface ConnectSessionCreated {
   expires_at: string;
 }
 
+export type RecordAction = 'ADDED' | 'UPDATED' | 'DELETED';
+
+/** A synced record: the sync's own fields, and where the record stands. */
+export type SyncedRecord<T extends Record<string, unknown> = Record<string, unknown>> = T & {
+  _metadata: {
+    first_seen_at: string;
+    last_modified_at: string;
+    last_action: RecordAction;
+    deleted_at: string | null;
+    /** Read on from this record with `cursor`. */
+    cursor: string;
+    /** Set when the payload was pruned: only `id` remains. */
+    pruned_at: string | null;
+  };
+};
+
+export interface ListRecordsOptions {
+  providerConfigKey: string;
+  connectionId: string;
+  model: string;
+  variant?: string;
+  /** ISO 8601: only records changed after this instant. */
+  modifiedAfter?: string;
+  /** Which last actions to return, e.g. `'added,updated'` or `['deleted']`; all by default. */
+  filter?: string | Array<'added' | 'updated' | 'deleted'>;
+  /** 1 to 10,000; 100 by default. */
+  limit?: number;
+  cursor?: string | null;
+  ids?: string[];
+}
+
 export interface MetadataResult {
   connection_id: string | string[];
   provider_config_key: string;
@@ -378,6 +409,50 @@ export class Latchkey {
   /** Sets only the given metadata properties of one or several connections. */
   async updateMetadata(providerConfigKey: string, connectionId: string | string[], metadata: Record<string, unknown>): Promise<MetadataResult> {
     return this.call('PATCH', 'connections/metadata', { body: { connection_id: connectionId, provider_config_key: providerConfigKey, metadata } });
+  }
+
+  // ---- records
+
+  /**
+   * A page of a connection's synced records of one model, in the order they last changed;
+   * `next_cursor` is null on the last page. Paging never skips or repeats a record, even while
+   * a sync writes: a record changed meanwhile comes again later, in its new state.
+   */
+  async listRecords<T extends Record<string, unknown> = Record<string, unknown>>(
+    options: ListRecordsOptions,
+  ): Promise<{ records: Array<SyncedRecord<T>>; next_cursor: string | null }> {
+    return this.call('GET', 'records', {
+      headers: { 'connection-id': options.connectionId, 'provider-config-key': options.providerConfigKey },
+      query: {
+        model: options.model,
+        variant: options.variant,
+        modified_after: options.modifiedAfter,
+        filter: Array.isArray(options.filter) ? options.filter.join(',') : options.filter,
+        limit: options.limit,
+        cursor: options.cursor ?? undefined,
+        ids: options.ids?.join(','),
+      },
+    });
+  }
+
+  /** Drops the payloads of records up to `untilCursor` (ids and `_metadata` stay); repeat while `has_more`. */
+  async pruneRecords(options: {
+    providerConfigKey: string;
+    connectionId: string;
+    model: string;
+    untilCursor: string;
+    variant?: string;
+    limit?: number;
+  }): Promise<{ count: number; has_more: boolean }> {
+    return this.call('PATCH', 'records/prune', {
+      headers: { 'connection-id': options.connectionId, 'provider-config-key': options.providerConfigKey },
+      body: {
+        model: options.model,
+        until_cursor: options.untilCursor,
+        ...(options.variant === undefined ? {} : { variant: options.variant }),
+        ...(options.limit === undefined ? {} : { limit: options.limit }),
+      },
+    });
   }
 
   // ---- proxy

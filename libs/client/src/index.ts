@@ -9,6 +9,7 @@ export {
   type IntegrationInput,
   type IntegrationListItem,
   type LatchkeyOptions,
+  type ListRecordsOptions,
   type MetadataResult,
   type Provider,
   type ProxyConfig,
@@ -19,5 +20,7 @@ export {
   type ProxyResponse,
   type ProxyResponseData,
   type ProxyResponseType,
+  type RecordAction,
+  type SyncedRecord,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';

@@ -2,7 +2,8 @@ import type { AnyContract } from './define.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
+import { recordsContracts } from './records.js';
 import { vaultContracts } from './vault.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts)];
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts), ...Object.values(recordsContracts)];

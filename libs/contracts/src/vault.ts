@@ -219,6 +219,12 @@ export const vaultContracts = {
     }),
     connection,
   ),
+  /** Names a connection for other services (records, runs): no credentials, no refresh, no stamp. */
+  resolveConnection: defineRequest(
+    'vault.connections.resolve',
+    z.object({ environment_id, connection_id: connectionId, provider_config_key: z.string() }),
+    z.object({ id: z.number().int(), connection_id: z.string(), provider_config_key: z.string(), provider: z.string() }),
+  ),
   patchConnection: defineRequest(
     'vault.connections.patch',
     z.object({ environment_id, connection_id: connectionId, provider_config_key: z.string(), tags: tagsSchema.optional(), end_user: endUserSchema.optional() }),

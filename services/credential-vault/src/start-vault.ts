@@ -27,6 +27,7 @@ import {
   getConnectionHandler,
   listConnectionsHandler,
   patchConnectionHandler,
+  resolveConnectionHandler,
   writeMetadataHandler,
 } from './handlers/connections.js';
 import {
@@ -100,6 +101,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.createConnection, createConnectionHandler(deps));
   bus.serve(vaultContracts.listConnections, listConnectionsHandler(deps));
   bus.serve(vaultContracts.getConnection, getConnectionHandler(deps));
+  bus.serve(vaultContracts.resolveConnection, resolveConnectionHandler(deps));
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
   bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
   bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));

@@ -1,11 +1,10 @@
 import { runService } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
+import { startSyncScheduler } from './start-sync-scheduler.js';
 
-// The composition root: config, then connections, then handlers. The service's own subjects
-// arrive with the issues that build its work; until then it starts, answers
-// `sync-scheduler.ping` and reports ready.
+// The composition root: config, then connections, then handlers.
 await runService({
   service: 'sync-scheduler',
   config: loadServiceConfig(),
-  start: async () => {},
+  start: startSyncScheduler,
 });

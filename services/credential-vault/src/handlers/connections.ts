@@ -158,6 +158,13 @@ export function getConnectionHandler(deps: VaultDeps) {
   };
 }
 
+export function resolveConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'integrations'>) {
+  return async (request: RequestOf<typeof vaultContracts.resolveConnection>) => {
+    const doc = await findConnection(deps, environmentId(request.environment_id), request.provider_config_key, request.connection_id);
+    return { id: doc.id, connection_id: doc.connection_id, provider_config_key: doc.provider_config_key, provider: doc.provider };
+  };
+}
+
 export function patchConnectionHandler(deps: VaultDeps) {
   return async (request: RequestOf<typeof vaultContracts.patchConnection>) => {
     const environment = environmentId(request.environment_id);

@@ -31,6 +31,8 @@ import { updateIntegration } from './integrations/update-integration.js';
 import { getProvider } from './providers/get-provider.js';
 import { listProviders } from './providers/list-providers.js';
 import { proxyRequest } from './proxy/proxy-request.js';
+import { listRecords } from './records/list-records.js';
+import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
 import { getReady } from './health/get-ready.js';
 
@@ -70,9 +72,11 @@ export const routes: readonly AnyRoute[] = [
   saveTypedCredentials,
   connectOAuth,
   oauthCallback,
-  // proxy
   // environment
   listEnvironmentVariables,
+  // records
+  listRecords,
+  pruneRecords,
   // operator API
   createEnvironment,
   listEnvironments,

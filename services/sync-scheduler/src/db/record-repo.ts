@@ -1,0 +1,101 @@
+import type { Connection, QueryFilter } from 'mongoose';
+import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import type { RecordAction } from '@latchkey/contracts';
+import { recordKey, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
+
+/** The records of one connection's model in one variant. */
+export interface RecordScope {
+  environment: EnvironmentId;
+  connection: number;
+  model: string;
+  variant: string;
+}
+
+export type RecordWrite = Omit<RecordDoc, '_id' | 'environment_id' | 'connection' | 'model' | 'variant'>;
+
+export interface PageQuery {
+  afterSeq?: number;
+  modifiedAfter?: Date;
+  actions?: readonly RecordAction[];
+  ids?: readonly string[];
+  limit: number;
+}
+
+export function createRecordRepo(mongo: Connection) {
+  const records = recordModel(mongo);
+  const sequences = recordSequenceModel(mongo);
+  const inScope = (scope: RecordScope): QueryFilter<RecordDoc> => ({
+    environment_id: scope.environment,
+    connection: scope.connection,
+    model: scope.model,
+    variant: scope.variant,
+  });
+  const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
+  const sequenceKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
+
+  return {
+    init: async () => {
+      await records.init();
+      await sequences.init();
+    },
+    findByIds: (scope: RecordScope, ids: readonly string[]) =>
+      records
+        .find({ _id: { $in: ids.map((id) => keyOf(scope, id)) } })
+        .lean<RecordDoc[]>()
+        .exec(),
+    /** Reserves `count` sequence numbers and returns the first; one atomic increment. */
+    async reserve(scope: RecordScope, count: number): Promise<number> {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const doc = await sequences
+            .findOneAndUpdate({ _id: sequenceKey(scope) }, { $inc: { seq: count } }, { upsert: true, returnDocument: 'after' })
+            .lean()
+            .exec();
+          return doc!.seq - count + 1;
+        } catch (error) {
+          // Two first writers of a scope both upserted: one lost, and now the document exists.
+          if (attempt > 0 || !isDuplicateKey(error)) throw error;
+        }
+      }
+    },
+    /** Writes in order, so a reader that sees a sequence number sees every lower one of the batch. */
+    async upsertMany(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
+      if (writes.length === 0) return;
+      await records.bulkWrite(
+        writes.map((write) => ({
+          updateOne: {
+            filter: { _id: keyOf(scope, write.external_id) },
+            update: { $set: { ...inScope(scope), ...write } },
+            upsert: true,
+          },
+        })),
+        { ordered: true },
+      );
+    },
+    page: (scope: RecordScope, query: PageQuery) => {
+      const filter: QueryFilter<RecordDoc> = { ...inScope(scope) };
+      if (query.afterSeq !== undefined) filter.seq = { $gt: query.afterSeq };
+      if (query.modifiedAfter) filter.last_modified_at = { $gt: query.modifiedAfter };
+      if (query.actions) filter.last_action = { $in: [...query.actions] };
+      if (query.ids) filter._id = { $in: query.ids.map((id) => keyOf(scope, id)) };
+      return records.find(filter).sort({ seq: 1 }).limit(query.limit).lean<RecordDoc[]>().exec();
+    },
+    /** Drops the payloads of up to `limit` records at or before `untilSeq`; says whether more remain. */
+    async prune(scope: RecordScope, untilSeq: number, limit: number, now: Date): Promise<{ count: number; hasMore: boolean }> {
+      const found = await records
+        .find({ ...inScope(scope), seq: { $lte: untilSeq }, payload: { $ne: null } }, { _id: 1 })
+        .sort({ seq: 1 })
+        .limit(limit + 1)
+        .lean()
+        .exec();
+      const ids = found.slice(0, limit).map((doc) => doc._id);
+      if (ids.length > 0) await records.updateMany({ _id: { $in: ids } }, { $set: { payload: null, pruned_at: now } }).exec();
+      return { count: ids.length, hasMore: found.length > limit };
+    },
+    /** A deleted connection takes its records with it. */
+    deleteConnection: async (environment: EnvironmentId, connection: number) =>
+      (await records.deleteMany({ environment_id: environment, connection }).exec()).deletedCount,
+  };
+}
+
+export type RecordRepo = ReturnType<typeof createRecordRepo>;

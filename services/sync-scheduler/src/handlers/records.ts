@@ -1,0 +1,198 @@
+import { AppError } from '@latchkey/errors';
+import { environmentId } from '@latchkey/mongo';
+import { vaultContracts, type RecordAction, type RecordFailure, type recordsContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
+import type { Bus } from '@latchkey/bus';
+import type { RecordRepo, RecordScope, RecordWrite } from '../db/record-repo.js';
+import type { RecordDoc } from '../db/record-model.js';
+import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
+import { canonicalJson, contentHash, recordId } from '../domain/record-content.js';
+import { checkFields } from '../domain/record-fields.js';
+
+export interface RecordsDeps {
+  bus: Bus;
+  records: RecordRepo;
+}
+
+type ConnectionRef = { environment_id: string; connection_id: string; provider_config_key: string };
+
+/** The connection's public id, from the vault (which answers 404 for an unknown one). */
+async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: string; variant: string }): Promise<RecordScope> {
+  const { id } = await deps.bus.request(vaultContracts.resolveConnection, {
+    environment_id: request.environment_id,
+    connection_id: request.connection_id,
+    provider_config_key: request.provider_config_key,
+  });
+  return { environment: environmentId(request.environment_id), connection: id, model: request.model, variant: request.variant };
+}
+
+/**
+ * Writes to one scope run one at a time in this replica: sequence numbers are reserved and
+ * written in order, so a reader paging by cursor never passes a number still being written.
+ * (Across replicas, sync runs of one connection, sync and variant never overlap.)
+ */
+function createScopeQueue() {
+  const tails = new Map<string, Promise<unknown>>();
+  return <T>(scope: RecordScope, work: () => Promise<T>): Promise<T> => {
+    const key = JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
+    const run = (tails.get(key) ?? Promise.resolve()).then(work, work);
+    const tail = run.catch(() => undefined);
+    tails.set(key, tail);
+    void tail.then(() => {
+      if (tails.get(key) === tail) tails.delete(key);
+    });
+    return run;
+  };
+}
+
+interface Change {
+  write: RecordWrite;
+  action: RecordAction;
+}
+
+export function writeRecordsHandler(deps: RecordsDeps) {
+  const queue = createScopeQueue();
+  return async (request: RequestOf<typeof recordsContracts.write>): Promise<ResponseOf<typeof recordsContracts.write>> => {
+    const scope = await scopeOf(deps, request);
+    const failed: RecordFailure[] = [];
+    // The last of several records with one id wins, as if they had been written in turn.
+    const accepted = new Map<string, { index: number; record: Record<string, unknown> }>();
+    request.records.forEach((record, index) => {
+      const id = recordId(record);
+      if (id === undefined) {
+        failed.push({ index, errors: [{ code: 'required', message: 'id is required: a non-empty string or an integer', path: 'id' }] });
+        return;
+      }
+      const problems = request.mode === 'save' && request.fields ? checkFields(record, request.fields) : [];
+      if (problems.length > 0) failed.push({ index, id, errors: problems });
+      else accepted.set(id, { index, record });
+    });
+
+    return queue(scope, async () => {
+      const now = new Date();
+      const existing = new Map((await deps.records.findByIds(scope, [...accepted.keys()])).map((doc) => [doc.external_id, doc]));
+      const changes: Change[] = [];
+      let unchanged = 0;
+      for (const [id, { index, record }] of accepted) {
+        const previous = existing.get(id);
+        const change = request.mode === 'delete' ? deletion(previous, now) : upsert(request, id, record, previous, now);
+        if ('failure' in change) failed.push({ index, id, errors: [change.failure] });
+        else if ('unchanged' in change) unchanged++;
+        else changes.push(change);
+      }
+      const first = changes.length > 0 ? await deps.records.reserve(scope, changes.length) : 0;
+      await deps.records.upsertMany(
+        scope,
+        changes.map((change, offset) => ({ ...change.write, seq: first + offset })),
+      );
+      failed.sort((a, b) => a.index - b.index);
+      const count = (action: RecordAction) => changes.filter((change) => change.action === action).length;
+      return { added: count('ADDED'), updated: count('UPDATED'), deleted: count('DELETED'), unchanged, failed };
+    });
+  };
+}
+
+function upsert(
+  request: RequestOf<typeof recordsContracts.write>,
+  id: string,
+  record: Record<string, unknown>,
+  previous: RecordDoc | undefined,
+  now: Date,
+): Change | { unchanged: true } | { failure: { code: string; message: string } } {
+  let content = record;
+  if (request.mode === 'update') {
+    if (!previous || previous.deleted_at) return { failure: { code: 'unknown_record', message: `No record "${id}" to update` } };
+    content = { ...(previous.payload === null ? {} : (JSON.parse(previous.payload) as Record<string, unknown>)), ...record };
+    const problems = request.fields ? checkFields(content, request.fields) : [];
+    if (problems.length > 0) return { failure: { code: 'invalid_record', message: problems.map((problem) => problem.message).join('; ') } };
+  }
+  const payload = canonicalJson(content);
+  const hash = contentHash(payload);
+  if (previous && !previous.deleted_at && previous.payload !== null && previous.hash === hash) return { unchanged: true };
+  // A record seen again after its deletion starts over as added.
+  const fresh = !previous || previous.deleted_at !== null;
+  const action: RecordAction = fresh ? 'ADDED' : 'UPDATED';
+  return {
+    action,
+    write: {
+      external_id: id,
+      payload,
+      hash,
+      first_seen_at: fresh ? now : previous.first_seen_at,
+      last_modified_at: now,
+      last_action: action,
+      deleted_at: null,
+      pruned_at: null,
+      seq: 0,
+    },
+  };
+}
+
+function deletion(previous: RecordDoc | undefined, now: Date): Change | { unchanged: true } {
+  if (!previous || previous.deleted_at) return { unchanged: true };
+  return {
+    action: 'DELETED',
+    write: { ...withoutScope(previous), last_modified_at: now, last_action: 'DELETED', deleted_at: now, seq: 0 },
+  };
+}
+
+function withoutScope(doc: RecordDoc): RecordWrite {
+  return {
+    external_id: doc.external_id,
+    payload: doc.payload,
+    hash: doc.hash,
+    first_seen_at: doc.first_seen_at,
+    last_modified_at: doc.last_modified_at,
+    last_action: doc.last_action,
+    deleted_at: doc.deleted_at,
+    pruned_at: doc.pruned_at,
+    seq: doc.seq,
+  };
+}
+
+/** A stored record as customers read it: its own fields, then `_metadata`. */
+function recordView(doc: RecordDoc): Record<string, unknown> {
+  const own = doc.payload === null ? { id: doc.external_id } : (JSON.parse(doc.payload) as Record<string, unknown>);
+  return {
+    ...own,
+    _metadata: {
+      first_seen_at: doc.first_seen_at.toISOString(),
+      last_modified_at: doc.last_modified_at.toISOString(),
+      last_action: doc.last_action,
+      deleted_at: doc.deleted_at?.toISOString() ?? null,
+      cursor: encodeCursor(doc.seq),
+      pruned_at: doc.pruned_at?.toISOString() ?? null,
+    },
+  };
+}
+
+export function listRecordsHandler(deps: RecordsDeps) {
+  return async (request: RequestOf<typeof recordsContracts.list>): Promise<ResponseOf<typeof recordsContracts.list>> => {
+    const afterSeq = request.cursor === undefined ? undefined : decodeCursor(request.cursor);
+    if (request.cursor !== undefined && afterSeq === undefined) {
+      throw new AppError('invalid_query_params', 'Invalid query parameters', { errors: [{ code: 'invalid_value', message: 'not a cursor this API gave out', path: 'cursor' }] });
+    }
+    const scope = await scopeOf(deps, request);
+    const docs = await deps.records.page(scope, {
+      ...(afterSeq === undefined ? {} : { afterSeq }),
+      ...(request.modified_after === undefined ? {} : { modifiedAfter: new Date(request.modified_after) }),
+      ...(request.filter === undefined ? {} : { actions: request.filter }),
+      ...(request.ids === undefined ? {} : { ids: request.ids }),
+      limit: request.limit + 1,
+    });
+    const page = docs.slice(0, request.limit);
+    const last = page.at(-1);
+    return { records: page.map(recordView), next_cursor: docs.length > request.limit && last ? encodeCursor(last.seq) : null };
+  };
+}
+
+export function pruneRecordsHandler(deps: RecordsDeps) {
+  return async (request: RequestOf<typeof recordsContracts.prune>): Promise<ResponseOf<typeof recordsContracts.prune>> => {
+    const untilSeq = decodeCursor(request.until_cursor);
+    if (untilSeq === undefined) {
+      throw new AppError('invalid_body', 'The request is invalid', { errors: [{ code: 'invalid_value', message: 'not a cursor this API gave out', path: 'until_cursor' }] });
+    }
+    const scope = await scopeOf(deps, request);
+    const { count, hasMore } = await deps.records.prune(scope, untilSeq, request.limit, new Date());
+    return { count, has_more: hasMore };
+  };
+}
