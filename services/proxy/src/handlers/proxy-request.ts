@@ -71,7 +71,7 @@ function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials): URL {
   return url;
 }
 
-function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
+export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
   const url = targetUrl(meta, credentials);
   const injected = Object.entries(credentials.headers);
   const names = new Set(injected.map(([name]) => name.toLowerCase()));
