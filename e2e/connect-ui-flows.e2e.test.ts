@@ -92,6 +92,21 @@ describe('OAuth 1.0a, three-legged', () => {
     expect(await replay.text()).toContain('already used');
     expect(await connectionsTagged('o1-replay')).toHaveLength(1);
   });
+
+  it('reports a verifier the provider refuses, and the temporary token is spent anyway', async () => {
+    const { token } = (await api('POST', '/connect/sessions', { tags: { end_user_id: 'o1-forged' }, allowed_integrations: ['oauth1'] })).json.data;
+    const start = await fetch(`${stack.url}/oauth/connect/oauth1?connect_session_token=${token}`, { redirect: 'manual' });
+    const callback = new URL((await fetch(start.headers.get('location')!, { redirect: 'manual' })).headers.get('location')!);
+    const genuine = callback.searchParams.get('oauth_verifier')!;
+    callback.searchParams.set('oauth_verifier', 'forged-verifier');
+    const forged = await fetch(callback);
+    expect(forged.status).toBe(424);
+    expect(await forged.text()).toContain('The provider refused the authorization of &quot;oauth1&quot;: wrong oauth_verifier');
+    expect(oauth1.refusals.at(-1)).toEqual({ path: '/oauth/access_token', reason: 'wrong oauth_verifier' });
+    callback.searchParams.set('oauth_verifier', genuine);
+    expect((await fetch(callback)).status).toBe(400);
+    expect(await connectionsTagged('o1-forged')).toHaveLength(0);
+  });
 });
 
 describe('OAuth 2 client credentials in the page', () => {
