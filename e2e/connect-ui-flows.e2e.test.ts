@@ -128,6 +128,13 @@ describe('OAuth 2 client credentials in the page', () => {
     expect(full.credentials).toMatchObject({ type: 'OAUTH2_CC', client_id: 'test-client', token: expect.any(String) });
     expect(oauth.stats.issuedAccessTokens()).toContain(full.credentials.token);
   });
+
+  it('names the missing field over HTTP', async () => {
+    const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['machine'] })).json.data;
+    const missing = await http(`${stack.url}/auth/oauth2_cc/machine?connect_session_token=${token}`, { method: 'POST', body: { client_id: 'test-client' } });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatchObject({ code: 'invalid_body', errors: [{ path: 'client_secret' }] });
+  });
 });
 
 describe('verification requests', () => {
@@ -175,9 +182,16 @@ describe("an end user's own OAuth client", () => {
     await alertSays(page, 'fill in both');
     await page.getByLabel('Your OAuth client secret').fill('own-secret');
     await page.screenshot({ path: artifactPath('flows-4-own-client') });
+    const authorizations: URL[] = [];
+    page.on('request', (request) => {
+      if (request.url().startsWith(oauth.authorizationUrl)) authorizations.push(new URL(request.url()));
+    });
     await page.getByRole('button', { name: 'Continue to Loopback OAuth' }).click();
     await page.getByRole('heading', { name: 'Connected' }).waitFor();
     await page.close();
+    expect(authorizations.map((url) => url.searchParams.get('client_id'))).toEqual(['own-client']);
+    // The secret went in a request body, never in a URL the browser visited.
+    expect(authorizations.some((url) => url.toString().includes('own-secret'))).toBe(false);
 
     const exchange = oauth.stats.tokenRequestLog.at(-1)!;
     expect(exchange).toMatchObject({ grantType: 'authorization_code', clientId: 'own-client', status: 200 });
