@@ -32,12 +32,13 @@ type Deps = VaultDeps & {
 
 /**
  * The end user's own OAuth client, when they gave one: allowed only where the session's
- * defaults for the integration name `oauth_client_id_override` (the spec's empty strings make
- * the page offer the fields). Defaults the customer filled in apply when the end user gave none.
+ * defaults for the integration set `oauth_client_id_override` to an empty string (the spec's
+ * signal to offer the fields). A client the customer filled in there applies as is; the end
+ * user cannot replace it.
  */
 function clientOverrideFor(session: ConnectSessionDoc, integrationKey: string, given: { client_id: string; client_secret: string } | undefined) {
   const defaults = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
-  const offered = 'oauth_client_id_override' in defaults;
+  const offered = defaults['oauth_client_id_override'] === '';
   if (given && !offered) {
     throw new AppError('invalid_body', `This connect session does not let the end user bring an OAuth client for "${integrationKey}"`, {
       errors: [{ code: 'not_allowed', message: 'no oauth_client_id_override in integrations_config_defaults', path: 'client_override' }],
