@@ -221,6 +221,22 @@ describe("an end user's own OAuth client", () => {
     expect(refused.status).toBe(400);
     expect(refused.json.error.errors[0].path).toBe('client_override');
   });
+
+  it('uses a client the customer set in the defaults, hides its secret from the page and lets no end user replace it', async () => {
+    const preset = { oauth: { connection_config: { oauth_client_id_override: 'own-client', oauth_client_secret_override: 'own-secret' } } };
+    const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['oauth'], integrations_config_defaults: preset })).json.data;
+    const view = await http(`${stack.url}/connect/session`, { token });
+    expect(view.status).toBe(200);
+    expect(JSON.stringify(view.json)).not.toContain('own-secret');
+    expect(view.json.data.integrations[0].own_oauth_client).toBeUndefined();
+    const start = await fetch(`${stack.url}/oauth/connect/oauth?connect_session_token=${token}`, { redirect: 'manual' });
+    expect(new URL(start.headers.get('location')!).searchParams.get('client_id')).toBe('own-client');
+    const replaced = await http(`${stack.url}/oauth/connect/oauth?connect_session_token=${token}`, {
+      method: 'POST',
+      body: { oauth_client_id_override: 'test-client', oauth_client_secret_override: 'test-secret' },
+    });
+    expect(replaced.status).toBe(400);
+  });
 });
 
 describe('reconnect through the page', () => {
