@@ -104,4 +104,21 @@ export const proxyContracts = {
     }),
     proxyCredentials,
   ),
+  /**
+   * Candidate credentials tried at the provider before a connect flow saves them: each endpoint
+   * is called with the injection worked out by the vault, under the proxy's address policy,
+   * without retries. Carries plaintext secrets: only the vault asks.
+   */
+  verifyCredentials: defineRequest(
+    'proxy.verify',
+    z.object({
+      credentials: proxyCredentials,
+      method: z.enum(['GET', 'POST']),
+      endpoints: z.array(z.string().max(2048)).min(1).max(5),
+      base_url_override: z.string().optional(),
+      headers: z.record(z.string(), z.string()),
+      timeout_ms: z.number().int().positive().max(60_000),
+    }),
+    z.object({ results: z.array(z.union([z.object({ endpoint: z.string(), status: z.number().int() }), z.object({ endpoint: z.string(), error: z.string() })])) }),
+  ),
 } as const;

@@ -297,6 +297,11 @@ export const vaultContracts = {
       redirect_uri: z.url(),
       connection_config: z.record(z.string(), z.string()).optional(),
       authorization_params: z.record(z.string(), z.string()).optional(),
+      /**
+       * The end user's own OAuth client, allowed only when the session's defaults name
+       * `oauth_client_id_override` / `oauth_client_secret_override` for the integration.
+       */
+      client_override: z.object({ client_id: z.string().min(1).max(1024), client_secret: z.string().min(1).max(4096) }).strict().optional(),
     }),
     z.object({ url: z.string() }),
   ),
@@ -304,6 +309,24 @@ export const vaultContracts = {
   finishOAuth: defineRequest(
     'vault.oauth.finish',
     z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096) }),
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+  ),
+  /** Completes an OAuth 1.0a authorization: the temporary token is single-use; its verifier buys the token credentials. */
+  finishOAuth1: defineRequest(
+    'vault.oauth1.finish',
+    z.object({ oauth_token: z.string().min(1).max(1024), oauth_verifier: z.string().min(1).max(1024) }),
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+  ),
+  /** OAUTH2_CC from a connect flow: the end user's client is exchanged for a token before anything is saved. */
+  connectClientCredentials: defineRequest(
+    'vault.sessions.client_credentials',
+    z.object({
+      token: z.string(),
+      integration: z.string().min(1).max(128),
+      client_id: z.string().min(1).max(1024),
+      client_secret: z.string().min(1).max(16_384),
+      connection_config: metadataSchema.optional(),
+    }),
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
   ),
   deleteConnectSession: defineRequest('vault.sessions.delete', z.object({ token: z.string() }), z.object({ success: z.literal(true) })),

@@ -36,6 +36,8 @@ export const ERROR_CODES = {
   refresh_token_external_error: { status: 424, retryable: false },
   connection_refresh_exhausted: { status: 424, retryable: false },
   connection_refresh_backoff: { status: 424, retryable: true },
+  /** The provider refused credentials an end user entered (verification request, token request). */
+  connection_test_failed: { status: 400, retryable: false },
 
   // proxy
   upstream_not_allowed: { status: 400, retryable: false },

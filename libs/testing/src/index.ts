@@ -25,3 +25,4 @@ export {
   type UpstreamEcho,
   type UpstreamRequestRecord,
 } from './upstream-api.js';
+export { startOAuth1Server, type OAuth1Consumer, type TestOAuth1Server } from './oauth1-server.js';

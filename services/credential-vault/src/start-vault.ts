@@ -16,6 +16,7 @@ import { announcingWrites, createConnectionCache } from './domain/connection-cac
 import { createReadAudit } from './domain/read-audit.js';
 import type { VaultDeps } from './domain/vault-deps.js';
 import {
+  connectClientCredentialsHandler,
   connectWithSessionHandler,
   createConnectSessionHandler,
   deleteConnectSessionHandler,
@@ -37,7 +38,7 @@ import {
   listIntegrationsHandler,
   updateIntegrationHandler,
 } from './handlers/integrations.js';
-import { finishOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js';
+import { finishOAuth1Handler, finishOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js';
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
@@ -108,10 +109,12 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
-  bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler({ ...deps, sessions }));
   const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS };
+  bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler(oauthDeps));
+  bus.serve(vaultContracts.connectClientCredentials, connectClientCredentialsHandler(oauthDeps));
   bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));
   bus.serve(vaultContracts.finishOAuth, finishOAuthHandler(oauthDeps));
+  bus.serve(vaultContracts.finishOAuth1, finishOAuth1Handler(oauthDeps));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });

@@ -12,11 +12,28 @@ interface SessionIntegration {
   auth_mode: string;
   connection_configuration: string[];
   docs_connect?: string;
+  /** The session lets the end user bring their own OAuth client. */
+  own_oauth_client?: boolean;
+}
+
+interface Field {
+  name: string;
+  label: string;
+  secret?: boolean;
+  optional?: boolean;
 }
 
 interface SessionView {
   integrations: SessionIntegration[];
+  /** Set when the session renews the credentials of one existing connection. */
+  reconnect: { connection_id: string; integration_id: string } | null;
   expires_at: string;
+}
+
+/** How the form is reached: from a list (a way back), and whether it renews a connection. */
+interface PickContext {
+  fromList: boolean;
+  reconnect: boolean;
 }
 
 const query = new URLSearchParams(location.search);
@@ -25,13 +42,26 @@ const returnUrl = query.get('return_url');
 const root = document.getElementById('app') as HTMLElement;
 
 /** Credential fields each form-based auth mode asks for. */
-const FORM_FIELDS: Record<string, Array<{ name: string; label: string; secret?: boolean }>> = {
+const FORM_FIELDS: Record<string, Field[]> = {
   API_KEY: [{ name: 'apiKey', label: 'API key', secret: true }],
   BASIC: [
     { name: 'username', label: 'Username' },
     { name: 'password', label: 'Password', secret: true },
   ],
+  OAUTH2_CC: [
+    { name: 'client_id', label: 'Client ID' },
+    { name: 'client_secret', label: 'Client secret', secret: true },
+  ],
 };
+
+/** Auth modes that send the end user to the provider. */
+const REDIRECT_MODES = new Set(['OAUTH2', 'OAUTH1']);
+
+/** The optional fields for an end user's own OAuth client (a session's `oauth_client_*_override`). */
+const OWN_CLIENT_FIELDS: Field[] = [
+  { name: 'own:oauth_client_id_override', label: 'Your OAuth client ID', optional: true },
+  { name: 'own:oauth_client_secret_override', label: 'Your OAuth client secret', secret: true, optional: true },
+];
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLElementTagNameMap[K]> = {}, ...children: Array<Node | string>): HTMLElementTagNameMap[K] {
   const node = Object.assign(document.createElement(tag), props);
@@ -81,59 +111,97 @@ async function api(path: string, init: RequestInit = {}): Promise<{ status: numb
 function explain(status: number, body: any): string {
   if (status === 401) return 'This link has expired. Ask the application for a new one.';
   if (status === 403) return 'This integration is not available from this link.';
+  if (body?.error?.code === 'connection_test_failed') return `${body.error.message}. Please check what you entered and try again.`;
   const fields = (body?.error?.errors ?? []) as Array<{ path: string; message: string }>;
   if (fields.length > 0) return `Please check: ${fields.map((item) => item.path.replace(/^credentials\./, '')).join(', ')}.`;
   return body?.error?.message ?? 'The connection could not be saved. Please try again.';
 }
 
-function pick(integration: SessionIntegration): void {
-  const fields = [
+function pick(integration: SessionIntegration, context: PickContext): void {
+  const redirects = REDIRECT_MODES.has(integration.auth_mode);
+  const ownClient = redirects && integration.own_oauth_client === true ? OWN_CLIENT_FIELDS : [];
+  const fields: Field[] = [
     ...(FORM_FIELDS[integration.auth_mode] ?? []),
-    ...integration.connection_configuration.map((name) => ({ name: `config:${name}`, label: name.replace(/_/g, ' '), secret: false })),
+    ...integration.connection_configuration.map((name) => ({ name: `config:${name}`, label: name.replace(/_/g, ' ') })),
+    ...ownClient,
   ];
   const error = el('p', { className: 'error', role: 'alert' });
-  const submit = el('button', { type: 'submit', textContent: integration.auth_mode === 'OAUTH2' ? `Continue to ${integration.display_name}` : 'Connect' });
+  const submitLabel = redirects ? `Continue to ${integration.display_name}` : 'Connect';
+  const submit = el('button', { type: 'submit', textContent: submitLabel });
   const form = el('form', { noValidate: true });
-  for (const field of fields) {
+  const input = (field: Field) => {
     const id = `field-${field.name.replace(/[^a-z0-9]/gi, '-')}`;
-    form.append(
+    return [
       el('label', { htmlFor: id, textContent: field.label }),
-      el('input', { id, name: field.name, type: field.secret ? 'password' : 'text', required: true, autocomplete: 'off' }),
+      el('input', { id, name: field.name, type: field.secret ? 'password' : 'text', required: !field.optional, autocomplete: 'off' }),
+    ];
+  };
+  for (const field of fields.filter((item) => !item.optional)) form.append(...input(field));
+  if (ownClient.length > 0) {
+    form.append(
+      el(
+        'fieldset',
+        { className: 'optional' },
+        el('legend', { textContent: 'Use your own OAuth app (optional)' }),
+        el('p', { className: 'hint', textContent: `Leave empty to connect with the application's own ${integration.display_name} app.` }),
+        ...ownClient.flatMap(input),
+      ),
     );
   }
+  const intro = context.reconnect
+    ? `Authorize again to renew this application's access to your ${integration.display_name} account; the connection keeps its settings.`
+    : redirects
+      ? `You will be taken to ${integration.display_name} to approve access, then brought back here.`
+      : '';
   if (integration.docs_connect) form.append(el('p', {}, el('a', { href: integration.docs_connect, target: '_blank', rel: 'noopener', textContent: 'Where do I find these?' })));
   form.append(error, submit);
   form.onsubmit = async (event) => {
     event.preventDefault();
     const values = Object.fromEntries(new FormData(form).entries()) as Record<string, string>;
-    const empty = fields.filter((field) => !values[field.name]?.trim()).map((field) => field.label);
+    const empty = fields.filter((field) => !field.optional && !values[field.name]?.trim()).map((field) => field.label);
     if (empty.length > 0) {
       error.textContent = `Please fill in: ${empty.join(', ')}.`;
       return;
     }
-    const config = Object.fromEntries(Object.entries(values).filter(([name]) => name.startsWith('config:')).map(([name, value]) => [name.slice(7), value]));
-    if (integration.auth_mode === 'OAUTH2') {
-      const params = new URLSearchParams({ connect_session_token: token });
-      for (const [name, value] of Object.entries(config)) params.set(`params[${name}]`, value);
-      location.assign(`/oauth/connect/${encodeURIComponent(integration.unique_key)}?${params}`);
+    const withPrefix = (prefix: string) =>
+      Object.fromEntries(Object.entries(values).filter(([name, value]) => name.startsWith(prefix) && value.trim()).map(([name, value]) => [name.slice(prefix.length), value.trim()]));
+    const config = withPrefix('config:');
+    const own = withPrefix('own:');
+    if (ownClient.length > 0 && Object.keys(own).length === 1) {
+      error.textContent = 'To use your own OAuth app, fill in both its client ID and its secret (or neither).';
       return;
     }
     submit.disabled = true;
-    submit.textContent = 'Connecting…';
-    const credentials = Object.fromEntries(Object.entries(values).filter(([name]) => !name.startsWith('config:')));
+    submit.textContent = redirects ? `Opening ${integration.display_name}…` : 'Connecting…';
+    const session = `connect_session_token=${encodeURIComponent(token)}`;
+    const key = encodeURIComponent(integration.unique_key);
+    if (redirects) {
+      // A POST, so that an end user's client secret never sits in a URL.
+      const { status, body } = await api(`/oauth/connect/${key}?${session}`, {
+        method: 'POST',
+        body: JSON.stringify({ ...(Object.keys(config).length ? { connection_config: config } : {}), ...own }),
+      });
+      if (status === 200) return location.assign(body.url);
+      submit.disabled = false;
+      submit.textContent = submitLabel;
+      error.textContent = explain(status, body);
+      return;
+    }
+    const credentials = Object.fromEntries(Object.entries(values).filter(([name]) => !name.includes(':')));
     const route = integration.auth_mode === 'API_KEY' ? 'api-auth/api-key' : integration.auth_mode === 'BASIC' ? 'api-auth/basic' : `auth/${integration.auth_mode.toLowerCase()}`;
-    const { status, body } = await api(`/${route}/${encodeURIComponent(integration.unique_key)}?connect_session_token=${encodeURIComponent(token)}`, {
+    const { status, body } = await api(`/${route}/${key}?${session}`, {
       method: 'POST',
       body: JSON.stringify({ ...credentials, ...(Object.keys(config).length ? { connection_config: config } : {}) }),
     });
     if (status === 200) return succeed(body.connectionId, body.providerConfigKey, integration.display_name);
     submit.disabled = false;
-    submit.textContent = 'Connect';
+    submit.textContent = submitLabel;
     error.textContent = explain(status, body);
   };
   show(
-    el('button', { className: 'link', textContent: '← All integrations', onclick: () => void start() }),
-    el('h1', { tabIndex: -1 }, logo(integration), integration.display_name),
+    ...(context.fromList ? [el('button', { className: 'link', textContent: '← All integrations', onclick: () => void start() })] : []),
+    el('h1', { tabIndex: -1 }, logo(integration), context.reconnect ? `Reconnect ${integration.display_name}` : integration.display_name),
+    ...(intro ? [el('p', { className: 'intro', textContent: intro })] : []),
     form,
   );
 }
@@ -151,10 +219,11 @@ async function start(): Promise<void> {
   if (status !== 200) return fail(explain(status, body));
   const session = body.data as SessionView;
   if (session.integrations.length === 0) return fail('No integration is available from this link.');
-  if (session.integrations.length === 1) return pick(session.integrations[0] as SessionIntegration);
+  const reconnect = session.reconnect !== null && session.reconnect !== undefined;
+  if (session.integrations.length === 1) return pick(session.integrations[0] as SessionIntegration, { fromList: false, reconnect });
   const list = el('ul', { className: 'integrations' });
   for (const integration of session.integrations) {
-    list.append(el('li', {}, el('button', { className: 'integration', onclick: () => pick(integration) }, logo(integration), integration.display_name)));
+    list.append(el('li', {}, el('button', { className: 'integration', onclick: () => pick(integration, { fromList: true, reconnect }) }, logo(integration), integration.display_name)));
   }
   show(el('h1', { tabIndex: -1, textContent: 'Connect an account' }), el('p', { textContent: 'Choose the service to connect.' }), list, closeButton());
 }

@@ -1,10 +1,11 @@
-import { PROXY_SUBJECT, vaultContracts } from '@latchkey/contracts';
+import { PROXY_SUBJECT, proxyContracts, vaultContracts } from '@latchkey/contracts';
 import { runWithContext } from '@latchkey/logger';
 import type { Runtime } from '@latchkey/runtime';
 import { batchedPublisher, requestIdOf } from '@latchkey/bus';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
+import { verifyCredentialsHandler } from './handlers/verify-credentials.js';
 import { createAddressPolicy, parseCidrList } from './upstream/address-policy.js';
 import { createSafeLookup } from './upstream/safe-lookup.js';
 
@@ -13,7 +14,8 @@ const HEADROOM_BYTES = 64 * 1024;
 
 /**
  * Wires the proxy: a credential cache kept in step with the vault's writes, the address
- * policy, and `proxy.request` in queue group `proxy`, so replicas share the load.
+ * policy, and `proxy.request` in queue group `proxy`, so replicas share the load; `proxy.verify`
+ * tries an end user's credentials before the vault saves them.
  */
 export async function startProxy(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger } = runtime;
@@ -24,6 +26,8 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
   })();
 
+  const upstream = { policy, lookup: createSafeLookup(policy), timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
+  bus.serve(proxyContracts.verifyCredentials, verifyCredentialsHandler({ upstream }));
   const publisher = batchedPublisher(bus.nc);
   const handle = proxyRequestHandler({
     bus,
@@ -31,7 +35,7 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     publisher,
     logger,
     cache,
-    upstream: { policy, lookup: createSafeLookup(policy), timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS },
+    upstream,
     retryCapMs: config.PROXY_RETRY_CAP_MS,
     inlineLimit: Math.min(1024 * 1024, bus.nc.info!.max_payload - HEADROOM_BYTES),
   });

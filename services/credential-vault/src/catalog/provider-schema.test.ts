@@ -27,6 +27,17 @@ const messagesOf = (input: unknown) => {
 };
 
 describe('providerSchema', () => {
+  it('takes a verification request for form-based modes only, with a base URL to call', () => {
+    const apiKey = { display_name: 'K', auth_mode: 'API_KEY', proxy: { base_url: 'https://k.test', headers: { 'X-Key': '${apiKey}' } } };
+    expect(providerSchema.parse({ ...apiKey, verification: { endpoints: ['/me'] } }).verification).toEqual({ method: 'GET', endpoints: ['/me'] });
+    expect(messagesOf({ ...apiKey, verification: { endpoints: [] } })).toEqual(['verification.endpoints: Too small: expected array to have >=1 items']);
+    expect(messagesOf({ display_name: 'B', auth_mode: 'BASIC', verification: { endpoints: ['/me'] } })).toEqual(['verification: needs base_url_override or a proxy.base_url']);
+    expect(messagesOf({ ...oauth, verification: { endpoints: ['/me'] } })).toEqual(['verification: applies to form-based auth modes, not OAUTH2']);
+    expect(messagesOf({ display_name: 'B', auth_mode: 'BASIC', verification: { endpoints: ['/me'], base_url_override: 'https://${connectionConfig.host}/' } })).toEqual([
+      'verification.base_url_override: uses ${connectionConfig.host} but connection_configuration does not list "host"',
+    ]);
+  });
+
   it('accepts a full entry and applies defaults', () => {
     const provider = providerSchema.parse(oauth);
     expect(provider.scope_separator).toBe(' ');

@@ -144,6 +144,22 @@ export const tokenRequestSchema = z
   });
 export type TokenRequest = z.infer<typeof tokenRequestSchema>;
 
+/**
+ * A request that tells whether credentials an end user entered work, tried before a connect
+ * flow saves them: each endpoint (a path under the proxy base URL, or under
+ * `base_url_override`) is called with the credentials injected as the proxy would; one 2xx
+ * answer accepts them. For auth modes whose credentials come from a form.
+ */
+export const verificationSchema = z.strictObject({
+  method: z.enum(['GET', 'POST']).default('GET'),
+  endpoints: z.array(z.string().min(1).max(2048)).min(1).max(5),
+  base_url_override: urlTemplate.optional(),
+  headers: stringMap.optional(),
+});
+
+/** Auth modes whose connections come from an OAuth dance, not a form: no verification request. */
+const REDIRECT_OR_GRANT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1', 'OAUTH2_CC', 'APP', 'NONE']);
+
 const OAUTH_REDIRECT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1']);
 
 export const providerSchema = z
@@ -173,6 +189,7 @@ export const providerSchema = z
     credentials: fieldsSchema.optional(),
     webhook: webhookSchema.optional(),
     token_request: tokenRequestSchema.optional(),
+    verification: verificationSchema.optional(),
   })
   .superRefine((provider, ctx) => {
     const requireField = (field: 'authorization_url' | 'token_url' | 'request_url') => {
@@ -186,6 +203,12 @@ export const providerSchema = z
     }
     if (provider.auth_mode === 'OAUTH1') requireField('request_url');
     if (provider.auth_mode === 'OAUTH2_CC') requireField('token_url');
+    if (provider.verification && REDIRECT_OR_GRANT_MODES.has(provider.auth_mode)) {
+      ctx.addIssue({ code: 'custom', path: ['verification'], message: `applies to form-based auth modes, not ${provider.auth_mode}` });
+    }
+    if (provider.verification && !provider.verification.base_url_override && !provider.proxy) {
+      ctx.addIssue({ code: 'custom', path: ['verification'], message: 'needs base_url_override or a proxy.base_url' });
+    }
     if (provider.token_request && !TOKEN_REQUEST_MODES.has(provider.auth_mode)) {
       ctx.addIssue({ code: 'custom', path: ['token_request'], message: `applies to auth_mode ${[...TOKEN_REQUEST_MODES].join(', ')}, not ${provider.auth_mode}` });
     }
@@ -230,6 +253,7 @@ function templatesOf(provider: z.output<typeof providerSchema>): Array<[Array<st
       for (const [key, value] of Object.entries(provider.token_request[field] ?? {})) found.push([['token_request', field, key], value]);
     }
   }
+  if (provider.verification?.base_url_override) found.push([['verification', 'base_url_override'], provider.verification.base_url_override]);
   if (provider.proxy) {
     found.push([['proxy', 'base_url'], provider.proxy.base_url]);
     for (const field of ['headers', 'query'] as const) {

@@ -1,6 +1,10 @@
 import { Schema, type Connection } from 'mongoose';
 
-/** One OAuth 2 authorization in flight: found by its `state`, consumed once. */
+/**
+ * One authorization in flight, found by its `state` and consumed once: for OAuth 2 the random
+ * `state` we sent, for OAuth 1.0a the temporary token the provider issued (its callback names
+ * only that token).
+ */
 export interface OAuthSessionDoc {
   _id: string;
   environment_id: string;
@@ -12,6 +16,10 @@ export interface OAuthSessionDoc {
   redirect_uri: string;
   /** The PKCE verifier, encrypted; null when the provider disables PKCE. */
   code_verifier: string | null;
+  /** OAuth 1.0a: the temporary token's secret, encrypted; null for OAuth 2. */
+  request_token_secret?: string | null;
+  /** The end user's own OAuth client `{client_id, client_secret}`, encrypted JSON; null when the integration's is used. */
+  client_override?: string | null;
   connection_config: Record<string, string>;
   created_at: Date;
   expires_at: Date;
@@ -26,6 +34,8 @@ const oauthSessionSchema = new Schema<OAuthSessionDoc>(
     integration: { type: String, required: true },
     redirect_uri: { type: String, required: true },
     code_verifier: { type: String, default: null },
+    request_token_secret: { type: String, default: null },
+    client_override: { type: String, default: null },
     connection_config: { type: Schema.Types.Mixed, default: {} },
     created_at: { type: Date, required: true },
     expires_at: { type: Date, required: true },

@@ -1,13 +1,16 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { vaultContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
-import { AppError } from '@latchkey/errors';
+import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf, normalizeTags } from '../domain/views.js';
 import { CREDENTIALS_PLACE, insertConnection } from './connections.js';
-import { findIntegration } from './integrations.js';
+import type { Provider } from '../catalog/provider-schema.js';
+import { requestFreshCredentials } from '../refresh/token-requests.js';
+import { findIntegration, integrationCredentials } from './integrations.js';
+import { verifyCredentials } from './verify-credentials.js';
 
 /** Session tokens start with this, and live 30 minutes. */
 export const SESSION_TOKEN_PREFIX = 'lk_cs_';
@@ -147,7 +150,7 @@ export async function saveSessionConnection(
   const doc = await insertConnection(deps, environment, integration, credentials, {
     connection_id: randomUUID(),
     metadata: {},
-    connection_config: { ...session.integrations_config_defaults[integration.unique_key]?.connection_config, ...connectionConfig },
+    connection_config: sessionConnectionConfig(session, integration.unique_key, connectionConfig),
     tags: session.tags,
     end_user: session.end_user,
     created_via_session: true,
@@ -166,14 +169,67 @@ export async function allowedIntegration(deps: Pick<Deps, 'integrations'>, sessi
 
 type SaveDeps = Deps & Pick<VaultDeps, 'bus' | 'cipher' | 'providers'>;
 
-/** `vault.sessions.connect`: form credentials (API key, basic, other types) from a connect flow. */
-export function connectWithSessionHandler(deps: SaveDeps) {
-  return async (request: RequestOf<typeof vaultContracts.connectWithSession>) =>
-    saveSessionConnection(
-      deps,
-      await liveSession(deps, { token: request.token }),
-      request.integration,
-      request.credentials as Record<string, unknown>,
-      request.connection_config,
-    );
+type FormDeps = SaveDeps & { catalog: { get(name: string): Provider | undefined } };
+
+/** The connection config a flow starts from: the session's defaults for the integration, minus the client-override markers, then the end user's. */
+export function sessionConnectionConfig(session: ConnectSessionDoc, integrationKey: string, given: Record<string, unknown> = {}): Record<string, unknown> {
+  const { oauth_client_id_override: _id, oauth_client_secret_override: _secret, ...defaults } = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
+  return { ...defaults, ...given };
+}
+
+/**
+ * `vault.sessions.connect`: form credentials (API key, basic, other types) from a connect flow,
+ * tried first against the provider's verification request when its entry has one.
+ */
+export function connectWithSessionHandler(deps: FormDeps) {
+  return async (request: RequestOf<typeof vaultContracts.connectWithSession>) => {
+    const session = await liveSession(deps, { token: request.token });
+    const credentials = request.credentials as Record<string, unknown>;
+    const integration = await allowedIntegration(deps, session, request.integration);
+    const entry = deps.catalog.get(integration.provider);
+    if (entry?.verification && entry.auth_mode === credentials['type']) {
+      const connectionConfig = sessionConnectionConfig(session, integration.unique_key, request.connection_config);
+      await verifyCredentials(deps, { name: integration.provider, entry }, await integrationCredentials(deps, integration), connectionConfig, credentials);
+    }
+    return saveSessionConnection(deps, session, request.integration, credentials, request.connection_config);
+  };
+}
+
+/**
+ * `vault.sessions.client_credentials`: an OAUTH2_CC connection from a connect flow. The end
+ * user's client buys a token at the provider's token endpoint first; a refusal is 400
+ * `connection_test_failed` with the provider's error code only, and nothing is stored.
+ */
+export function connectClientCredentialsHandler(deps: FormDeps & { timeoutMs: number }) {
+  return async (request: RequestOf<typeof vaultContracts.connectClientCredentials>) => {
+    const session = await liveSession(deps, { token: request.token });
+    const integration = await allowedIntegration(deps, session, request.integration);
+    const provider = deps.providers.get(integration.provider);
+    if (provider?.auth_mode !== 'OAUTH2_CC') {
+      throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth 2 client credentials`);
+    }
+    let credentials: Record<string, unknown>;
+    try {
+      credentials = await requestFreshCredentials('OAUTH2_CC', {
+        provider,
+        client: {},
+        connectionConfig: sessionConnectionConfig(session, integration.unique_key, request.connection_config),
+        credentials: { client_id: request.client_id, client_secret: request.client_secret },
+        now: new Date(),
+        timeoutMs: deps.timeoutMs,
+      });
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.code !== 'refresh_token_external_error') throw appError;
+      const payload = appError.payload ?? {};
+      const reason = typeof payload['error'] === 'string' ? payload['error'] : 'refused';
+      const description = typeof payload['error_description'] === 'string' ? ` (${payload['error_description']})` : '';
+      throw new AppError(
+        'connection_test_failed',
+        reason === 'unreachable' ? "The provider's token endpoint could not be reached; try again later" : `The provider refused these client credentials: ${reason}${description}`,
+        { payload },
+      );
+    }
+    return saveSessionConnection(deps, session, integration.unique_key, credentials, request.connection_config);
+  };
 }

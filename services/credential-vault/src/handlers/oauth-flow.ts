@@ -1,59 +1,107 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import type { RequestOf, vaultContracts } from '@latchkey/contracts';
-import { AppError } from '@latchkey/errors';
+import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
+import { oauth1Header } from '@latchkey/oauth1';
 import { interpolate } from '../catalog/interpolate.js';
-import type { OAuthSessionRepo } from '../db/oauth-session-model.js';
+import type { Provider } from '../catalog/provider-schema.js';
+import type { IntegrationDoc } from '../db/integration-model.js';
+import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
+import { callTokenEndpoint } from '../refresh/token-endpoint.js';
 import { expiryFrom, fillUrl, postToken } from '../refresh/token-requests.js';
-import { allowedIntegration, liveSession, saveSessionConnection } from './connect-sessions.js';
+import { allowedIntegration, liveSession, saveSessionConnection, sessionConnectionConfig } from './connect-sessions.js';
 import { integrationCredentials } from './integrations.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
+import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 
 /** An authorization must come back within this long. */
 const STATE_LIFETIME_MS = 10 * 60 * 1000;
 const VERIFIER_PLACE = { field: 'oauth.code_verifier' };
+const REQUEST_SECRET_PLACE = { field: 'oauth1.request_token_secret' };
+const CLIENT_OVERRIDE_PLACE = { field: 'oauth.client_override' };
+const clientOverrideSchema = z.object({ client_id: z.string(), client_secret: z.string() });
 
 type Deps = VaultDeps & {
   sessions: ConnectSessionRepo;
   oauthSessions: OAuthSessionRepo;
-  catalog: { get(name: string): { authorization_url?: string | undefined; default_scopes?: string[] | undefined; scope_separator: string; authorization_params?: Record<string, string> | undefined; disable_pkce?: boolean | undefined; auth_mode: string } | undefined };
+  catalog: { get(name: string): Provider | undefined };
   timeoutMs: number;
 };
 
 /**
- * `vault.oauth.start`: the provider's authorization URL for an end user's session, with a
- * single-use `state`, PKCE S256 (unless the provider disables it), the exact redirect URI, the
- * provider's scopes joined its way and its authorization parameters.
+ * The end user's own OAuth client, when they gave one: allowed only where the session's
+ * defaults for the integration set `oauth_client_id_override` to an empty string (the spec's
+ * signal to offer the fields). A client the customer filled in there applies as is; the end
+ * user cannot replace it.
+ */
+function clientOverrideFor(session: ConnectSessionDoc, integrationKey: string, given: { client_id: string; client_secret: string } | undefined) {
+  const defaults = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
+  const offered = defaults['oauth_client_id_override'] === '';
+  if (given && !offered) {
+    throw new AppError('invalid_body', `This connect session does not let the end user bring an OAuth client for "${integrationKey}"`, {
+      errors: [{ code: 'not_allowed', message: 'no oauth_client_id_override in integrations_config_defaults', path: 'client_override' }],
+    });
+  }
+  if (given) return given;
+  const id = defaults['oauth_client_id_override'];
+  const secret = defaults['oauth_client_secret_override'];
+  return typeof id === 'string' && id !== '' && typeof secret === 'string' && secret !== '' ? { client_id: id, client_secret: secret } : undefined;
+}
+
+/**
+ * `vault.oauth.start`: the provider's authorization URL for an end user's session.
+ * OAuth 2: a single-use `state`, PKCE S256 (unless the provider disables it), the exact
+ * redirect URI, the provider's scopes joined its way and its authorization parameters.
+ * OAuth 1.0a: temporary credentials from the provider's request URL (signed with the
+ * integration's consumer key, `oauth_callback` = the redirect URI), kept single-use like a state.
  */
 export function startOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.startOAuth>) => {
     const session = await liveSession(deps, { token: request.token });
     const integration = await allowedIntegration(deps, session, request.integration);
     const provider = deps.catalog.get(integration.provider);
-    if (!provider?.authorization_url || provider.auth_mode !== 'OAUTH2') {
-      throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth 2`);
+    if (!provider?.authorization_url || (provider.auth_mode !== 'OAUTH2' && provider.auth_mode !== 'OAUTH1')) {
+      throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth`);
     }
-    const client = await integrationCredentials(deps, integration);
+    const override = clientOverrideFor(session, integration.unique_key, request.client_override);
+    const client = override ?? (await integrationCredentials(deps, integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
-    const connectionConfig = {
-      ...(session.integrations_config_defaults[integration.unique_key]?.connection_config as Record<string, string> | undefined),
-      ...request.connection_config,
-    };
-    const state = randomBytes(32).toString('base64url');
-    const verifier = provider.disable_pkce ? null : randomBytes(48).toString('base64url');
+    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, request.connection_config) as Record<string, string>;
+    const environment = environmentId(session.environment_id);
     const now = new Date();
-    await deps.oauthSessions.insert({
+    const flow = {
       _id: randomUUID(),
       environment_id: session.environment_id,
-      state,
       session_digest: session.digest,
       integration: integration.unique_key,
       redirect_uri: request.redirect_uri,
-      code_verifier: verifier ? await deps.cipher.encrypt(environmentId(session.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, verifier) : null,
+      client_override: override ? await deps.cipher.encryptJson(environment, { integrationId: integration._id, ...CLIENT_OVERRIDE_PLACE }, override) : null,
       connection_config: connectionConfig,
       created_at: now,
       expires_at: new Date(now.getTime() + STATE_LIFETIME_MS),
+    };
+    if (provider.auth_mode === 'OAUTH1') {
+      const temporary = await requestTemporaryCredentials(deps, provider, { key: client['client_id'], secret: client['client_secret'] ?? '' }, connectionConfig, request.redirect_uri);
+      await deps.oauthSessions.insert({
+        ...flow,
+        state: temporary.token,
+        code_verifier: null,
+        request_token_secret: await deps.cipher.encrypt(environment, { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, temporary.secret),
+      });
+      const url = new URL(fillUrl(provider.authorization_url, connectionConfig));
+      for (const [name, template] of Object.entries(provider.authorization_params ?? {})) url.searchParams.set(name, interpolate(template, { connectionConfig }));
+      for (const [name, value] of Object.entries(request.authorization_params ?? {})) url.searchParams.set(name, value);
+      url.searchParams.set('oauth_token', temporary.token);
+      return { url: url.toString() };
+    }
+    const state = randomBytes(32).toString('base64url');
+    const verifier = provider.disable_pkce ? null : randomBytes(48).toString('base64url');
+    await deps.oauthSessions.insert({
+      ...flow,
+      state,
+      code_verifier: verifier ? await deps.cipher.encrypt(environment, { integrationId: integration._id, ...VERIFIER_PLACE }, verifier) : null,
     });
     const url = new URL(fillUrl(provider.authorization_url, connectionConfig));
     const params = url.searchParams;
@@ -72,21 +120,42 @@ export function startOAuthHandler(deps: Deps) {
   };
 }
 
+/** The flow behind a state (or OAuth 1 temporary token): known, unused, unexpired, its session live and its integration still allowed. */
+async function consumeFlow(deps: Deps, state: string) {
+  const refused = new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
+  const flow = await deps.oauthSessions.consume(state);
+  if (!flow || flow.expires_at.getTime() <= Date.now()) throw refused;
+  const session = await liveSession(deps, { digest: flow.session_digest });
+  const integration = await allowedIntegration(deps, session, flow.integration);
+  const provider = deps.catalog.get(integration.provider);
+  if (!provider) throw new AppError('unknown_provider', `Provider "${integration.provider}" is not in the catalog`);
+  const override = flow.client_override
+    ? await deps.cipher.decryptJson(environmentId(flow.environment_id), { integrationId: integration._id, ...CLIENT_OVERRIDE_PLACE }, flow.client_override, clientOverrideSchema)
+    : undefined;
+  return { flow, session, integration, provider, override };
+}
+
+/** The provider's refusal of an authorization, said as such (its error code and description only). */
+function refusedAuthorization(error: unknown): AppError {
+  const appError = toAppError(error);
+  if (appError.code !== 'refresh_token_external_error') return appError;
+  const payload = appError.payload ?? {};
+  if (payload['error'] === 'unreachable') return new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached; please try again", { payload });
+  const description = typeof payload['error_description'] === 'string' ? ` (${payload['error_description']})` : '';
+  return new AppError('refresh_token_external_error', `The provider refused the authorization: ${String(payload['error'] ?? 'refused')}${description}`, { payload });
+}
+
 /**
- * `vault.oauth.finish`: the provider sent the end user back. The state must be known, unused,
- * unexpired and its connect session still live; then the code is exchanged (with the PKCE
- * verifier) and the connection saved with the tokens, `expires_at` and the raw answer.
+ * `vault.oauth.finish`: the provider sent the end user back. The code is exchanged (with the
+ * PKCE verifier and the client that started the flow) and the connection saved with the tokens,
+ * `expires_at`, the raw answer and, for an end user's own client, `config_override` so that
+ * refreshes use it too.
  */
 export function finishOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.finishOAuth>) => {
-    const refused = new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
-    const flow = await deps.oauthSessions.consume(request.state);
-    if (!flow || flow.expires_at.getTime() <= Date.now()) throw refused;
-    const session = await liveSession(deps, { digest: flow.session_digest });
-    const integration = await allowedIntegration(deps, session, flow.integration);
-    const provider = deps.providers.get(integration.provider);
-    if (!provider) throw new AppError('unknown_provider', `Provider "${integration.provider}" is not in the catalog`);
-    const client = await integrationCredentials(deps, integration);
+    const { flow, session, integration, provider, override } = await consumeFlow(deps, request.state);
+    if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
+    const client = override ?? (await integrationCredentials(deps, integration));
     const now = new Date();
     const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
     if (flow.code_verifier) {
@@ -97,15 +166,97 @@ export function finishOAuthHandler(deps: Deps) {
       form,
       client['client_id'],
       client['client_secret'],
-    );
+    ).catch((error: unknown) => {
+      throw refusedAuthorization(error);
+    });
     const expiresAt = expiryFrom(raw, now);
     const credentials = {
       type: 'OAUTH2',
       access_token: raw['access_token'],
       ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
       ...(expiresAt ? { expires_at: expiresAt } : {}),
+      ...(override ? { config_override: override } : {}),
       raw,
     };
     return saveSessionConnection(deps, session, integration.unique_key, credentials, flow.connection_config);
   };
+}
+
+/** Form-encoded answers of OAuth 1.0a endpoints (RFC 5849, 2.1 and 2.3). */
+function formAnswer(body: string): Record<string, string> {
+  return Object.fromEntries(new URLSearchParams(body));
+}
+
+/** A refused OAuth 1 step: the provider's `oauth_problem` when it gives one, never its whole answer. */
+function oauth1Refusal(step: string, status: number, body: string): AppError {
+  const problem = formAnswer(body)['oauth_problem'];
+  const reason = problem && /^[\w .:-]{1,200}$/.test(problem) ? problem : `http_${status}`;
+  return new AppError('refresh_token_external_error', `The provider refused the ${step}: ${reason}`, { payload: { status, error: reason } });
+}
+
+/** RFC 5849, 2.1: temporary credentials, with `oauth_callback` signed in. */
+async function requestTemporaryCredentials(
+  deps: Pick<Deps, 'timeoutMs'>,
+  provider: Provider,
+  consumer: { key: string; secret: string },
+  connectionConfig: Record<string, string>,
+  callback: string,
+): Promise<{ token: string; secret: string }> {
+  if (!provider.request_url) throw new AppError('invalid_uri_params', 'The provider has no request token URL');
+  const url = fillUrl(provider.request_url, connectionConfig);
+  const authorization = oauth1Header({ method: 'POST', url, consumerKey: consumer.key, consumerSecret: consumer.secret, protocolParams: { oauth_callback: callback } });
+  const response = await callTokenEndpoint(url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
+  if (response.statusCode >= 300) throw oauth1Refusal('request for a temporary token', response.statusCode, response.body);
+  const answer = formAnswer(response.body);
+  if (!answer['oauth_token'] || !answer['oauth_token_secret']) {
+    throw new AppError('refresh_token_external_error', 'The provider answered the temporary token request without a token', { payload: { error: 'no_token' } });
+  }
+  return { token: answer['oauth_token'], secret: answer['oauth_token_secret'] };
+}
+
+/**
+ * `vault.oauth1.finish`: the provider sent the end user back with the temporary token and a
+ * verifier. The token names a single-use flow (unknown, used or expired ones are refused); the
+ * verifier, signed with the temporary secret, buys the token credentials (RFC 5849, 2.3), saved
+ * as an OAUTH1 connection with the raw answer.
+ */
+export function finishOAuth1Handler(deps: Deps) {
+  return async (request: RequestOf<typeof vaultContracts.finishOAuth1>) => {
+    const { flow, session, integration, provider, override } = await consumeFlow(deps, request.oauth_token);
+    if (provider.auth_mode !== 'OAUTH1' || !flow.request_token_secret) {
+      throw new AppError('invalid_query_params', 'This authorization is not an OAuth 1.0a one; start again');
+    }
+    const client = override ?? (await integrationCredentials(deps, integration));
+    const temporarySecret = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, flow.request_token_secret);
+    const credentials = await exchangeVerifier(deps, provider, integration, client, flow, { token: request.oauth_token, secret: temporarySecret }, request.oauth_verifier);
+    return saveSessionConnection(deps, session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
+  };
+}
+
+async function exchangeVerifier(
+  deps: Pick<Deps, 'timeoutMs'>,
+  provider: Provider,
+  integration: IntegrationDoc,
+  client: Record<string, string>,
+  flow: OAuthSessionDoc,
+  temporary: { token: string; secret: string },
+  verifier: string,
+) {
+  const url = fillUrl(provider.token_url ?? '', flow.connection_config);
+  const authorization = oauth1Header({
+    method: 'POST',
+    url,
+    consumerKey: client['client_id'] ?? '',
+    consumerSecret: client['client_secret'] ?? '',
+    token: temporary.token,
+    tokenSecret: temporary.secret,
+    protocolParams: { oauth_verifier: verifier },
+  });
+  const response = await callTokenEndpoint(url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
+  if (response.statusCode >= 300) throw oauth1Refusal(`authorization of "${integration.unique_key}"`, response.statusCode, response.body);
+  const raw = formAnswer(response.body);
+  if (!raw['oauth_token'] || !raw['oauth_token_secret']) {
+    throw new AppError('refresh_token_external_error', 'The provider answered without token credentials', { payload: { error: 'no_token' } });
+  }
+  return { type: 'OAUTH1', oauth_token: raw['oauth_token'], oauth_token_secret: raw['oauth_token_secret'], raw };
 }

@@ -28,6 +28,60 @@ function fill(templates: Record<string, string> | undefined, context: TemplateCo
 }
 
 /**
+ * How calls made with these credentials are authenticated: the provider's base URL with
+ * connection config filled in, the headers and query its entry places (else the auth mode's
+ * default) and OAuth 1 material. The same rules for stored connections and for credentials an
+ * end user is about to save, which are verified with them first.
+ */
+export function injectionFor(
+  provider: Provider,
+  client: Record<string, string>,
+  connectionConfig: Record<string, unknown>,
+  credentials: Record<string, unknown>,
+): Omit<ProxyCredentials, 'id' | 'provider' | 'expires_at'> {
+  const token = tokenOf(credentials);
+  const context: TemplateContext = {
+    connectionConfig,
+    credentials,
+    apiKey: str(credentials['apiKey']),
+    username: str(credentials['username']),
+    password: str(credentials['password']),
+    accessToken: token,
+  };
+  const headers = fill(provider.proxy?.headers, context);
+  const hasAuthorization = Object.keys(headers).some((name) => name.toLowerCase() === 'authorization');
+  const type = String(credentials['type']);
+  if (!hasAuthorization) {
+    if (type === 'BASIC' && context.username !== undefined) {
+      headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
+    } else if (type === 'API_KEY' && context.apiKey !== undefined && !provider.proxy?.query) {
+      headers['Authorization'] = `Bearer ${context.apiKey}`;
+    } else if (token !== undefined && type !== 'OAUTH1' && type !== 'TBA') {
+      headers['Authorization'] = `Bearer ${token}`;
+    }
+  }
+  let oauth1: ProxyCredentials['oauth1'];
+  if (type === 'OAUTH1' || type === 'TBA') {
+    const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
+    oauth1 = {
+      consumer_key: override.client_id ?? client['client_id'] ?? '',
+      consumer_secret: override.client_secret ?? client['client_secret'] ?? '',
+      token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
+      token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
+    };
+  }
+  const baseUrl = provider.proxy?.base_url;
+  return {
+    auth_mode: provider.auth_mode,
+    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig })['base_url']! }),
+    headers,
+    query: fill(provider.proxy?.query, context),
+    ...(oauth1 ? { oauth1 } : {}),
+    decompress: provider.proxy?.decompress ?? false,
+  };
+}
+
+/**
  * `vault.credentials.get`: how to call the provider for a connection, with the token refreshed
  * first when it is inside the window (or on `force_refresh`, after a 401). One of the two places
  * plaintext credentials leave the vault; every answer is audited.
@@ -45,49 +99,12 @@ export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name:
     if (!provider) throw new AppError('unknown_provider', `Provider "${doc.provider}" is no longer in the catalog`);
     const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
     const client = await integrationCredentials(deps, integration);
-    const token = tokenOf(credentials);
-    const context: TemplateContext = {
-      connectionConfig: doc.connection_config ?? {},
-      credentials,
-      apiKey: str(credentials['apiKey']),
-      username: str(credentials['username']),
-      password: str(credentials['password']),
-      accessToken: token,
-    };
-    const headers = fill(provider.proxy?.headers, context);
-    const hasAuthorization = Object.keys(headers).some((name) => name.toLowerCase() === 'authorization');
-    const type = String(credentials['type']);
-    if (!hasAuthorization) {
-      if (type === 'BASIC' && context.username !== undefined) {
-        headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
-      } else if (type === 'API_KEY' && context.apiKey !== undefined && !provider.proxy?.query) {
-        headers['Authorization'] = `Bearer ${context.apiKey}`;
-      } else if (token !== undefined && type !== 'OAUTH1' && type !== 'TBA') {
-        headers['Authorization'] = `Bearer ${token}`;
-      }
-    }
-    let oauth1: ProxyCredentials['oauth1'];
-    if (type === 'OAUTH1' || type === 'TBA') {
-      const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
-      oauth1 = {
-        consumer_key: override.client_id ?? client['client_id'] ?? '',
-        consumer_secret: override.client_secret ?? client['client_secret'] ?? '',
-        token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
-        token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
-      };
-    }
     deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
-    const baseUrl = provider.proxy?.base_url;
     return {
       id: doc._id,
       provider: doc.provider,
-      auth_mode: provider.auth_mode,
       expires_at: doc.expires_at ? new Date(doc.expires_at).toISOString() : null,
-      ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig: doc.connection_config ?? {} })['base_url']! }),
-      headers,
-      query: fill(provider.proxy?.query, context),
-      ...(oauth1 ? { oauth1 } : {}),
-      decompress: provider.proxy?.decompress ?? false,
+      ...injectionFor(provider, client, doc.connection_config ?? {}, credentials),
     };
   };
 }

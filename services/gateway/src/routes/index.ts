@@ -9,7 +9,7 @@ import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
 import { saveApiKey, saveBasic, saveTypedCredentials } from './auth/session-credentials.js';
 import { createConnectSession } from './connect/create-connect-session.js';
-import { connectOAuth } from './oauth/connect-oauth.js';
+import { connectOAuth, startOAuthFromPage } from './oauth/connect-oauth.js';
 import { oauthCallback } from './oauth/oauth-callback.js';
 import { connectPage, connectScript } from './connect/connect-ui.js';
 import { createReconnectSession } from './connect/create-reconnect-session.js';
@@ -71,6 +71,7 @@ export const routes: readonly AnyRoute[] = [
   saveBasic,
   saveTypedCredentials,
   connectOAuth,
+  startOAuthFromPage,
   oauthCallback,
   // environment
   listEnvironmentVariables,

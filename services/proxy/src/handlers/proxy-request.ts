@@ -21,7 +21,7 @@ import type { Logger } from '@latchkey/logger';
 import type { CredentialCache } from '../domain/credential-cache.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions } from '../upstream/call-upstream.js';
-import { oauth1Header } from '../upstream/oauth1.js';
+import { oauth1Header } from '@latchkey/oauth1';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 
@@ -73,7 +73,7 @@ function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials): URL {
   return url;
 }
 
-function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
+export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
   const url = targetUrl(meta, credentials);
   const injected = Object.entries(credentials.headers);
   const names = new Set(injected.map(([name]) => name.toLowerCase()));

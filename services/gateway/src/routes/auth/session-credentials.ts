@@ -13,6 +13,28 @@ const formBody = z.object({ connection_config: metadataSchema.optional() }).catc
 /** Hands the fields to the vault, which checks them against the type's schema and saves them. */
 async function save(deps: GatewayDeps, token: string, integration: string, type: string, body: z.output<typeof formBody>) {
   const { connection_config: connectionConfig, ...fields } = body;
+  if (type === 'OAUTH2_CC') {
+    // The client buys its token at the provider before anything is saved.
+    const { client_id: clientId, client_secret: clientSecret, ...rest } = fields;
+    const unknown = Object.keys(rest);
+    if (typeof clientId !== 'string' || typeof clientSecret !== 'string' || unknown.length > 0) {
+      throw new AppError('invalid_body', 'OAuth 2 client credentials take client_id and client_secret', {
+        errors: [
+          ...(typeof clientId === 'string' && clientId ? [] : [{ code: 'invalid_type', message: 'a client id', path: 'client_id' }]),
+          ...(typeof clientSecret === 'string' && clientSecret ? [] : [{ code: 'invalid_type', message: 'a client secret', path: 'client_secret' }]),
+          ...unknown.map((name) => ({ code: 'unrecognized_keys', message: 'not a field of this form', path: name })),
+        ],
+      });
+    }
+    const saved = await deps.bus.request(vaultContracts.connectClientCredentials, {
+      token,
+      integration,
+      client_id: clientId,
+      client_secret: clientSecret,
+      ...(connectionConfig === undefined ? {} : { connection_config: connectionConfig }),
+    });
+    return { body: { connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey } };
+  }
   const saved = await deps.bus.request(vaultContracts.connectWithSession, {
     token,
     integration,
@@ -41,7 +63,10 @@ export const saveApiKey = saveCredentials('API_KEY', '/api-auth/api-key/:integra
 /** The end user's username and password for a BASIC integration. */
 export const saveBasic = saveCredentials('BASIC', '/api-auth/basic/:integration');
 
-/** Any other form-based type: `/auth/{type}/{integration}` with that type's fields. */
+/**
+ * Any other form-based type: `/auth/{type}/{integration}` with that type's fields;
+ * `/auth/oauth2_cc/{integration}` takes `{client_id, client_secret}` and obtains the token.
+ */
 export const saveTypedCredentials = defineRoute({
   method: 'post',
   path: '/auth/:type/:integration',

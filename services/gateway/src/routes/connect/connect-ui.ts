@@ -20,6 +20,8 @@ button.link{border:none;padding:0;color:#1d4ed8;background:none}button.secondary
 .logo{width:28px;height:28px;border-radius:6px;object-fit:contain}.placeholder{display:inline-grid;place-items:center;background:#e0e7ff;color:#1d4ed8;font-weight:600}
 label{display:block;font-weight:600;margin-top:.75rem}input{font:inherit;width:100%;padding:.6rem .7rem;border:1px solid #d0d5dd;border-radius:8px;margin-top:.25rem}
 input:focus{outline:2px solid #1d4ed8;border-color:#1d4ed8}.error{color:#b42318;min-height:1.5em;margin:.5rem 0 0}
+fieldset.optional{border:1px solid #e4e7ec;border-radius:10px;margin:1rem 0 0;padding:.25rem .9rem .9rem}legend{font-weight:600;padding:0 .35rem;color:#475467}
+.hint{color:#667085;font-size:.875rem;margin:.25rem 0 0}.intro{color:#475467;margin:0}
 </style></head>
 <body><main id="app" aria-live="polite"><p>Loading…</p></main><script src="/connect/app.js"></script></body></html>`;
 

@@ -26,6 +26,9 @@ export const getConnectSession = defineRoute({
     const integrations = allowed.map((integration) => {
       const provider = providers.get(integration.provider);
       const docs = view.overrides[integration.unique_key]?.docs_connect;
+      const defaults = view.integrations_config_defaults[integration.unique_key]?.connection_config ?? {};
+      // The spec's signal: empty override keys make the page offer the end user's own OAuth client.
+      const ownClient = defaults['oauth_client_id_override'] === '' && provider?.auth_mode === 'OAUTH2';
       return {
         unique_key: integration.unique_key,
         display_name: integration.display_name ?? provider?.display_name ?? integration.unique_key,
@@ -33,8 +36,13 @@ export const getConnectSession = defineRoute({
         auth_mode: provider?.auth_mode ?? 'NONE',
         connection_configuration: provider?.connection_configuration ?? [],
         ...(docs ? { docs_connect: docs } : {}),
+        ...(ownClient ? { own_oauth_client: true } : {}),
       };
     });
-    return { body: { data: { ...view, integrations } } };
+    // A client secret the customer set as a default is for the flow, not for the end user's eyes.
+    const configDefaults = Object.fromEntries(
+      Object.entries(view.integrations_config_defaults).map(([key, { connection_config: { oauth_client_secret_override: _secret, ...config } }]) => [key, { connection_config: config }]),
+    );
+    return { body: { data: { ...view, integrations_config_defaults: configDefaults, integrations } } };
   },
 });

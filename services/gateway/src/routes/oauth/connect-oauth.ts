@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { vaultContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 
 /** Where providers send end users back: the environment's callback URL, else ours. */
@@ -36,5 +37,44 @@ export const connectOAuth = defineRoute({
     });
     res.redirect(302, url);
     return { streamed: true };
+  },
+});
+
+/**
+ * `POST /oauth/connect/{integration}` with the session token: the same start, answered as
+ * `{url}` for the Connect UI to navigate to. The end user's own OAuth client travels here, in a
+ * body, so that its secret never sits in a URL, a browser history or an access log.
+ */
+export const startOAuthFromPage = defineRoute({
+  method: 'post',
+  path: '/oauth/connect/:integration',
+  auth: 'connect_session',
+  scope: null,
+  schemas: {
+    params: z.strictObject({ integration: z.string().min(1).max(128) }),
+    query: z.strictObject({ connect_session_token: z.string().min(1).optional() }),
+    body: z.strictObject({
+      connection_config: z.record(z.string(), z.string()).optional(),
+      authorization_params: z.record(z.string(), z.string()).optional(),
+      oauth_client_id_override: z.string().min(1).max(1024).optional(),
+      oauth_client_secret_override: z.string().min(1).max(4096).optional(),
+    }),
+  },
+  handler: async ({ deps, session, params, body }) => {
+    const { oauth_client_id_override: clientId, oauth_client_secret_override: clientSecret } = body;
+    if ((clientId === undefined) !== (clientSecret === undefined)) {
+      throw new AppError('invalid_body', 'Give both the OAuth client id and its secret, or neither', {
+        errors: [{ code: 'invalid_value', message: 'both or neither', path: clientId === undefined ? 'oauth_client_id_override' : 'oauth_client_secret_override' }],
+      });
+    }
+    const { url } = await deps.bus.request(vaultContracts.startOAuth, {
+      token: session.token,
+      integration: params.integration,
+      redirect_uri: await redirectUri(deps, session.environment_id),
+      ...(body.connection_config ? { connection_config: body.connection_config } : {}),
+      ...(body.authorization_params ? { authorization_params: body.authorization_params } : {}),
+      ...(clientId !== undefined && clientSecret !== undefined ? { client_override: { client_id: clientId, client_secret: clientSecret } } : {}),
+    });
+    return { body: { url } };
   },
 });

@@ -5,7 +5,8 @@ import { defineRoute } from '../../http/define-route.js';
 import { resultPage } from './result-page.js';
 
 /**
- * `GET /oauth/callback`: the provider's redirect. Public (the single-use `state` is the proof);
+ * `GET /oauth/callback`: the provider's redirect, OAuth 2 (`code`, `state`) or OAuth 1.0a
+ * (`oauth_token`, `oauth_verifier`). Public (the single-use state or temporary token is the proof);
  * answers with a page for the end user whatever happened, never a JSON error.
  */
 export const oauthCallback = defineRoute({
@@ -20,17 +21,23 @@ export const oauthCallback = defineRoute({
       state: z.string().max(256).optional(),
       error: z.string().max(256).optional(),
       error_description: z.string().max(1024).optional(),
+      // OAuth 1.0a (RFC 5849, 2.2): the temporary token and the verifier.
+      oauth_token: z.string().max(1024).optional(),
+      oauth_verifier: z.string().max(1024).optional(),
     }),
   },
   handler: async ({ deps, query, res }) => {
     let page: string;
-    if (query.error || !query.code || !query.state) {
+    const oauth1 = query.oauth_token && query.oauth_verifier ? { oauth_token: query.oauth_token, oauth_verifier: query.oauth_verifier } : undefined;
+    if (query.error || (!oauth1 && (!query.code || !query.state))) {
       const reason = query.error ? `The provider refused: ${query.error_description ?? query.error}` : 'The provider sent no authorization code.';
       page = resultPage({ ok: false, message: reason });
       res.status(400);
     } else {
       try {
-        const saved = await deps.bus.request(vaultContracts.finishOAuth, { state: query.state, code: query.code });
+        const saved = oauth1
+          ? await deps.bus.request(vaultContracts.finishOAuth1, oauth1)
+          : await deps.bus.request(vaultContracts.finishOAuth, { state: query.state ?? '', code: query.code ?? '' });
         page = resultPage({ ok: true, connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey });
       } catch (error) {
         const appError = toAppError(error);

@@ -20,8 +20,8 @@ export function resultPage(outcome: { ok: true; connectionId: string; providerCo
 <title>${title}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;display:grid;place-items:center;min-height:100vh;margin:0;background:#f6f7f9;color:#1d2433}
 main{background:#fff;padding:2rem 2.5rem;border-radius:12px;box-shadow:0 2px 12px #0001;max-width:28rem;text-align:center}
-h1{font-size:1.25rem;margin:0 0 .5rem}.ok{color:#0a7a3d}.fail{color:#b42318}</style></head>
-<body><main role="status"><h1 class="${outcome.ok ? 'ok' : 'fail'}">${title}</h1><p>${escapeHtml(text)}</p></main>
+h1{font-size:1.25rem;margin:0 0 .5rem}.hint{color:#667085;font-size:.875rem}.ok{color:#0a7a3d}.fail{color:#b42318}</style></head>
+<body><main role="status"><h1 class="${outcome.ok ? 'ok' : 'fail'}">${title}</h1><p>${escapeHtml(text)}</p>${outcome.ok ? '' : '<p class="hint">Close this window and start again from the application.</p>'}</main>
 <script>(function(){var m=${payload};if(window.opener){window.opener.postMessage(m,'*');setTimeout(function(){window.close()},300);}})();</script>
 </body></html>`;
 }

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { oauth1Header, percentEncode, signatureBaseString, type OAuth1Request } from './oauth1.js';
+import { oauth1Header, percentEncode, signatureBaseString, type OAuth1Request } from './sign.js';
 
 /** `OAuth a="1", b="2"` → { a: '1', b: '2' }, values left percent-encoded. */
 function fieldsOf(header: string): Record<string, string> {
@@ -202,5 +202,28 @@ describe('oauth1Header', () => {
   it('refuses a realm that would break out of its quoted string', () => {
     expect(() => oauth1Header({ ...base, realm: 'a", oauth_token="x' })).toThrow('realm');
     expect(() => oauth1Header({ ...base, realm: 'a\r\nX-Injected: 1' })).toThrow('realm');
+  });
+});
+
+describe('protocol parameters of the three-legged flow', () => {
+  it('sends and signs oauth_callback and oauth_verifier, and never lets them replace computed ones', () => {
+    const request: OAuth1Request = {
+      method: 'POST',
+      url: 'https://provider.example/oauth/request_token',
+      consumerKey: 'ck',
+      consumerSecret: 'cs',
+      nonce: 'n',
+      timestamp: 1,
+      protocolParams: { oauth_callback: 'https://app.example/oauth/callback', oauth_consumer_key: 'forged' },
+    };
+    const fields = fieldsOf(oauth1Header(request));
+    expect(fields['oauth_callback']).toBe(percentEncode('https://app.example/oauth/callback'));
+    expect(fields['oauth_consumer_key']).toBe('ck');
+    const base = signatureBaseString({
+      method: 'POST',
+      url: request.url,
+      oauthParams: { oauth_callback: 'https://app.example/oauth/callback', oauth_consumer_key: 'ck', oauth_nonce: 'n', oauth_signature_method: 'HMAC-SHA1', oauth_timestamp: '1', oauth_version: '1.0' },
+    });
+    expect(decodeURIComponent(fields['oauth_signature']!)).toBe(hmac('sha1', 'cs&', base));
   });
 });

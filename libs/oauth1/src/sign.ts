@@ -2,7 +2,8 @@ import { createHmac, randomBytes } from 'node:crypto';
 
 /**
  * OAuth 1.0a request signing (RFC 5849, section 3). The proxy signs each upstream request with
- * the connection's consumer and token credentials; nothing here is sent anywhere or logged.
+ * the connection's consumer and token credentials; the vault signs the temporary-credential and
+ * token requests of the three-legged flow. Nothing here is sent anywhere or logged.
  */
 
 export type OAuth1SignatureMethod = 'HMAC-SHA1' | 'HMAC-SHA256' | 'PLAINTEXT';
@@ -37,6 +38,11 @@ export interface OAuth1Request {
    * must accept it, while some older providers insist on it; the RFC's own examples omit it.
    */
   includeVersion?: boolean | undefined;
+  /**
+   * Further protocol parameters, sent in the header and signed: `oauth_callback` on the
+   * temporary-credential request, `oauth_verifier` on the token request (RFC 5849, 2.1 and 2.3).
+   */
+  protocolParams?: Record<`oauth_${string}`, string> | undefined;
 }
 
 /**
@@ -128,6 +134,8 @@ function assertQuotable(realm: string): void {
 export function oauth1Header(request: OAuth1Request): string {
   const signatureMethod = request.signatureMethod ?? 'HMAC-SHA1';
   const oauthParams: Record<string, string> = {
+    // First, so that none of them can replace the ones computed here.
+    ...request.protocolParams,
     oauth_consumer_key: request.consumerKey,
     oauth_nonce: request.nonce ?? randomBytes(16).toString('hex'),
     oauth_signature_method: signatureMethod,

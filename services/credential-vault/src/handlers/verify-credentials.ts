@@ -1,0 +1,56 @@
+import type { Bus } from '@latchkey/bus';
+import { proxyContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { interpolate } from '../catalog/interpolate.js';
+import type { Provider } from '../catalog/provider-schema.js';
+import { injectionFor } from './proxy-credentials.js';
+
+/** One verification, all endpoints included: well inside the gateway's deadline for the connect request. */
+const VERIFY_TIMEOUT_MS = 3_500;
+
+/**
+ * Tries credentials an end user entered against the provider's verification request, when its
+ * catalog entry has one, before anything is stored. The proxy makes the calls (the one place
+ * that reaches providers' APIs, with its address policy after DNS and no redirects followed
+ * with credentials across origins), with the injection the proxy would use for the saved
+ * connection. One 2xx answer accepts; otherwise 400 `connection_test_failed`, whose payload
+ * names only endpoints and statuses.
+ */
+export async function verifyCredentials(
+  deps: { bus: Bus },
+  provider: { name: string; entry: Provider },
+  client: Record<string, string>,
+  connectionConfig: Record<string, unknown>,
+  credentials: Record<string, unknown>,
+): Promise<void> {
+  const verification = provider.entry.verification;
+  if (!verification) return;
+  const injection = injectionFor(provider.entry, client, connectionConfig, credentials);
+  let baseUrlOverride: string | undefined;
+  if (verification.base_url_override) {
+    try {
+      baseUrlOverride = interpolate(verification.base_url_override, { connectionConfig });
+    } catch (error) {
+      throw new AppError('invalid_body', `Cannot build the provider's verification URL: ${(error as Error).message}`);
+    }
+  }
+  const { results } = await deps.bus.request(
+    proxyContracts.verifyCredentials,
+    {
+      credentials: { id: 'verification', provider: provider.name, expires_at: null, ...injection },
+      method: verification.method,
+      endpoints: verification.endpoints,
+      ...(baseUrlOverride === undefined ? {} : { base_url_override: baseUrlOverride }),
+      headers: verification.headers ?? {},
+      timeout_ms: VERIFY_TIMEOUT_MS,
+    },
+    { timeoutMs: VERIFY_TIMEOUT_MS + 1_000 },
+  );
+  if (results.some((result) => 'status' in result && result.status >= 200 && result.status < 300)) return;
+  const unreachable = results.every((result) => 'error' in result);
+  throw new AppError(
+    'connection_test_failed',
+    unreachable ? 'The provider could not be reached to check these credentials; try again later' : 'The provider refused these credentials',
+    { payload: { results } },
+  );
+}
