@@ -5,8 +5,7 @@ import { requestIdOf } from '@latchkey/bus';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
-import { createAddressPolicy, parseCidrList } from './upstream/address-policy.js';
-import { createSafeLookup } from './upstream/safe-lookup.js';
+import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 
 /** What a NATS message may carry besides its headers: bodies above this stream instead. */
 const HEADROOM_BYTES = 64 * 1024;
