@@ -1,5 +1,5 @@
 import { openKv } from '@latchkey/bus';
-import { proxyContracts, vaultContracts } from '@latchkey/contracts';
+import { proxyContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
 import { toPublicProvider } from './catalog/provider-schema.js';
@@ -40,6 +40,7 @@ import { finishOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js'
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
+import { matchConnectionHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
@@ -111,6 +112,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));
   bus.serve(vaultContracts.finishOAuth, finishOAuthHandler(oauthDeps));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
+  bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
+  bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });
 }
