@@ -32,6 +32,7 @@ import { getProvider } from './providers/get-provider.js';
 import { listProviders } from './providers/list-providers.js';
 import { proxyRequest } from './proxy/proxy-request.js';
 import { getHealth } from './health/get-health.js';
+import { receiveWebhook } from './webhooks/receive-webhook.js';
 import { getReady } from './health/get-ready.js';
 
 /** Every route of the gateway, in the order HTTP-API.md lists them. */
@@ -74,6 +75,8 @@ export const routes: readonly AnyRoute[] = [
   proxyRequest,
   // environment
   listEnvironmentVariables,
+  // provider webhooks (public: the provider's signature is checked by the webhook router)
+  receiveWebhook,
   // operator API
   createEnvironment,
   listEnvironments,
