@@ -21,3 +21,4 @@ export {
   type ProxyResponseType,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';
+export { verifyWebhookSignature, WEBHOOK_TOLERANCE_SECONDS } from './webhook-signature.js';
