@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import mongoose from 'mongoose';
+import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
+import { writeProvidersFile } from './support/providers.js';
+import { startStack, type Stack } from './support/stack.js';
+import { ACME_PROVIDER_YAML, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
+
+let stack: Stack;
+let receiver: Receiver;
+let env: Awaited<ReturnType<typeof webhookEnvironment>>;
+let quiet: Awaited<ReturnType<typeof webhookEnvironment>>;
+let routerDb: mongoose.Connection;
+
+const marked = (marker: string) => (item: { json: any }) => item.json?.payload?.marker === marker;
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  stack = await startStack({
+    serviceEnv: {
+      'credential-vault': { PROVIDERS_FILE: writeProvidersFile(ACME_PROVIDER_YAML) },
+      'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_BASE_MS: '100', WEBHOOK_RETRY_CAP_MS: '500' },
+    },
+  });
+  env = await webhookEnvironment(stack, 'hooks', receiver.url, { sendAuth: true });
+  quiet = await webhookEnvironment(stack, 'quiet', receiver.url, { forward: false });
+  await env.api('POST', '/connections', {
+    provider_config_key: 'acme',
+    connection_id: 'conn-1',
+    credentials: { type: 'API_KEY', apiKey: 'k' },
+    connection_config: { accountId: 'acct-9' },
+  });
+  routerDb = mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('webhook-router') });
+  await routerDb.asPromise();
+}, 90_000);
+
+afterAll(async () => {
+  await routerDb?.close();
+  await stack?.dispose();
+  await receiver?.close();
+});
+
+/** The router's record of an inbound webhook, once it has one. */
+async function inboundLog(filter: Record<string, unknown>) {
+  for (let i = 0; i < 100; i++) {
+    const doc = await routerDb.collection('inbound_webhooks').findOne(filter);
+    if (doc) return doc;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('no inbound record');
+}
+
+describe('provider webhooks in, customer webhooks out', () => {
+  it('forward exactly the spec fields, signed, to the environment URL; the SDK verifies the delivery', async () => {
+    const payload = { marker: 'matched-by-query', event: 'contact.updated', nested: { a: [1, 2] } };
+    const response = await sendProviderWebhook(stack, env.publicId, payload, { secret: env.webhookSecret, query: '?serviceConnectionId=conn-1' });
+    expect(response.status).toBe(200);
+    const [delivery] = await receiver.waitFor(marked('matched-by-query'));
+    expect(delivery!.json).toStrictEqual({ from: 'acme', providerConfigKey: 'acme', type: 'forward', connectionId: 'conn-1', payload });
+    expect(delivery!.headers['webhook-id']).toMatch(/^msg_/);
+    expect(delivery!.headers['webhook-signature']).toMatch(/^v1,/);
+
+    const sdk = new Latchkey({ host: stack.url, apiKey: env.apiKey, webhookSigningKey: env.signingKey });
+    const headers = delivery!.headers as Record<string, string>;
+    expect(sdk.verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(true);
+    expect(sdk.verifyIncomingWebhookRequest(delivery!.body.replace('contact.updated', 'contact.deleted'), headers)).toBe(false);
+    expect(verifyWebhookSignature({ body: delivery!.body, headers, secret: env.signingKey, now: Date.now() + 6 * 60_000 })).toBe(false);
+    // Not with the API key: this environment's signing key is its own.
+    expect(new Latchkey({ host: stack.url, apiKey: env.apiKey }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(false);
+
+    const attempts = await routerDb.collection('webhook_attempts').find({ webhook_id: headers['webhook-id'] }).toArray();
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ status: 200, error: null, attempt: 1 });
+  });
+
+  it('route by the body field serviceConnectionId and by the catalog rule', async () => {
+    await sendProviderWebhook(stack, env.publicId, { marker: 'by-body', serviceConnectionId: 'conn-1' }, { secret: env.webhookSecret });
+    await sendProviderWebhook(stack, env.publicId, { marker: 'by-rule', account: { id: 'acct-9' } }, { secret: env.webhookSecret });
+    expect((await receiver.waitFor(marked('by-body')))[0]!.json.connectionId).toBe('conn-1');
+    expect((await receiver.waitFor(marked('by-rule')))[0]!.json.connectionId).toBe('conn-1');
+  });
+
+  it('forward an unmatched webhook without connectionId', async () => {
+    await sendProviderWebhook(stack, env.publicId, { marker: 'unmatched', account: { id: 'nobody' } }, { secret: env.webhookSecret, query: '?serviceConnectionId=ghost' });
+    const [delivery] = await receiver.waitFor(marked('unmatched'));
+    expect(delivery!.json).toStrictEqual({ from: 'acme', providerConfigKey: 'acme', type: 'forward', payload: { marker: 'unmatched', account: { id: 'nobody' } } });
+  });
+
+  it('reject a bad or missing signature and forward nothing', async () => {
+    expect((await sendProviderWebhook(stack, env.publicId, { marker: 'forged' }, { secret: 'not-the-secret' })).status).toBe(200);
+    expect((await sendProviderWebhook(stack, env.publicId, { marker: 'unsigned' })).status).toBe(200);
+    // A good one sent after both: once it is in, the router has handled the two before it.
+    await sendProviderWebhook(stack, env.publicId, { marker: 'after-forged' }, { secret: env.webhookSecret });
+    await receiver.waitFor(marked('after-forged'));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(receiver.received.filter(marked('forged'))).toHaveLength(0);
+    expect(receiver.received.filter(marked('unsigned'))).toHaveLength(0);
+    const rejected = await routerDb.collection('inbound_webhooks').find({ environment_id: { $exists: true }, status: 'rejected' }).toArray();
+    expect(rejected.map((doc) => doc['reason']).sort()).toEqual(['bad_signature', 'missing_signature']);
+  });
+
+  it('forward nothing when the integration has forward_webhooks false', async () => {
+    expect((await sendProviderWebhook(stack, quiet.publicId, { marker: 'quiet' }, { secret: quiet.webhookSecret })).status).toBe(200);
+    const doc = await inboundLog({ status: 'not_forwarded' });
+    expect(doc['reason']).toBe('forward_webhooks_off');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(receiver.received.filter(marked('quiet'))).toHaveLength(0);
+  });
+
+  it('answer 404 for an unknown environment and 400 for a bad integration name', async () => {
+    const unknown = await sendProviderWebhook(stack, 'nope', { marker: 'x' }, { secret: env.webhookSecret });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as any).error.code).toBe('unknown_environment');
+    const bad = await sendProviderWebhook(stack, env.publicId, {}, { integration: '-bad' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error.code).toBe('invalid_uri_params');
+  });
+
+  it('give up at once on a 4xx other than 408/429, after one recorded attempt', async () => {
+    receiver.answerWith((body) => (body.includes('refused-by-receiver') ? 410 : 200));
+    await sendProviderWebhook(stack, env.publicId, { marker: 'refused-by-receiver' }, { secret: env.webhookSecret });
+    let delivery;
+    for (let i = 0; i < 100 && !delivery; i++) {
+      delivery = await routerDb.collection('webhook_deliveries').findOne({ status: 'failed' });
+      if (!delivery) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    receiver.answerWith(200);
+    expect(delivery).toMatchObject({ attempts: 1, last_status: 410 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: delivery!['webhook_id'] })).toBe(1);
+  });
+});
+
+describe('auth webhooks and signing keys', () => {
+  it('announce a connection made through a connect flow, with its tags', async () => {
+    const { token } = (await env.api('POST', '/connect/sessions', { tags: { end_user_id: 'u-7' } })).json.data;
+    const saved = await fetch(`${stack.url}/api-auth/api-key/acme?connect_session_token=${token}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ apiKey: 'end-user-key' }),
+    });
+    const { connectionId } = (await saved.json()) as { connectionId: string };
+    const [auth] = await receiver.waitFor((item) => item.json?.type === 'auth' && item.json.connectionId === connectionId);
+    expect(auth!.json).toStrictEqual({
+      type: 'auth',
+      operation: 'creation',
+      success: true,
+      connectionId,
+      providerConfigKey: 'acme',
+      provider: 'acme',
+      environment: 'hooks',
+      tags: { end_user_id: 'u-7' },
+    });
+  });
+
+  it('sign with both the new and the old key for a day after a rotation', async () => {
+    const rotated = await env.admin('POST', '/environments/hooks/webhook-signing-key/rotate');
+    const fresh = rotated.json.data.signing_key as string;
+    await new Promise((resolve) => setTimeout(resolve, 2_100)); // the router trusts what it read for 2 s
+    await sendProviderWebhook(stack, env.publicId, { marker: 'after-rotation' }, { secret: env.webhookSecret });
+    const [delivery] = await receiver.waitFor(marked('after-rotation'));
+    const headers = delivery!.headers as Record<string, string>;
+    expect(headers['webhook-signature']!.split(' ')).toHaveLength(2);
+    expect(new Latchkey({ apiKey: env.apiKey, webhookSigningKey: fresh }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(true);
+    expect(new Latchkey({ apiKey: env.apiKey, webhookSigningKey: env.signingKey }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(true);
+  });
+});
