@@ -69,7 +69,7 @@ describe('provider webhooks in, customer webhooks out', () => {
 
     const attempts = await routerDb.collection('webhook_attempts').find({ webhook_id: headers['webhook-id'] }).toArray();
     expect(attempts).toHaveLength(1);
-    expect(attempts[0]).toMatchObject({ status: 200, error: null, attempt: 1 });
+    expect(attempts[0]).toMatchObject({ status: 200, error: null, attempt: 1, outcome: 'delivered' });
   });
 
   it('route by the body field serviceConnectionId and by the catalog rule', async () => {
@@ -118,15 +118,15 @@ describe('provider webhooks in, customer webhooks out', () => {
   it('give up at once on a 4xx other than 408/429, after one recorded attempt', async () => {
     receiver.answerWith((body) => (body.includes('refused-by-receiver') ? 410 : 200));
     await sendProviderWebhook(stack, env.publicId, { marker: 'refused-by-receiver' }, { secret: env.webhookSecret });
-    let delivery;
-    for (let i = 0; i < 100 && !delivery; i++) {
-      delivery = await routerDb.collection('webhook_deliveries').findOne({ status: 'failed' });
-      if (!delivery) await new Promise((resolve) => setTimeout(resolve, 100));
+    let attempt;
+    for (let i = 0; i < 100 && !attempt; i++) {
+      attempt = await routerDb.collection('webhook_attempts').findOne({ outcome: 'failed' });
+      if (!attempt) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     receiver.answerWith(200);
-    expect(delivery).toMatchObject({ attempts: 1, last_status: 410 });
+    expect(attempt).toMatchObject({ attempt: 1, status: 410, kind: 'forward', target: 'primary' });
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: delivery!['webhook_id'] })).toBe(1);
+    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: attempt!['webhook_id'] })).toBe(1);
   });
 });
 

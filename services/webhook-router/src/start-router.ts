@@ -72,7 +72,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       // Deliveries waiting out a back-off still count as pending: leave room for many, so a
       // broken URL's backlog does not hold up everyone else's webhooks.
       maxAckPending: 20_000,
-      ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 30_000,
+      ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
       handler: deliverWebhookHandler({
         logger,
         deliveries,

@@ -1,31 +1,23 @@
-import { randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
 import type { EnvironmentId } from '@latchkey/mongo';
-import { deliveryAttemptModel, deliveryModel, type DeliveryAttemptDoc, type DeliveryDoc } from './delivery-model.js';
+import { deliveryAttemptModel, type DeliveryAttemptDoc } from './delivery-model.js';
+import { createGroupCommit } from './group-commit.js';
+import { insertNew } from './insert-new.js';
 
 export function createDeliveryRepo(connection: Connection) {
-  const deliveries = deliveryModel(connection);
   const attempts = deliveryAttemptModel(connection);
+  const writes = createGroupCommit<DeliveryAttemptDoc>((docs) => insertNew(attempts, docs));
   return {
-    init: () => Promise.all([deliveries.init(), attempts.init()]),
-    /** Records one attempt and where the delivery stands after it (upserted: the first attempt creates it). */
-    async recordAttempt(
-      environment: EnvironmentId,
-      attempt: Omit<DeliveryAttemptDoc, '_id' | 'environment_id'>,
-      state: Omit<DeliveryDoc, '_id' | 'environment_id' | 'updated_at' | 'last_status' | 'last_error' | 'attempts'>,
-    ): Promise<void> {
-      await attempts.create({ _id: randomUUID(), environment_id: environment, ...attempt });
-      await deliveries
-        .updateOne(
-          { _id: attempt.delivery, environment_id: environment },
-          { $set: { ...state, environment_id: environment, attempts: attempt.attempt, last_status: attempt.status, last_error: attempt.error, updated_at: attempt.at } },
-          { upsert: true },
-        )
-        .exec();
-    },
-    find: (environment: EnvironmentId, id: string) => deliveries.findOne({ _id: id, environment_id: environment }).lean<DeliveryDoc>().exec(),
-    attemptsOf: (environment: EnvironmentId, id: string) =>
-      attempts.find({ delivery: id, environment_id: environment }).sort({ at: 1 }).lean<DeliveryAttemptDoc[]>().exec(),
+    init: () => attempts.init(),
+    /**
+     * Records one attempt. Its id is the delivery's and the JetStream delivery count, so the
+     * record of an attempt that a crash made JetStream hand over again is not doubled.
+     */
+    recordAttempt: (environment: EnvironmentId, attempt: Omit<DeliveryAttemptDoc, '_id' | 'environment_id'>): Promise<void> =>
+      writes.add({ ...attempt, _id: `${attempt.delivery}:${attempt.attempt}`, environment_id: environment }),
+    /** A delivery's attempts, first to last; the last one says where it stands. */
+    attemptsOf: (environment: EnvironmentId, delivery: string) =>
+      attempts.find({ environment_id: environment, delivery }).sort({ at: 1 }).lean<DeliveryAttemptDoc[]>().exec(),
   };
 }
 

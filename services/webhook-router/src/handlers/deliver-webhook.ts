@@ -28,7 +28,6 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const scope = environmentId(job.environment_id);
     const deliveryId = `${job.webhook_id}:${job.target}`;
     const createdAt = new Date(job.created_at);
-    const state = { webhook_id: job.webhook_id, target: job.target, kind: job.kind, url: job.url, created_at: createdAt };
     const now = Date.now();
 
     const wait = deps.breakers.waitFor(job.url);
@@ -42,6 +41,9 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const attempt = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
+      target: job.target,
+      kind: job.kind,
+      created_at: createdAt,
       attempt: msg.info.redeliveryCount,
       url: job.url,
       status: result.status,
@@ -52,7 +54,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
 
     if (result.status !== null && result.status >= 200 && result.status < 300) {
       deps.breakers.succeeded(job.url);
-      await deps.deliveries.recordAttempt(scope, attempt, { ...state, status: 'delivered', next_attempt_at: null });
+      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null });
       return;
     }
     const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
@@ -68,10 +70,10 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       : null;
     if (delay === null) {
       deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
-      await deps.deliveries.recordAttempt(scope, attempt, { ...state, status: 'failed', next_attempt_at: null });
+      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'failed', next_attempt_at: null });
       return;
     }
-    await deps.deliveries.recordAttempt(scope, attempt, { ...state, status: 'pending', next_attempt_at: new Date(Date.now() + delay) });
+    await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
     return { retryInMs: delay };
   };
 }
