@@ -25,6 +25,8 @@ export type InboundWebhook = z.infer<typeof inboundWebhook>;
 export const webhookDelivery = z.object({
   webhook_id: z.string().min(1).max(128),
   environment_id,
+  /** Which of the environment's URLs: one message may go to both, under the same webhook-id. */
+  target: z.enum(['primary', 'secondary']),
   /** Fixed when the delivery is made, so retries go where the first attempt went. */
   url: z.string().url(),
   kind: z.enum(['forward', 'auth']),
