@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import mongoose from 'mongoose';
+import { AckPolicy, connect, DeliverPolicy, StringCodec } from 'nats';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { writeProvidersFile } from './support/providers.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -39,10 +40,10 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-/** The router's record of an inbound webhook, once it has one. */
-async function inboundLog(filter: Record<string, unknown>) {
+/** The router's record of an inbound webhook (or of something else), once it has one. */
+async function inboundLog(filter: Record<string, unknown>, collection = 'inbound_webhooks') {
   for (let i = 0; i < 100; i++) {
-    const doc = await routerDb.collection('inbound_webhooks').findOne(filter);
+    const doc = await routerDb.collection(collection).findOne(filter);
     if (doc) return doc;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -67,9 +68,10 @@ describe('provider webhooks in, customer webhooks out', () => {
     // Not with the API key: this environment's signing key is its own.
     expect(new Latchkey({ host: stack.url, apiKey: env.apiKey }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(false);
 
-    const attempts = await routerDb.collection('webhook_attempts').find({ webhook_id: headers['webhook-id'] }).toArray();
-    expect(attempts).toHaveLength(1);
-    expect(attempts[0]).toMatchObject({ status: 200, error: null, attempt: 1, outcome: 'delivered' });
+    // The attempt is recorded once the receiver has answered.
+    const attempt = await inboundLog({ webhook_id: headers['webhook-id'] }, 'webhook_attempts');
+    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: headers['webhook-id'] })).toBe(1);
+    expect(attempt).toMatchObject({ status: 200, error: null, attempt: 1, outcome: 'delivered' });
   });
 
   it('route by the body field serviceConnectionId and by the catalog rule', async () => {
@@ -162,5 +164,42 @@ describe('auth webhooks and signing keys', () => {
     expect(headers['webhook-signature']!.split(' ')).toHaveLength(2);
     expect(new Latchkey({ apiKey: env.apiKey, webhookSigningKey: fresh }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(true);
     expect(new Latchkey({ apiKey: env.apiKey, webhookSigningKey: env.signingKey }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(true);
+  });
+});
+
+describe('lifecycle events', () => {
+  /** Every event of one kind on the EVENTS stream so far. */
+  async function eventsOf(name: string): Promise<any[]> {
+    const nc = await connect({ servers: stack.nats.url });
+    try {
+      const jsm = await nc.jetstreamManager();
+      const info = await jsm.consumers.add('EVENTS', { filter_subject: `events.${name}`, ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
+      const consumer = await nc.jetstream().consumers.get('EVENTS', info.name);
+      const pending = info.num_pending;
+      const found: any[] = [];
+      if (pending === 0) return found;
+      const batch = await consumer.fetch({ max_messages: pending, expires: 2000 });
+      for await (const msg of batch) {
+        found.push(JSON.parse(StringCodec().decode(msg.data)));
+        if (found.length === pending) break;
+      }
+      return found;
+    } finally {
+      await nc.close();
+    }
+  }
+
+  it('announce connection.post_creation and connection.pre_deletion; webhook.received carries the payload', async () => {
+    await env.api('POST', '/connections', { provider_config_key: 'acme', connection_id: 'short-lived', credentials: { type: 'API_KEY', apiKey: 'k' } });
+    expect((await env.api('DELETE', '/connections/short-lived?provider_config_key=acme')).status).toBe(200);
+    expect((await eventsOf('connection.post_creation')).map((event) => event.connection_id)).toContain('short-lived');
+    const preDeletion = (await eventsOf('connection.pre_deletion')).find((event) => event.connection_id === 'short-lived');
+    expect(preDeletion).toMatchObject({ provider_config_key: 'acme', provider: 'acme' });
+    const received = (await eventsOf('webhook.received')).find((event) => event.payload?.marker === 'matched-by-query');
+    expect(received).toMatchObject({ provider_config_key: 'acme', provider: 'acme', connection_id: 'conn-1' });
+    // Secrets stay out of events.
+    const everything = JSON.stringify(await eventsOf('>'));
+    expect(everything).not.toContain(env.webhookSecret);
+    expect(everything).not.toContain(env.signingKey.slice(6));
   });
 });
