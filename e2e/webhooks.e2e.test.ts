@@ -115,6 +115,9 @@ describe('provider webhooks in, customer webhooks out', () => {
     const bad = await sendProviderWebhook(stack, env.publicId, {}, { integration: '-bad' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as any).error.code).toBe('invalid_uri_params');
+    const huge = await sendProviderWebhook(stack, env.publicId, { marker: 'huge', blob: 'x'.repeat(800 * 1024) }, { secret: env.webhookSecret });
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as any).error.code).toBe('payload_too_large');
   });
 
   it('give up at once on a 4xx other than 408/429, after one recorded attempt', async () => {
