@@ -1,24 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import mongoose from 'mongoose';
 import { AckPolicy, connect, DeliverPolicy, StringCodec } from 'nats';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { writeProvidersFile } from './support/providers.js';
 import { startStack, type Stack } from './support/stack.js';
-import { ACME_PROVIDER_YAML, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
+import { ACME_PROVIDER_YAML, acmeOAuthProviderYaml, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
 
 let stack: Stack;
 let receiver: Receiver;
 let env: Awaited<ReturnType<typeof webhookEnvironment>>;
 let quiet: Awaited<ReturnType<typeof webhookEnvironment>>;
 let routerDb: mongoose.Connection;
+/** A provider token endpoint that refuses every refresh. */
+let tokenEndpoint: Server;
 
 const marked = (marker: string) => (item: { json: any }) => item.json?.payload?.marker === marker;
 
 beforeAll(async () => {
   receiver = await startReceiver();
+  tokenEndpoint = createServer((_req, res) => res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"revoked"}'));
+  await new Promise<void>((resolve) => tokenEndpoint.listen(0, '127.0.0.1', resolve));
+  const tokenUrl = `http://127.0.0.1:${(tokenEndpoint.address() as AddressInfo).port}/token`;
   stack = await startStack({
     serviceEnv: {
-      'credential-vault': { PROVIDERS_FILE: writeProvidersFile(ACME_PROVIDER_YAML) },
+      'credential-vault': { PROVIDERS_FILE: writeProvidersFile(ACME_PROVIDER_YAML + acmeOAuthProviderYaml(tokenUrl)) },
       'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_BASE_MS: '100', WEBHOOK_RETRY_CAP_MS: '500' },
     },
   });
@@ -38,6 +45,7 @@ afterAll(async () => {
   await routerDb?.close();
   await stack?.dispose();
   await receiver?.close();
+  tokenEndpoint?.close();
 });
 
 /** The router's record of an inbound webhook (or of something else), once it has one. */
@@ -155,6 +163,29 @@ describe('auth webhooks and signing keys', () => {
       environment: 'hooks',
       tags: { end_user_id: 'u-7' },
     });
+  });
+
+  it('announce a failed refresh with success false and the error', async () => {
+    await env.api('POST', '/integrations', { provider: 'acme-oauth', unique_key: 'acme-oauth', credentials: { client_id: 'id', client_secret: 'secret' } });
+    await env.api('POST', '/connections', {
+      provider_config_key: 'acme-oauth',
+      connection_id: 'stale',
+      tags: { team: 'blue' },
+      credentials: { type: 'OAUTH2', access_token: 'old', refresh_token: 'rt-secret-123', expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} },
+    });
+    expect((await env.api('GET', '/connections/stale?provider_config_key=acme-oauth')).status).toBe(424);
+    const [auth] = await receiver.waitFor((item) => item.json?.type === 'auth' && item.json.connectionId === 'stale');
+    expect(auth!.json).toMatchObject({
+      type: 'auth',
+      operation: 'refresh',
+      success: false,
+      providerConfigKey: 'acme-oauth',
+      provider: 'acme-oauth',
+      environment: 'hooks',
+      tags: { team: 'blue' },
+      error: { type: 'refresh_token_external_error' },
+    });
+    expect(JSON.stringify(auth!.json)).not.toContain('rt-secret-123');
   });
 
   it('sign with both the new and the old key for a day after a rotation', async () => {

@@ -89,6 +89,17 @@ export const ACME_PROVIDER_YAML = `acme:
       key: accountId
 `;
 
+/** `acme-oauth`: an OAuth 2 provider whose token endpoint is `tokenUrl` (for refresh failures). */
+export function acmeOAuthProviderYaml(tokenUrl: string): string {
+  return `acme-oauth:
+  display_name: Acme OAuth
+  categories: [test]
+  auth_mode: OAUTH2
+  authorization_url: ${tokenUrl.replace(/\/token$/, '/authorize')}
+  token_url: ${tokenUrl}
+`;
+}
+
 export function acmeSignature(secret: string, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
