@@ -28,12 +28,11 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const scope = environmentId(job.environment_id);
     const deliveryId = `${job.webhook_id}:${job.target}`;
     const createdAt = new Date(job.created_at);
-    const now = Date.now();
 
+    // An open circuit holds the delivery without an attempt, unless the wait would outlast the
+    // retry window: then it gets its last attempt now.
     const wait = deps.breakers.waitFor(job.url);
-    if (wait > 0) {
-      if (now + wait <= createdAt.getTime() + deps.retry.windowMs) return { retryInMs: wait };
-    }
+    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) return { retryInMs: wait };
 
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
