@@ -2,8 +2,11 @@ import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
-  /** A delivery is retried for this long after it was made, then given up (recorded as failed). */
-  WEBHOOK_RETRY_HOURS: z.coerce.number().positive().max(24 * 14).default(24),
+  /**
+   * A delivery is retried for this long after it was made, then given up (recorded as failed).
+   * At most a week: the JOBS stream keeps a message for seven days.
+   */
+  WEBHOOK_RETRY_HOURS: z.coerce.number().positive().max(24 * 7).default(24),
   /** The first retry waits about this long; each next one twice as long (with jitter)… */
   WEBHOOK_RETRY_BASE_MS: positiveInt(5_000),
   /** …up to this, whatever the receiver's Retry-After says beyond it. */
