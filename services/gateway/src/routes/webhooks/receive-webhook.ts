@@ -10,8 +10,11 @@ const params = z.strictObject({
   integration: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
 });
 
-/** Not persisted: connection-level, or the provider's browser-ish extras. */
-const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length']);
+/**
+ * Not persisted: connection-level headers, and credentials a sender may attach (nothing checks
+ * them, and secrets are kept out of JetStream where they are not needed).
+ */
+const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length', 'authorization', 'proxy-authorization']);
 /** What the job's JSON (headers, query, ids) may take besides the body. */
 const HEADROOM_BYTES = 64 * 1024;
 
