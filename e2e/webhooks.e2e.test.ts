@@ -201,6 +201,24 @@ describe('auth webhooks and signing keys', () => {
   });
 });
 
+describe('a secondary webhook URL', () => {
+  it('gets the same webhook, under the same webhook-id, as the primary', async () => {
+    const second = await startReceiver();
+    try {
+      expect((await env.admin('PATCH', '/environments/hooks', { webhook_url_secondary: second.url })).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 2_100)); // the router trusts what it read for 2 s
+      await sendProviderWebhook(stack, env.publicId, { marker: 'both' }, { secret: env.webhookSecret });
+      const [primary] = await receiver.waitFor(marked('both'));
+      const [secondary] = await second.waitFor(marked('both'));
+      expect(secondary!.body).toBe(primary!.body);
+      expect(secondary!.headers['webhook-id']).toBe(primary!.headers['webhook-id']);
+    } finally {
+      await env.admin('PATCH', '/environments/hooks', { webhook_url_secondary: null });
+      await second.close();
+    }
+  });
+});
+
 describe('lifecycle events', () => {
   /** Every event of one kind on the EVENTS stream so far. */
   async function eventsOf(name: string): Promise<any[]> {
