@@ -14,12 +14,20 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
   contract: C;
   /** How many messages one replica handles at a time. */
   concurrency: number;
+  /**
+   * Messages delivered and not yet acked, those waiting out a retry delay included; past it the
+   * consumer gets nothing new. Defaults to four times the concurrency (at least 16).
+   */
+  maxAckPending?: number;
   /** How long a handler may hold a message before JetStream redelivers it. */
   ackWaitMs?: number;
   /** Delay before a retryable failure is delivered again. */
   retryDelayMs?: (deliveryCount: number) => number;
-  /** Must be idempotent: JetStream delivers at least once. */
-  handler: (payload: PayloadOf<C>, msg: JsMsg) => Promise<void>;
+  /**
+   * Must be idempotent: JetStream delivers at least once. Returning `{ retryInMs }` asks for the
+   * message again after that delay (a retry the handler scheduled itself, e.g. from Retry-After).
+   */
+  handler: (payload: PayloadOf<C>, msg: JsMsg) => Promise<void | { retryInMs: number }>;
 }
 
 export interface RunningConsumer {
@@ -41,7 +49,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     filter_subject: contract.subject,
-    max_ack_pending: Math.max(concurrency * 4, 16),
+    max_ack_pending: options.maxAckPending ?? Math.max(concurrency * 4, 16),
     ack_wait: nanos(options.ackWaitMs ?? 30_000),
   });
   const consumer = await bus.js.consumers.get(stream, durable);
@@ -57,8 +65,9 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       return;
     }
     try {
-      await handler(parsed.data as PayloadOf<C>, msg);
-      msg.ack();
+      const outcome = await handler(parsed.data as PayloadOf<C>, msg);
+      if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
+      else msg.ack();
     } catch (error) {
       const appError = toAppError(error);
       if (appError.retryable) {

@@ -13,6 +13,7 @@ import {
 import type {
   BroadcastContract,
   EventContract,
+  JobContract,
   PayloadOf,
   RequestContract,
   RequestOf,
@@ -58,6 +59,11 @@ export interface Bus {
   ): Subscription;
   /** Publishes a fact on the EVENTS stream and waits for JetStream to store it. */
   publish<C extends EventContract>(contract: C, payload: PayloadOf<C>): Promise<void>;
+  /**
+   * Puts work on the JOBS stream and waits for JetStream to store it. With `msgId`, JetStream
+   * drops a second copy published within its duplicate window (two minutes by default).
+   */
+  enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options?: { msgId?: string }): Promise<void>;
   /** Tells every live replica (core NATS, best effort). */
   broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void;
   onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription;
@@ -172,6 +178,15 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     }
   }
 
+  async function enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options: { msgId?: string } = {}): Promise<void> {
+    const body = parseOrThrow(contract.payload, payload, `job ${contract.name}`);
+    try {
+      await js.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders(), ...(options.msgId !== undefined && { msgID: options.msgId }) });
+    } catch (error) {
+      throw unavailable(contract.subject, error);
+    }
+  }
+
   function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {
     const body = parseOrThrow(contract.payload, payload, `broadcast ${contract.subject}`);
     nc.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
@@ -206,6 +221,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     request,
     serve,
     publish,
+    enqueue,
     broadcast,
     onBroadcast,
     jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),

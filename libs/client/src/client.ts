@@ -5,6 +5,7 @@ import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'n
 import got, { type Got, RequestError } from 'got';
 import { isErrorCode, statusOf } from '@latchkey/errors';
 import { LatchkeyError, errorFromResponse } from './errors.js';
+import { verifyWebhookSignature } from './webhook-signature.js';
 
 export interface LatchkeyOptions {
   /** The gateway's base URL. Default `http://localhost:3003`. */
@@ -17,6 +18,11 @@ export interface LatchkeyOptions {
   timeoutMs?: number;
   /** How many times a 429 is retried after waiting its `Retry-After`. Default 2; 0 turns it off. */
   rateLimitRetries?: number;
+  /**
+   * The environment's webhook signing key (`whsec_…`, shown when the environment is created or
+   * its key rotated); `verifyIncomingWebhookRequest` checks with the API key when none is given.
+   */
+  webhookSigningKey?: string;
 }
 
 export interface EnvironmentVariable {
@@ -245,10 +251,12 @@ export class Latchkey {
   private readonly streamHttp: Got;
   private readonly rateLimitRetries: number;
   private readonly timeoutMs: number;
+  private readonly webhookSecret: string;
 
   constructor(options: LatchkeyOptions) {
     const apiKey = options.apiKey ?? options.secretKey;
     if (!apiKey) throw new TypeError('Latchkey: apiKey is required');
+    this.webhookSecret = options.webhookSigningKey ?? apiKey;
     this.host = (options.host ?? 'http://localhost:3003').replace(/\/+$/, '');
     this.rateLimitRetries = options.rateLimitRetries ?? 2;
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -261,6 +269,16 @@ export class Latchkey {
     this.http = got.extend({ ...defaults, timeout: { request: this.timeoutMs }, responseType: 'text' });
     // A proxied download may stream for longer than any one call should take: only its headers are timed.
     this.streamHttp = got.extend({ ...defaults, timeout: { response: this.timeoutMs } });
+  }
+
+  /**
+   * Whether a webhook Latchkey sent you is genuine: its Standard Webhooks signature matches the
+   * exact body (pass the raw text or bytes; a parsed object is serialized again, which matches
+   * what Latchkey sends) and it is no older than 5 minutes. Never throws.
+   */
+  verifyIncomingWebhookRequest(body: string | Buffer | object, headers: Record<string, string | string[] | undefined> | Headers): boolean {
+    const raw = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    return verifyWebhookSignature({ body: raw, headers, secret: this.webhookSecret });
   }
 
   /** The environment's variables. Scope `environment:variables:read`. */

@@ -24,3 +24,4 @@ export {
   type SyncedRecord,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';
+export { verifyWebhookSignature, WEBHOOK_TOLERANCE_SECONDS } from './webhook-signature.js';

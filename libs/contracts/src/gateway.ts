@@ -27,6 +27,15 @@ export const gatewayContracts = {
     z.union([z.object({ environment_id: z.string() }), z.object({ public_id: z.string() })]),
     environmentInfo,
   ),
+  /**
+   * The environment's Standard Webhooks signing secrets, newest first: the current one and any
+   * retired less than 24 hours ago. For the webhook router only; secrets cross NATS, never logs.
+   */
+  getSigningKeys: defineRequest(
+    'gateway.environment.signing_keys',
+    z.object({ environment_id: z.string() }),
+    z.object({ keys: z.array(z.string()).min(1) }),
+  ),
   /** Every gateway replica drops its cached entry for this key digest (created, revoked). */
   apiKeyChanged: defineBroadcast('gateway.api_key.changed', z.object({ digest: z.string() })),
   environmentCreated: defineEvent('environment.created', z.object({ environment_id: z.string(), name: z.string() })),

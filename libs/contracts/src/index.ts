@@ -7,4 +7,5 @@ export * from './credentials.js';
 export * from './vault.js';
 export * from './proxy.js';
 export * from './records.js';
+export * from './webhooks.js';
 export { allContracts } from './registry.js';

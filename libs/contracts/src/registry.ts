@@ -4,6 +4,15 @@ import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
 import { recordsContracts } from './records.js';
 import { vaultContracts } from './vault.js';
+import { vaultWebhookContracts, webhookContracts } from './webhooks.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts), ...Object.values(recordsContracts)];
+export const allContracts: readonly AnyContract[] = [
+  ...Object.values(ping),
+  ...Object.values(gatewayContracts),
+  ...Object.values(vaultContracts),
+  ...Object.values(proxyContracts),
+  ...Object.values(recordsContracts),
+  ...Object.values(webhookContracts),
+  ...Object.values(vaultWebhookContracts),
+];

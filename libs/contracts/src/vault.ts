@@ -142,6 +142,20 @@ export const connectSession = z.object({
 });
 export type ConnectSession = z.infer<typeof connectSession>;
 
+/** The payload of `connection.*` events: identifies, never carries credentials. */
+export const connectionEventSchema = z.object({
+  environment_id,
+  id: z.number().int(),
+  connection_id: z.string(),
+  provider_config_key: z.string(),
+  provider: z.string(),
+  /** Set by connect flows: what happened, for auth webhooks. */
+  operation: z.enum(['creation', 'override']).optional(),
+  tags: z.record(z.string(), z.string()).optional(),
+  end_user: z.record(z.string(), z.unknown()).nullable().optional(),
+});
+
+
 /** Who is reading: recorded in the credential-read audit. */
 const reader = z.object({ key_id: z.string() });
 
@@ -334,25 +348,11 @@ export const vaultContracts = {
   /** Every vault replica drops its cached copy of this connection (internal id). */
   connectionChanged: defineBroadcast('vault.connection.changed', z.object({ id: z.string() })),
 
-  connectionCreated: defineEvent('connection.created', connectionEvent()),
-  connectionUpdated: defineEvent('connection.updated', connectionEvent()),
-  connectionDeleted: defineEvent('connection.deleted', connectionEvent()),
+  connectionCreated: defineEvent('connection.created', connectionEventSchema),
+  connectionUpdated: defineEvent('connection.updated', connectionEventSchema),
+  connectionDeleted: defineEvent('connection.deleted', connectionEventSchema),
   connectionRefreshFailed: defineEvent(
     'connection.refresh_failed',
-    connectionEvent().extend({ log_id: z.string(), error: z.object({ code: z.string(), message: z.string() }) }),
+    connectionEventSchema.extend({ log_id: z.string(), error: z.object({ code: z.string(), message: z.string() }) }),
   ),
 } as const;
-
-function connectionEvent() {
-  return z.object({
-    environment_id,
-    id: z.number().int(),
-    connection_id: z.string(),
-    provider_config_key: z.string(),
-    provider: z.string(),
-    /** Set by connect flows: what happened, for auth webhooks. */
-    operation: z.enum(['creation', 'override']).optional(),
-    tags: z.record(z.string(), z.string()).optional(),
-    end_user: z.record(z.string(), z.unknown()).nullable().optional(),
-  });
-}

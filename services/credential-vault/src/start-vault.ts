@@ -1,5 +1,5 @@
 import { openKv } from '@latchkey/bus';
-import { proxyContracts, vaultContracts } from '@latchkey/contracts';
+import { proxyContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
 import { toPublicProvider } from './catalog/provider-schema.js';
@@ -42,6 +42,7 @@ import { finishOAuth1Handler, finishOAuthHandler, startOAuthHandler } from './ha
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
+import { matchConnectionHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
@@ -116,6 +117,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.finishOAuth, finishOAuthHandler(oauthDeps));
   bus.serve(vaultContracts.finishOAuth1, finishOAuth1Handler(oauthDeps));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
+  bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
+  bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });
 }

@@ -12,7 +12,8 @@ import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
-import { getEnvironmentHandler } from './handlers/get-environment.js';
+import { createKnownEnvironments } from './domain/known-environments.js';
+import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
 import type { AnyRoute } from './http/define-route.js';
 import type { GatewayDeps } from './http/deps.js';
@@ -57,6 +58,11 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   flushTimer.unref();
 
   bus.serve(gatewayContracts.getEnvironment, getEnvironmentHandler({ environments }));
+  bus.serve(gatewayContracts.getSigningKeys, getSigningKeysHandler({ environments }));
+  const knownEnvironments = createKnownEnvironments(
+    { exists: async (publicId) => (await environments.findByPublicId(publicId)) !== null },
+    { negativeTtlMs: 5_000, maxUnknown: 10_000 },
+  );
 
   const deps: GatewayDeps = {
     config,
@@ -67,6 +73,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     lastUsed,
     accounts,
     environments,
+    knownEnvironments,
     apiKeys,
     isReady: runtime.isReady,
   };

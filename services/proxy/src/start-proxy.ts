@@ -5,9 +5,8 @@ import { batchedPublisher, requestIdOf } from '@latchkey/bus';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
+import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { verifyCredentialsHandler } from './handlers/verify-credentials.js';
-import { createAddressPolicy, parseCidrList } from './upstream/address-policy.js';
-import { createSafeLookup } from './upstream/safe-lookup.js';
 
 /** What a NATS message may carry besides its headers: bodies above this stream instead. */
 const HEADROOM_BYTES = 64 * 1024;

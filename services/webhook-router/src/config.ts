@@ -1,7 +1,27 @@
-import { baseServiceSchema, loadConfig } from '@latchkey/config';
-import type { z } from 'zod';
+import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { z } from 'zod';
 
-export const configSchema = baseServiceSchema('webhook-router', 3014);
+export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
+  /**
+   * A delivery is retried for this long after it was made, then given up (recorded as failed).
+   * At most a week: the JOBS stream keeps a message for seven days.
+   */
+  WEBHOOK_RETRY_HOURS: z.coerce.number().positive().max(24 * 7).default(24),
+  /** The first retry waits about this long; each next one twice as long (with jitter)… */
+  WEBHOOK_RETRY_BASE_MS: positiveInt(5_000),
+  /** …up to this, whatever the receiver's Retry-After says beyond it. */
+  WEBHOOK_RETRY_CAP_MS: positiveInt(3_600_000),
+  /** One attempt: to the response, body included. */
+  WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
+  /** CIDRs customer webhook URLs may point to although private, loopback…: `10.0.0.0/8,127.0.0.1/32`. */
+  WEBHOOK_ALLOW_CIDRS: z.string().default(''),
+  /** Consecutive failures of a URL that open its circuit… */
+  WEBHOOK_BREAKER_THRESHOLD: positiveInt(5),
+  /** …for this long; then one attempt probes it. */
+  WEBHOOK_BREAKER_COOLDOWN_MS: positiveInt(30_000),
+  /** Deliveries in flight per replica. */
+  WEBHOOK_CONCURRENCY: positiveInt(64),
+});
 
 export type Config = z.infer<typeof configSchema>;
 

@@ -1,11 +1,6 @@
 import { runService } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
+import { startRouter } from './start-router.js';
 
-// The composition root: config, then connections, then handlers. The service's own subjects
-// arrive with the issues that build its work; until then it starts, answers
-// `webhook-router.ping` and reports ready.
-await runService({
-  service: 'webhook-router',
-  config: loadServiceConfig(),
-  start: async () => {},
-});
+// The composition root: config, then connections (in runService), then the router's wiring.
+await runService({ service: 'webhook-router', config: loadServiceConfig(), start: startRouter });

@@ -96,7 +96,7 @@ export const fieldsSchema = z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, 'field
 
 export const webhookSchema = z.strictObject({
   signature_header: z.string().min(1),
-  algorithm: z.enum(['sha256', 'sha1']),
+  algorithm: z.enum(['sha256', 'sha1', 'sha512']),
   encoding: z.enum(['hex', 'base64']),
   /** Text before the digest in the header, e.g. `sha256=`. */
   prefix: z.string().min(1).optional(),

@@ -58,6 +58,9 @@ export function createConnectionRepo(connection: Connection) {
     listAll: (environment: EnvironmentId) => scoped.find(environment),
     /** Every environment that holds connections (key rotation walks them). */
     environments: () => model.distinct('environment_id').exec() as Promise<string[]>,
+    /** The first connection of an integration whose config or metadata holds `value` at `key` (webhook routing). */
+    findByField: (environment: EnvironmentId, providerConfigKey: string, field: 'connection_config' | 'metadata', key: string, value: string | number | boolean) =>
+      scoped.findOne(environment, { provider_config_key: providerConfigKey, [`${field}.${key}`]: value }),
     /** Many connections by connection id within one integration (metadata writes). */
     findMany: (environment: EnvironmentId, providerConfigKey: string, connectionIds: string[]) =>
       scoped.find(environment, { provider_config_key: providerConfigKey, connection_id: { $in: connectionIds } }),

@@ -20,6 +20,15 @@ export interface ProviderEntry {
   refresh_params?: Record<string, string> | undefined;
   token_request_auth_method?: 'basic' | 'body' | undefined;
   connection_configuration?: string[] | undefined;
+  webhook?:
+    | {
+        signature_header: string;
+        algorithm: 'sha256' | 'sha1' | 'sha512';
+        encoding: 'hex' | 'base64';
+        prefix?: string | undefined;
+        routing?: { body_path: string; match: 'connection_config' | 'metadata'; key: string } | undefined;
+      }
+    | undefined;
 }
 
 /** Keeps tokens fresh on fetch; see refresh/refresher.ts. */

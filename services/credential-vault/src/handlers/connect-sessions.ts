@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { vaultContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
+import { vaultContracts, webhookContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
@@ -156,6 +156,7 @@ export async function saveSessionConnection(
     created_via_session: true,
   });
   await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
+  await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
   return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };
 }
 

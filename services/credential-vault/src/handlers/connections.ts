@@ -1,5 +1,5 @@
 import { randomInt, randomUUID } from 'node:crypto';
-import { vaultContracts, type RequestOf } from '@latchkey/contracts';
+import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { z } from 'zod';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
@@ -86,6 +86,7 @@ export function createConnectionHandler(deps: VaultDeps) {
       created_via_session: false,
     });
     await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
+    await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
     if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
     return connectionView(doc, request.include_credentials ? credentials : undefined, true);
   };
@@ -178,10 +179,33 @@ export function patchConnectionHandler(deps: VaultDeps) {
   };
 }
 
+/** How long a deletion waits, at most, for JetStream to store its `connection.pre_deletion`. */
+const PRE_DELETION_WAIT_MS = 1000;
+
+/**
+ * Announces `connection.pre_deletion` for the functions runtime (which may, say, remove a
+ * provider subscription). A deletion never fails and never waits long because of it: a lost or
+ * late announcement is logged and the deletion goes on.
+ */
+export async function announcePreDeletion(deps: Pick<VaultDeps, 'bus' | 'logger'>, doc: ConnectionDoc): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const announced = deps.bus.publish(webhookContracts.preDeletion, { ...connectionEvent(doc), tags: doc.tags }).then(
+    () => true,
+    (error: unknown) => {
+      deps.logger.warn('could not announce connection.pre_deletion; deleting anyway', { connection: doc._id, error });
+      return true;
+    },
+  );
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), PRE_DELETION_WAIT_MS)));
+  if (!(await Promise.race([announced, late]))) deps.logger.warn('connection.pre_deletion is late; deleting anyway', { connection: doc._id });
+  clearTimeout(timer);
+}
+
 export function deleteConnectionHandler(deps: VaultDeps) {
   return async (request: RequestOf<typeof vaultContracts.deleteConnection>) => {
     const environment = environmentId(request.environment_id);
     const doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+    await announcePreDeletion(deps, doc);
     await deps.connections.remove(environment, doc._id);
     await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc));
     return { success: true as const };

@@ -6,6 +6,7 @@ import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, integrationListItem } from '../domain/views.js';
+import { announcePreDeletion } from './connections.js';
 
 /** The field names that bind each encrypted integration value to its place. */
 export const INTEGRATION_PLACES = {
@@ -93,7 +94,7 @@ export function getIntegrationHandler(deps: VaultDeps) {
 }
 
 /** The integration's webhook secret, made on first request; the same for all its connections. */
-async function webhookSecretOf(deps: VaultDeps, environment: EnvironmentId, doc: IntegrationDoc): Promise<string> {
+export async function webhookSecretOf(deps: VaultDeps, environment: EnvironmentId, doc: IntegrationDoc): Promise<string> {
   const place = { integrationId: doc._id, ...WEBHOOK_SECRET };
   if (doc.webhook_secret) return deps.cipher.decrypt(environment, place, doc.webhook_secret);
   const secret = randomBytes(32).toString('hex');
@@ -135,6 +136,7 @@ export function deleteIntegrationHandler(deps: VaultDeps) {
     const environment = environmentId(environment_id);
     const doc = await findIntegration(deps, environment, unique_key);
     for (const connection of await deps.connections.listForIntegration(environment, doc._id)) {
+      await announcePreDeletion(deps, connection);
       await deps.connections.remove(environment, connection._id);
       await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(connection));
     }

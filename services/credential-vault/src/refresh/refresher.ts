@@ -88,7 +88,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         refresh_failure: recordFailure(doc.refresh_failure, now, lastError),
       });
       await deps.bus
-        .publish(vaultContracts.connectionRefreshFailed, { ...connectionEvent(doc), log_id: logId, error: { code: appError.code, message: appError.message } })
+        .publish(vaultContracts.connectionRefreshFailed, { ...connectionEvent(doc), tags: doc.tags, log_id: logId, error: { code: appError.code, message: appError.message } })
         .catch(() => undefined);
       deps.logger.warn('token refresh failed', { connection: doc._id, provider: doc.provider, code: appError.code });
       throw appError;

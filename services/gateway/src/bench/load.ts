@@ -10,12 +10,19 @@ const options = JSON.parse(process.argv[2] ?? '{}') as {
   headers?: Record<string, string>;
   connections: number;
   durationS: number;
+  /** A POST with a fixed body (the webhook ingest); GET when absent. */
+  request?: { method: 'POST'; body: string; contentType: string };
 };
 const result = await autocannon({
   url: options.url,
   connections: options.connections,
   duration: options.durationS,
-  headers: { ...options.headers, ...(options.token ? { authorization: `Bearer ${options.token}` } : {}) },
+  headers: {
+    ...options.headers,
+    ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+    ...(options.request ? { 'content-type': options.request.contentType } : {}),
+  },
+  ...(options.request ? { method: options.request.method, body: options.request.body } : {}),
 });
 process.stdout.write(
   `${JSON.stringify({

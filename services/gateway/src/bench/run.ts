@@ -22,6 +22,8 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const DURATION_S = Number(process.env['BENCH_SECONDS'] ?? 4);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 
+type PostRequest = { method: 'POST'; body: string; contentType: string };
+
 interface LoadResult {
   rps: number;
   p50: number;
@@ -52,9 +54,9 @@ function startServer(mode: string, env: Record<string, string>, extra: string[] 
   });
 }
 
-function load(url: string, token: string | undefined, durationS: number, headers: Record<string, string> = {}): Promise<LoadResult> {
+function load(url: string, token: string | undefined, durationS: number, headers: Record<string, string> = {}, request?: PostRequest): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections: CONNECTIONS, durationS })]);
+    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections: CONNECTIONS, durationS, request })]);
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -116,18 +118,19 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
   },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
+const adminToken = randomBytes(24).toString('base64url');
 const gateway = await startServer('gateway', {
   NATS_URL: nats.url,
   MONGODB_URI: mongo.uri,
   MONGODB_DB: uniqueDbName('bench_gateway'),
-  ADMIN_TOKEN: randomBytes(24).toString('base64url'),
+  ADMIN_TOKEN: adminToken,
   API_KEY_DIGEST_SECRET: randomBytes(24).toString('base64url'),
   BOOTSTRAP_SECRET_KEY: token,
   RATE_LIMIT_PER_MINUTE: '1000000000',
 });
 const connectionPath = await seedConnection(`http://127.0.0.1:${gateway.port}`, token);
 const proxied = { 'connection-id': 'bench-proxy', 'provider-config-key': 'bench-proxy' };
-const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string> }> = {
+const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string>; request?: PostRequest }> = {
   auth: { label: 'gateway, key + rate limit + scope', url: `http://127.0.0.1:${gateway.port}/bench`, token },
   open: { label: 'gateway, same handler, no auth', url: `http://127.0.0.1:${gateway.port}/bench-open`, token: undefined },
   express: { label: 'plain express, handler alone', url: `http://127.0.0.1:${plain.port}/bench`, token: undefined },
@@ -165,6 +168,44 @@ async function seedConnection(base: string, key: string): Promise<string> {
   return '/connections/bench-connection?provider_config_key=bench';
 }
 type Target = string;
+
+// ---- webhook ingest: POST /webhook/{env}/{integration} with the webhook router running. The
+// gateway answers once the raw request is stored on JetStream; the router verifies and routes
+// meanwhile (the environment has no webhook URL, so nothing is forwarded). Compared with the
+// do-nothing route without auth, since webhooks carry no API key either.
+const webhookRouter = spawn(process.execPath, [here('../../../webhook-router/dist/main.js')], {
+  env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName('bench_webhooks') },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+targets['ingest'] = await webhookIngestTarget(`http://127.0.0.1:${gateway.port}`);
+
+async function webhookIngestTarget(base: string) {
+  const environments = (await (await fetch(`${base}/admin/environments`, { headers: { authorization: `Bearer ${adminToken}` } })).json()) as {
+    data: Array<{ name: string; public_id: string }>;
+  };
+  const publicId = environments.data.find((environment) => environment.name === 'dev')!.public_id;
+  await fetch(`${base}/integrations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ provider: 'bench-upstream', unique_key: 'bench-hooks' }),
+  });
+  const body = JSON.stringify({ event: 'contact.updated', serviceConnectionId: 'bench-proxy', data: { id: 42, fields: { name: 'Ada', plan: 'pro' } } });
+  return {
+    label: 'POST /webhook/… (ingest)',
+    url: `${base}/webhook/${publicId}/bench-hooks`,
+    token: undefined,
+    request: { method: 'POST' as const, body, contentType: 'application/json' },
+  };
+}
+
+function reportWebhookIngest(row: (name: string) => { rps: number; p50: number; p99: number }): void {
+  const ratio = row('ingest').rps / row('open').rps;
+  console.log(
+    `webhook ingest / do-nothing route without auth: ${ratio.toFixed(3)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'not met'}); ` +
+      `p99 ${row('ingest').p99} ms vs ${row('open').p99} ms`,
+  );
+}
+
 // BENCH_ONLY=direct,reverse,latchkey measures a subset (and prints only the ratios it has both sides of).
 const only = process.env['BENCH_ONLY']?.split(',');
 if (only) for (const name of Object.keys(targets)) if (!only.includes(name)) delete targets[name];
@@ -172,14 +213,14 @@ if (only) for (const name of Object.keys(targets)) if (!only.includes(name)) del
 try {
   // Warm up (JIT, key cache, the first rate-limit slice) and check every side answers 2xx.
   for (const target of Object.values(targets)) {
-    const warm = await load(target.url, target.token, 2, target.headers);
+    const warm = await load(target.url, target.token, 2, target.headers, target.request);
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
-    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers));
+    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request));
   }
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
@@ -209,6 +250,7 @@ try {
       `p99 ${row('connection').p99} ms vs ${row('auth').p99} ms`,
   );
   }
+  if (has('ingest', 'open')) reportWebhookIngest(row);
   if (has('direct', 'reverse', 'latchkey')) {
   const proxyRatio = row('latchkey').rps / row('reverse').rps;
   const added = row('latchkey').p50 - row('direct').p50;
@@ -224,5 +266,6 @@ try {
   for (const proxy of proxies) proxy.kill('SIGKILL');
   gateway.child.kill('SIGKILL');
   vault.kill('SIGKILL');
+  webhookRouter.kill('SIGKILL');
   await Promise.all([nats.dispose(), mongo.dispose(), upstream.close()]);
 }

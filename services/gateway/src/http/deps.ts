@@ -5,6 +5,7 @@ import type { AccountRepo } from '../db/account-repo.js';
 import type { ApiKeyRepo } from '../db/api-key-repo.js';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 import type { KeyCache } from '../domain/key-cache.js';
+import type { KnownEnvironments } from '../domain/known-environments.js';
 import type { LastUsedTracker } from '../domain/last-used.js';
 import type { RateLimiter } from '../domain/rate-limiter.js';
 
@@ -18,6 +19,8 @@ export interface GatewayDeps {
   lastUsed: LastUsedTracker;
   accounts: AccountRepo;
   environments: EnvironmentRepo;
+  /** Environment public ids that exist (inbound webhooks). */
+  knownEnvironments: KnownEnvironments;
   apiKeys: ApiKeyRepo;
   /** Whether this process is started and connected to NATS and MongoDB. */
   isReady(): boolean;

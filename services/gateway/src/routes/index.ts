@@ -34,6 +34,7 @@ import { proxyRequest } from './proxy/proxy-request.js';
 import { listRecords } from './records/list-records.js';
 import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
+import { receiveWebhook } from './webhooks/receive-webhook.js';
 import { getReady } from './health/get-ready.js';
 
 /** Every route of the gateway, in the order HTTP-API.md lists them. */
@@ -78,6 +79,8 @@ export const routes: readonly AnyRoute[] = [
   // records
   listRecords,
   pruneRecords,
+  // provider webhooks (public: the provider's signature is checked by the webhook router)
+  receiveWebhook,
   // operator API
   createEnvironment,
   listEnvironments,

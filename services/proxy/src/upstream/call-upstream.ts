@@ -2,8 +2,7 @@ import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders 
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { AppError } from '@latchkey/errors';
-import { checkUrlHost, UpstreamNotAllowedError } from './safe-lookup.js';
-import type { AddressPolicy } from './address-policy.js';
+import { checkUrlHost, UpstreamNotAllowedError, type AddressPolicy } from '@latchkey/net';
 
 export interface UpstreamCall {
   method: string;

@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import { defineEvent, defineJob, defineRequest } from './define.js';
+import { connectionEventSchema } from './vault.js';
+
+const environment_id = z.string().min(1);
+
+/**
+ * A provider's webhook as the gateway received it, persisted on JOBS before the provider gets
+ * its 2xx. The body travels as base64 so that its exact bytes, which the provider signed, survive.
+ */
+export const inboundWebhook = z.object({
+  /** Ours, made by the gateway: the inbound log's id and the root of the forwarded webhook-id. */
+  id: z.string().min(1).max(64),
+  environment_public_id: z.string().min(1).max(64),
+  integration: z.string().min(1).max(128),
+  query: z.record(z.string(), z.string()),
+  /** Lower-cased names; hop-by-hop headers and cookies left out. */
+  headers: z.record(z.string(), z.string()),
+  body_base64: z.string(),
+  received_at: z.string(),
+});
+export type InboundWebhook = z.infer<typeof inboundWebhook>;
+
+/** One customer webhook to send: the same `webhook_id` (the Standard Webhooks `webhook-id`) on every attempt. */
+export const webhookDelivery = z.object({
+  webhook_id: z.string().min(1).max(128),
+  environment_id,
+  /** Which of the environment's URLs: one message may go to both, under the same webhook-id. */
+  target: z.enum(['primary', 'secondary']),
+  /** Fixed when the delivery is made, so retries go where the first attempt went. */
+  url: z.string().url(),
+  kind: z.enum(['forward', 'auth']),
+  /** The JSON text signed and sent, byte for byte the same on every attempt. */
+  body: z.string(),
+  created_at: z.string(),
+});
+export type WebhookDelivery = z.infer<typeof webhookDelivery>;
+
+/** How a provider signs its webhooks (the catalog's `webhook` block). */
+export const webhookSignatureScheme = z.object({
+  header: z.string(),
+  algorithm: z.enum(['sha256', 'sha1', 'sha512']),
+  encoding: z.enum(['hex', 'base64']),
+  prefix: z.string().optional(),
+});
+export type WebhookSignatureScheme = z.infer<typeof webhookSignatureScheme>;
+
+export const webhookRoutingRule = z.object({
+  body_path: z.string(),
+  match: z.enum(['connection_config', 'metadata']),
+  key: z.string(),
+});
+export type WebhookRoutingRule = z.infer<typeof webhookRoutingRule>;
+
+export const webhookContracts = {
+  inbound: defineJob('webhook.inbound', inboundWebhook),
+  deliver: defineJob('webhook.deliver', webhookDelivery),
+  /** A provider webhook was verified and routed (connection_id null when unmatched); for the functions runtime. */
+  received: defineEvent(
+    'webhook.received',
+    z.object({
+      environment_id,
+      inbound_id: z.string(),
+      provider_config_key: z.string(),
+      provider: z.string(),
+      connection_id: z.string().nullable(),
+      /** The provider's body when it is JSON and small enough to ride along; else fetch nothing, it is gone. */
+      payload: z.unknown().optional(),
+    }),
+  ),
+  /** For the functions runtime: a connection exists now (any way it was made). */
+  postCreation: defineEvent('connection.post_creation', connectionEventSchema),
+  /** For the functions runtime: a connection is about to go. Deletion never waits for its consumers. */
+  preDeletion: defineEvent('connection.pre_deletion', connectionEventSchema),
+} as const;
+
+export const vaultWebhookContracts = {
+  /**
+   * What the webhook router needs of an integration: its provider, whether to forward, its
+   * webhook secret (crosses NATS only, never logs or events) and the catalog's signature scheme
+   * and routing rule.
+   */
+  webhookIntegration: defineRequest(
+    'vault.webhooks.integration',
+    z.object({ environment_id, unique_key: z.string().min(1).max(128) }),
+    z.object({
+      provider: z.string(),
+      forward_webhooks: z.boolean(),
+      webhook_secret: z.string(),
+      signature: webhookSignatureScheme.nullable(),
+      routing: webhookRoutingRule.nullable(),
+    }),
+  ),
+  /** Finds the connection a webhook is for, by connection id or by a config / metadata value. */
+  matchConnection: defineRequest(
+    'vault.webhooks.match',
+    z.object({
+      environment_id,
+      provider_config_key: z.string(),
+      by: z.union([
+        z.object({ connection_id: z.string().min(1).max(255) }),
+        z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string(), z.number(), z.boolean()]) }),
+      ]),
+    }),
+    z.object({ connection_id: z.string().nullable() }),
+  ),
+} as const;

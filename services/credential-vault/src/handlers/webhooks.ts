@@ -1,0 +1,39 @@
+import { vaultWebhookContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
+import { environmentId } from '@latchkey/mongo';
+import type { VaultDeps } from '../domain/vault-deps.js';
+import { findIntegration, webhookSecretOf } from './integrations.js';
+
+/** Keys become field paths in a query: a `.` or a leading `$` could reach elsewhere. */
+const SAFE_KEY = /^[^.$][^.]*$/;
+
+/** `vault.webhooks.integration`: the integration as the webhook router needs it, secret included. */
+export function webhookIntegrationHandler(deps: VaultDeps) {
+  return async ({ environment_id, unique_key }: RequestOf<typeof vaultWebhookContracts.webhookIntegration>): Promise<ResponseOf<typeof vaultWebhookContracts.webhookIntegration>> => {
+    const environment = environmentId(environment_id);
+    const doc = await findIntegration(deps, environment, unique_key);
+    const webhook = deps.providers.get(doc.provider)?.webhook;
+    return {
+      provider: doc.provider,
+      forward_webhooks: doc.forward_webhooks,
+      webhook_secret: await webhookSecretOf(deps, environment, doc),
+      signature: webhook
+        ? { header: webhook.signature_header, algorithm: webhook.algorithm, encoding: webhook.encoding, ...(webhook.prefix !== undefined && { prefix: webhook.prefix }) }
+        : null,
+      routing: webhook?.routing ? { ...webhook.routing } : null,
+    };
+  };
+}
+
+/** `vault.webhooks.match`: the connection a webhook names, or null (the webhook is still forwarded). */
+export function matchConnectionHandler(deps: Pick<VaultDeps, 'connections'>) {
+  return async ({ environment_id, provider_config_key, by }: RequestOf<typeof vaultWebhookContracts.matchConnection>) => {
+    const environment = environmentId(environment_id);
+    if ('connection_id' in by) {
+      const doc = await deps.connections.find(environment, provider_config_key, by.connection_id);
+      return { connection_id: doc?.connection_id ?? null };
+    }
+    if (!SAFE_KEY.test(by.key)) return { connection_id: null };
+    const doc = await deps.connections.findByField(environment, provider_config_key, by.field, by.key, by.value);
+    return { connection_id: doc?.connection_id ?? null };
+  };
+}

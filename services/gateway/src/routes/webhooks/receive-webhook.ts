@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import type { Request } from 'express';
+import { z } from 'zod';
+import { HOP_BY_HOP_HEADERS, webhookContracts } from '@latchkey/contracts';
+import { AppError, toErrorItems } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+
+const params = z.strictObject({
+  environmentPublicId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  integration: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
+});
+
+/**
+ * Not persisted: connection-level headers, and credentials a sender may attach (nothing checks
+ * them, and secrets are kept out of JetStream where they are not needed).
+ */
+const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length', 'authorization', 'proxy-authorization']);
+/** What the job's JSON (headers, query, ids) may take besides the body. */
+const HEADROOM_BYTES = 64 * 1024;
+
+/** The raw body, up to `limit` bytes (413 beyond). */
+function readRawBody(req: Request, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(new AppError('payload_too_large', `Webhook bodies are limited to ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.once('end', () => resolve(Buffer.concat(chunks, size)));
+    req.once('error', reject);
+  });
+}
+
+function firstValues(record: Record<string, unknown>, skip: ReadonlySet<string> = new Set()): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(record)) {
+    if (skip.has(name) || HOP_BY_HOP_HEADERS.has(name)) continue;
+    const text = Array.isArray(value) ? value.join(', ') : value;
+    if (typeof text === 'string') out[name] = text;
+  }
+  return out;
+}
+
+/**
+ * `POST /webhook/{environmentPublicId}/{integration}`: a provider's webhook. Public (the
+ * provider's signature is the proof, checked by the webhook router). The raw request is stored
+ * on the JOBS stream before the provider gets its 200, so an answered webhook is never lost;
+ * everything else (signature, routing, forwarding) happens in the webhook router.
+ */
+export const receiveWebhook = defineRoute({
+  method: 'post',
+  path: '/webhook/:environmentPublicId/:integration',
+  auth: 'public',
+  scope: null,
+  raw: true,
+  schemas: { params },
+  handler: async ({ deps, req }) => {
+    const parsed = params.safeParse(req.params);
+    if (!parsed.success) throw new AppError('invalid_uri_params', 'Invalid path parameters', { errors: toErrorItems(parsed.error.issues) });
+    const { environmentPublicId, integration } = parsed.data;
+    const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(((deps.bus.nc.info?.max_payload ?? 1024 * 1024) - HEADROOM_BYTES) * 0.75));
+    const body = await readRawBody(req, limit);
+    if (!(await deps.knownEnvironments.has(environmentPublicId))) throw new AppError('unknown_environment', 'No such environment');
+    const id = `iwh_${randomUUID().replace(/-/g, '')}`;
+    await deps.bus.enqueue(webhookContracts.inbound, {
+      id,
+      environment_public_id: environmentPublicId,
+      integration,
+      query: firstValues(Object.fromEntries(new URL(req.originalUrl, 'http://x').searchParams)),
+      headers: firstValues(req.headers, DROPPED_HEADERS),
+      body_base64: body.toString('base64'),
+      received_at: new Date().toISOString(),
+    });
+    return { status: 200, body: { success: true } };
+  },
+});

@@ -1,0 +1,25 @@
+import type { Connection } from 'mongoose';
+import type { EnvironmentId } from '@latchkey/mongo';
+import { createGroupCommit } from './group-commit.js';
+import { inboundWebhookModel, type InboundWebhookDoc } from './inbound-webhook-model.js';
+import { insertNew } from './insert-new.js';
+
+/**
+ * The inbound log is append-only: one document per webhook, written once its outcome is known
+ * (a redelivery's second copy is skipped). Inserts stay cheap as the log grows on FerretDB too,
+ * whose SQLite backend scans the collection for every update.
+ */
+export function createInboundWebhookRepo(connection: Connection) {
+  const model = inboundWebhookModel(connection);
+  const writes = createGroupCommit<InboundWebhookDoc>((docs) => insertNew(model, docs));
+  return {
+    init: () => model.init(),
+    record: (environment: EnvironmentId, doc: Omit<InboundWebhookDoc, 'environment_id'>): Promise<void> =>
+      writes.add({ ...doc, environment_id: environment }),
+    /** An inbound webhook whose environment is unknown is kept under the public id it named. */
+    recordUnscoped: (doc: InboundWebhookDoc): Promise<void> => writes.add(doc),
+    find: (environment: EnvironmentId, id: string) => model.findOne({ _id: id, environment_id: environment }).lean<InboundWebhookDoc>().exec(),
+  };
+}
+
+export type InboundWebhookRepo = ReturnType<typeof createInboundWebhookRepo>;

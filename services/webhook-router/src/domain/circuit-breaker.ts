@@ -1,0 +1,35 @@
+/**
+ * A circuit breaker per customer URL, per replica: after `threshold` consecutive failures the
+ * URL gets no attempts for `cooldownMs` (its deliveries wait instead, no attempt spent); then
+ * one delivery probes it: success closes the circuit, failure opens it again.
+ */
+export function createCircuitBreakers(options: { threshold: number; cooldownMs: number; maxUrls?: number; now?: () => number }) {
+  const now = options.now ?? Date.now;
+  const maxUrls = options.maxUrls ?? 10_000;
+  const circuits = new Map<string, { failures: number; openUntil: number; probing: boolean }>();
+  return {
+    /** 0 when an attempt may go now; else how long to wait. */
+    waitFor(url: string): number {
+      const circuit = circuits.get(url);
+      if (!circuit || circuit.failures < options.threshold) return 0;
+      const left = circuit.openUntil - now();
+      if (left > 0) return left;
+      if (circuit.probing) return Math.max(1000, options.cooldownMs / 10);
+      circuit.probing = true;
+      return 0;
+    },
+    succeeded(url: string): void {
+      circuits.delete(url);
+    },
+    failed(url: string): void {
+      if (!circuits.has(url) && circuits.size >= maxUrls) circuits.clear();
+      const circuit = circuits.get(url) ?? { failures: 0, openUntil: 0, probing: false };
+      circuit.failures += 1;
+      circuit.probing = false;
+      if (circuit.failures >= options.threshold) circuit.openUntil = now() + options.cooldownMs;
+      circuits.set(url, circuit);
+    },
+  };
+}
+
+export type CircuitBreakers = ReturnType<typeof createCircuitBreakers>;

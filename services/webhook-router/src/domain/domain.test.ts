@@ -1,0 +1,89 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from '@jest/globals';
+import { createCircuitBreakers } from './circuit-breaker.js';
+import { forwardBody } from './payloads.js';
+import { verifyProviderSignature } from './provider-signature.js';
+import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from './retry-policy.js';
+import { connectionLookup, valueAt } from './routing.js';
+
+const body = Buffer.from('{"event":"ping","serviceConnectionId":"c-1"}');
+const hex = (secret: string, algorithm = 'sha256') => createHmac(algorithm, secret).update(body).digest('hex');
+
+describe('provider signatures', () => {
+  const declared = { header: 'X-Acme-Signature-256', algorithm: 'sha256' as const, encoding: 'hex' as const, prefix: 'sha256=' };
+  const check = (headers: Record<string, string>, scheme: typeof declared | null = declared) =>
+    verifyProviderSignature({ declared: scheme, provider: 'acme', secret: 's3cret', headers, body });
+
+  it('accept the declared scheme, prefix included, and refuse anything else', () => {
+    expect(check({ 'x-acme-signature-256': `sha256=${hex('s3cret')}` })).toBe('valid');
+    expect(check({ 'x-acme-signature-256': `sha256=${hex('other')}` })).toBe('invalid');
+    expect(check({ 'x-acme-signature-256': hex('s3cret') })).toBe('invalid');
+    expect(check({ 'x-acme-signature-256': 'sha256=abc' })).toBe('invalid');
+    expect(check({})).toBe('missing');
+  });
+
+  it('apply the spec scheme x-<provider>-signature-256 when the catalog declares none', () => {
+    expect(check({ 'x-acme-signature-256': hex('s3cret') }, null)).toBe('valid');
+    expect(check({ 'x-acme-signature-256': hex('nope') }, null)).toBe('invalid');
+    expect(check({}, null)).toBe('unsigned');
+  });
+
+  it('read base64 and other algorithms', () => {
+    const digest = createHmac('sha1', 's3cret').update(body).digest('base64');
+    expect(check({ sig: digest }, { header: 'Sig', algorithm: 'sha1', encoding: 'base64' } as never)).toBe('valid');
+  });
+});
+
+describe('routing', () => {
+  const rule = { body_path: 'account.id', match: 'connection_config' as const, key: 'accountId' };
+  it('prefer the query, then the body field, then the catalog rule', () => {
+    expect(connectionLookup({ serviceConnectionId: 'q' }, { serviceConnectionId: 'b' }, rule)).toEqual({ connection_id: 'q' });
+    expect(connectionLookup({}, { serviceConnectionId: 'b', account: { id: 7 } }, rule)).toEqual({ connection_id: 'b' });
+    expect(connectionLookup({}, { account: { id: 7 } }, rule)).toEqual({ field: 'connection_config', key: 'accountId', value: 7 });
+    expect(connectionLookup({}, { account: {} }, rule)).toBeNull();
+    expect(connectionLookup({}, 'not json', null)).toBeNull();
+    expect(valueAt({ a: [{ b: 'x' }] }, 'a.0.b')).toBe('x');
+  });
+
+  it('forward exactly the spec fields, without connectionId when unmatched', () => {
+    expect(JSON.parse(forwardBody({ integration: 'i', connectionId: 'c', payload: { a: 1 } }))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
+    expect(Object.keys(JSON.parse(forwardBody({ integration: 'i', connectionId: null, payload: 1 })))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);
+  });
+});
+
+describe('retry policy', () => {
+  const base = { createdAt: 0, now: 0, baseMs: 1000, capMs: 60_000, windowMs: 3600_000 };
+  it('backs off exponentially with jitter in the upper half, capped', () => {
+    expect(nextRetryDelay({ ...base, attempt: 1, retryAfterMs: null, random: () => 0 })).toBe(500);
+    expect(nextRetryDelay({ ...base, attempt: 3, retryAfterMs: null, random: () => 1 })).toBe(4000);
+    expect(nextRetryDelay({ ...base, attempt: 30, retryAfterMs: null, random: () => 1 })).toBe(60_000);
+  });
+  it('honours a longer Retry-After up to the cap, and gives up past the window', () => {
+    expect(nextRetryDelay({ ...base, attempt: 1, retryAfterMs: 20_000, random: () => 0 })).toBe(20_000);
+    expect(nextRetryDelay({ ...base, attempt: 1, retryAfterMs: 999_999, random: () => 0 })).toBe(60_000);
+    expect(nextRetryDelay({ ...base, now: 3599_900, attempt: 1, retryAfterMs: null, random: () => 0 })).toBeNull();
+    expect(parseRetryAfter('3', 0)).toBe(3000);
+    expect(parseRetryAfter(new Date(10_000).toUTCString(), 0)).toBe(10_000);
+    expect(parseRetryAfter('soon', 0)).toBeNull();
+  });
+  it('retries 5xx, 408 and 429 only', () => {
+    expect([500, 503, 408, 429].every(isRetryableStatus)).toBe(true);
+    expect([400, 401, 404, 410, 422, 301].some(isRetryableStatus)).toBe(false);
+  });
+});
+
+describe('circuit breaker', () => {
+  it('opens after the threshold, lets one probe through after the cool-down, closes on success', () => {
+    let now = 0;
+    const breakers = createCircuitBreakers({ threshold: 2, cooldownMs: 1000, now: () => now });
+    breakers.failed('u');
+    expect(breakers.waitFor('u')).toBe(0);
+    breakers.failed('u');
+    expect(breakers.waitFor('u')).toBe(1000);
+    now = 1000;
+    expect(breakers.waitFor('u')).toBe(0); // the probe
+    expect(breakers.waitFor('u')).toBeGreaterThan(0); // others wait for it
+    breakers.succeeded('u');
+    expect(breakers.waitFor('u')).toBe(0);
+  });
+});

@@ -1,0 +1,36 @@
+/** The spec's forwarded body: `connectionId` is left out when the webhook matched no connection. */
+export function forwardBody(input: { integration: string; connectionId: string | null; payload: unknown }): string {
+  return JSON.stringify({
+    from: input.integration,
+    providerConfigKey: input.integration,
+    type: 'forward',
+    ...(input.connectionId !== null && { connectionId: input.connectionId }),
+    payload: input.payload,
+  });
+}
+
+export interface AuthWebhook {
+  operation: 'creation' | 'override' | 'refresh';
+  success: boolean;
+  connectionId: string;
+  providerConfigKey: string;
+  provider: string;
+  environment: string;
+  tags: Record<string, string>;
+  error?: { type: string; description: string };
+}
+
+/** An auth webhook: a connection was created or overridden by a connect flow, or failed to refresh. */
+export function authBody(webhook: AuthWebhook): string {
+  return JSON.stringify({ type: 'auth', ...webhook });
+}
+
+/** The provider's body as the customer gets it: JSON parsed, anything else as text. */
+export function providerPayload(body: Buffer): { payload: unknown; json: boolean } {
+  const text = body.toString('utf8');
+  try {
+    return { payload: JSON.parse(text), json: true };
+  } catch {
+    return { payload: text, json: false };
+  }
+}

@@ -1,0 +1,78 @@
+import type { JsMsg } from 'nats';
+import type { WebhookDelivery } from '@latchkey/contracts';
+import type { Logger } from '@latchkey/logger';
+import { environmentId } from '@latchkey/mongo';
+import type { DeliveryRepo } from '../db/delivery-repo.js';
+import type { CircuitBreakers } from '../domain/circuit-breaker.js';
+import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
+import { signatureHeaders, type WebhookSender } from '../delivery/send-webhook.js';
+
+export interface DeliverDeps {
+  logger: Logger;
+  deliveries: DeliveryRepo;
+  sender: Pick<WebhookSender, 'send'>;
+  breakers: CircuitBreakers;
+  /** The environment's signing secrets, newest first (two during a rotation's overlap). */
+  signingKeys(environmentId: string): Promise<string[]>;
+  retry: { baseMs: number; capMs: number; windowMs: number };
+}
+
+/**
+ * One attempt at one delivery. Success (2xx) acks. Network errors, timeouts, 5xx, 408 and 429
+ * come back after a back-off (Retry-After honoured) until the retry window closes; any other
+ * answer, or a URL the SSRF rules refuse, is final. Every attempt is recorded. While a URL's
+ * circuit is open its deliveries wait without an attempt.
+ */
+export function deliverWebhookHandler(deps: DeliverDeps) {
+  return async (job: WebhookDelivery, msg: JsMsg): Promise<void | { retryInMs: number }> => {
+    const scope = environmentId(job.environment_id);
+    const deliveryId = `${job.webhook_id}:${job.target}`;
+    const createdAt = new Date(job.created_at);
+
+    // An open circuit holds the delivery without an attempt, unless the wait would outlast the
+    // retry window: then it gets its last attempt now.
+    const wait = deps.breakers.waitFor(job.url);
+    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) return { retryInMs: wait };
+
+    const keys = await deps.signingKeys(job.environment_id);
+    const at = new Date();
+    const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const attempt = {
+      delivery: deliveryId,
+      webhook_id: job.webhook_id,
+      target: job.target,
+      kind: job.kind,
+      created_at: createdAt,
+      attempt: msg.info.redeliveryCount,
+      url: job.url,
+      status: result.status,
+      error: result.error,
+      duration_ms: result.durationMs,
+      at,
+    };
+
+    if (result.status !== null && result.status >= 200 && result.status < 300) {
+      deps.breakers.succeeded(job.url);
+      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null });
+      return;
+    }
+    const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
+    if (retryable) deps.breakers.failed(job.url);
+    const delay = retryable
+      ? nextRetryDelay({
+          attempt: msg.info.redeliveryCount,
+          retryAfterMs: parseRetryAfter(result.retryAfter, Date.now()),
+          createdAt: createdAt.getTime(),
+          now: Date.now(),
+          ...deps.retry,
+        })
+      : null;
+    if (delay === null) {
+      deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
+      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'failed', next_attempt_at: null });
+      return;
+    }
+    await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
+    return { retryInMs: delay };
+  };
+}

@@ -1,0 +1,29 @@
+import type { Bus } from '@latchkey/bus';
+import { webhookContracts, type EnvironmentInfo } from '@latchkey/contracts';
+
+/**
+ * Makes one durable delivery per webhook URL of the environment (primary, then secondary), all
+ * under one webhook-id. JetStream drops a second copy of the same delivery (a redelivered
+ * source message), so each is made once. Returns how many were made (0: no URL configured).
+ */
+export async function enqueueDeliveries(
+  bus: Pick<Bus, 'enqueue'>,
+  environment: Pick<EnvironmentInfo, 'id' | 'webhook_url' | 'webhook_url_secondary'>,
+  input: { webhookId: string; kind: 'forward' | 'auth'; body: string },
+): Promise<number> {
+  const targets = [
+    ['primary', environment.webhook_url],
+    ['secondary', environment.webhook_url_secondary],
+  ] as const;
+  let made = 0;
+  for (const [target, url] of targets) {
+    if (!url) continue;
+    await bus.enqueue(
+      webhookContracts.deliver,
+      { webhook_id: input.webhookId, environment_id: environment.id, target, url, kind: input.kind, body: input.body, created_at: new Date().toISOString() },
+      { msgId: `${input.webhookId}:${target}` },
+    );
+    made += 1;
+  }
+  return made;
+}

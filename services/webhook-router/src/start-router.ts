@@ -1,0 +1,109 @@
+import { consume, type RunningConsumer } from '@latchkey/bus';
+import { STREAMS, gatewayContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
+import { createAddressPolicy, parseCidrList } from '@latchkey/net';
+import type { Runtime } from '@latchkey/runtime';
+import type { Config } from './config.js';
+import { createDeliveryRepo } from './db/delivery-repo.js';
+import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
+import { createWebhookSender } from './delivery/send-webhook.js';
+import { createCircuitBreakers } from './domain/circuit-breaker.js';
+import { createTtlCache } from './domain/ttl-cache.js';
+import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
+import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
+import { environmentByPublicIdLoader, inboundWebhookHandler } from './handlers/inbound-webhook.js';
+
+/**
+ * How long the router trusts what it asked the gateway and the vault (environment settings,
+ * signing keys, an integration's secret and forwarding flag): a burst of webhooks costs one
+ * request, and a change is felt within this time.
+ */
+const SETTINGS_TTL_MS = 2_000;
+
+/**
+ * Wires the webhook router: durable consumers for provider webhooks (`jobs.webhook.inbound`),
+ * deliveries (`jobs.webhook.deliver`) and the connection events that make auth webhooks; each
+ * consumer is shared by every replica (same durable name), so work is spread and never lost.
+ */
+export async function startRouter(runtime: Runtime, config: Config): Promise<void> {
+  const { bus, logger, mongo } = runtime;
+  const inbound = createInboundWebhookRepo(mongo);
+  const deliveries = createDeliveryRepo(mongo);
+  await Promise.all([inbound.init(), deliveries.init()]);
+
+  const cacheOptions = { ttlMs: SETTINGS_TTL_MS, maxEntries: 10_000 };
+  const byPublicId = createTtlCache(environmentByPublicIdLoader(bus), cacheOptions);
+  const byId = createTtlCache((id) => bus.request(gatewayContracts.getEnvironment, { environment_id: id }), cacheOptions);
+  const keys = createTtlCache(async (id) => (await bus.request(gatewayContracts.getSigningKeys, { environment_id: id })).keys, cacheOptions);
+  const integrations = createTtlCache((key) => {
+    const [environment_id, unique_key] = JSON.parse(key) as [string, string];
+    return bus.request(vaultWebhookContracts.webhookIntegration, { environment_id, unique_key });
+  }, cacheOptions);
+
+  const sender = createWebhookSender({
+    policy: createAddressPolicy({ allowCidrs: parseCidrList(config.WEBHOOK_ALLOW_CIDRS) }),
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+  });
+  const breakers = createCircuitBreakers({ threshold: config.WEBHOOK_BREAKER_THRESHOLD, cooldownMs: config.WEBHOOK_BREAKER_COOLDOWN_MS });
+  const authDeps = { bus, environmentById: byId.get };
+
+  const consumers: RunningConsumer[] = [
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.jobs.name,
+      durable: 'webhook-router-inbound',
+      contract: webhookContracts.inbound,
+      concurrency: 32,
+      handler: inboundWebhookHandler({
+        bus,
+        logger,
+        inbound,
+        environmentByPublicId: byPublicId.get,
+        integration: (environmentId, uniqueKey) => integrations.get(JSON.stringify([environmentId, uniqueKey])),
+      }),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.jobs.name,
+      durable: 'webhook-router-deliveries',
+      contract: webhookContracts.deliver,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      // Deliveries waiting out a back-off still count as pending: leave room for many, so a
+      // broken URL's backlog does not hold up everyone else's webhooks.
+      maxAckPending: 20_000,
+      ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+      handler: deliverWebhookHandler({
+        logger,
+        deliveries,
+        sender,
+        breakers,
+        signingKeys: keys.get,
+        retry: { baseMs: config.WEBHOOK_RETRY_BASE_MS, capMs: config.WEBHOOK_RETRY_CAP_MS, windowMs: config.WEBHOOK_RETRY_HOURS * 3600_000 },
+      }),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'webhook-router-auth-created',
+      contract: vaultContracts.connectionCreated,
+      concurrency: 8,
+      handler: connectionCreatedHandler(authDeps),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'webhook-router-auth-refresh-failed',
+      contract: vaultContracts.connectionRefreshFailed,
+      concurrency: 8,
+      handler: refreshFailedHandler(authDeps),
+    }),
+  ];
+
+  runtime.onShutdown(async () => {
+    await Promise.all(consumers.map((consumer) => consumer.stop()));
+    sender.close();
+  });
+}
