@@ -1,4 +1,4 @@
-export { createBus, unavailable, type Bus, type BusOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
+export { createBus, unavailable, type Bus, type BusOptions, type PublishOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
 export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';

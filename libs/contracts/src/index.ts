@@ -6,4 +6,5 @@ export * from './gateway.js';
 export * from './credentials.js';
 export * from './vault.js';
 export * from './proxy.js';
+export * from './functions.js';
 export { allContracts } from './registry.js';

@@ -1,8 +1,9 @@
 import type { AnyContract } from './define.js';
+import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
 import { vaultContracts } from './vault.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts)];
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts), ...Object.values(functionsContracts), ...Object.values(actionContracts)];
