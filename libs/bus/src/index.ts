@@ -3,4 +3,5 @@ export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
 export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
-export { CHUNK_BYTES, pullStream, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export { proxyExchange } from './proxy-exchange.js';

@@ -1,11 +1,6 @@
 import { runService } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
+import { startScheduler } from './start-scheduler.js';
 
-// The composition root: config, then connections, then handlers. The service's own subjects
-// arrive with the issues that build its work; until then it starts, answers
-// `sync-scheduler.ping` and reports ready.
-await runService({
-  service: 'sync-scheduler',
-  config: loadServiceConfig(),
-  start: async () => {},
-});
+// The composition root: config, then connections (in runService), then the scheduler's wiring.
+await runService({ service: 'sync-scheduler', config: loadServiceConfig(), start: startScheduler });
