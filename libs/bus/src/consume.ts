@@ -14,6 +14,11 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
   contract: C;
   /** How many messages one replica handles at a time. */
   concurrency: number;
+  /**
+   * Where a new durable starts: every stored message (default; jobs), or only those published
+   * from now on (facts a service begins to follow, which must not replay the stream's history).
+   */
+  deliverPolicy?: 'all' | 'new';
   /** How long a handler may hold a message before JetStream redelivers it. */
   ackWaitMs?: number;
   /** Delay before a retryable failure is delivered again. */
@@ -39,7 +44,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   await jsm.consumers.add(stream, {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
+    deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
     filter_subject: contract.subject,
     max_ack_pending: Math.max(concurrency * 4, 16),
     ack_wait: nanos(options.ackWaitMs ?? 30_000),

@@ -144,7 +144,7 @@ export const actionContracts = {
   /** Runs an action now (answering with its output) or, with `async`, queues it (answering with its id). */
   trigger: defineRequest(
     'action.trigger',
-    z.object({ ...actionTarget, action_name: functionName, input: z.unknown(), async: z.boolean() }),
+    z.object({ ...actionTarget, action_name: functionName, input: z.unknown().optional(), async: z.boolean() }),
     z.union([z.object({ status: z.literal('done'), output: actionOutput }), z.object({ status: z.literal('queued'), id: z.string() })]),
   ),
   /** An async action's state, and its output once done. */
@@ -168,7 +168,7 @@ export const actionContracts = {
       ...actionTarget,
       source: z.string().min(1).max(512 * 1024).optional(),
       function_name: functionName.optional(),
-      input: z.unknown(),
+      input: z.unknown().optional(),
     }),
     z.object({
       function: z.object({ type: z.string(), name: z.string() }),

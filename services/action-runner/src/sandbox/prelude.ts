@@ -172,7 +172,7 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
     if (text !== undefined && text.length > maxOutput) {
       return JSON.stringify({ ok: false, error: { code: 'action_output_too_large', message: 'The output is ' + text.length + ' characters; the limit is ' + maxOutput + ' bytes' } });
     }
-    return JSON.stringify({ ok: true, output: text });
+    return JSON.stringify({ ok: true, output: text, kind: String(definition.kind), name: String(definition.name) });
   } catch (error) {
     return JSON.stringify({ ok: false, error: errorOf(error) });
   }

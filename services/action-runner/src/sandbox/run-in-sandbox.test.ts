@@ -7,8 +7,8 @@ const action = (exec: string, extra = '') => `"use strict";${extra}\nmodule.expo
 
 const limits = { memoryMb: 32, timeoutMs: 1500, maxOutputBytes: 1024 * 1024 };
 
-function run(bundle: string, overrides: Partial<SandboxRun> = {}) {
-  return runInSandbox({
+async function run(bundle: string, overrides: Partial<SandboxRun> = {}) {
+  const result = await runInSandbox({
     bundle,
     entry: 'exec',
     kind: 'action',
@@ -19,6 +19,7 @@ function run(bundle: string, overrides: Partial<SandboxRun> = {}) {
     limits,
     ...overrides,
   });
+  return result.output;
 }
 
 async function failure(promise: Promise<unknown>): Promise<AppError> {

@@ -21,8 +21,8 @@ export interface SandboxRun {
   bundle: string;
   /** `exec` for actions, syncs and lifecycle functions; `onWebhook` for a sync's webhook handler. */
   entry: 'exec' | 'onWebhook';
-  /** The definition kind the caller expects (the run fails on another). */
-  kind: 'action' | 'sync' | 'on-event';
+  /** The definition kind the caller expects (the run fails on another); any, when absent. */
+  kind?: 'action' | 'sync' | 'on-event';
   input?: unknown;
   info: { connectionId: string; providerConfigKey: string; dryRun: boolean };
   host: HostMethods;
@@ -61,7 +61,14 @@ async function compileCached(isolate: ivm.Isolate, code: string, filename: strin
  * code it set), `function_timed_out`, `function_memory_exceeded`, `action_output_too_large`,
  * `invalid_body` when an action's input fails its schema.
  */
-export async function runInSandbox(run: SandboxRun): Promise<string | undefined> {
+export interface SandboxResult {
+  /** The output as JSON text; undefined when the function returned nothing. */
+  output: string | undefined;
+  /** What the bundle defined. */
+  definition: { kind: string; name: string };
+}
+
+export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   const { limits } = run;
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
   let timer: NodeJS.Timeout | undefined;
@@ -111,7 +118,7 @@ export async function runInSandbox(run: SandboxRun): Promise<string | undefined>
       await (await compileCached(isolate, wrapBundle(run.bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
       const entry = (await jail.get('__run', { reference: true })) as ivm.Reference<(...args: unknown[]) => Promise<string>>;
       const inputJson = run.input === undefined ? undefined : JSON.stringify(run.input);
-      return (await entry.apply(undefined, [run.entry, inputJson, JSON.stringify({ ...run.info, kind: run.kind }), limits.maxOutputBytes], {
+      return (await entry.apply(undefined, [run.entry, inputJson, JSON.stringify({ ...run.info, ...(run.kind ? { kind: run.kind } : {}) }), limits.maxOutputBytes], {
         arguments: { copy: true },
         result: { promise: true, copy: true },
         timeout: limits.timeoutMs,
@@ -119,13 +126,13 @@ export async function runInSandbox(run: SandboxRun): Promise<string | undefined>
     };
     const replyText = await Promise.race([execute(), deadline]);
     const reply = JSON.parse(replyText) as
-      | { ok: true; output?: string }
+      | { ok: true; output?: string; kind: string; name: string }
       | { ok: false; error: { code: string; message: string; issues?: Array<{ message: string; path: string }> } };
     if (!reply.ok) throw functionError(reply.error);
     if (reply.output !== undefined && Buffer.byteLength(reply.output) > limits.maxOutputBytes) {
       throw new AppError('action_output_too_large', `The output is larger than ${limits.maxOutputBytes} bytes`);
     }
-    return reply.output;
+    return { output: reply.output, definition: { kind: reply.kind, name: reply.name } };
   } catch (error) {
     if (error instanceof AppError) throw error;
     const message = error instanceof Error ? error.message : String(error);

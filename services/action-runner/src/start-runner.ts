@@ -1,0 +1,68 @@
+import { consume } from '@latchkey/bus';
+import { STREAMS, actionContracts, functionsContracts, vaultContracts } from '@latchkey/contracts';
+import type { Runtime } from '@latchkey/runtime';
+import type { Config } from './config.js';
+import { createActionRunRepo } from './db/action-run-repo.js';
+import { createFunctionCache } from './domain/function-cache.js';
+import { createLimiter } from './domain/limiter.js';
+import { createRunner } from './domain/run-function.js';
+import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
+import { dryRunHandler, postCreationHandler, preDeletionHandler } from './handlers/functions.js';
+
+/**
+ * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
+ * (bounded per replica), `action.*` in queue group `action-runner`, the durable consumer of
+ * async actions and the post-creation lifecycle consumer.
+ */
+export async function startRunner(runtime: Runtime, config: Config): Promise<void> {
+  const { bus, logger, mongo } = runtime;
+  const runs = createActionRunRepo(mongo);
+  await runs.init();
+  const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000 });
+  bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
+  void (async () => {
+    for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
+  })();
+  const runner = createRunner({
+    bus,
+    logger,
+    cache,
+    proxyTimeoutMs: config.PROXY_TIMEOUT_MS,
+    publicUrl: config.PUBLIC_URL,
+    limits: { memoryMb: config.FUNCTION_MEMORY_MB, timeoutMs: config.FUNCTION_TIMEOUT_MS },
+    limited: createLimiter(config.FUNCTION_CONCURRENCY),
+  });
+  const actionDeps = { bus, logger, runner, runs, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
+  bus.serve(actionContracts.trigger, triggerActionHandler(actionDeps));
+  bus.serve(actionContracts.getResult, getActionResultHandler(actionDeps));
+  bus.serve(actionContracts.dryRun, dryRunHandler(actionDeps));
+  bus.serve(actionContracts.runPreDeletion, preDeletionHandler(actionDeps));
+
+  // A delivery not acknowledged within a run's timeout (and a margin) belonged to a replica
+  // that died: JetStream hands it to another.
+  const ackWaitMs = config.FUNCTION_TIMEOUT_MS + 10_000;
+  const asyncActions = await consume({
+    bus,
+    logger,
+    stream: STREAMS.jobs.name,
+    durable: 'action-runner-actions',
+    contract: actionContracts.run,
+    concurrency: config.FUNCTION_CONCURRENCY,
+    ackWaitMs,
+    handler: runAsyncActionHandler(actionDeps),
+  });
+  const postCreation = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'action-runner-post-creation',
+    deliverPolicy: 'new',
+    contract: vaultContracts.connectionCreated,
+    concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
+    ackWaitMs,
+    handler: postCreationHandler(actionDeps),
+  });
+  runtime.onShutdown(async () => {
+    await Promise.all([asyncActions.stop(), postCreation.stop()]);
+  });
+}
