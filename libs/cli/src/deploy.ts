@@ -74,11 +74,17 @@ export async function deployDirectory(options: DeployOptions): Promise<DeployedI
   }
   const deployed: DeployedIntegration[] = [];
   for (const upload of uploads) {
-    const response = await fetch(`${options.host.replace(/\/+$/, '')}/functions/deployments`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(upload),
-    });
+    let response: Response;
+    try {
+      response = await fetch(`${options.host.replace(/\/+$/, '')}/functions/deployments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(upload),
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
+      throw new DeployError(`cannot reach Latchkey at ${options.host}: ${cause}`);
+    }
     const text = await response.text();
     const body = text ? (JSON.parse(text) as Record<string, any>) : {};
     if (!response.ok) {

@@ -10,7 +10,11 @@ export interface Schema<T = unknown> {
     readonly validate: (value: unknown) => StandardResult<T> | Promise<StandardResult<T>>;
   };
 }
-type StandardResult<T> = { readonly value: T; readonly issues?: undefined } | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
+interface StandardIssue {
+  readonly message: string;
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+}
+type StandardResult<T> = { readonly value: T; readonly issues?: undefined } | { readonly issues: ReadonlyArray<StandardIssue> };
 
 type Infer<S, Fallback> = S extends Schema<infer T> ? T : Fallback;
 
