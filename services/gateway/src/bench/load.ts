@@ -8,6 +8,8 @@ const options = JSON.parse(process.argv[2] ?? '{}') as {
   url: string;
   token?: string;
   headers?: Record<string, string>;
+  method?: 'GET' | 'POST';
+  body?: string;
   connections: number;
   durationS: number;
 };
@@ -15,6 +17,8 @@ const result = await autocannon({
   url: options.url,
   connections: options.connections,
   duration: options.durationS,
+  ...(options.method ? { method: options.method } : {}),
+  ...(options.body === undefined ? {} : { body: options.body }),
   headers: { ...options.headers, ...(options.token ? { authorization: `Bearer ${options.token}` } : {}) },
 });
 process.stdout.write(

@@ -52,9 +52,9 @@ function startServer(mode: string, env: Record<string, string>, extra: string[] 
   });
 }
 
-function load(url: string, token: string | undefined, durationS: number, headers: Record<string, string> = {}): Promise<LoadResult> {
+function load(url: string, token: string | undefined, durationS: number, headers: Record<string, string> = {}, request: { method?: 'POST'; body?: string } = {}): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections: CONNECTIONS, durationS })]);
+    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, ...request, connections: CONNECTIONS, durationS })]);
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -116,6 +116,13 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
   },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
+// Actions: the sync-scheduler (deployed functions) and the action-runner (the sandbox).
+const functionServices = ['sync-scheduler', 'action-runner'].map((service) =>
+  spawn(process.execPath, [here(`../../../${service}/dist/main.js`)], {
+    env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName(`bench_${service.replace('-', '_')}`) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  }),
+);
 const gateway = await startServer('gateway', {
   NATS_URL: nats.url,
   MONGODB_URI: mongo.uri,
@@ -127,7 +134,8 @@ const gateway = await startServer('gateway', {
 });
 const connectionPath = await seedConnection(`http://127.0.0.1:${gateway.port}`, token);
 const proxied = { 'connection-id': 'bench-proxy', 'provider-config-key': 'bench-proxy' };
-const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string> }> = {
+await seedAction(`http://127.0.0.1:${gateway.port}`, token);
+const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string>; request?: { method: 'POST'; body: string } }> = {
   auth: { label: 'gateway, key + rate limit + scope', url: `http://127.0.0.1:${gateway.port}/bench`, token },
   open: { label: 'gateway, same handler, no auth', url: `http://127.0.0.1:${gateway.port}/bench-open`, token: undefined },
   express: { label: 'plain express, handler alone', url: `http://127.0.0.1:${plain.port}/bench`, token: undefined },
@@ -135,7 +143,32 @@ const targets: Record<string, { label: string; url: string; token: string | unde
   direct: { label: '(a) upstream called directly', url: `${upstream.url}/echo`, token: undefined },
   reverse: { label: '(b) plain reverse proxy', url: `http://127.0.0.1:${reverseProxy.port}/echo`, token: undefined },
   latchkey: { label: '(c) Latchkey proxy, 2 replicas', url: `http://127.0.0.1:${gateway.port}/proxy/echo`, token, headers: proxied },
+  action: {
+    label: 'POST /action/trigger, do-nothing',
+    url: `http://127.0.0.1:${gateway.port}/action/trigger`,
+    token,
+    headers: { ...proxied, 'content-type': 'application/json' },
+    request: { method: 'POST', body: JSON.stringify({ action_name: 'noop' }) },
+  },
 };
+
+/**
+ * Deploys `noop`, an action that returns `{ok: true}`, for the bench-proxy connection. The
+ * bundle is what esbuild makes of `defineAction({name: 'noop', exec: () => ({ok: true})})`.
+ */
+async function seedAction(base: string, key: string): Promise<void> {
+  const bundle = `"use strict";module.exports={default:{kind:"action",name:"noop",exec:()=>({ok:true})}};`;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const response = await fetch(`${base}/functions/deployments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ provider_config_key: 'bench-proxy', functions: [{ description: { type: 'action', name: 'noop', has_input_schema: false }, bundle }] }),
+    });
+    if (response.status === 201) return;
+    if (response.status !== 503) throw new Error(`deploying the bench action: ${response.status} ${await response.text()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the sync-scheduler is still starting
+  }
+}
 
 /** An OAuth 2 connection whose token is far from expiry, read with a credentials scope. */
 async function seedConnection(base: string, key: string): Promise<string> {
@@ -172,14 +205,14 @@ if (only) for (const name of Object.keys(targets)) if (!only.includes(name)) del
 try {
   // Warm up (JIT, key cache, the first rate-limit slice) and check every side answers 2xx.
   for (const target of Object.values(targets)) {
-    const warm = await load(target.url, target.token, 2, target.headers);
+    const warm = await load(target.url, target.token, 2, target.headers, target.request);
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
-    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers));
+    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request));
   }
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
@@ -218,7 +251,14 @@ try {
     `proxy added p50: (c - a) = ${added} ms, (b - a) = ${plainAdded} ms   (goal (c - a) <= 2 × (b - a): ${added <= 2 * Math.max(plainAdded, 0.5) ? 'met' : 'not met'})`,
   );
   }
+  if (has('auth', 'action')) {
+    console.log(
+      `sync action round-trip / do-nothing authenticated route: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
+        `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, a fresh isolate, the reply)`,
+    );
+  }
 } finally {
+  for (const service of functionServices) service.kill('SIGKILL');
   plain.child.kill('SIGKILL');
   reverseProxy.child.kill('SIGKILL');
   for (const proxy of proxies) proxy.kill('SIGKILL');
