@@ -6,6 +6,11 @@ export const configSchema = baseServiceSchema('action-runner', 3013).extend({
   FUNCTION_TIMEOUT_MS: positiveInt(60_000),
   /** Heap limit of one run's isolate. */
   FUNCTION_MEMORY_MB: z.coerce.number().int().min(8).max(4096).default(128),
+  /**
+   * Loaded isolates kept per deployed function between its runs (module-level state survives,
+   * as in a warm serverless instance; the context never does). 0: a fresh isolate every run.
+   */
+  FUNCTION_WARM_ISOLATES: z.coerce.number().int().min(0).max(64).default(2),
   /** Runs one replica executes at once (sync, async, lifecycle and dry runs together). */
   FUNCTION_CONCURRENCY: positiveInt(8),
   /** How long a replica keeps a deployed function's code; a deploy drops it at once. */

@@ -6,6 +6,7 @@ import { createActionRunRepo } from './db/action-run-repo.js';
 import { createFunctionCache } from './domain/function-cache.js';
 import { createLimiter } from './domain/limiter.js';
 import { createRunner } from './domain/run-function.js';
+import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
 import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
 import { dryRunHandler, postCreationHandler, preDeletionHandler } from './handlers/functions.js';
 
@@ -30,6 +31,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     proxyTimeoutMs: config.PROXY_TIMEOUT_MS,
     publicUrl: config.PUBLIC_URL,
     limits: { memoryMb: config.FUNCTION_MEMORY_MB, timeoutMs: config.FUNCTION_TIMEOUT_MS },
+    warmIsolates: config.FUNCTION_WARM_ISOLATES,
     limited: createLimiter(config.FUNCTION_CONCURRENCY),
   });
   const actionDeps = { bus, logger, runner, runs, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
@@ -64,5 +66,6 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   });
   runtime.onShutdown(async () => {
     await Promise.all([asyncActions.stop(), postCreation.stop()]);
+    disposeIdleIsolates();
   });
 }

@@ -10,6 +10,8 @@ export interface RunnerDeps extends HostDeps {
   logger: Logger;
   cache: FunctionCache;
   limits: Omit<SandboxLimits, 'maxOutputBytes'>;
+  /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
+  warmIsolates: number;
   /** Bounds the runs of this replica. */
   limited: <T>(work: () => Promise<T>) => Promise<T>;
 }
@@ -46,7 +48,7 @@ export function createRunner(deps: RunnerDeps) {
   async function run(options: {
     target: Omit<RunTarget, 'function_name'>;
     /** A deployed function, or freshly compiled code (a dry run of source) whose kind is not known yet. */
-  fn: { bundle: string; description?: CachedFunction['description'] };
+  fn: { bundle: string; description?: CachedFunction['description']; version?: number };
     entry?: 'exec' | 'onWebhook';
     input?: unknown;
     dryRun?: boolean;
@@ -63,6 +65,14 @@ export function createRunner(deps: RunnerDeps) {
         entry: options.entry ?? 'exec',
         ...(description ? { kind: description.type } : {}),
         input: options.input,
+        ...(options.fn.version !== undefined && description && deps.warmIsolates > 0
+          ? {
+              reuse: {
+                key: [target.environment_id, target.provider_config_key, description.type, description.name, options.fn.version].join('\u0000'),
+                perKey: deps.warmIsolates,
+              },
+            }
+          : {}),
         info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun },
         host: createHost(deps, target, { dryRun, writes }),
         onLog: (level, message, fields) => {

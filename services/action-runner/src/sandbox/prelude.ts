@@ -12,8 +12,8 @@ const logRef = globalThis.__log;
 delete globalThis.__host;
 delete globalThis.__log;
 
-function hostCall(method, ...args) {
-  return host.apply(undefined, [method, JSON.stringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
+function hostCall(runId, method, ...args) {
+  return host.apply(undefined, [runId, method, JSON.stringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
     const reply = JSON.parse(text);
     if (reply.ok) return reply.value;
     const error = new Error(reply.error.message);
@@ -27,17 +27,20 @@ function safeFields(fields) {
   try { return JSON.stringify(fields); } catch { return JSON.stringify({ unserializable: String(fields) }); }
 }
 
-function log(level, message, fields) {
-  logRef.applyIgnored(undefined, [level, String(message), safeFields(fields)], { arguments: { copy: true } });
+/** The run that is using this isolate now: console output goes to it. */
+let currentRunId = 0;
+
+function log(runId, level, message, fields) {
+  logRef.applyIgnored(undefined, [runId, level, String(message), safeFields(fields)], { arguments: { copy: true } });
 }
 
 const format = (args) => args.map((arg) => (typeof arg === 'string' ? arg : (() => { try { return JSON.stringify(arg); } catch { return String(arg); } })())).join(' ');
 globalThis.console = {
-  log: (...args) => log('info', format(args)),
-  info: (...args) => log('info', format(args)),
-  debug: (...args) => log('debug', format(args)),
-  warn: (...args) => log('warn', format(args)),
-  error: (...args) => log('error', format(args)),
+  log: (...args) => log(currentRunId, 'info', format(args)),
+  info: (...args) => log(currentRunId, 'info', format(args)),
+  debug: (...args) => log(currentRunId, 'debug', format(args)),
+  warn: (...args) => log(currentRunId, 'warn', format(args)),
+  error: (...args) => log(currentRunId, 'error', format(args)),
 };
 
 function pathGet(value, path) {
@@ -69,7 +72,8 @@ function splitUrl(url) {
 }
 
 function makeContext(info) {
-  const proxy = (config) => hostCall('proxy', config);
+  const call = (method, ...args) => hostCall(info.runId, method, ...args);
+  const proxy = (config) => call('proxy', config);
   const method = (name) => (config) => proxy({ ...config, method: name });
   const ctx = {
     connectionId: info.connectionId,
@@ -81,18 +85,18 @@ function makeContext(info) {
     put: method('PUT'),
     patch: method('PATCH'),
     delete: method('DELETE'),
-    getConnection: () => hostCall('getConnection'),
-    getIntegration: () => hostCall('getIntegration'),
-    getMetadata: () => hostCall('getMetadata'),
-    setMetadata: (metadata) => hostCall('setMetadata', metadata),
-    updateMetadata: (metadata) => hostCall('updateMetadata', metadata),
-    getEnvironmentVariables: () => hostCall('getEnvironmentVariables'),
-    batchSave: (records, model) => hostCall('batchSave', records, model),
-    batchUpdate: (records, model) => hostCall('batchUpdate', records, model),
-    batchDelete: (records, model) => hostCall('batchDelete', records, model),
-    log: (...args) => (['debug', 'info', 'warn', 'error'].includes(args[0]) && args.length > 1 ? log(args[0], args[1], args[2]) : log('info', args[0], args[1])),
+    getConnection: () => call('getConnection'),
+    getIntegration: () => call('getIntegration'),
+    getMetadata: () => call('getMetadata'),
+    setMetadata: (metadata) => call('setMetadata', metadata),
+    updateMetadata: (metadata) => call('updateMetadata', metadata),
+    getEnvironmentVariables: () => call('getEnvironmentVariables'),
+    batchSave: (records, model) => call('batchSave', records, model),
+    batchUpdate: (records, model) => call('batchUpdate', records, model),
+    batchDelete: (records, model) => call('batchDelete', records, model),
+    log: (...args) => (['debug', 'info', 'warn', 'error'].includes(args[0]) && args.length > 1 ? log(info.runId, args[0], args[1], args[2]) : log(info.runId, 'info', args[0], args[1])),
     paginate: async function* paginate(config) {
-      const settings = { ...((await hostCall('paginateSettings')) || {}), ...(config.paginate || {}) };
+      const settings = { ...((await call('paginateSettings')) || {}), ...(config.paginate || {}) };
       const type = settings.type;
       if (type !== 'cursor' && type !== 'link' && type !== 'offset') throw new Error('paginate: the provider has no proxy.paginate settings; pass paginate.type (cursor, link or offset)');
       const base = { ...config };
@@ -154,6 +158,7 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
     const definition = globalThis.__definition;
     if (!definition || typeof definition.exec !== 'function') throw new Error('the bundle does not export a function definition');
     const info = JSON.parse(infoJson);
+    currentRunId = info.runId;
     if (info.kind && definition.kind !== info.kind) throw new Error('the bundle defines a ' + definition.kind + ', not a ' + info.kind);
     const ctx = makeContext(info);
     const input = inputJson === undefined ? undefined : JSON.parse(inputJson);

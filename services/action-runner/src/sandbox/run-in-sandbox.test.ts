@@ -87,4 +87,26 @@ describe('runInSandbox', () => {
     const wrongKind = await failure(run(action(`async () => 1`), { kind: 'on-event' }));
     expect(wrongKind.message).toMatch(/not a on-event/);
   });
+
+  it('reuses a loaded isolate for the same key only, and never with a finished run\'s context', async () => {
+    const counter = `"use strict";let runs = 0; let leftover;
+module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
+  runs++;
+  const previous = leftover;
+  leftover = ctx;
+  let stale = 'none';
+  if (previous) { try { await previous.getMetadata(); stale = 'worked'; } catch (error) { stale = error.message; } }
+  return { runs, stale };
+} } };`;
+    const reuse = { key: 'env\u0000p\u0000action\u0000a\u00001', perKey: 1 };
+    expect(JSON.parse((await run(counter, { reuse }))!)).toEqual({ runs: 1, stale: 'none' });
+    expect(JSON.parse((await run(counter, { reuse }))!)).toEqual({ runs: 2, stale: 'This run is over: its context can no longer be used' });
+    expect(JSON.parse((await run(counter, { reuse: { ...reuse, key: 'another' } }))!)).toEqual({ runs: 1, stale: 'none' });
+    // A failed run costs its isolate: the next one starts afresh.
+    const flaky = counter.replace('runs++;', 'runs++; if (runs === 2) throw new Error("second");');
+    const failing = { ...reuse, key: 'failing' };
+    expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
+    expect((await failure(run(flaky, { reuse: failing }))).message).toBe('second');
+    expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
+  });
 });

@@ -26,6 +26,12 @@ export interface SandboxRun {
   input?: unknown;
   info: { connectionId: string; providerConfigKey: string; dryRun: boolean };
   host: HostMethods;
+  /**
+   * Keep the loaded isolate after a successful run for the next run with the same key (at most
+   * `perKey` idle ones). Module-level state of the bundle then survives between such runs, as
+   * in a warm serverless instance; the context object never does.
+   */
+  reuse?: { key: string; perKey: number };
   onLog: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
   limits: SandboxLimits;
 }
@@ -68,19 +74,86 @@ export interface SandboxResult {
   definition: { kind: string; name: string };
 }
 
-export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
-  const { limits } = run;
+/**
+ * A loaded isolate: the prelude and one bundle evaluated in its context. Only one run uses it
+ * at a time; `runId` names that run, and a call or log line from any other (a promise a
+ * previous run left behind) is refused, so a run never acts with another run's context.
+ */
+interface Loaded {
+  isolate: ivm.Isolate;
+  entry: ivm.Reference<(...args: unknown[]) => Promise<string>>;
+  runId: number;
+  run: SandboxRun | undefined;
+  idleTimer?: NodeJS.Timeout;
+}
+
+/** Idle loaded isolates, by reuse key (environment, integration, function, version). */
+const idle = new Map<string, Loaded[]>();
+let idleCount = 0;
+let nextRunId = 1;
+const MAX_IDLE_TOTAL = 64;
+const IDLE_MS = 30_000;
+
+function takeIdle(key: string): Loaded | undefined {
+  const list = idle.get(key);
+  while (list && list.length > 0) {
+    const loaded = list.pop()!;
+    idleCount--;
+    clearTimeout(loaded.idleTimer);
+    if (list.length === 0) idle.delete(key);
+    if (!loaded.isolate.isDisposed) return loaded;
+  }
+  return undefined;
+}
+
+function keepIdle(key: string, loaded: Loaded, perKey: number): void {
+  const list = idle.get(key) ?? [];
+  if (list.length >= perKey || idleCount >= MAX_IDLE_TOTAL || loaded.isolate.isDisposed) {
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+    return;
+  }
+  loaded.run = undefined;
+  loaded.idleTimer = setTimeout(() => {
+    const at = list.indexOf(loaded);
+    if (at >= 0) {
+      list.splice(at, 1);
+      idleCount--;
+      if (list.length === 0) idle.delete(key);
+    }
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+  }, IDLE_MS);
+  loaded.idleTimer.unref();
+  list.push(loaded);
+  idle.set(key, list);
+  idleCount++;
+}
+
+/** Drops every idle isolate (on shutdown). */
+export function disposeIdleIsolates(): void {
+  for (const list of idle.values()) {
+    for (const loaded of list) {
+      clearTimeout(loaded.idleTimer);
+      if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+    }
+  }
+  idle.clear();
+  idleCount = 0;
+}
+
+/** A fresh isolate with the prelude and the bundle evaluated; its references ask `loaded.run`. */
+async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
-  let timer: NodeJS.Timeout | undefined;
-  let timedOut = false;
+  const loaded = { isolate, runId: 0, run: undefined } as unknown as Loaded;
   try {
     const context = await isolate.createContext();
     const jail = context.global;
     await jail.set('globalThis', jail.derefInto());
     await jail.set(
       '__host',
-      new ivm.Reference(async (method: string, argsJson: string) => {
+      new ivm.Reference(async (runId: number, method: string, argsJson: string) => {
         try {
+          const run = loaded.runId === runId ? loaded.run : undefined;
+          if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
           const fn = Object.hasOwn(run.host, method) ? run.host[method] : undefined;
           if (!fn) throw new AppError('function_failed', `ctx.${method} is not available`);
           const value = await fn(...(JSON.parse(argsJson) as unknown[]));
@@ -95,7 +168,9 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     );
     await jail.set(
       '__log',
-      new ivm.Reference((level: string, message: string, fieldsJson: string | undefined) => {
+      new ivm.Reference((runId: number, level: string, message: string, fieldsJson: string | undefined) => {
+        const run = loaded.runId === runId ? loaded.run : undefined;
+        if (!run) return;
         let fields: Record<string, unknown> | undefined;
         try {
           fields = fieldsJson === undefined ? undefined : (JSON.parse(fieldsJson) as Record<string, unknown>);
@@ -105,20 +180,40 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
         run.onLog(LEVELS.has(level) ? (level as LogLevel) : 'info', String(message).slice(0, MAX_LOG_MESSAGE), fields);
       }),
     );
+    await (await compileCached(isolate, PRELUDE, 'latchkey:prelude.js')).run(context, { timeout: limits.timeoutMs });
+    await (await compileCached(isolate, wrapBundle(bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
+    loaded.entry = (await jail.get('__run', { reference: true })) as Loaded['entry'];
+    return loaded;
+  } catch (error) {
+    if (!isolate.isDisposed) isolate.dispose();
+    throw error;
+  }
+}
+
+export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
+  const { limits } = run;
+  let loaded: Loaded | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  let succeeded = false;
+  try {
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         timedOut = true;
         // Stops the isolate's thread wherever it is, even inside an endless loop.
-        if (!isolate.isDisposed) isolate.dispose();
+        if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
         reject(new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`));
       }, limits.timeoutMs);
     });
     const execute = async () => {
-      await (await compileCached(isolate, PRELUDE, 'latchkey:prelude.js')).run(context, { timeout: limits.timeoutMs });
-      await (await compileCached(isolate, wrapBundle(run.bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
-      const entry = (await jail.get('__run', { reference: true })) as ivm.Reference<(...args: unknown[]) => Promise<string>>;
+      loaded = (run.reuse ? takeIdle(run.reuse.key) : undefined) ?? (await load(run.bundle, limits));
+      if (timedOut) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
+      const runId = nextRunId++;
+      loaded.runId = runId;
+      loaded.run = run;
       const inputJson = run.input === undefined ? undefined : JSON.stringify(run.input);
-      return (await entry.apply(undefined, [run.entry, inputJson, JSON.stringify({ ...run.info, ...(run.kind ? { kind: run.kind } : {}) }), limits.maxOutputBytes], {
+      const info = JSON.stringify({ ...run.info, runId, ...(run.kind ? { kind: run.kind } : {}) });
+      return (await loaded.entry.apply(undefined, [run.entry, inputJson, info, limits.maxOutputBytes], {
         arguments: { copy: true },
         result: { promise: true, copy: true },
         timeout: limits.timeoutMs,
@@ -132,19 +227,28 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     if (reply.output !== undefined && Buffer.byteLength(reply.output) > limits.maxOutputBytes) {
       throw new AppError('action_output_too_large', `The output is larger than ${limits.maxOutputBytes} bytes`);
     }
+    succeeded = true;
     return { output: reply.output, definition: { kind: reply.kind, name: reply.name } };
   } catch (error) {
     if (error instanceof AppError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     if (timedOut || /timed out/i.test(message)) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
-    if (/memory limit/i.test(message) || isolate.isDisposed) {
+    const disposed = (loaded as Loaded | undefined)?.isolate.isDisposed ?? false;
+    if (/memory limit/i.test(message) || disposed) {
       throw new AppError('function_memory_exceeded', `The function used more than its ${limits.memoryMb} MB of memory`);
     }
     // Anything else was thrown while loading the bundle (a syntax error, a missing `require`…).
     throw new AppError('function_failed', message.slice(0, MAX_LOG_MESSAGE));
   } finally {
     clearTimeout(timer);
-    if (!isolate.isDisposed) isolate.dispose();
+    const used = loaded as Loaded | undefined;
+    if (used) {
+      used.runId = 0;
+      used.run = undefined;
+      // Only an isolate whose run ended well is used again; any failure costs it.
+      if (succeeded && run.reuse) keepIdle(run.reuse.key, used, run.reuse.perKey);
+      else if (!used.isolate.isDisposed) used.isolate.dispose();
+    }
   }
 }
 

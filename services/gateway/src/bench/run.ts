@@ -254,7 +254,7 @@ try {
   if (has('auth', 'action')) {
     console.log(
       `sync action round-trip / do-nothing authenticated route: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
-        `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, a fresh isolate, the reply)`,
+        `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, the connection check, a warm isolate, the reply)`,
     );
   }
 } finally {
