@@ -3,6 +3,7 @@ import { bundleFunction, describeBundle } from '@latchkey/cli';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { join } from 'node:path';
+import { connect } from 'nats';
 import { FUNCTIONS_DIR, eventually, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
@@ -246,6 +247,35 @@ describe('lifecycle functions', () => {
     expect(unsubscribe?.method).toBe('DELETE');
     expect(unsubscribe?.headers['x-api-key']).toBe('key-2');
     expect((await api('GET', '/connections/conn-2?provider_config_key=api')).status).toBe(404);
+  });
+});
+
+describe('webhook functions', () => {
+  it('hands a routed provider webhook to the onWebhook of each sync subscribed to its type', async () => {
+    const environment = (await http(`${stack.url}/admin/environments`, { token: stack.adminToken })).json.data.find((item: { name: string }) => item.name === 'dev');
+    const nc = await connect({ servers: stack.nats.url });
+    try {
+      // As the webhook router announces a verified and routed provider webhook.
+      const announce = (connectionId: string | null, payload: unknown) =>
+        nc.jetstream().publish(
+          'events.webhook.received',
+          JSON.stringify({ environment_id: environment.id, inbound_id: `in-${Math.random()}`, provider_config_key: 'api', provider: 'loopback-api', connection_id: connectionId, payload }),
+        );
+      await announce('conn-1', { type: 'item.deleted', id: 'not-subscribed' });
+      await announce(null, { type: 'item.updated', id: 'no-connection' });
+      await announce('conn-1', { type: 'item.updated', id: 'item-7' });
+      const metadata = await eventually(
+        async () => {
+          const connection = await api('GET', '/connections/conn-1?provider_config_key=api');
+          return connection.json.metadata?.last_webhook ? connection.json.metadata : undefined;
+        },
+        20_000,
+        'the onWebhook metadata',
+      );
+      expect(metadata.last_webhook).toBe('item-7');
+    } finally {
+      await nc.close();
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import { defineSync } from '@latchkey/functions';
 import { z } from 'zod';
 
-/** Reads every page of the upstream's cursor list and saves the items. */
+/** Reads every page of the upstream's cursor list and saves the items; handles `item.updated` webhooks. */
 export default defineSync({
   name: 'items',
   frequency: 'every hour',
@@ -14,5 +14,10 @@ export default defineSync({
     })) {
       await ctx.batchSave(page, 'Item');
     }
+  },
+  /** A provider webhook for an item: remember which one arrived last. */
+  onWebhook: async (ctx, payload) => {
+    const { id } = payload as { id: string };
+    await ctx.updateMetadata({ last_webhook: id });
   },
 });

@@ -105,6 +105,12 @@ export const functionsContracts = {
     z.object({ environment_id, provider_config_key: z.string(), event: z.enum(LIFECYCLE_EVENTS) }),
     z.array(z.string()),
   ),
+  /** The current deployment's syncs that handle provider webhooks, with the types they subscribe to. */
+  listWebhookSyncs: defineRequest(
+    'functions.webhook_syncs.list',
+    z.object({ environment_id, provider_config_key: z.string() }),
+    z.array(z.object({ name: z.string(), webhook_subscriptions: z.array(z.string()) })),
+  ),
   /** `GET /scripts/config`: the current deployment of every integration of the environment. */
   scriptsConfig: defineRequest('functions.config.list', z.object({ environment_id }), z.array(scriptsConfigEntry)),
   /** Bundles one TypeScript source with esbuild; never stores anything. */

@@ -6,5 +6,6 @@ export * from './gateway.js';
 export * from './credentials.js';
 export * from './vault.js';
 export * from './proxy.js';
+export * from './webhooks.js';
 export * from './functions.js';
 export { allContracts } from './registry.js';

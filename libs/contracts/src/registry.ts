@@ -4,6 +4,7 @@ import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
 import { vaultContracts } from './vault.js';
+import { webhookContracts } from './webhooks.js';
 
 /** Every contract, for the uniqueness test and for tooling that lists the wire. */
-export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts), ...Object.values(functionsContracts), ...Object.values(actionContracts)];
+export const allContracts: readonly AnyContract[] = [...Object.values(ping), ...Object.values(gatewayContracts), ...Object.values(vaultContracts), ...Object.values(proxyContracts), ...Object.values(webhookContracts), ...Object.values(functionsContracts), ...Object.values(actionContracts)];

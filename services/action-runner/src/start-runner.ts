@@ -1,5 +1,5 @@
 import { consume } from '@latchkey/bus';
-import { STREAMS, actionContracts, functionsContracts, vaultContracts } from '@latchkey/contracts';
+import { STREAMS, actionContracts, functionsContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createActionRunRepo } from './db/action-run-repo.js';
@@ -8,12 +8,12 @@ import { createLimiter } from './domain/limiter.js';
 import { createRunner } from './domain/run-function.js';
 import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
 import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
-import { dryRunHandler, postCreationHandler, preDeletionHandler } from './handlers/functions.js';
+import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler } from './handlers/functions.js';
 
 /**
  * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
- * (bounded per replica), `action.*` in queue group `action-runner`, the durable consumer of
- * async actions and the post-creation lifecycle consumer.
+ * (bounded per replica), `action.*` in queue group `action-runner`, the durable consumers of
+ * async actions, `connection.created` (post-creation functions) and `webhook.received` (onWebhook).
  */
 export async function startRunner(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger, mongo } = runtime;
@@ -64,8 +64,19 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     ackWaitMs,
     handler: postCreationHandler(actionDeps),
   });
+  const webhooks = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'action-runner-webhooks',
+    deliverPolicy: 'new',
+    contract: webhookContracts.received,
+    concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
+    ackWaitMs,
+    handler: webhookHandler(actionDeps),
+  });
   runtime.onShutdown(async () => {
-    await Promise.all([asyncActions.stop(), postCreation.stop()]);
+    await Promise.all([asyncActions.stop(), postCreation.stop(), webhooks.stop()]);
     disposeIdleIsolates();
   });
 }

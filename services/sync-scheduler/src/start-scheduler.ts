@@ -2,7 +2,7 @@ import { functionsContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
-import { compileHandler, deployHandler, getFunctionHandler, listLifecycleHandler, scriptsConfigHandler } from './handlers/functions.js';
+import { compileHandler, deployHandler, getFunctionHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
 /** Wires the sync-scheduler: deployed functions and their subjects (schedules arrive with the syncs work). */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
@@ -13,6 +13,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.deploy, deployHandler(deps));
   bus.serve(functionsContracts.get, getFunctionHandler(deps));
   bus.serve(functionsContracts.listLifecycle, listLifecycleHandler(deps));
+  bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
   bus.serve(functionsContracts.compile, compileHandler());
 }

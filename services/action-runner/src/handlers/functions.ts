@@ -1,9 +1,10 @@
-import { actionContracts, functionsContracts, vaultContracts, type FunctionType, type PayloadOf, type RequestOf } from '@latchkey/contracts';
+import { actionContracts, functionsContracts, vaultContracts, webhookContracts, type FunctionType, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CachedFunction } from '../domain/function-cache.js';
 import type { Runner } from '../domain/run-function.js';
+import { subscribes, webhookType } from '../domain/webhook-match.js';
 
 export interface FunctionDeps {
   bus: Bus;
@@ -121,5 +122,27 @@ export function postCreationHandler(deps: FunctionDeps) {
       provider_config_key: event.provider_config_key,
       connection_id: event.connection_id,
     });
+  };
+}
+
+/**
+ * `webhook.received`: a provider webhook routed to a connection goes to the `onWebhook` of each
+ * of the integration's syncs subscribed to its type. A webhook for no connection is skipped.
+ */
+export function webhookHandler(deps: FunctionDeps) {
+  return async (event: PayloadOf<typeof webhookContracts.received>) => {
+    if (event.connection_id === null) return;
+    const syncs = await deps.bus.request(functionsContracts.listWebhookSyncs, { environment_id: event.environment_id, provider_config_key: event.provider_config_key });
+    const type = webhookType(event.payload);
+    const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
+    for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
+      try {
+        const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null });
+      } catch (error) {
+        const appError = toAppError(error);
+        deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });
+      }
+    }
   };
 }

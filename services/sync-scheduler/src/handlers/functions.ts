@@ -88,3 +88,14 @@ export function compileHandler() {
     return { success: true, diagnostics: result.diagnostics, bundle: result.bundle, bytes };
   };
 }
+
+export function listWebhookSyncsHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
+  return async (request: RequestOf<typeof functionsContracts.listWebhookSyncs>) => {
+    const deployment = await deps.deployments.current(environmentId(request.environment_id), request.provider_config_key);
+    return (deployment?.functions ?? []).flatMap((fn) =>
+      fn.description.type === 'sync' && fn.description.webhook_subscriptions.length > 0
+        ? [{ name: fn.name, webhook_subscriptions: fn.description.webhook_subscriptions }]
+        : [],
+    );
+  };
+}
