@@ -238,6 +238,7 @@ describe('lifecycle functions', () => {
   });
 
   it('a failing pre-connection-deletion function does not stop the deletion', async () => {
+    expect((await trigger('echo', undefined, { 'connection-id': 'conn-2' })).status).toBe(200);
     upstream.reset();
     const deleted = await api('DELETE', '/connections/conn-2?provider_config_key=api');
     expect(deleted.status).toBe(200);
@@ -247,6 +248,8 @@ describe('lifecycle functions', () => {
     expect(unsubscribe?.method).toBe('DELETE');
     expect(unsubscribe?.headers['x-api-key']).toBe('key-2');
     expect((await api('GET', '/connections/conn-2?provider_config_key=api')).status).toBe(404);
+    // The runner had seen conn-2 exist; the deletion makes it forget.
+    await eventually(async () => ((await trigger('echo', undefined, { 'connection-id': 'conn-2' })).status === 404 ? true : undefined), 5000, 'unknown_connection');
   });
 });
 

@@ -1,9 +1,10 @@
-import { consume } from '@latchkey/bus';
+import { consume, decodeJson } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createActionRunRepo } from './db/action-run-repo.js';
 import { createFunctionCache } from './domain/function-cache.js';
+import { createKnownConnections } from './domain/known-connections.js';
 import { createLimiter } from './domain/limiter.js';
 import { createRunner } from './domain/run-function.js';
 import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
@@ -21,8 +22,22 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   await runs.init();
   const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000 });
   bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
+  const connections = createKnownConnections({ ttlMs: 60_000, maxEntries: 100_000 });
+  // Followed live (every replica hears every deletion), not as a durable consumer.
+  bus.nc.subscribe(vaultContracts.connectionDeleted.subject, {
+    callback: (error, msg) => {
+      if (error) return;
+      const parsed = vaultContracts.connectionDeleted.payload.safeParse(decodeJson(msg.data));
+      if (parsed.success) connections.forget(parsed.data.environment_id, parsed.data.provider_config_key, parsed.data.connection_id);
+    },
+  });
   void (async () => {
-    for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
+    for await (const status of bus.nc.status()) {
+      if (status.type === 'reconnect') {
+        cache.clear();
+        connections.clear();
+      }
+    }
   })();
   const runner = createRunner({
     bus,
@@ -34,7 +49,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     warmIsolates: config.FUNCTION_WARM_ISOLATES,
     limited: createLimiter(config.FUNCTION_CONCURRENCY),
   });
-  const actionDeps = { bus, logger, runner, runs, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
+  const actionDeps = { bus, logger, runner, runs, connections, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
   bus.serve(actionContracts.trigger, triggerActionHandler(actionDeps));
   bus.serve(actionContracts.getResult, getActionResultHandler(actionDeps));
   bus.serve(actionContracts.dryRun, dryRunHandler(actionDeps));

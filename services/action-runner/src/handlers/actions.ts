@@ -7,6 +7,7 @@ import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunRepo } from '../db/action-run-repo.js';
 import { outputForReply } from '../domain/output.js';
+import type { KnownConnections } from '../domain/known-connections.js';
 import type { Runner } from '../domain/run-function.js';
 
 export interface ActionDeps {
@@ -14,6 +15,7 @@ export interface ActionDeps {
   logger: Logger;
   runner: Runner;
   runs: ActionRunRepo;
+  connections: KnownConnections;
   /** How long a served output stream waits for the gateway to read it. */
   streamIdleMs: number;
 }
@@ -22,8 +24,9 @@ export interface ActionDeps {
 const MAX_DELIVERIES = 8;
 
 /** The connection must exist in the integration (404 `unknown_connection` otherwise). */
-function checkConnection(bus: Bus, request: { environment_id: string; provider_config_key: string; connection_id: string }) {
-  return bus.request(vaultContracts.getConnection, {
+async function checkConnection(deps: Pick<ActionDeps, 'bus' | 'connections'>, request: { environment_id: string; provider_config_key: string; connection_id: string }) {
+  if (deps.connections.has(request.environment_id, request.provider_config_key, request.connection_id)) return;
+  await deps.bus.request(vaultContracts.getConnection, {
     environment_id: request.environment_id,
     reader: { key_id: 'action-runner' },
     connection_id: request.connection_id,
@@ -33,13 +36,14 @@ function checkConnection(bus: Bus, request: { environment_id: string; provider_c
     force_refresh: false,
     refresh_vendor_app_jwt_token: false,
   });
+  deps.connections.add(request.environment_id, request.provider_config_key, request.connection_id);
 }
 
 export function triggerActionHandler(deps: ActionDeps) {
   return async (request: RequestOf<typeof actionContracts.trigger>) => {
     const [fn] = await Promise.all([
       deps.runner.loadFunction(request.environment_id, request.provider_config_key, 'action', request.action_name),
-      checkConnection(deps.bus, request),
+      checkConnection(deps, request),
     ]);
     const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
     if (request.async) {
