@@ -21,6 +21,12 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
   deliverPolicy?: 'all' | 'new';
   /** How long a handler may hold a message before JetStream redelivers it. */
   ackWaitMs?: number;
+  /**
+   * While a handler runs, tell JetStream every this often that it is still working on the
+   * message, so that only the messages of a replica that died are delivered again, however long
+   * the work takes. Pick it well under `ackWaitMs`.
+   */
+  heartbeatMs?: number;
   /** Delay before a retryable failure is delivered again. */
   retryDelayMs?: (deliveryCount: number) => number;
   /** Must be idempotent: JetStream delivers at least once. */
@@ -61,6 +67,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       msg.term();
       return;
     }
+    const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
     try {
       await handler(parsed.data as PayloadOf<C>, msg);
       msg.ack();
@@ -72,6 +79,8 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
         msg.term();
       }
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 

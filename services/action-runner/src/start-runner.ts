@@ -55,9 +55,9 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   bus.serve(actionContracts.dryRun, dryRunHandler(actionDeps));
   bus.serve(actionContracts.runPreDeletion, preDeletionHandler(actionDeps));
 
-  // A delivery not acknowledged within a run's timeout (and a margin) belonged to a replica
-  // that died: JetStream hands it to another.
-  const ackWaitMs = config.FUNCTION_TIMEOUT_MS + 10_000;
+  // A replica reports every 5 s that it still holds a message; one silent for 15 s has died
+  // and JetStream hands its messages to another.
+  const delivery = { ackWaitMs: 15_000, heartbeatMs: 5_000 };
   const asyncActions = await consume({
     bus,
     logger,
@@ -65,7 +65,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     durable: 'action-runner-actions',
     contract: actionContracts.run,
     concurrency: config.FUNCTION_CONCURRENCY,
-    ackWaitMs,
+    ...delivery,
     handler: runAsyncActionHandler(actionDeps),
   });
   const postCreation = await consume({
@@ -76,7 +76,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     deliverPolicy: 'new',
     contract: vaultContracts.connectionCreated,
     concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
-    ackWaitMs,
+    ...delivery,
     handler: postCreationHandler(actionDeps),
   });
   const webhooks = await consume({
@@ -87,7 +87,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     deliverPolicy: 'new',
     contract: webhookContracts.received,
     concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
-    ackWaitMs,
+    ...delivery,
     handler: webhookHandler(actionDeps),
   });
   runtime.onShutdown(async () => {

@@ -5,6 +5,7 @@ import { actionContracts, vaultContracts, type PayloadOf, type RequestOf } from 
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import type { ActionRunDoc } from '../db/action-run-model.js';
 import type { ActionRunRepo } from '../db/action-run-repo.js';
 import { outputForReply } from '../domain/output.js';
 import type { KnownConnections } from '../domain/known-connections.js';
@@ -93,23 +94,9 @@ export function runAsyncActionHandler(deps: ActionDeps) {
       deps.logger.warn('an async action job names no run', { id: job.id });
       return;
     }
-    if (run.status === 'queued' || run.status === 'running') {
-      await deps.runs.markRunning(environment, job.id, msg.info.deliveryCount);
-      const target = { environment_id: run.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id };
-      let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
-      try {
-        const fn = await deps.runner.loadFunction(run.environment_id, run.provider_config_key, 'action', run.action_name);
-        const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json) });
-        outcome = { status: 'done', output_json: result.output ?? 'null', error: null };
-      } catch (error) {
-        const appError = toAppError(error);
-        // The bus or a service was away: try again later, unless it has failed too often.
-        if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
-        outcome = { status: 'failed', output_json: null, error: { code: appError.code, message: appError.message } };
-      }
-      await deps.runs.finish(environment, job.id, outcome);
-      run = (await deps.runs.get(environment, job.id)) ?? run;
-    }
+    // A later delivery took the run over (this one waited too long in a buffer): it is theirs.
+    if (run.status === 'running' && run.attempts > msg.info.deliveryCount) return;
+    if (run.status === 'queued' || run.status === 'running') run = await runOnce(deps, run, msg);
     await deps.bus.publish(
       actionContracts.asyncCompleted,
       {
@@ -126,4 +113,24 @@ export function runAsyncActionHandler(deps: ActionDeps) {
       { msgId: `action-${run._id}` },
     );
   };
+}
+
+/** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
+async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JsMsg): Promise<ActionRunDoc> {
+  const environment = environmentId(run.environment_id);
+  await deps.runs.markRunning(environment, run._id, msg.info.deliveryCount);
+  const target = { environment_id: run.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id };
+  let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
+  try {
+    const fn = await deps.runner.loadFunction(run.environment_id, run.provider_config_key, 'action', run.action_name);
+    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json) });
+    outcome = { status: 'done', output_json: result.output ?? 'null', error: null };
+  } catch (error) {
+    const appError = toAppError(error);
+    // The bus or a service was away: try again later, unless it has failed too often.
+    if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
+    outcome = { status: 'failed', output_json: null, error: { code: appError.code, message: appError.message } };
+  }
+  await deps.runs.finish(environment, run._id, outcome);
+  return (await deps.runs.get(environment, run._id)) ?? run;
 }
