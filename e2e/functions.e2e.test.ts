@@ -29,10 +29,14 @@ function trigger(action: string, input?: unknown, headers: Record<string, string
   });
 }
 
+/** A provider whose catalog entry says how its lists paginate (Link headers, records under `items`). */
+const pagedProviderYaml = (baseUrl: string) =>
+  `loopback-paged:\n  display_name: Loopback paged\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${baseUrl}\n    headers:\n      X-Api-Key: \${apiKey}\n    paginate:\n      type: link\n      response_path: items\n      limit_name_in_request: limit\n`;
+
 beforeAll(async () => {
   upstream = await startUpstreamApi();
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '10000' },
+    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${pagedProviderYaml(upstream.url)}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '10000' },
     // Integration webhook URLs are built from PUBLIC_URL, as the gateway builds them.
     serviceEnv: { 'action-runner': { PUBLIC_URL: PUBLIC_URL } },
   });
@@ -207,6 +211,24 @@ export default defineSync({
     expect(draft.json).toMatchObject({ function: { type: 'sync', name: 'draft' }, success: true });
     expect(draft.json.writes.flatMap((write: { data: Array<{ id: string }> }) => write.data.map((item) => item.id))).toHaveLength(6);
     expect(draft.json.logs.filter((line: { message: string }) => line.message === 'page')).toHaveLength(3);
+    // The deployed sync (cursor pagination given in code) and, for an integration whose
+    // provider entry names its pagination (Link headers), source that relies on it.
+    const items = await api('POST', '/functions/dryruns', { provider_config_key: 'api', connection_id: 'conn-1', function_name: 'items' });
+    expect(items.json).toMatchObject({ function: { type: 'sync', name: 'items' }, success: true });
+    expect(items.json.writes.map((write: { data: unknown[] }) => write.data.length)).toEqual([2, 2, 2]);
+    await api('POST', '/integrations', { provider: 'loopback-paged', unique_key: 'paged' });
+    await api('POST', '/connections', { provider_config_key: 'paged', connection_id: 'paged-1', credentials: { type: 'API_KEY', apiKey: 'paged-key' } });
+    const linked = await api('POST', '/functions/dryruns', {
+      provider_config_key: 'paged',
+      connection_id: 'paged-1',
+      source: `import { defineAction } from '@latchkey/functions';
+export default defineAction({ name: 'all-ids', exec: async (ctx) => {
+  const ids = [];
+  for await (const page of ctx.paginate({ endpoint: '/paginate/link', paginate: { limit: 4 } })) ids.push(...page.map((item) => item.id));
+  return ids;
+} });`,
+    });
+    expect(linked.json).toMatchObject({ success: true, output: ['item-1', 'item-2', 'item-3', 'item-4', 'item-5', 'item-6'] });
     const failing = await api('POST', '/functions/dryruns', {
       provider_config_key: 'api',
       connection_id: 'conn-1',

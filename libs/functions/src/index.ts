@@ -54,8 +54,9 @@ export interface PaginateConfig {
   limit?: number;
   cursor_path_in_response?: string;
   cursor_name_in_request?: string;
-  /** `link`: a dot path to the next URL in the body; else the `Link` header's rel="next". */
+  /** `link`: a dot path to the next URL in the body; else the `Link` header's link with this rel (default `next`). */
   link_path_in_response_body?: string;
+  link_rel_in_response_header?: string;
   offset_name_in_request?: string;
 }
 

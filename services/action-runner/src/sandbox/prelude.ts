@@ -48,12 +48,12 @@ function pathGet(value, path) {
   return String(path).split('.').reduce((node, key) => (node === null || node === undefined ? undefined : node[key]), value);
 }
 
-function nextLink(headers) {
+function nextLink(headers, rel) {
   const header = headers && (headers.link || headers.Link);
   if (!header) return undefined;
   for (const part of String(header).split(',')) {
-    const match = /<([^>]+)>\s*;\s*rel="?next"?/i.exec(part);
-    if (match) return match[1];
+    const match = /<([^>]+)>\s*;\s*rel="?([^";]+)"?/i.exec(part);
+    if (match && match[2].trim().toLowerCase() === String(rel || 'next').toLowerCase()) return match[1];
   }
   return undefined;
 }
@@ -118,7 +118,7 @@ function makeContext(info) {
           params = { ...params, [settings.cursor_name_in_request || 'cursor']: cursor };
           request = { ...base, params };
         } else if (type === 'link') {
-          const link = settings.link_path_in_response_body ? pathGet(response.data, settings.link_path_in_response_body) : nextLink(response.headers);
+          const link = settings.link_path_in_response_body ? pathGet(response.data, settings.link_path_in_response_body) : nextLink(response.headers, settings.link_rel_in_response_header);
           if (!link) return;
           const next = splitUrl(String(link));
           request = { ...base, endpoint: next.endpoint, params: next.params, ...(next.baseUrlOverride ? { baseUrlOverride: next.baseUrlOverride } : {}) };
