@@ -102,6 +102,8 @@ describe('actions', () => {
     const body = (await invalid.json()) as { error: { code: string; errors: Array<{ path: string }> } };
     expect(body.error.code).toBe('invalid_body');
     expect(body.error.errors[0]!.path).toBe('input.n');
+    const tooBig = await trigger('double', { n: 1, padding: 'x'.repeat(600 * 1024) });
+    expect(tooBig.status).toBe(413);
     expect((await trigger('nope')).status).toBe(404);
     expect(((await (await trigger('nope')).json()) as { error: { code: string } }).error.code).toBe('unknown_action');
     expect(((await (await trigger('echo', undefined, { 'connection-id': 'ghost' })).json()) as { error: { code: string } }).error.code).toBe('unknown_connection');

@@ -11,6 +11,8 @@ export const LIFECYCLE_EVENTS = ['post-connection-creation', 'pre-connection-del
  * a NATS message beside its description, so it is capped well under the 1 MB message size.
  */
 export const MAX_BUNDLE_BYTES = 768 * 1024;
+/** An action's input as JSON: it rides inside one NATS message to the action-runner. */
+export const MAX_ACTION_INPUT_BYTES = 512 * 1024;
 /** The spec's limit on what an action may answer. */
 export const MAX_ACTION_OUTPUT_BYTES = 10 * 1024 * 1024;
 

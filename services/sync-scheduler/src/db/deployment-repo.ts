@@ -1,16 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import type { EnvironmentId } from '@latchkey/mongo';
+import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import { deploymentModel, type DeployedFunctionDoc, type DeploymentDoc } from './deployment-model.js';
 
 /** Older versions kept per integration (for a look back; only the newest runs). */
 const KEPT_VERSIONS = 5;
 
 export type DeploymentSummary = Omit<DeploymentDoc, 'functions'> & { functions: Array<Omit<DeployedFunctionDoc, 'bundle'>> };
-
-function isDuplicateKey(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 11000;
-}
 
 export function createDeploymentRepo(connection: Connection) {
   const model = deploymentModel(connection);
@@ -49,7 +45,7 @@ export function createDeploymentRepo(connection: Connection) {
         try {
           await model.create(doc);
         } catch (error) {
-          if (isDuplicateKey(error) && attempt < 5) continue;
+          if (isDuplicateKey(error) && attempt < 10) continue;
           throw error;
         }
         await model

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import { z } from 'zod';
-import { actionContracts } from '@latchkey/contracts';
+import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import { sendOutput } from './send-output.js';
@@ -42,6 +42,9 @@ export const triggerAction = defineRoute({
   schemas: { body },
   handler: async ({ deps, key, body, req, res }) => {
     const { async, ...where } = target(req);
+    if (body.input !== undefined && Buffer.byteLength(JSON.stringify(body.input)) > MAX_ACTION_INPUT_BYTES) {
+      throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
+    }
     const reply = await deps.bus.request(
       actionContracts.trigger,
       { environment_id: key.environmentId, ...where, action_name: body.action_name, input: body.input, async },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { actionContracts } from '@latchkey/contracts';
+import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 
 const body = z
@@ -23,7 +24,12 @@ export const dryRunFunction = defineRoute({
   auth: 'api_key',
   scope: 'environment:functions:dryrun',
   schemas: { body },
-  handler: async ({ deps, key, body }) => ({
-    body: await deps.bus.request(actionContracts.dryRun, { environment_id: key.environmentId, ...body }, { timeoutMs: deps.config.FUNCTION_TIMEOUT_MS + 40_000 }),
-  }),
+  handler: async ({ deps, key, body }) => {
+    if (body.input !== undefined && Buffer.byteLength(JSON.stringify(body.input)) > MAX_ACTION_INPUT_BYTES) {
+      throw new AppError('payload_too_large', `A dry run's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
+    }
+    return {
+      body: await deps.bus.request(actionContracts.dryRun, { environment_id: key.environmentId, ...body }, { timeoutMs: deps.config.FUNCTION_TIMEOUT_MS + 40_000 }),
+    };
+  },
 });
