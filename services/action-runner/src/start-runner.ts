@@ -11,6 +11,10 @@ import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
 import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
 import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler } from './handlers/functions.js';
 
+/** How long an async action's result can be read after it finished. */
+const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const SWEEP_INTERVAL_MS = 3600 * 1000;
+
 /**
  * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
  * (bounded per replica), `action.*` in queue group `action-runner`, the durable consumers of
@@ -90,7 +94,13 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     ...delivery,
     handler: webhookHandler(actionDeps),
   });
+  // Async results are kept a week, then forgotten; every replica sweeps (deleting is idempotent).
+  const sweep = setInterval(() => {
+    runs.removeFinishedBefore(new Date(Date.now() - RESULT_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old action runs', { error }));
+  }, SWEEP_INTERVAL_MS);
+  sweep.unref();
   runtime.onShutdown(async () => {
+    clearInterval(sweep);
     await Promise.all([asyncActions.stop(), postCreation.stop(), webhooks.stop()]);
     disposeIdleIsolates();
   });

@@ -40,5 +40,6 @@ const actionRunSchema = new Schema<ActionRunDoc>(
   { collection: 'action_runs', versionKey: false },
 );
 actionRunSchema.index({ environment_id: 1, _id: 1 });
+actionRunSchema.index({ completed_at: 1 });
 
 export const actionRunModel = (connection: Connection) => connection.model<ActionRunDoc>('ActionRun', actionRunSchema);

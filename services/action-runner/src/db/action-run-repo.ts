@@ -13,6 +13,11 @@ export function createActionRunRepo(connection: Connection) {
     async markRunning(environment: EnvironmentId, id: string, attempts: number): Promise<void> {
       await model.updateOne({ _id: id, environment_id: environment, status: { $in: ['queued', 'running'] } }, { $set: { status: 'running', attempts } }).exec();
     },
+    /** Forgets runs finished before `before` (no TTL indexes: FerretDB has none). */
+    async removeFinishedBefore(before: Date): Promise<number> {
+      const result = await model.deleteMany({ completed_at: { $ne: null, $lt: before } }).exec();
+      return result.deletedCount;
+    },
     /** Records the outcome once: a run already finished keeps its first outcome (false then). */
     async finish(environment: EnvironmentId, id: string, outcome: Pick<ActionRunDoc, 'status' | 'output_json' | 'error'>): Promise<boolean> {
       const result = await model

@@ -53,6 +53,15 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async () => 'fine'`)))!)).toBe('fine');
   });
 
+  it('lets other runs finish while a runaway spins beside them', async () => {
+    const runaway = failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 1000 } }));
+    const started = Date.now();
+    const others = await Promise.all(Array.from({ length: 4 }, (_, i) => run(action(`async (ctx, input) => input.n + ${i}`))));
+    expect(others.map((output) => JSON.parse(output!))).toEqual([2, 3, 4, 5]);
+    expect(Date.now() - started).toBeLessThan(900);
+    expect((await runaway).code).toBe('function_timed_out');
+  });
+
   it('stops a function that allocates without end at its memory limit', async () => {
     const error = await failure(run(action(`async () => { const hoard = []; for (;;) hoard.push(new Array(100000).fill(hoard.length)); }`), { limits: { ...limits, timeoutMs: 20_000 } }));
     expect(error.code).toBe('function_memory_exceeded');
