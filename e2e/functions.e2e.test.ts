@@ -183,6 +183,11 @@ describe('compile and dry runs', () => {
     const bad = await api('POST', '/functions/compile', { source: `export default {\n  exec: () => { return 1 +; }\n};\n` });
     expect(bad.json.success).toBe(false);
     expect(bad.json.diagnostics[0]).toMatchObject({ severity: 'error', line: 2 });
+    const typed = await api('POST', '/functions/compile', {
+      source: `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'env', exec: () => process.env.SECRET });\n`,
+    });
+    expect(typed.json.success).toBe(false);
+    expect(typed.json.diagnostics[0]).toMatchObject({ severity: 'error', line: 2, message: expect.stringMatching(/Cannot find name 'process'/) });
     const missing = await api('POST', '/functions/compile', { source: `import leftPad from 'left-pad-not-installed';\nexport default leftPad;\n` });
     expect(missing.json.success).toBe(false);
   });
@@ -203,7 +208,7 @@ describe('compile and dry runs', () => {
 export default defineSync({
   name: 'draft', frequency: 'every day', models: { Item: { id: 'string' } },
   exec: async (ctx) => {
-    for await (const page of ctx.paginate({ endpoint: '/paginate/offset', paginate: { type: 'offset', response_path: 'items', offset_name_in_request: 'offset' } })) {
+    for await (const page of ctx.paginate<{ id: string }>({ endpoint: '/paginate/offset', paginate: { type: 'offset', response_path: 'items', offset_name_in_request: 'offset' } })) {
       ctx.log('page', { size: page.length });
       await ctx.batchSave(page, 'Item');
     }
@@ -225,8 +230,8 @@ export default defineSync({
       connection_id: 'paged-1',
       source: `import { defineAction } from '@latchkey/functions';
 export default defineAction({ name: 'all-ids', exec: async (ctx) => {
-  const ids = [];
-  for await (const page of ctx.paginate({ endpoint: '/paginate/link', paginate: { limit: 4 } })) ids.push(...page.map((item) => item.id));
+  const ids: string[] = [];
+  for await (const page of ctx.paginate<{ id: string }>({ endpoint: '/paginate/link', paginate: { limit: 4 } })) ids.push(...page.map((item) => item.id));
   return ids;
 } });`,
     });

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { pullAll, parseOrThrow, type Bus } from '@latchkey/bus';
-import { bundleFunction } from '@latchkey/cli';
+import { bundleFunction, typeCheck } from '@latchkey/cli';
 import { MAX_BUNDLE_BYTES, deploymentBody, functionsContracts, vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -78,6 +78,9 @@ export function compileHandler() {
   return async (request: RequestOf<typeof functionsContracts.compile>) => {
     const result = await bundleFunction({ source: request.source, resolveDir: RESOLVE_DIR, ...(request.filename ? { filename: request.filename } : {}) });
     if (!result.ok) return { success: false, diagnostics: result.diagnostics };
+    // Type errors fail the compile too, as the sandbox sees types: ES2022, no Node or DOM.
+    const typed = typeCheck(request.source, RESOLVE_DIR, request.filename);
+    if (typed.some((item) => item.severity === 'error')) return { success: false, diagnostics: [...typed, ...result.diagnostics] };
     const bytes = Buffer.byteLength(result.bundle);
     if (bytes > MAX_BUNDLE_BYTES) {
       return {
