@@ -2,3 +2,4 @@ export { bundleFunction, type BundleInput, type BundleResult, type Diagnostic } 
 export { describeBundle } from './describe-bundle.js';
 export { DeployError, deployDirectory, findFunctions, type DeployOptions, type DeployedIntegration } from './deploy.js';
 export { typeCheck } from './type-check.js';
+export { createTypeChecker, type TypeChecker } from './type-checker.js';

@@ -1,3 +1,4 @@
+import { createTypeChecker } from '@latchkey/cli';
 import { functionsContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -15,5 +16,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listLifecycle, listLifecycleHandler(deps));
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
-  bus.serve(functionsContracts.compile, compileHandler());
+  const typeChecker = createTypeChecker();
+  bus.serve(functionsContracts.compile, compileHandler({ typeChecker }));
+  runtime.onShutdown(() => typeChecker.close());
 }

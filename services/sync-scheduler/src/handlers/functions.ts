@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { pullAll, parseOrThrow, type Bus } from '@latchkey/bus';
-import { bundleFunction, typeCheck } from '@latchkey/cli';
+import { bundleFunction, type TypeChecker } from '@latchkey/cli';
 import { MAX_BUNDLE_BYTES, deploymentBody, functionsContracts, vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -74,12 +74,12 @@ export function scriptsConfigHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
     scriptsConfig(await deps.deployments.summaries(environmentId(request.environment_id)));
 }
 
-export function compileHandler() {
+export function compileHandler(deps: { typeChecker: TypeChecker }) {
   return async (request: RequestOf<typeof functionsContracts.compile>) => {
     const result = await bundleFunction({ source: request.source, resolveDir: RESOLVE_DIR, ...(request.filename ? { filename: request.filename } : {}) });
     if (!result.ok) return { success: false, diagnostics: result.diagnostics };
     // Type errors fail the compile too, as the sandbox sees types: ES2022, no Node or DOM.
-    const typed = typeCheck(request.source, RESOLVE_DIR, request.filename);
+    const typed = await deps.typeChecker.check(request.source, RESOLVE_DIR, request.filename);
     if (typed.some((item) => item.severity === 'error')) return { success: false, diagnostics: [...typed, ...result.diagnostics] };
     const bytes = Buffer.byteLength(result.bundle);
     if (bytes > MAX_BUNDLE_BYTES) {
