@@ -239,9 +239,9 @@ export default defineAction({ name: 'all-ids', exec: async (ctx) => {
     const failing = await api('POST', '/functions/dryruns', {
       provider_config_key: 'api',
       connection_id: 'conn-1',
-      source: `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'boom', exec: () => { throw new Error('kaboom'); } });`,
+      source: `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'boom', exec: (ctx) => { ctx.log('warn', 'about to fail'); throw new Error('kaboom'); } });`,
     });
-    expect(failing.json).toMatchObject({ success: false, error: { code: 'function_failed', message: 'kaboom' } });
+    expect(failing.json).toMatchObject({ success: false, error: { code: 'function_failed', message: 'kaboom' }, logs: [{ level: 'warn', message: 'about to fail' }] });
     // Nothing changed: metadata, deployments.
     expect((await api('GET', '/connections/conn-1?provider_config_key=api')).json.metadata).toEqual(before);
     expect(await client.getScriptsConfig()).toEqual(configBefore);

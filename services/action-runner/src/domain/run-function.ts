@@ -52,11 +52,14 @@ export function createRunner(deps: RunnerDeps) {
     entry?: 'exec' | 'onWebhook';
     input?: unknown;
     dryRun?: boolean;
+    /** Where log lines and recorded writes go (kept by the caller even when the run fails). */
+    logs?: LogEntry[];
+    writes?: RecordedWrite[];
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
-    const logs: LogEntry[] = [];
-    const writes: RecordedWrite[] = [];
+    const logs: LogEntry[] = options.logs ?? [];
+    const writes: RecordedWrite[] = options.writes ?? [];
     const dryRun = options.dryRun ?? false;
     const target = { ...options.target, function_name: name };
     const result = await deps.limited(() =>

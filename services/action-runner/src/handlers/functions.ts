@@ -3,7 +3,8 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CachedFunction } from '../domain/function-cache.js';
-import type { Runner } from '../domain/run-function.js';
+import type { RecordedWrite } from '../domain/host.js';
+import type { LogEntry, Runner } from '../domain/run-function.js';
 import { subscribes, webhookType } from '../domain/webhook-match.js';
 
 export interface FunctionDeps {
@@ -62,10 +63,10 @@ export function dryRunHandler(deps: FunctionDeps) {
     });
     const started = Date.now();
     const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
-    const logs: Array<{ level: string; message: string; at: string; fields?: Record<string, unknown> }> = [];
+    const logs: LogEntry[] = [];
+    const writes: RecordedWrite[] = [];
     try {
-      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true });
-      logs.push(...outcome.logs);
+      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes });
       return {
         function: { type: outcome.definition.kind, name: outcome.definition.name },
         success: true,
@@ -82,7 +83,7 @@ export function dryRunHandler(deps: FunctionDeps) {
         success: false,
         error: { code: appError.code, message: appError.message },
         logs,
-        writes: [],
+        writes,
         duration_ms: Date.now() - started,
       };
     }
