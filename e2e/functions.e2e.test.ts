@@ -152,6 +152,12 @@ describe('actions', () => {
     expect(viaSdk).toEqual({ doubled: 10 });
     expect(await client.getAsyncActionResult(sdkHandle.id)).toEqual({ doubled: 10 });
     expect((await api('GET', '/action/not-a-run')).json.error.code).toBe('unknown_action_run');
+    // Another environment's key cannot read it.
+    await http(`${stack.url}/admin/environments`, { method: 'POST', token: stack.adminToken, body: { name: 'other' } });
+    const otherKey = await http(`${stack.url}/admin/environments/other/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: 'other', scopes: 'full_access' } });
+    const foreign = await http(`${stack.url}${handle.statusUrl}`, { token: otherKey.json.data.secret });
+    expect(foreign.status).toBe(404);
+    expect(foreign.json.error.code).toBe('unknown_action_run');
   });
 
   it('refuses an output over 10 MB, synchronously and asynchronously', async () => {
