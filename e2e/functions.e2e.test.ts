@@ -36,7 +36,7 @@ const pagedProviderYaml = (baseUrl: string) =>
 beforeAll(async () => {
   upstream = await startUpstreamApi();
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${pagedProviderYaml(upstream.url)}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '10000' },
+    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${pagedProviderYaml(upstream.url)}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000', FUNCTION_MEMORY_MB: '64' },
     // Integration webhook URLs are built from PUBLIC_URL, as the gateway builds them.
     serviceEnv: { 'action-runner': { PUBLIC_URL: PUBLIC_URL } },
   });
@@ -251,6 +251,39 @@ export default defineAction({ name: 'all-ids', exec: async (ctx) => {
     // Nothing changed: metadata, deployments.
     expect((await api('GET', '/connections/conn-1?provider_config_key=api')).json.metadata).toEqual(before);
     expect(await client.getScriptsConfig()).toEqual(configBefore);
+  });
+});
+
+describe('the sandbox, through the service', () => {
+  const dryRun = (body: string) =>
+    api('POST', '/functions/dryruns', {
+      provider_config_key: 'api',
+      connection_id: 'conn-1',
+      source: `import { defineAction } from '@latchkey/functions';\nconst host = globalThis as any;\nexport default defineAction({ name: 'probe', exec: async () => { ${body} } });`,
+    });
+
+  it('stops an endless loop at FUNCTION_TIMEOUT_MS and a memory bomb at FUNCTION_MEMORY_MB; the next run is fine', async () => {
+    const started = Date.now();
+    const loop = await dryRun('for (;;) {}');
+    expect(loop.json).toMatchObject({ success: false, error: { code: 'function_timed_out' } });
+    expect(Date.now() - started).toBeLessThan(8000);
+    const bomb = await dryRun('const hoard: number[][] = []; for (;;) hoard.push(new Array(100000).fill(hoard.length));');
+    expect(bomb.json).toMatchObject({ success: false, error: { code: 'function_memory_exceeded' } });
+    expect((await dryRun('return 1 + 1;')).json).toMatchObject({ success: true, output: 2 });
+    expect((await trigger('double', { n: 4 })).status).toBe(200);
+  });
+
+  it('has no process environment, module loader or network inside', async () => {
+    expect((await dryRun('return host.process.env.HOME;')).json.error.message).toMatch(/Cannot read properties of undefined/);
+    expect((await dryRun(`return host.require('node:fs').readFileSync('/etc/passwd', 'utf8');`)).json.error.message).toMatch(/not a function/);
+    expect((await dryRun(`return await host.fetch('http://127.0.0.1:1/');`)).json.error.message).toMatch(/not a function/);
+    expect((await dryRun(`return [typeof host.process, typeof host.require, typeof host.fetch, typeof host.WebSocket, typeof host.setTimeout];`)).json.output).toEqual([
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+    ]);
   });
 });
 
