@@ -1,6 +1,10 @@
 import { runService } from '@latchkey/runtime';
+import { snapshotDisabled } from './sandbox/node-flags.js';
 import { loadServiceConfig } from './config.js';
 import { startRunner } from './start-runner.js';
 
 // The composition root: config, then connections (in runService), then the runner's wiring.
-await runService({ service: 'action-runner', config: loadServiceConfig(), start: startRunner });
+const running = await runService({ service: 'action-runner', config: loadServiceConfig(), start: startRunner });
+if (!snapshotDisabled(process.execArgv, process.env['NODE_OPTIONS'])) {
+  running.runtime.logger.warn('isolated-vm needs node --no-node-snapshot on Node 20 (or NODE_OPTIONS=--no-node-snapshot)');
+}

@@ -118,7 +118,7 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
 });
 // Actions: the sync-scheduler (deployed functions) and the action-runner (the sandbox).
 const functionServices = ['sync-scheduler', 'action-runner'].map((service) =>
-  spawn(process.execPath, [here(`../../../${service}/dist/main.js`)], {
+  spawn(process.execPath, ['--no-node-snapshot', here(`../../../${service}/dist/main.js`)], {
     env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName(`bench_${service.replace('-', '_')}`) },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
