@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 FERRETDB := .data/bin/ferretdb
-JEST := node --experimental-vm-modules node_modules/jest/bin/jest.js
+JEST := node --no-node-snapshot --experimental-vm-modules node_modules/jest/bin/jest.js
 
 .PHONY: help up down build ferretdb test test-unit test-int e2e bench lint clean
 

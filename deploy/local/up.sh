@@ -67,7 +67,8 @@ if [ -z "${MONGODB_URI:-}" ]; then
 fi
 
 for service in credential-vault proxy sync-scheduler action-runner webhook-router gateway; do
-  start "$service" node "services/$service/dist/main.js"
+  # --no-node-snapshot: isolated-vm (the action-runner's sandbox) requires it on Node 20.
+  start "$service" node --no-node-snapshot "services/$service/dist/main.js"
 done
 
 port=${PORT:-3003}

@@ -45,7 +45,9 @@ export interface StackOptions {
 function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess & { env: Record<string, string> } {
   const entry = join(repoRoot(), 'services', service, 'dist', 'main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
-  const child = spawn(process.execPath, [entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // isolated-vm (the action-runner's sandbox) requires --no-node-snapshot on Node 20.
+  const flags = service === 'action-runner' ? ['--no-node-snapshot'] : [];
+  const child = spawn(process.execPath, [...flags, entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     lines.push(chunk.toString('utf8'));

@@ -19,8 +19,19 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
    * consumer gets nothing new. Defaults to four times the concurrency (at least 16).
    */
   maxAckPending?: number;
+  /**
+   * Where a new durable starts: every stored message (default; jobs), or only those published
+   * from now on (facts a service begins to follow, which must not replay the stream's history).
+   */
+  deliverPolicy?: 'all' | 'new';
   /** How long a handler may hold a message before JetStream redelivers it. */
   ackWaitMs?: number;
+  /**
+   * While a handler runs, tell JetStream every this often that it is still working on the
+   * message, so that only the messages of a replica that died are delivered again, however long
+   * the work takes. Pick it well under `ackWaitMs`.
+   */
+  heartbeatMs?: number;
   /** Delay before a retryable failure is delivered again. */
   retryDelayMs?: (deliveryCount: number) => number;
   /**
@@ -47,7 +58,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   await jsm.consumers.add(stream, {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
+    deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
     filter_subject: contract.subject,
     max_ack_pending: options.maxAckPending ?? Math.max(concurrency * 4, 16),
     ack_wait: nanos(options.ackWaitMs ?? 30_000),
@@ -64,6 +75,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       msg.term();
       return;
     }
+    const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
     try {
       const outcome = await handler(parsed.data as PayloadOf<C>, msg);
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
@@ -76,6 +88,8 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
         msg.term();
       }
+    } finally {
+      clearInterval(heartbeat);
     }
   }
 

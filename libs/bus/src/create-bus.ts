@@ -37,6 +37,10 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
+export interface PublishOptions {
+  msgId?: string;
+}
+
 export interface ServeOptions {
   /** Queue group; defaults to the service name so replicas share the work. */
   queue?: string;
@@ -57,13 +61,13 @@ export interface Bus {
     handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
     options?: ServeOptions,
   ): Subscription;
-  /** Publishes a fact on the EVENTS stream and waits for JetStream to store it. */
-  publish<C extends EventContract>(contract: C, payload: PayloadOf<C>): Promise<void>;
   /**
-   * Puts work on the JOBS stream and waits for JetStream to store it. With `msgId`, JetStream
-   * drops a second copy published within its duplicate window (two minutes by default).
+   * Publishes a fact on the EVENTS stream and waits for JetStream to store it. With `msgId`,
+   * JetStream drops a second publish of the same id within its duplicate window.
    */
-  enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options?: { msgId?: string }): Promise<void>;
+  publish<C extends EventContract>(contract: C, payload: PayloadOf<C>, options?: PublishOptions): Promise<void>;
+  /** Puts work on the JOBS stream (deduplicated by `msgId` like `publish`). */
+  enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options?: PublishOptions): Promise<void>;
   /** Tells every live replica (core NATS, best effort). */
   broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void;
   onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription;
@@ -169,19 +173,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     if (msg.reply) msg.respond(encodeJson(reply), { headers: outgoingHeaders() });
   }
 
-  async function publish<C extends EventContract>(contract: C, payload: PayloadOf<C>): Promise<void> {
-    const body = parseOrThrow(contract.payload, payload, `event ${contract.name}`);
+  async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
+    const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
     try {
-      await js.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
-    } catch (error) {
-      throw unavailable(contract.subject, error);
-    }
-  }
-
-  async function enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options: { msgId?: string } = {}): Promise<void> {
-    const body = parseOrThrow(contract.payload, payload, `job ${contract.name}`);
-    try {
-      await js.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders(), ...(options.msgId !== undefined && { msgID: options.msgId }) });
+      await js.publish(contract.subject, encodeJson(body), {
+        headers: outgoingHeaders(),
+        ...(publishOptions.msgId === undefined ? {} : { msgID: publishOptions.msgId }),
+      });
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -221,7 +219,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     request,
     serve,
     publish,
-    enqueue,
+    enqueue: publish,
     broadcast,
     onBroadcast,
     jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),

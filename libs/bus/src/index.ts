@@ -1,7 +1,8 @@
-export { createBus, unavailable, type Bus, type BusOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
+export { createBus, unavailable, type Bus, type BusOptions, type PublishOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
 export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
 export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
-export { CHUNK_BYTES, pullStream, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export { proxyExchange } from './proxy-exchange.js';

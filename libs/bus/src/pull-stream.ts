@@ -114,3 +114,26 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   out.set(b, a.length);
   return out;
 }
+
+/** Serves one buffer as a pull stream (for payloads too large for a NATS message). */
+export function serveBytes(nc: NatsConnection, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {
+  return servePullStream(
+    nc,
+    (async function* () {
+      yield bytes;
+    })(),
+    options,
+  );
+}
+
+/** Reads a whole pull stream into memory, refusing more than `maxBytes` (`payload_too_large`). */
+export async function pullAll(nc: NatsConnection, inbox: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of pullStream(nc, inbox, timeoutMs)) {
+    size += chunk.length;
+    if (size > maxBytes) throw new AppError('payload_too_large', `The body is larger than ${maxBytes} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}

@@ -151,6 +151,28 @@ export interface MetadataResult {
   metadata: Record<string, unknown>;
 }
 
+export interface AsyncActionHandle {
+  id: string;
+  /** `/action/<id>` */
+  statusUrl: string;
+}
+
+export interface ScriptsConfigEntry {
+  providerConfigKey: string;
+  version: number;
+  deployed_at: string;
+  syncs: Array<{
+    name: string;
+    type: 'sync';
+    description?: string;
+    frequency: string;
+    models: Array<{ name: string; fields: Array<{ name: string; type: string }> }>;
+    webhookSubscriptions: string[];
+  }>;
+  actions: Array<{ name: string; type: 'action'; description?: string; has_input_schema: boolean }>;
+  onEventScripts: Array<{ name: string; event: 'post-connection-creation' | 'pre-connection-deletion' }>;
+}
+
 // ---- proxy
 
 /** Methods the proxy forwards. */
@@ -279,6 +301,49 @@ export class Latchkey {
   verifyIncomingWebhookRequest(body: string | Buffer | object, headers: Record<string, string | string[] | undefined> | Headers): boolean {
     const raw = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
     return verifyWebhookSignature({ body: raw, headers, secret: this.webhookSecret });
+  }
+
+  // ---- actions and functions
+
+  /**
+   * Runs a deployed action for a connection and resolves with what it returned.
+   * Scope `environment:actions:execute`.
+   */
+  async triggerAction<T = unknown>(providerConfigKey: string, connectionId: string, actionName: string, input?: unknown): Promise<T> {
+    return this.call<T>('POST', 'action/trigger', {
+      headers: { 'connection-id': connectionId, 'provider-config-key': providerConfigKey },
+      body: { action_name: actionName, ...(input === undefined ? {} : { input }) },
+    });
+  }
+
+  /** Queues an action; its result is read with `getAsyncActionResult`. Scope `environment:actions:execute`. */
+  async triggerActionAsync(providerConfigKey: string, connectionId: string, actionName: string, input?: unknown): Promise<AsyncActionHandle> {
+    return this.call<AsyncActionHandle>('POST', 'action/trigger', {
+      headers: { 'connection-id': connectionId, 'provider-config-key': providerConfigKey, 'x-async': 'true' },
+      body: { action_name: actionName, ...(input === undefined ? {} : { input }) },
+    });
+  }
+
+  /**
+   * An async action's output, by id or statusUrl. While it is queued or running this rejects
+   * with a LatchkeyError of code `action_pending` (status 202); a failed run rejects with the
+   * code it failed with. Scope `environment:actions:execute`.
+   */
+  async getAsyncActionResult<T = unknown>(idOrStatusUrl: string | { id?: string; statusUrl?: string }): Promise<T> {
+    const given = typeof idOrStatusUrl === 'string' ? idOrStatusUrl : (idOrStatusUrl.statusUrl ?? idOrStatusUrl.id ?? '');
+    const id = given.replace(/^.*\/action\//, '').replace(/[?#].*$/, '');
+    if (!id) throw new TypeError('Latchkey.getAsyncActionResult: an id or a statusUrl is required');
+    const { status, body } = await this.send<T>('GET', `action/${encodeURIComponent(id)}`);
+    if (status === 202) {
+      const state = (body as { status?: string } | undefined)?.status ?? 'queued';
+      throw new LatchkeyError({ status, code: 'action_pending', message: `The action is ${state}`, payload: { id, status: state } });
+    }
+    return body;
+  }
+
+  /** The deployed functions of every integration. Scope `environment:integrations:list_functions`. */
+  async getScriptsConfig(): Promise<ScriptsConfigEntry[]> {
+    return this.call<ScriptsConfigEntry[]>('GET', 'scripts/config');
   }
 
   /** The environment's variables. Scope `environment:variables:read`. */
@@ -603,6 +668,11 @@ export class Latchkey {
 
   /** Sends one request to the API; resolves with the parsed JSON body or rejects with LatchkeyError. */
   protected async call<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, options: CallOptions = {}): Promise<T> {
+    return (await this.send<T>(method, path, options)).body;
+  }
+
+  /** As `call`, with the success status (202 and 200 mean different things to some routes). */
+  protected async send<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, options: CallOptions = {}): Promise<{ status: number; body: T }> {
     const searchParams = Object.fromEntries(
       Object.entries(options.query ?? {}).filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined),
     );
@@ -620,7 +690,7 @@ export class Latchkey {
         throw new LatchkeyError({ status: 0, code, message: `Cannot reach Latchkey at ${this.host}: ${(error as Error).message}` });
       }
       const body: unknown = response.body ? safeJson(response.body) : undefined;
-      if (response.statusCode < 400) return body as T;
+      if (response.statusCode < 400) return { status: response.statusCode, body: body as T };
       const error = errorFromResponse(response.statusCode, body, response.headers['retry-after']);
       if (response.statusCode === 429 && attempt < this.rateLimitRetries && error.retryAfter !== undefined && error.retryAfter <= MAX_RETRY_AFTER_S) {
         await new Promise((resolve) => setTimeout(resolve, error.retryAfter! * 1000));

@@ -1,5 +1,7 @@
 export {
   Latchkey,
+  type AsyncActionHandle,
+  type ScriptsConfigEntry,
   type Connection,
   type ConnectSessionCreated,
   type ConnectSessionInput,

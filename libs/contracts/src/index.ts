@@ -8,4 +8,5 @@ export * from './vault.js';
 export * from './proxy.js';
 export * from './records.js';
 export * from './webhooks.js';
+export * from './functions.js';
 export { allContracts } from './registry.js';

@@ -1,4 +1,5 @@
 import type { AnyContract } from './define.js';
+import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
@@ -15,4 +16,6 @@ export const allContracts: readonly AnyContract[] = [
   ...Object.values(recordsContracts),
   ...Object.values(webhookContracts),
   ...Object.values(vaultWebhookContracts),
+  ...Object.values(functionsContracts),
+  ...Object.values(actionContracts),
 ];

@@ -44,6 +44,17 @@ export const ERROR_CODES = {
   upstream_timeout: { status: 504, retryable: true },
   upstream_unreachable: { status: 502, retryable: true },
 
+  // functions and actions
+  unknown_function: { status: 404, retryable: false },
+  unknown_action: { status: 404, retryable: false },
+  unknown_action_run: { status: 404, retryable: false },
+  function_compilation_failed: { status: 400, retryable: false },
+  /** The customer's function threw; the message is the function's own. */
+  function_failed: { status: 500, retryable: false },
+  function_timed_out: { status: 504, retryable: false },
+  function_memory_exceeded: { status: 500, retryable: false },
+  action_output_too_large: { status: 400, retryable: false },
+
   // limits and availability
   too_many_requests: { status: 429, retryable: true },
   service_unavailable: { status: 503, retryable: true },

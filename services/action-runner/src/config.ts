@@ -1,7 +1,25 @@
-import { baseServiceSchema, loadConfig } from '@latchkey/config';
-import type { z } from 'zod';
+import { baseServiceSchema, loadConfig, positiveInt, url } from '@latchkey/config';
+import { z } from 'zod';
 
-export const configSchema = baseServiceSchema('action-runner', 3013);
+export const configSchema = baseServiceSchema('action-runner', 3013).extend({
+  /** Wall clock of one function run, awaits included; past it the isolate is disposed. */
+  FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+  /** Heap limit of one run's isolate. */
+  FUNCTION_MEMORY_MB: z.coerce.number().int().min(8).max(4096).default(128),
+  /**
+   * Loaded isolates kept per deployed function between its runs (module-level state survives,
+   * as in a warm serverless instance; the context never does). 0: a fresh isolate every run.
+   */
+  FUNCTION_WARM_ISOLATES: z.coerce.number().int().min(0).max(64).default(2),
+  /** Runs one replica executes at once (sync, async, lifecycle and dry runs together). */
+  FUNCTION_CONCURRENCY: positiveInt(8),
+  /** How long a replica keeps a deployed function's code; a deploy drops it at once. */
+  FUNCTION_CACHE_MS: positiveInt(60_000),
+  /** One upstream attempt of a ctx.proxy call (as the proxy's own PROXY_TIMEOUT_MS). */
+  PROXY_TIMEOUT_MS: positiveInt(30_000),
+  /** How customers reach the gateway: integration webhook URLs are built from it. */
+  PUBLIC_URL: url('http://localhost:3003'),
+});
 
 export type Config = z.infer<typeof configSchema>;
 

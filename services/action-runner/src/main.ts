@@ -1,11 +1,10 @@
 import { runService } from '@latchkey/runtime';
+import { snapshotDisabled } from './sandbox/node-flags.js';
 import { loadServiceConfig } from './config.js';
+import { startRunner } from './start-runner.js';
 
-// The composition root: config, then connections, then handlers. The service's own subjects
-// arrive with the issues that build its work; until then it starts, answers
-// `action-runner.ping` and reports ready.
-await runService({
-  service: 'action-runner',
-  config: loadServiceConfig(),
-  start: async () => {},
-});
+// The composition root: config, then connections (in runService), then the runner's wiring.
+const running = await runService({ service: 'action-runner', config: loadServiceConfig(), start: startRunner });
+if (!snapshotDisabled(process.execArgv, process.env['NODE_OPTIONS'])) {
+  running.runtime.logger.warn('isolated-vm needs node --no-node-snapshot on Node 20 (or NODE_OPTIONS=--no-node-snapshot)');
+}

@@ -20,6 +20,8 @@ export const configSchema = baseServiceSchema('gateway', 0)
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
     /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
     PROXY_TIMEOUT_MS: positiveInt(30_000),
+    /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */
+    FUNCTION_TIMEOUT_MS: positiveInt(60_000),
   });
 
 export type Config = z.infer<typeof configSchema>;

@@ -1,10 +1,6 @@
 import { runService } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
-import { startSyncScheduler } from './start-sync-scheduler.js';
+import { startScheduler } from './start-scheduler.js';
 
-// The composition root: config, then connections, then handlers.
-await runService({
-  service: 'sync-scheduler',
-  config: loadServiceConfig(),
-  start: startSyncScheduler,
-});
+// The composition root: config, then connections (in runService), then the scheduler's wiring.
+await runService({ service: 'sync-scheduler', config: loadServiceConfig(), start: startScheduler });

@@ -8,6 +8,8 @@ const options = JSON.parse(process.argv[2] ?? '{}') as {
   url: string;
   token?: string;
   headers?: Record<string, string>;
+  method?: 'GET' | 'POST';
+  body?: string;
   connections: number;
   durationS: number;
   /** A POST with a fixed body (the webhook ingest); GET when absent. */

@@ -119,6 +119,13 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const adminToken = randomBytes(24).toString('base64url');
+// Actions: the sync-scheduler (deployed functions) and the action-runner (the sandbox).
+const functionServices = ['sync-scheduler', 'action-runner'].map((service) =>
+  spawn(process.execPath, ['--no-node-snapshot', here(`../../../${service}/dist/main.js`)], {
+    env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName(`bench_${service.replace('-', '_')}`) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  }),
+);
 const gateway = await startServer('gateway', {
   NATS_URL: nats.url,
   MONGODB_URI: mongo.uri,
@@ -130,6 +137,7 @@ const gateway = await startServer('gateway', {
 });
 const connectionPath = await seedConnection(`http://127.0.0.1:${gateway.port}`, token);
 const proxied = { 'connection-id': 'bench-proxy', 'provider-config-key': 'bench-proxy' };
+await seedAction(`http://127.0.0.1:${gateway.port}`, token);
 const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string>; request?: PostRequest }> = {
   auth: { label: 'gateway, key + rate limit + scope', url: `http://127.0.0.1:${gateway.port}/bench`, token },
   open: { label: 'gateway, same handler, no auth', url: `http://127.0.0.1:${gateway.port}/bench-open`, token: undefined },
@@ -138,7 +146,32 @@ const targets: Record<string, { label: string; url: string; token: string | unde
   direct: { label: '(a) upstream called directly', url: `${upstream.url}/echo`, token: undefined },
   reverse: { label: '(b) plain reverse proxy', url: `http://127.0.0.1:${reverseProxy.port}/echo`, token: undefined },
   latchkey: { label: '(c) Latchkey proxy, 2 replicas', url: `http://127.0.0.1:${gateway.port}/proxy/echo`, token, headers: proxied },
+  action: {
+    label: 'POST /action/trigger, do-nothing',
+    url: `http://127.0.0.1:${gateway.port}/action/trigger`,
+    token,
+    headers: proxied,
+    request: { method: 'POST', body: JSON.stringify({ action_name: 'noop' }), contentType: 'application/json' },
+  },
 };
+
+/**
+ * Deploys `noop`, an action that returns `{ok: true}`, for the bench-proxy connection. The
+ * bundle is what esbuild makes of `defineAction({name: 'noop', exec: () => ({ok: true})})`.
+ */
+async function seedAction(base: string, key: string): Promise<void> {
+  const bundle = `"use strict";module.exports={default:{kind:"action",name:"noop",exec:()=>({ok:true})}};`;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const response = await fetch(`${base}/functions/deployments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ provider_config_key: 'bench-proxy', functions: [{ description: { type: 'action', name: 'noop', has_input_schema: false }, bundle }] }),
+    });
+    if (response.status === 201) return;
+    if (response.status !== 503) throw new Error(`deploying the bench action: ${response.status} ${await response.text()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the sync-scheduler is still starting
+  }
+}
 
 /** An OAuth 2 connection whose token is far from expiry, read with a credentials scope. */
 async function seedConnection(base: string, key: string): Promise<string> {
@@ -260,7 +293,14 @@ try {
     `proxy added p50: (c - a) = ${added} ms, (b - a) = ${plainAdded} ms   (goal (c - a) <= 2 × (b - a): ${added <= 2 * Math.max(plainAdded, 0.5) ? 'met' : 'not met'})`,
   );
   }
+  if (has('auth', 'action')) {
+    console.log(
+      `sync action round-trip / do-nothing authenticated route: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
+        `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, the connection check, a warm isolate, the reply)`,
+    );
+  }
 } finally {
+  for (const service of functionServices) service.kill('SIGKILL');
   plain.child.kill('SIGKILL');
   reverseProxy.child.kill('SIGKILL');
   for (const proxy of proxies) proxy.kill('SIGKILL');

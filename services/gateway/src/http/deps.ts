@@ -11,7 +11,7 @@ import type { RateLimiter } from '../domain/rate-limiter.js';
 
 /** Everything a route may use; built once in main.ts. */
 export interface GatewayDeps {
-  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS'>;
+  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS' | 'FUNCTION_TIMEOUT_MS'>;
   logger: Logger;
   bus: Bus;
   keyCache: KeyCache;

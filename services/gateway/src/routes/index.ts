@@ -31,6 +31,12 @@ import { updateIntegration } from './integrations/update-integration.js';
 import { getProvider } from './providers/get-provider.js';
 import { listProviders } from './providers/list-providers.js';
 import { proxyRequest } from './proxy/proxy-request.js';
+import { getActionResult } from './actions/get-action-result.js';
+import { triggerAction } from './actions/trigger-action.js';
+import { compileFunction } from './functions/compile-function.js';
+import { deployFunctions } from './functions/deploy-functions.js';
+import { dryRunFunction } from './functions/dry-run-function.js';
+import { getScriptsConfig } from './functions/get-scripts-config.js';
 import { listRecords } from './records/list-records.js';
 import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
@@ -74,6 +80,13 @@ export const routes: readonly AnyRoute[] = [
   connectOAuth,
   startOAuthFromPage,
   oauthCallback,
+  // actions and functions
+  triggerAction,
+  getActionResult,
+  getScriptsConfig,
+  compileFunction,
+  dryRunFunction,
+  deployFunctions,
   // environment
   listEnvironmentVariables,
   // records

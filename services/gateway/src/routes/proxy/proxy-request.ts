@@ -1,12 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { batchedPublisher, outgoingHeaders, pullStream, servePullStream, unavailable } from '@latchkey/bus';
-import { createInbox, type Msg, type MsgHdrs, type NatsConnection } from 'nats';
+import { outgoingHeaders, proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
 import {
   HOP_BY_HOP_HEADERS,
-  PROXY_KEEPALIVE_HEADER,
-  PROXY_KEEPALIVE_MS,
   PROXY_META_HEADER,
-  PROXY_SUBJECT,
   decodeMeta,
   encodeMeta,
   proxyReplyMeta,
@@ -116,66 +112,6 @@ async function readAhead(req: IncomingMessage, limit: number): Promise<{ head: B
   }
 }
 
-/**
- * Calls to proxy replicas, with their answers routed through one wildcard inbox per gateway (no
- * subscription per call). A replica's keepalives re-arm the call's silence timer: silence for a
- * few intervals means the replica died (or none runs), and the caller gets a 503 within
- * seconds rather than at the deadline.
- */
-function createProxyExchange(nc: NatsConnection) {
-  const prefix = createInbox();
-  const publisher = batchedPublisher(nc);
-  const pending = new Map<string, { resolve(msg: Msg): void; rearm(): void }>();
-  nc.subscribe(`${prefix}.*`, {
-    callback: (error, msg) => {
-      if (error) return;
-      const call = pending.get(msg.subject);
-      if (!call) return;
-      if (msg.headers?.get(PROXY_KEEPALIVE_HEADER) === '1') call.rearm();
-      else call.resolve(msg);
-    },
-  });
-  let sequence = 0;
-  return (payload: Uint8Array, headers: MsgHdrs, deadlineMs: number): Promise<Msg> =>
-    new Promise((resolve, reject) => {
-      const inbox = `${prefix}.${(sequence++).toString(36)}`;
-      const started = Date.now();
-      let timer: NodeJS.Timeout | undefined;
-      const finish = () => {
-        clearTimeout(timer);
-        pending.delete(inbox);
-      };
-      const rearm = () => {
-        clearTimeout(timer);
-        const left = deadlineMs - (Date.now() - started);
-        timer = setTimeout(() => {
-          finish();
-          reject(new AppError('service_unavailable', 'No proxy replica answered, or the one handling the call stopped'));
-        }, Math.max(0, Math.min(PROXY_KEEPALIVE_MS * 3, left)));
-      };
-      pending.set(inbox, {
-        resolve: (msg) => {
-          finish();
-          resolve(msg);
-        },
-        rearm,
-      });
-      rearm();
-      publisher.publish(PROXY_SUBJECT, payload, { reply: inbox, headers }, (error) => {
-        finish();
-        reject(unavailable(PROXY_SUBJECT, error));
-      });
-    });
-}
-
-const exchanges = new WeakMap<NatsConnection, ReturnType<typeof createProxyExchange>>();
-
-function exchange(nc: NatsConnection, payload: Uint8Array, headers: MsgHdrs, deadlineMs: number): Promise<Msg> {
-  let send = exchanges.get(nc);
-  if (!send) exchanges.set(nc, (send = createProxyExchange(nc)));
-  return send(payload, headers, deadlineMs);
-}
-
 async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   for await (const chunk of chunks) {
     if (res.destroyed) break;
@@ -216,7 +152,7 @@ export const proxyRequest = defineBareRoute({
     headers.set(PROXY_META_HEADER, encodeMeta(meta));
     // Every attempt may take the upstream timeout, and retries wait up to 10 s each.
     const deadline = (deps.config.PROXY_TIMEOUT_MS + 10_000) * (settings.retries + 1) + 5_000;
-    const replyMsg = await exchange(nc, body.head, headers, deadline);
+    const replyMsg = await proxyExchange(nc, body.head, headers, deadline);
     const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
     if (!reply.ok) throw AppError.fromBody(reply.error);
 

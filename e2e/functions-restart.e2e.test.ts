@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { connect, type NatsConnection } from 'nats';
+import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { FUNCTIONS_DIR, eventually, runCli } from './support/functions.js';
+import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
+import { http, startStack, type Stack } from './support/stack.js';
+
+let stack: Stack;
+let upstream: TestUpstreamApi;
+let nc: NatsConnection;
+
+const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
+
+beforeAll(async () => {
+  upstream = await startUpstreamApi();
+  stack = await startStack({
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000' },
+    // Two runs at a time, so that most of the queue is still waiting when the runner dies.
+    serviceEnv: { 'action-runner': { FUNCTION_CONCURRENCY: '2' } },
+  });
+  nc = await connect({ servers: stack.nats.url });
+  await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' });
+  await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } });
+  const deployed = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
+  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+}, 120_000);
+
+afterAll(async () => {
+  await nc?.close();
+  await stack?.dispose();
+  await upstream?.close();
+});
+
+/** Every `action.async_completed` event stored so far, read with an ordered consumer. */
+async function completedEvents(): Promise<Array<{ id: string; success: boolean }>> {
+  const consumer = await nc.jetstream().consumers.get('EVENTS', { filterSubjects: 'events.action.async_completed' });
+  const events: Array<{ id: string; success: boolean }> = [];
+  const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
+  for await (const msg of batch) {
+    events.push(msg.json());
+    if (msg.info.pending === 0) break;
+  }
+  return events;
+}
+
+it('kills the action-runner with async actions queued: after a restart each completes exactly once, with one completion event', async () => {
+  const ids: string[] = [];
+  for (let n = 0; n < 8; n++) {
+    const response = await fetch(`${stack.url}/action/trigger`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': 'application/json', 'connection-id': 'conn-1', 'provider-config-key': 'api', 'x-async': 'true' },
+      body: JSON.stringify({ action_name: 'slow-echo', input: { n, ms: 1000 } }),
+    });
+    expect(response.status).toBe(202);
+    ids.push(((await response.json()) as { id: string }).id);
+  }
+  // Some are running: kill the runner mid-run, without a chance to finish or acknowledge.
+  await eventually(async () => ((await api('GET', `/action/${ids[0]}`)).json?.status === 'running' ? true : undefined), 10_000, 'a run to start');
+  const unfinished = (await Promise.all(ids.map((id) => api('GET', `/action/${id}`)))).filter((result) => result.status === 202);
+  const runner = stack.services.find((proc) => proc.service === 'action-runner')!;
+  const exited = new Promise((resolve) => runner.child.once('exit', resolve));
+  runner.child.kill('SIGKILL');
+  await exited;
+  // Most were still queued or running (a run takes a second, two at a time).
+  expect(unfinished.length).toBeGreaterThan(4);
+  // Results live with the runner: while none runs, reading one is a retryable 503.
+  expect((await api('GET', `/action/${ids[0]}`)).status).toBe(503);
+
+  await stack.restart('action-runner');
+  const outputs = await eventually(
+    async () => {
+      const results = await Promise.all(ids.map((id) => api('GET', `/action/${id}`)));
+      return results.every((result) => result.status === 200) ? results.map((result) => result.json) : undefined;
+    },
+    60_000,
+    'every async action to complete after the restart',
+  );
+  expect(outputs).toEqual(ids.map((_, n) => ({ n, waited: 1000 })));
+
+  // One completion event per run (the webhook router turns each into an async_action webhook).
+  const events = await eventually(
+    async () => {
+      const seen = await completedEvents();
+      return seen.length >= ids.length ? seen : undefined;
+    },
+    10_000,
+    'the completion events',
+  );
+  expect(events.map((event) => event.id).sort()).toEqual([...ids].sort());
+  expect(events.every((event) => event.success)).toBe(true);
+}, 120_000);

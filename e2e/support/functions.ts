@@ -1,0 +1,31 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { repoRoot } from '@latchkey/testing';
+
+/** The example functions the e2e tests deploy: `e2e/functions/<integration>/*.ts`. */
+export const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'functions');
+
+/** Runs the built `latchkey` CLI as a user would; resolves with its exit code and output. */
+export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const cli = join(repoRoot(), 'libs', 'cli', 'dist', 'cli.js');
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Polls `check` every 100 ms until it returns a value (not undefined) or the time is up. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

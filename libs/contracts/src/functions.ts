@@ -1,0 +1,220 @@
+import { z } from 'zod';
+import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
+
+const environment_id = z.string().min(1);
+const provider_config_key = z.string().min(1).max(128);
+const functionName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/, 'letters, digits, _ and -, up to 100');
+export const LIFECYCLE_EVENTS = ['post-connection-creation', 'pre-connection-deletion'] as const;
+
+/**
+ * One bundled function's code (esbuild, CommonJS, default export = the definition). It must fit
+ * a NATS message beside its description, so it is capped well under the 1 MB message size.
+ */
+export const MAX_BUNDLE_BYTES = 768 * 1024;
+/** An action's input as JSON: it rides inside one NATS message to the action-runner. */
+export const MAX_ACTION_INPUT_BYTES = 512 * 1024;
+/** The spec's limit on what an action may answer. */
+export const MAX_ACTION_OUTPUT_BYTES = 10 * 1024 * 1024;
+
+const model = z.object({
+  name: z.string().min(1).max(128),
+  fields: z.array(z.object({ name: z.string().min(1).max(128), type: z.string().max(128) })).max(500),
+});
+
+/** What a deployment records of a function (the SDK's `describeFunction`). */
+export const functionDescription = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('action'), name: functionName, description: z.string().max(2000).optional(), has_input_schema: z.boolean() }),
+  z.strictObject({
+    type: z.literal('sync'),
+    name: functionName,
+    description: z.string().max(2000).optional(),
+    frequency: z.string().min(1).max(100),
+    models: z.array(model).min(1).max(100),
+    webhook_subscriptions: z.array(z.string().min(1).max(200)).max(100),
+  }),
+  z.strictObject({ type: z.literal('on-event'), name: functionName, event: z.enum(LIFECYCLE_EVENTS) }),
+]);
+export type FunctionDescriptionWire = z.infer<typeof functionDescription>;
+export type FunctionType = FunctionDescriptionWire['type'];
+
+export const deployedFunction = z.strictObject({
+  description: functionDescription,
+  bundle: z.string().min(1).max(MAX_BUNDLE_BYTES),
+});
+
+/** The body of `POST /functions/deployments`: every function of one integration, replacing the last deployment. */
+export const deploymentBody = z
+  .strictObject({ provider_config_key, functions: z.array(deployedFunction).max(200) })
+  .superRefine((body, ctx) => {
+    const seen = new Set<string>();
+    body.functions.forEach((fn, index) => {
+      const key = `${fn.description.type}:${fn.description.name}`;
+      if (seen.has(key)) ctx.addIssue({ code: 'custom', message: `two ${fn.description.type}s are named ${fn.description.name}`, path: ['functions', index, 'description', 'name'] });
+      seen.add(key);
+    });
+  });
+export type DeploymentBody = z.infer<typeof deploymentBody>;
+
+/** The spec's scripts config entry, with the actions and lifecycle functions beside the syncs. */
+export const scriptsConfigEntry = z.object({
+  providerConfigKey: z.string(),
+  version: z.number().int(),
+  deployed_at: z.string(),
+  syncs: z.array(
+    z.object({
+      name: z.string(),
+      type: z.literal('sync'),
+      description: z.string().optional(),
+      frequency: z.string(),
+      models: z.array(model),
+      webhookSubscriptions: z.array(z.string()),
+    }),
+  ),
+  actions: z.array(z.object({ name: z.string(), type: z.literal('action'), description: z.string().optional(), has_input_schema: z.boolean() })),
+  onEventScripts: z.array(z.object({ name: z.string(), event: z.enum(LIFECYCLE_EVENTS) })),
+});
+export type ScriptsConfigEntry = z.infer<typeof scriptsConfigEntry>;
+
+export const compileDiagnostic = z.object({
+  severity: z.enum(['error', 'warning']),
+  message: z.string(),
+  line: z.number().int().optional(),
+  column: z.number().int().optional(),
+  text: z.string().optional(),
+});
+
+/** The sync-scheduler's wire: it owns deployed functions. */
+export const functionsContracts = {
+  /**
+   * Stores a new deployment of one integration's functions and makes it current. The body
+   * (`deploymentBody` as JSON) is pulled from the `upload` pull stream, so deployments are not
+   * bound by the size of one NATS message.
+   */
+  deploy: defineRequest(
+    'functions.deploy',
+    z.object({ environment_id, upload: z.string().min(1) }),
+    z.object({ provider_config_key: z.string(), version: z.number().int(), functions: z.array(z.object({ name: z.string(), type: z.string() })) }),
+  ),
+  /** One function of the current deployment, with its code. */
+  get: defineRequest(
+    'functions.get',
+    z.object({ environment_id, provider_config_key, type: z.enum(['action', 'sync', 'on-event']), name: z.string().min(1).max(100) }),
+    z.object({ version: z.number().int(), description: functionDescription, bundle: z.string() }),
+  ),
+  /** Names of the current deployment's lifecycle functions for an event (none when nothing is deployed). */
+  listLifecycle: defineRequest(
+    'functions.lifecycle.list',
+    z.object({ environment_id, provider_config_key: z.string(), event: z.enum(LIFECYCLE_EVENTS) }),
+    z.array(z.string()),
+  ),
+  /** The current deployment's syncs that handle provider webhooks, with the types they subscribe to. */
+  listWebhookSyncs: defineRequest(
+    'functions.webhook_syncs.list',
+    z.object({ environment_id, provider_config_key: z.string() }),
+    z.array(z.object({ name: z.string(), webhook_subscriptions: z.array(z.string()) })),
+  ),
+  /** `GET /scripts/config`: the current deployment of every integration of the environment. */
+  scriptsConfig: defineRequest('functions.config.list', z.object({ environment_id }), z.array(scriptsConfigEntry)),
+  /** Bundles one TypeScript source with esbuild; never stores anything. */
+  compile: defineRequest(
+    'functions.compile',
+    z.object({ source: z.string().min(1).max(512 * 1024), filename: z.string().max(200).optional() }),
+    z.object({ success: z.boolean(), diagnostics: z.array(compileDiagnostic), bundle: z.string().optional(), bytes: z.number().int().optional() }),
+  ),
+  /** Every action-runner replica drops the functions it cached for this integration. */
+  deploymentChanged: defineBroadcast(
+    'functions.deployment.changed',
+    z.object({ environment_id: z.string(), provider_config_key: z.string(), version: z.number().int() }),
+  ),
+  deployed: defineEvent(
+    'functions.deployed',
+    z.object({ environment_id: z.string(), provider_config_key: z.string(), version: z.number().int(), functions: z.array(z.object({ name: z.string(), type: z.string() })) }),
+  ),
+} as const;
+
+/**
+ * An action's output (JSON text) on its way back: inline when it fits a NATS message, else
+ * as a pull stream (bus) the gateway reads chunk by chunk.
+ */
+export const actionOutput = z.union([z.object({ inline: z.string() }), z.object({ stream: z.string(), bytes: z.number().int() })]);
+export type ActionOutput = z.infer<typeof actionOutput>;
+
+const runError = z.object({ code: z.string(), message: z.string() });
+
+const actionTarget = {
+  environment_id,
+  provider_config_key,
+  connection_id: z.string().min(1).max(255),
+};
+
+/** The action-runner's wire: it runs customer code and owns action runs. */
+export const actionContracts = {
+  /** Runs an action now (answering with its output) or, with `async`, queues it (answering with its id). */
+  trigger: defineRequest(
+    'action.trigger',
+    z.object({ ...actionTarget, action_name: functionName, input: z.unknown().optional(), async: z.boolean() }),
+    z.union([z.object({ status: z.literal('done'), output: actionOutput }), z.object({ status: z.literal('queued'), id: z.string() })]),
+  ),
+  /** An async action's state, and its output once done. */
+  getResult: defineRequest(
+    'action.result.get',
+    z.object({ environment_id, id: z.string().min(1).max(64) }),
+    z.union([
+      z.object({ status: z.enum(['queued', 'running']) }),
+      z.object({ status: z.literal('done'), output: actionOutput }),
+      z.object({ status: z.literal('failed'), error: runError }),
+    ]),
+  ),
+  /**
+   * Runs a function against a real connection without persisting anything: the source is
+   * compiled first, or the deployed function of that name is used. Metadata and record writes
+   * are reported, not applied.
+   */
+  dryRun: defineRequest(
+    'action.dryrun',
+    z.object({
+      ...actionTarget,
+      source: z.string().min(1).max(512 * 1024).optional(),
+      function_name: functionName.optional(),
+      input: z.unknown().optional(),
+    }),
+    z.object({
+      function: z.object({ type: z.string(), name: z.string() }),
+      success: z.boolean(),
+      output: z.unknown().optional(),
+      error: runError.optional(),
+      logs: z.array(z.object({ level: z.string(), message: z.string(), at: z.string(), fields: z.record(z.string(), z.unknown()).optional() })),
+      writes: z.array(z.object({ operation: z.string(), model: z.string().optional(), data: z.unknown() })),
+      duration_ms: z.number(),
+    }),
+  ),
+  /**
+   * Runs the integration's `pre-connection-deletion` functions while the connection still
+   * exists. Callers bound their wait and delete whatever the outcome.
+   */
+  runPreDeletion: defineRequest(
+    'action.pre_deletion.run',
+    z.object(actionTarget),
+    z.object({ ran: z.number().int(), failed: z.number().int() }),
+  ),
+  /** A queued async action: the run's id; its input lives in the action-runner's `action_runs`. */
+  run: defineJob('action.run', z.object({ environment_id: z.string(), id: z.string() })),
+  /**
+   * An async action finished (once per run: the event carries the JetStream message id
+   * `action-<id>`). The webhook router turns it into the customer's `async_action` webhook.
+   */
+  asyncCompleted: defineEvent(
+    'action.async_completed',
+    z.object({
+      environment_id: z.string(),
+      id: z.string(),
+      statusUrl: z.string(),
+      action_name: z.string(),
+      provider_config_key: z.string(),
+      connection_id: z.string(),
+      success: z.boolean(),
+      error: runError.optional(),
+      completed_at: z.string(),
+    }),
+  ),
+} as const;

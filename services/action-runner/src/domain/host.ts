@@ -1,0 +1,206 @@
+import { outgoingHeaders, proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
+import {
+  HOP_BY_HOP_HEADERS,
+  PROXY_META_HEADER,
+  decodeMeta,
+  encodeMeta,
+  gatewayContracts,
+  metadataSchema,
+  proxyReplyMeta,
+  vaultContracts,
+  type ProxyRequestMeta,
+} from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { z } from 'zod';
+import type { HostMethods } from '../sandbox/run-in-sandbox.js';
+
+export interface HostDeps {
+  bus: Bus;
+  proxyTimeoutMs: number;
+  publicUrl: string;
+}
+
+export interface RunTarget {
+  environment_id: string;
+  provider_config_key: string;
+  connection_id: string;
+  /** The function's name: calls are audited as `function:<integration>/<name>`. */
+  function_name: string;
+}
+
+/** What a run asked to write; a dry run reports these instead of applying them. */
+export interface RecordedWrite {
+  operation: string;
+  model?: string;
+  data: unknown;
+}
+
+/** A provider answer larger than this fails the call instead of filling the replica's memory. */
+const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
+/** Request bodies up to this size ride inside the NATS message. */
+const INLINE_BODY_BYTES = 512 * 1024;
+/** Never sent upstream from a function (the proxy injects credentials itself). */
+const NOT_FORWARDED = new Set(['authorization', 'host', 'content-length', 'cookie']);
+
+const proxyConfig = z.object({
+  endpoint: z.string().min(1).max(8192),
+  method: z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']).default('GET'),
+  headers: z.record(z.string(), z.string()).optional(),
+  params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
+  data: z.unknown().optional(),
+  retries: z.number().int().min(0).max(10).default(0),
+  retryOn: z.array(z.number().int().min(100).max(599)).default([]),
+  baseUrlOverride: z.string().regex(/^https?:\/\/\S+$/i, 'an http(s) URL').optional(),
+  decompress: z.boolean().optional(),
+  responseType: z.enum(['json', 'text']).default('json'),
+});
+
+const records = z.array(z.record(z.string(), z.unknown())).max(10_000);
+const modelName = z.string().min(1).max(128);
+
+/**
+ * The host side of a run's context: every way out of the sandbox, bound to one connection.
+ * Calls go where the gateway's would: the proxy service over `proxy.request`, the vault for
+ * connections and metadata, the gateway for environment variables. `dryRun` turns writes into
+ * entries of `writes`.
+ */
+export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[] }): HostMethods {
+  const readerKey = `function:${target.provider_config_key}/${target.function_name}`;
+  const connectionRead = (includeCredentials: boolean) =>
+    deps.bus.request(vaultContracts.getConnection, {
+      environment_id: target.environment_id,
+      reader: { key_id: readerKey },
+      connection_id: target.connection_id,
+      provider_config_key: target.provider_config_key,
+      include_credentials: includeCredentials,
+      include_refresh_token: false,
+      force_refresh: false,
+      refresh_vendor_app_jwt_token: false,
+    });
+  let provider: Promise<string> | undefined;
+
+  const writeMetadata = async (mode: 'replace' | 'merge', value: unknown) => {
+    const metadata = parseOrThrow(metadataSchema, value, 'metadata');
+    if (options.dryRun) {
+      options.writes.push({ operation: mode === 'replace' ? 'setMetadata' : 'updateMetadata', data: metadata });
+      return null;
+    }
+    await deps.bus.request(vaultContracts.writeMetadata, {
+      environment_id: target.environment_id,
+      connection_ids: [target.connection_id],
+      provider_config_key: target.provider_config_key,
+      metadata,
+      mode,
+    });
+    return null;
+  };
+
+  const recordWrite = (operation: string) => async (value: unknown, model: unknown) => {
+    const checked = parseOrThrow(records, value, operation);
+    const name = parseOrThrow(modelName, model, operation);
+    // Records are stored by the records work; until then only a dry run shows them.
+    if (options.writes.length < 1000) options.writes.push({ operation, model: name, data: checked });
+    return null;
+  };
+
+  return {
+    proxy: async (value: unknown) => callProxy(deps, target, readerKey, parseOrThrow(proxyConfig, value, 'ctx.proxy')),
+    getConnection: async () => {
+      const connection = await connectionRead(true);
+      return {
+        id: connection.id,
+        connection_id: connection.connection_id,
+        provider_config_key: connection.provider_config_key,
+        provider: connection.provider,
+        metadata: connection.metadata,
+        connection_config: connection.connection_config,
+        tags: connection.tags,
+        ...(connection.credentials ? { credentials: connection.credentials } : {}),
+      };
+    },
+    getIntegration: async () => {
+      const [integration, environment] = await Promise.all([
+        deps.bus.request(vaultContracts.getIntegration, {
+          environment_id: target.environment_id,
+          unique_key: target.provider_config_key,
+          include_webhook: true,
+          include_credentials: false,
+        }),
+        deps.bus.request(gatewayContracts.getEnvironment, { environment_id: target.environment_id }),
+      ]);
+      return {
+        unique_key: integration.unique_key,
+        provider: integration.provider,
+        webhook_url: `${deps.publicUrl.replace(/\/+$/, '')}/webhook/${environment.public_id}/${encodeURIComponent(integration.unique_key)}`,
+        ...(integration.webhookSecret ? { webhookSecret: integration.webhookSecret } : {}),
+      };
+    },
+    getMetadata: async () => (await connectionRead(false)).metadata,
+    setMetadata: (value: unknown) => writeMetadata('replace', value),
+    updateMetadata: (value: unknown) => writeMetadata('merge', value),
+    getEnvironmentVariables: async () => (await deps.bus.request(gatewayContracts.getEnvironment, { environment_id: target.environment_id })).variables,
+    batchSave: recordWrite('batchSave'),
+    batchUpdate: recordWrite('batchUpdate'),
+    batchDelete: recordWrite('batchDelete'),
+    paginateSettings: async () => {
+      provider ??= connectionRead(false).then((connection) => connection.provider);
+      const entry = await deps.bus.request(vaultContracts.getProvider, { name: await provider });
+      return entry.proxy?.paginate ?? null;
+    },
+  };
+}
+
+async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
+  const nc = deps.bus.nc;
+  const headers: Array<[string, string]> = Object.entries(config.headers ?? {}).filter(
+    ([name]) => !NOT_FORWARDED.has(name.toLowerCase()) && !HOP_BY_HOP_HEADERS.has(name.toLowerCase()),
+  );
+  let body: Buffer = Buffer.alloc(0);
+  if (config.data !== undefined && config.method !== 'GET' && config.method !== 'HEAD') {
+    if (typeof config.data === 'string') body = Buffer.from(config.data);
+    else {
+      body = Buffer.from(JSON.stringify(config.data));
+      if (!headers.some(([name]) => name.toLowerCase() === 'content-type')) headers.push(['Content-Type', 'application/json']);
+    }
+  }
+  const streamed = body.length > INLINE_BODY_BYTES ? serveBytes(nc, body, { idleTimeoutMs: deps.proxyTimeoutMs }) : undefined;
+  const query = new URLSearchParams(Object.entries(config.params ?? {}).map(([name, value]): [string, string] => [name, String(value)])).toString();
+  const meta: ProxyRequestMeta = {
+    environment_id: target.environment_id,
+    key_id: readerKey,
+    connection_id: target.connection_id,
+    provider_config_key: target.provider_config_key,
+    method: config.method,
+    path: config.endpoint.replace(/^\/+/, ''),
+    query,
+    headers,
+    retries: config.retries,
+    retry_on: config.retryOn,
+    ...(config.baseUrlOverride === undefined ? {} : { base_url_override: config.baseUrlOverride }),
+    ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
+    body: streamed ? { stream: streamed.inbox } : 'inline',
+  };
+  const natsHeaders = outgoingHeaders();
+  natsHeaders.set(PROXY_META_HEADER, encodeMeta(meta));
+  const deadline = (deps.proxyTimeoutMs + 10_000) * (config.retries + 1) + 5_000;
+  const replyMsg = await proxyExchange(nc, streamed ? new Uint8Array(0) : body, natsHeaders, deadline);
+  const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
+  if (!reply.ok) throw AppError.fromBody(reply.error);
+  const bytes =
+    reply.body === 'inline' ? Buffer.from(replyMsg.data) : await pullAll(nc, reply.body.stream, deps.proxyTimeoutMs, MAX_PROXY_RESPONSE_BYTES);
+  const responseHeaders: Record<string, string> = {};
+  for (const [name, value] of reply.headers) {
+    const lower = name.toLowerCase();
+    responseHeaders[lower] = lower in responseHeaders ? `${responseHeaders[lower]}, ${value}` : value;
+  }
+  const text = bytes.toString('utf8');
+  let data: unknown = text;
+  if (config.responseType === 'json' && text.length > 0) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = text;
+    }
+  }
+  return { status: reply.status, headers: responseHeaders, data };
+}

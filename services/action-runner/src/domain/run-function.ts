@@ -1,0 +1,95 @@
+import { functionsContracts, MAX_ACTION_OUTPUT_BYTES, type FunctionType } from '@latchkey/contracts';
+import type { Bus } from '@latchkey/bus';
+import type { Logger } from '@latchkey/logger';
+import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-in-sandbox.js';
+import type { CachedFunction, FunctionCache } from './function-cache.js';
+import { createHost, type HostDeps, type RecordedWrite, type RunTarget } from './host.js';
+
+export interface RunnerDeps extends HostDeps {
+  bus: Bus;
+  logger: Logger;
+  cache: FunctionCache;
+  limits: Omit<SandboxLimits, 'maxOutputBytes'>;
+  /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
+  warmIsolates: number;
+  /** Bounds the runs of this replica. */
+  limited: <T>(work: () => Promise<T>) => Promise<T>;
+}
+
+export interface LogEntry {
+  level: LogLevel;
+  message: string;
+  at: string;
+  fields?: Record<string, unknown>;
+}
+
+export interface RunOutcome {
+  /** The output as JSON text; undefined when the function returned nothing. */
+  output: string | undefined;
+  definition: { kind: string; name: string };
+  logs: LogEntry[];
+  writes: RecordedWrite[];
+}
+
+const MAX_LOG_ENTRIES = 500;
+
+export function createRunner(deps: RunnerDeps) {
+  /** The current deployment's function, from this replica's cache or the sync-scheduler. */
+  async function loadFunction(environmentId: string, providerConfigKey: string, type: FunctionType, name: string): Promise<CachedFunction> {
+    const cached = deps.cache.get(environmentId, providerConfigKey, type, name);
+    if (cached) return cached;
+    const generation = deps.cache.generation(environmentId, providerConfigKey);
+    const fn = await deps.bus.request(functionsContracts.get, { environment_id: environmentId, provider_config_key: providerConfigKey, type, name });
+    deps.cache.set(environmentId, providerConfigKey, type, name, fn, generation);
+    return fn;
+  }
+
+  /** Runs a function for a connection in the sandbox, within this replica's concurrency. */
+  async function run(options: {
+    target: Omit<RunTarget, 'function_name'>;
+    /** A deployed function, or freshly compiled code (a dry run of source) whose kind is not known yet. */
+  fn: { bundle: string; description?: CachedFunction['description']; version?: number };
+    entry?: 'exec' | 'onWebhook';
+    input?: unknown;
+    dryRun?: boolean;
+    /** Where log lines and recorded writes go (kept by the caller even when the run fails). */
+    logs?: LogEntry[];
+    writes?: RecordedWrite[];
+  }): Promise<RunOutcome> {
+    const { description } = options.fn;
+    const name = description?.name ?? 'dryrun';
+    const logs: LogEntry[] = options.logs ?? [];
+    const writes: RecordedWrite[] = options.writes ?? [];
+    const dryRun = options.dryRun ?? false;
+    const target = { ...options.target, function_name: name };
+    const result = await deps.limited(() =>
+      runInSandbox({
+        bundle: options.fn.bundle,
+        entry: options.entry ?? 'exec',
+        ...(description ? { kind: description.type } : {}),
+        input: options.input,
+        ...(options.fn.version !== undefined && description && deps.warmIsolates > 0
+          ? {
+              reuse: {
+                key: [target.environment_id, target.provider_config_key, description.type, description.name, options.fn.version].join('\u0000'),
+                perKey: deps.warmIsolates,
+              },
+            }
+          : {}),
+        info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun },
+        host: createHost(deps, target, { dryRun, writes }),
+        onLog: (level, message, fields) => {
+          if (logs.length < MAX_LOG_ENTRIES) logs.push({ level, message, at: new Date().toISOString(), ...(fields ? { fields } : {}) });
+          // Customers' log lines stay out of ours unless debugging: they may print anything.
+          deps.logger.debug('function log', { function: `${target.provider_config_key}/${name}`, level, message });
+        },
+        limits: { ...deps.limits, maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
+      }),
+    );
+    return { output: result.output, definition: result.definition, logs, writes };
+  }
+
+  return { loadFunction, run };
+}
+
+export type Runner = ReturnType<typeof createRunner>;

@@ -1,0 +1,136 @@
+import { randomUUID } from 'node:crypto';
+import type { JsMsg } from 'nats';
+import type { Bus } from '@latchkey/bus';
+import { actionContracts, vaultContracts, type PayloadOf, type RequestOf } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import type { Logger } from '@latchkey/logger';
+import { environmentId } from '@latchkey/mongo';
+import type { ActionRunDoc } from '../db/action-run-model.js';
+import type { ActionRunRepo } from '../db/action-run-repo.js';
+import { outputForReply } from '../domain/output.js';
+import type { KnownConnections } from '../domain/known-connections.js';
+import type { Runner } from '../domain/run-function.js';
+
+export interface ActionDeps {
+  bus: Bus;
+  logger: Logger;
+  runner: Runner;
+  runs: ActionRunRepo;
+  connections: KnownConnections;
+  /** How long a served output stream waits for the gateway to read it. */
+  streamIdleMs: number;
+}
+
+/** Async runs whose infrastructure keeps failing (not the function: it fails once) give up after this many deliveries. */
+const MAX_DELIVERIES = 8;
+
+/** The connection must exist in the integration (404 `unknown_connection` otherwise). */
+async function checkConnection(deps: Pick<ActionDeps, 'bus' | 'connections'>, request: { environment_id: string; provider_config_key: string; connection_id: string }) {
+  if (deps.connections.has(request.environment_id, request.provider_config_key, request.connection_id)) return;
+  await deps.bus.request(vaultContracts.getConnection, {
+    environment_id: request.environment_id,
+    reader: { key_id: 'action-runner' },
+    connection_id: request.connection_id,
+    provider_config_key: request.provider_config_key,
+    include_credentials: false,
+    include_refresh_token: false,
+    force_refresh: false,
+    refresh_vendor_app_jwt_token: false,
+  });
+  deps.connections.add(request.environment_id, request.provider_config_key, request.connection_id);
+}
+
+export function triggerActionHandler(deps: ActionDeps) {
+  return async (request: RequestOf<typeof actionContracts.trigger>) => {
+    const [fn] = await Promise.all([
+      deps.runner.loadFunction(request.environment_id, request.provider_config_key, 'action', request.action_name),
+      checkConnection(deps, request),
+    ]);
+    const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
+    if (request.async) {
+      const id = randomUUID();
+      await deps.runs.insert({
+        _id: id,
+        ...target,
+        action_name: request.action_name,
+        input_json: request.input === undefined ? null : JSON.stringify(request.input),
+        status: 'queued',
+        output_json: null,
+        error: null,
+        attempts: 0,
+        created_at: new Date(),
+        completed_at: null,
+      });
+      await deps.bus.enqueue(actionContracts.run, { environment_id: request.environment_id, id }, { msgId: `action-run-${id}` });
+      return { status: 'queued' as const, id };
+    }
+    const outcome = await deps.runner.run({ target, fn, input: request.input });
+    return { status: 'done' as const, output: outputForReply(deps.bus.nc, outcome.output, deps.streamIdleMs) };
+  };
+}
+
+export function getActionResultHandler(deps: ActionDeps) {
+  return async (request: RequestOf<typeof actionContracts.getResult>) => {
+    const run = await deps.runs.get(environmentId(request.environment_id), request.id);
+    if (!run) throw new AppError('unknown_action_run', `No async action has the id "${request.id}"`);
+    if (run.status === 'done') return { status: 'done' as const, output: outputForReply(deps.bus.nc, run.output_json, deps.streamIdleMs) };
+    if (run.status === 'failed') return { status: 'failed' as const, error: run.error ?? { code: 'function_failed', message: 'The action failed' } };
+    return { status: run.status };
+  };
+}
+
+/**
+ * Runs one queued async action (JetStream delivers at least once). A run that already finished
+ * is not run again; its completion event is published again under the same message id, which
+ * JetStream deduplicates, so a crash between the two writes loses nothing and doubles nothing.
+ * A crash during the run means the function runs again on redelivery: functions behind async
+ * actions should be idempotent.
+ */
+export function runAsyncActionHandler(deps: ActionDeps) {
+  return async (job: PayloadOf<typeof actionContracts.run>, msg: JsMsg) => {
+    const environment = environmentId(job.environment_id);
+    let run = await deps.runs.get(environment, job.id);
+    if (!run) {
+      deps.logger.warn('an async action job names no run', { id: job.id });
+      return;
+    }
+    // A later delivery took the run over (this one waited too long in a buffer): it is theirs.
+    if (run.status === 'running' && run.attempts > msg.info.deliveryCount) return;
+    if (run.status === 'queued' || run.status === 'running') run = await runOnce(deps, run, msg);
+    await deps.bus.publish(
+      actionContracts.asyncCompleted,
+      {
+        environment_id: run.environment_id,
+        id: run._id,
+        statusUrl: `/action/${run._id}`,
+        action_name: run.action_name,
+        provider_config_key: run.provider_config_key,
+        connection_id: run.connection_id,
+        success: run.status === 'done',
+        ...(run.error ? { error: run.error } : {}),
+        completed_at: (run.completed_at ?? new Date()).toISOString(),
+      },
+      { msgId: `action-${run._id}` },
+    );
+  };
+}
+
+/** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
+async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JsMsg): Promise<ActionRunDoc> {
+  const environment = environmentId(run.environment_id);
+  await deps.runs.markRunning(environment, run._id, msg.info.deliveryCount);
+  const target = { environment_id: run.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id };
+  let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
+  try {
+    const fn = await deps.runner.loadFunction(run.environment_id, run.provider_config_key, 'action', run.action_name);
+    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json) });
+    outcome = { status: 'done', output_json: result.output ?? 'null', error: null };
+  } catch (error) {
+    const appError = toAppError(error);
+    // The bus or a service was away: try again later, unless it has failed too often.
+    if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
+    outcome = { status: 'failed', output_json: null, error: { code: appError.code, message: appError.message } };
+  }
+  await deps.runs.finish(environment, run._id, outcome);
+  return (await deps.runs.get(environment, run._id)) ?? run;
+}

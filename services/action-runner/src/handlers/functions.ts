@@ -1,0 +1,149 @@
+import { actionContracts, functionsContracts, vaultContracts, webhookContracts, type FunctionType, type PayloadOf, type RequestOf } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
+import type { Bus } from '@latchkey/bus';
+import type { Logger } from '@latchkey/logger';
+import type { CachedFunction } from '../domain/function-cache.js';
+import type { RecordedWrite } from '../domain/host.js';
+import type { LogEntry, Runner } from '../domain/run-function.js';
+import { subscribes, webhookType } from '../domain/webhook-match.js';
+
+export interface FunctionDeps {
+  bus: Bus;
+  logger: Logger;
+  runner: Runner;
+}
+
+const COMPILE_TIMEOUT_MS = 30_000;
+
+/** A deployed function by name, whatever its type (actions first). */
+async function deployedByName(deps: FunctionDeps, request: { environment_id: string; provider_config_key: string }, name: string): Promise<CachedFunction> {
+  for (const type of ['action', 'sync', 'on-event'] as FunctionType[]) {
+    try {
+      return await deps.runner.loadFunction(request.environment_id, request.provider_config_key, type, name);
+    } catch (error) {
+      const code = toAppError(error).code;
+      if (code !== 'unknown_action' && code !== 'unknown_function') throw error;
+    }
+  }
+  throw new AppError('unknown_function', `No function "${name}" is deployed for integration "${request.provider_config_key}"`);
+}
+
+/**
+ * A dry run: the source is compiled by the sync-scheduler (or the deployed function is taken),
+ * then run against the real connection with writes to Latchkey recorded instead of applied.
+ * The function's failure is part of the answer, not an error of the request.
+ */
+export function dryRunHandler(deps: FunctionDeps) {
+  return async (request: RequestOf<typeof actionContracts.dryRun>) => {
+    let fn: { bundle: string; description?: CachedFunction['description'] };
+    if (request.source !== undefined) {
+      const compiled = await deps.bus.request(functionsContracts.compile, { source: request.source }, { timeoutMs: COMPILE_TIMEOUT_MS });
+      if (!compiled.success || compiled.bundle === undefined) {
+        throw new AppError('function_compilation_failed', 'The source does not compile', {
+          errors: compiled.diagnostics
+            .filter((item) => item.severity === 'error')
+            .map((item) => ({ code: 'compile_error', message: item.message, path: item.line === undefined ? 'source' : `source:${item.line}:${item.column ?? 0}` })),
+        });
+      }
+      fn = { bundle: compiled.bundle };
+    } else if (request.function_name !== undefined) {
+      fn = await deployedByName(deps, request, request.function_name);
+    } else {
+      throw new AppError('invalid_body', 'Give the function as source or by function_name', { errors: [{ code: 'required', message: 'source or function_name is required', path: 'source' }] });
+    }
+    await deps.bus.request(vaultContracts.getConnection, {
+      environment_id: request.environment_id,
+      reader: { key_id: 'action-runner' },
+      connection_id: request.connection_id,
+      provider_config_key: request.provider_config_key,
+      include_credentials: false,
+      include_refresh_token: false,
+      force_refresh: false,
+      refresh_vendor_app_jwt_token: false,
+    });
+    const started = Date.now();
+    const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
+    const logs: LogEntry[] = [];
+    const writes: RecordedWrite[] = [];
+    try {
+      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes });
+      return {
+        function: { type: outcome.definition.kind, name: outcome.definition.name },
+        success: true,
+        output: outcome.output === undefined ? null : (JSON.parse(outcome.output) as unknown),
+        logs,
+        writes: outcome.writes,
+        duration_ms: Date.now() - started,
+      };
+    } catch (error) {
+      const appError = toAppError(error);
+      if (appError.retryable && appError.code !== 'internal_error') throw appError;
+      return {
+        function: { type: fn.description?.type ?? 'unknown', name: fn.description?.name ?? request.function_name ?? 'unknown' },
+        success: false,
+        error: { code: appError.code, message: appError.message },
+        logs,
+        writes,
+        duration_ms: Date.now() - started,
+      };
+    }
+  };
+}
+
+/** Runs the integration's functions for a lifecycle event, one after the other; failures are counted and logged. */
+async function runLifecycle(
+  deps: FunctionDeps,
+  event: 'post-connection-creation' | 'pre-connection-deletion',
+  target: { environment_id: string; provider_config_key: string; connection_id: string },
+): Promise<{ ran: number; failed: number }> {
+  const names = await deps.bus.request(functionsContracts.listLifecycle, { environment_id: target.environment_id, provider_config_key: target.provider_config_key, event });
+  let failed = 0;
+  for (const name of names) {
+    try {
+      const fn = await deps.runner.loadFunction(target.environment_id, target.provider_config_key, 'on-event', name);
+      await deps.runner.run({ target, fn });
+    } catch (error) {
+      failed++;
+      const appError = toAppError(error);
+      deps.logger.warn('a lifecycle function failed', { event, function: `${target.provider_config_key}/${name}`, code: appError.code, message: appError.message });
+    }
+  }
+  return { ran: names.length, failed };
+}
+
+export function preDeletionHandler(deps: FunctionDeps) {
+  return (request: RequestOf<typeof actionContracts.runPreDeletion>) => runLifecycle(deps, 'pre-connection-deletion', request);
+}
+
+/** `connection.created`: the integration's post-creation functions run once the connection exists. */
+export function postCreationHandler(deps: FunctionDeps) {
+  return async (event: PayloadOf<typeof vaultContracts.connectionCreated>) => {
+    await runLifecycle(deps, 'post-connection-creation', {
+      environment_id: event.environment_id,
+      provider_config_key: event.provider_config_key,
+      connection_id: event.connection_id,
+    });
+  };
+}
+
+/**
+ * `webhook.received`: a provider webhook routed to a connection goes to the `onWebhook` of each
+ * of the integration's syncs subscribed to its type. A webhook for no connection is skipped.
+ */
+export function webhookHandler(deps: FunctionDeps) {
+  return async (event: PayloadOf<typeof webhookContracts.received>) => {
+    if (event.connection_id === null) return;
+    const syncs = await deps.bus.request(functionsContracts.listWebhookSyncs, { environment_id: event.environment_id, provider_config_key: event.provider_config_key });
+    const type = webhookType(event.payload);
+    const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
+    for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
+      try {
+        const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null });
+      } catch (error) {
+        const appError = toAppError(error);
+        deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });
+      }
+    }
+  };
+}

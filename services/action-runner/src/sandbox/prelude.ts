@@ -1,0 +1,190 @@
+/**
+ * Runs inside each isolate before the customer's bundle. The isolate is bare V8: no `require`,
+ * `process`, timers, `fetch` or sockets. The only ways out are two references the host puts
+ * on the global object, `__host` (an async call, JSON in and out, answered by the host's
+ * table of context methods) and `__log`; this script hides them behind the context object and
+ * `console`, then deletes the globals. `__run` is what the host calls.
+ */
+export const PRELUDE = String.raw`
+'use strict';
+const host = globalThis.__host;
+const logRef = globalThis.__log;
+delete globalThis.__host;
+delete globalThis.__log;
+
+function hostCall(runId, method, ...args) {
+  return host.apply(undefined, [runId, method, JSON.stringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
+    const reply = JSON.parse(text);
+    if (reply.ok) return reply.value;
+    const error = new Error(reply.error.message);
+    error.code = reply.error.code;
+    throw error;
+  });
+}
+
+function safeFields(fields) {
+  if (fields === undefined) return undefined;
+  try { return JSON.stringify(fields); } catch { return JSON.stringify({ unserializable: String(fields) }); }
+}
+
+/** The run that is using this isolate now: console output goes to it. */
+let currentRunId = 0;
+
+function log(runId, level, message, fields) {
+  logRef.applyIgnored(undefined, [runId, level, String(message), safeFields(fields)], { arguments: { copy: true } });
+}
+
+const format = (args) => args.map((arg) => (typeof arg === 'string' ? arg : (() => { try { return JSON.stringify(arg); } catch { return String(arg); } })())).join(' ');
+globalThis.console = {
+  log: (...args) => log(currentRunId, 'info', format(args)),
+  info: (...args) => log(currentRunId, 'info', format(args)),
+  debug: (...args) => log(currentRunId, 'debug', format(args)),
+  warn: (...args) => log(currentRunId, 'warn', format(args)),
+  error: (...args) => log(currentRunId, 'error', format(args)),
+};
+
+function pathGet(value, path) {
+  if (!path) return value;
+  return String(path).split('.').reduce((node, key) => (node === null || node === undefined ? undefined : node[key]), value);
+}
+
+function nextLink(headers, rel) {
+  const header = headers && (headers.link || headers.Link);
+  if (!header) return undefined;
+  for (const part of String(header).split(',')) {
+    const match = /<([^>]+)>\s*;\s*rel="?([^";]+)"?/i.exec(part);
+    if (match && match[2].trim().toLowerCase() === String(rel || 'next').toLowerCase()) return match[1];
+  }
+  return undefined;
+}
+
+function splitUrl(url) {
+  const match = /^(https?:\/\/[^/?#]+)(\/[^?#]*)?(?:\?([^#]*))?/i.exec(url);
+  if (!match) return { endpoint: url, params: {} };
+  const params = {};
+  for (const pair of (match[3] || '').split('&')) {
+    if (!pair) continue;
+    const at = pair.indexOf('=');
+    const name = decodeURIComponent((at < 0 ? pair : pair.slice(0, at)).replace(/\+/g, ' '));
+    params[name] = decodeURIComponent((at < 0 ? '' : pair.slice(at + 1)).replace(/\+/g, ' '));
+  }
+  return { baseUrlOverride: match[1], endpoint: match[2] || '/', params };
+}
+
+function makeContext(info) {
+  const call = (method, ...args) => hostCall(info.runId, method, ...args);
+  const proxy = (config) => call('proxy', config);
+  const method = (name) => (config) => proxy({ ...config, method: name });
+  const ctx = {
+    connectionId: info.connectionId,
+    providerConfigKey: info.providerConfigKey,
+    dryRun: info.dryRun,
+    proxy,
+    get: method('GET'),
+    post: method('POST'),
+    put: method('PUT'),
+    patch: method('PATCH'),
+    delete: method('DELETE'),
+    getConnection: () => call('getConnection'),
+    getIntegration: () => call('getIntegration'),
+    getMetadata: () => call('getMetadata'),
+    setMetadata: (metadata) => call('setMetadata', metadata),
+    updateMetadata: (metadata) => call('updateMetadata', metadata),
+    getEnvironmentVariables: () => call('getEnvironmentVariables'),
+    batchSave: (records, model) => call('batchSave', records, model),
+    batchUpdate: (records, model) => call('batchUpdate', records, model),
+    batchDelete: (records, model) => call('batchDelete', records, model),
+    log: (...args) => (['debug', 'info', 'warn', 'error'].includes(args[0]) && args.length > 1 ? log(info.runId, args[0], args[1], args[2]) : log(info.runId, 'info', args[0], args[1])),
+    paginate: async function* paginate(config) {
+      const settings = { ...((await call('paginateSettings')) || {}), ...(config.paginate || {}) };
+      const type = settings.type;
+      if (type !== 'cursor' && type !== 'link' && type !== 'offset') throw new Error('paginate: the provider has no proxy.paginate settings; pass paginate.type (cursor, link or offset)');
+      const base = { ...config };
+      delete base.paginate;
+      let params = { ...(base.params || {}) };
+      if (settings.limit !== undefined && settings.limit_name_in_request) params[settings.limit_name_in_request] = settings.limit;
+      let request = { ...base, params };
+      let offset = Number(params[settings.offset_name_in_request || 'offset'] || 0);
+      for (let page = 0; page < 10000; page++) {
+        const response = await proxy(request);
+        if (response.status >= 400) throw new Error('paginate: the provider answered ' + response.status);
+        const records = pathGet(response.data, settings.response_path);
+        const list = Array.isArray(records) ? records : [];
+        if (list.length === 0) return;
+        yield list;
+        if (type === 'cursor') {
+          const cursor = pathGet(response.data, settings.cursor_path_in_response);
+          if (cursor === undefined || cursor === null || cursor === '') return;
+          params = { ...params, [settings.cursor_name_in_request || 'cursor']: cursor };
+          request = { ...base, params };
+        } else if (type === 'link') {
+          const link = settings.link_path_in_response_body ? pathGet(response.data, settings.link_path_in_response_body) : nextLink(response.headers, settings.link_rel_in_response_header);
+          if (!link) return;
+          const next = splitUrl(String(link));
+          request = { ...base, endpoint: next.endpoint, params: next.params, ...(next.baseUrlOverride ? { baseUrlOverride: next.baseUrlOverride } : {}) };
+        } else {
+          offset += list.length;
+          params = { ...params, [settings.offset_name_in_request || 'offset']: offset };
+          request = { ...base, params };
+        }
+      }
+    },
+  };
+  return ctx;
+}
+
+function errorOf(error) {
+  if (error && typeof error === 'object') {
+    return { code: typeof error.code === 'string' ? error.code : 'function_failed', message: String(error.message || error), ...(error.issues ? { issues: error.issues } : {}) };
+  }
+  return { code: 'function_failed', message: String(error) };
+}
+
+async function validate(schema, value, what) {
+  if (!schema || !schema['~standard'] || typeof schema['~standard'].validate !== 'function') return value;
+  const result = await schema['~standard'].validate(value);
+  if (!result.issues) return result.value;
+  const error = new Error(what + ' does not match its schema');
+  error.code = what === 'input' ? 'invalid_body' : 'function_failed';
+  error.issues = result.issues.map((issue) => ({
+    message: String(issue.message),
+    path: (issue.path || []).map((key) => (typeof key === 'object' && key !== null ? key.key : key)).join('.'),
+  }));
+  throw error;
+}
+
+globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
+  try {
+    const definition = globalThis.__definition;
+    if (!definition || typeof definition.exec !== 'function') throw new Error('the bundle does not export a function definition');
+    const info = JSON.parse(infoJson);
+    currentRunId = info.runId;
+    if (info.kind && definition.kind !== info.kind) throw new Error('the bundle defines a ' + definition.kind + ', not a ' + info.kind);
+    const ctx = makeContext(info);
+    const input = inputJson === undefined ? undefined : JSON.parse(inputJson);
+    let output;
+    if (entry === 'onWebhook') {
+      if (typeof definition.onWebhook !== 'function') throw new Error('this sync has no onWebhook');
+      output = await definition.onWebhook(ctx, input);
+    } else if (definition.kind === 'action') {
+      const checked = await validate(definition.input, input, 'input');
+      output = await definition.exec(ctx, checked);
+      output = await validate(definition.output, output, 'output');
+    } else {
+      output = await definition.exec(ctx);
+    }
+    const text = output === undefined ? undefined : JSON.stringify(output);
+    if (text !== undefined && text.length > maxOutput) {
+      return JSON.stringify({ ok: false, error: { code: 'action_output_too_large', message: 'The output is ' + text.length + ' characters; the limit is ' + maxOutput + ' bytes' } });
+    }
+    return JSON.stringify({ ok: true, output: text, kind: String(definition.kind), name: String(definition.name) });
+  } catch (error) {
+    return JSON.stringify({ ok: false, error: errorOf(error) });
+  }
+};
+`;
+
+/** Wraps a CommonJS bundle so that its default export lands on `__definition`. */
+export function wrapBundle(bundle: string): string {
+  return `(function () { const module = { exports: {} }; const exports = module.exports;\n${bundle}\n;globalThis.__definition = module.exports && 'default' in module.exports ? module.exports.default : module.exports; })();`;
+}

@@ -1,0 +1,121 @@
+import { describe, expect, it } from '@jest/globals';
+import { AppError } from '@latchkey/errors';
+import { runInSandbox, type SandboxRun } from './run-in-sandbox.js';
+
+/** A bundle as esbuild writes it: CommonJS whose default export is the definition. */
+const action = (exec: string, extra = '') => `"use strict";${extra}\nmodule.exports = { default: { kind: 'action', name: 'a', exec: ${exec} } };`;
+
+const limits = { memoryMb: 32, timeoutMs: 1500, maxOutputBytes: 1024 * 1024 };
+
+async function run(bundle: string, overrides: Partial<SandboxRun> = {}) {
+  const result = await runInSandbox({
+    bundle,
+    entry: 'exec',
+    kind: 'action',
+    input: { n: 2 },
+    info: { connectionId: 'c', providerConfigKey: 'p', dryRun: false },
+    host: { getMetadata: async () => ({ plan: 'pro' }) },
+    onLog: () => undefined,
+    limits,
+    ...overrides,
+  });
+  return result.output;
+}
+
+async function failure(promise: Promise<unknown>): Promise<AppError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof AppError) return error;
+    throw error;
+  }
+  throw new Error('expected the run to fail');
+}
+
+describe('runInSandbox', () => {
+  it('runs an action with its input and the context, and collects its logs', async () => {
+    const logs: string[] = [];
+    const output = await run(action(`async (ctx, input) => { console.log('hello', input.n); const m = await ctx.getMetadata(); return { double: input.n * 2, plan: m.plan, connection: ctx.connectionId }; }`), {
+      onLog: (level, message) => logs.push(`${level}:${message}`),
+    });
+    expect(JSON.parse(output!)).toEqual({ double: 4, plan: 'pro', connection: 'c' });
+    expect(logs).toEqual(['info:hello 2']);
+  });
+
+  it('stops an endless loop at its timeout, and the next run succeeds', async () => {
+    const started = Date.now();
+    const error = await failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));
+    expect(error.code).toBe('function_timed_out');
+    expect(Date.now() - started).toBeLessThan(3000);
+    // An endless loop after an await (outside the synchronous part) too.
+    const later = await failure(run(action(`async (ctx) => { await ctx.getMetadata(); for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));
+    expect(later.code).toBe('function_timed_out');
+    expect(JSON.parse((await run(action(`async () => 'fine'`)))!)).toBe('fine');
+  });
+
+  it('lets other runs finish while a runaway spins beside them', async () => {
+    const runaway = failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 1000 } }));
+    const started = Date.now();
+    const others = await Promise.all(Array.from({ length: 4 }, (_, i) => run(action(`async (ctx, input) => input.n + ${i}`))));
+    expect(others.map((output) => JSON.parse(output!))).toEqual([2, 3, 4, 5]);
+    expect(Date.now() - started).toBeLessThan(900);
+    expect((await runaway).code).toBe('function_timed_out');
+  });
+
+  it('stops a function that allocates without end at its memory limit', async () => {
+    const error = await failure(run(action(`async () => { const hoard = []; for (;;) hoard.push(new Array(100000).fill(hoard.length)); }`), { limits: { ...limits, timeoutMs: 20_000 } }));
+    expect(error.code).toBe('function_memory_exceeded');
+    expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
+  });
+
+  it('offers no process environment, filesystem, module loader or network', async () => {
+    expect((await failure(run(action(`async () => process.env.HOME`)))).message).toMatch(/process is not defined/);
+    expect((await failure(run(action(`async () => require('node:fs').readFileSync('/etc/passwd', 'utf8')`)))).message).toMatch(/require is not defined/);
+    // esbuild leaves Node built-ins as require() calls at the top of the bundle: loading fails.
+    expect((await failure(run(action(`async () => net.connect(80, '127.0.0.1')`, `const net = require('node:net');`)))).message).toMatch(/require is not defined/);
+    expect((await failure(run(action(`async () => fetch('http://127.0.0.1/')`)))).message).toMatch(/fetch is not defined/);
+    expect((await failure(run(action(`async () => import('node:fs')`)))).code).toBe('function_failed');
+    // The host's references are gone from the global object once the context is built.
+    expect(JSON.parse((await run(action(`async () => [typeof __host, typeof __log, typeof setTimeout]`)))!)).toEqual(['undefined', 'undefined', 'undefined']);
+  });
+
+  it('caps the output', async () => {
+    const error = await failure(run(action(`async () => 'x'.repeat(2 * 1024 * 1024)`), { limits: { ...limits, timeoutMs: 5000 } }));
+    expect(error.code).toBe('action_output_too_large');
+  });
+
+  it('validates the input against the action schema and reports the function\'s own errors', async () => {
+    const schema = `{ '~standard': { validate: (value) => typeof value.n === 'number' ? { value } : { issues: [{ message: 'n must be a number', path: ['n'] }] } } }`;
+    const bundle = `"use strict";module.exports = { default: { kind: 'action', name: 'a', input: ${schema}, exec: async (ctx, input) => input.n } };`;
+    expect(JSON.parse((await run(bundle))!)).toBe(2);
+    const invalid = await failure(run(bundle, { input: { n: 'two' } }));
+    expect(invalid.code).toBe('invalid_body');
+    expect(invalid.errors).toEqual([{ code: 'invalid_value', message: 'n must be a number', path: 'input.n' }]);
+    const thrown = await failure(run(action(`async () => { throw new Error('the provider said no'); }`)));
+    expect(thrown).toMatchObject({ code: 'function_failed', message: 'the provider said no' });
+    const wrongKind = await failure(run(action(`async () => 1`), { kind: 'on-event' }));
+    expect(wrongKind.message).toMatch(/not a on-event/);
+  });
+
+  it('reuses a loaded isolate for the same key only, and never with a finished run\'s context', async () => {
+    const counter = `"use strict";let runs = 0; let leftover;
+module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
+  runs++;
+  const previous = leftover;
+  leftover = ctx;
+  let stale = 'none';
+  if (previous) { try { await previous.getMetadata(); stale = 'worked'; } catch (error) { stale = error.message; } }
+  return { runs, stale };
+} } };`;
+    const reuse = { key: 'env\u0000p\u0000action\u0000a\u00001', perKey: 1 };
+    expect(JSON.parse((await run(counter, { reuse }))!)).toEqual({ runs: 1, stale: 'none' });
+    expect(JSON.parse((await run(counter, { reuse }))!)).toEqual({ runs: 2, stale: 'This run is over: its context can no longer be used' });
+    expect(JSON.parse((await run(counter, { reuse: { ...reuse, key: 'another' } }))!)).toEqual({ runs: 1, stale: 'none' });
+    // A failed run costs its isolate: the next one starts afresh.
+    const flaky = counter.replace('runs++;', 'runs++; if (runs === 2) throw new Error("second");');
+    const failing = { ...reuse, key: 'failing' };
+    expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
+    expect((await failure(run(flaky, { reuse: failing }))).message).toBe('second');
+    expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
+  });
+});

@@ -1,0 +1,264 @@
+import { createHash } from 'node:crypto';
+import ivm from 'isolated-vm';
+import { AppError, toAppError, type ErrorItem } from '@latchkey/errors';
+import { PRELUDE, wrapBundle } from './prelude.js';
+
+export interface SandboxLimits {
+  /** The isolate's heap limit; past it V8 stops the isolate. */
+  memoryMb: number;
+  /** Wall clock for the whole run, awaits included. */
+  timeoutMs: number;
+  /** The output's JSON, in bytes. */
+  maxOutputBytes: number;
+}
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+/** The context's ways out: each method takes JSON-able arguments and answers JSON-able values. */
+export type HostMethods = Record<string, (...args: any[]) => Promise<unknown>>;
+
+export interface SandboxRun {
+  bundle: string;
+  /** `exec` for actions, syncs and lifecycle functions; `onWebhook` for a sync's webhook handler. */
+  entry: 'exec' | 'onWebhook';
+  /** The definition kind the caller expects (the run fails on another); any, when absent. */
+  kind?: 'action' | 'sync' | 'on-event';
+  input?: unknown;
+  info: { connectionId: string; providerConfigKey: string; dryRun: boolean };
+  host: HostMethods;
+  /**
+   * Keep the loaded isolate after a successful run for the next run with the same key (at most
+   * `perKey` idle ones). Module-level state of the bundle then survives between such runs, as
+   * in a warm serverless instance; the context object never does.
+   */
+  reuse?: { key: string; perKey: number };
+  onLog: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+  limits: SandboxLimits;
+}
+
+const MAX_LOG_MESSAGE = 4096;
+const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
+
+/** Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest. */
+const codeCache = new Map<string, ivm.ExternalCopy<ArrayBuffer>>();
+const CODE_CACHE_ENTRIES = 200;
+
+async function compileCached(isolate: ivm.Isolate, code: string, filename: string): Promise<ivm.Script> {
+  const key = createHash('sha256').update(code).digest('base64url');
+  const cachedData = codeCache.get(key);
+  const script = (await isolate.compileScript(code, { filename, ...(cachedData ? { cachedData } : { produceCachedData: true }) })) as ivm.Script & {
+    cachedData?: ivm.ExternalCopy<ArrayBuffer>;
+    cachedDataRejected?: boolean;
+  };
+  if (!cachedData && script.cachedData) {
+    if (codeCache.size >= CODE_CACHE_ENTRIES) codeCache.delete(codeCache.keys().next().value!);
+    codeCache.set(key, script.cachedData);
+  } else if (cachedData && script.cachedDataRejected) {
+    codeCache.delete(key);
+  }
+  return script;
+}
+
+/**
+ * Runs one function in a fresh V8 isolate (its own heap, no Node APIs) and answers its output as
+ * JSON text (undefined when it returned nothing). The isolate is disposed at the end of the
+ * run, on its timeout and when it outgrows its memory limit: a runaway run costs its own isolate
+ * and nothing else. Errors are AppErrors: the function's own failure (`function_failed`, or the
+ * code it set), `function_timed_out`, `function_memory_exceeded`, `action_output_too_large`,
+ * `invalid_body` when an action's input fails its schema.
+ */
+export interface SandboxResult {
+  /** The output as JSON text; undefined when the function returned nothing. */
+  output: string | undefined;
+  /** What the bundle defined. */
+  definition: { kind: string; name: string };
+}
+
+/**
+ * A loaded isolate: the prelude and one bundle evaluated in its context. Only one run uses it
+ * at a time; `runId` names that run, and a call or log line from any other (a promise a
+ * previous run left behind) is refused, so a run never acts with another run's context.
+ */
+interface Loaded {
+  isolate: ivm.Isolate;
+  entry: ivm.Reference<(...args: unknown[]) => Promise<string>>;
+  runId: number;
+  run: SandboxRun | undefined;
+  idleTimer?: NodeJS.Timeout;
+}
+
+/** Idle loaded isolates, by reuse key (environment, integration, function, version). */
+const idle = new Map<string, Loaded[]>();
+let idleCount = 0;
+let nextRunId = 1;
+const MAX_IDLE_TOTAL = 64;
+const IDLE_MS = 30_000;
+
+function takeIdle(key: string): Loaded | undefined {
+  const list = idle.get(key);
+  while (list && list.length > 0) {
+    const loaded = list.pop()!;
+    idleCount--;
+    clearTimeout(loaded.idleTimer);
+    if (list.length === 0) idle.delete(key);
+    if (!loaded.isolate.isDisposed) return loaded;
+  }
+  return undefined;
+}
+
+function keepIdle(key: string, loaded: Loaded, perKey: number): void {
+  const list = idle.get(key) ?? [];
+  if (list.length >= perKey || idleCount >= MAX_IDLE_TOTAL || loaded.isolate.isDisposed) {
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+    return;
+  }
+  loaded.run = undefined;
+  loaded.idleTimer = setTimeout(() => {
+    const at = list.indexOf(loaded);
+    if (at >= 0) {
+      list.splice(at, 1);
+      idleCount--;
+      if (list.length === 0) idle.delete(key);
+    }
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+  }, IDLE_MS);
+  loaded.idleTimer.unref();
+  list.push(loaded);
+  idle.set(key, list);
+  idleCount++;
+}
+
+/** Drops every idle isolate (on shutdown). */
+export function disposeIdleIsolates(): void {
+  for (const list of idle.values()) {
+    for (const loaded of list) {
+      clearTimeout(loaded.idleTimer);
+      if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+    }
+  }
+  idle.clear();
+  idleCount = 0;
+}
+
+/** A fresh isolate with the prelude and the bundle evaluated; its references ask `loaded.run`. */
+async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
+  const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
+  const loaded = { isolate, runId: 0, run: undefined } as unknown as Loaded;
+  try {
+    const context = await isolate.createContext();
+    const jail = context.global;
+    await jail.set('globalThis', jail.derefInto());
+    await jail.set(
+      '__host',
+      new ivm.Reference(async (runId: number, method: string, argsJson: string) => {
+        try {
+          const run = loaded.runId === runId ? loaded.run : undefined;
+          if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
+          const fn = Object.hasOwn(run.host, method) ? run.host[method] : undefined;
+          if (!fn) throw new AppError('function_failed', `ctx.${method} is not available`);
+          const value = await fn(...(JSON.parse(argsJson) as unknown[]));
+          return JSON.stringify({ ok: true, value: value ?? null });
+        } catch (error) {
+          const appError = toAppError(error);
+          // Internal failures keep their detail in our logs; the function sees the code only.
+          const message = appError.code === 'internal_error' ? 'An internal error occurred' : appError.message;
+          return JSON.stringify({ ok: false, error: { code: appError.code, message } });
+        }
+      }),
+    );
+    await jail.set(
+      '__log',
+      new ivm.Reference((runId: number, level: string, message: string, fieldsJson: string | undefined) => {
+        const run = loaded.runId === runId ? loaded.run : undefined;
+        if (!run) return;
+        let fields: Record<string, unknown> | undefined;
+        try {
+          fields = fieldsJson === undefined ? undefined : (JSON.parse(fieldsJson) as Record<string, unknown>);
+        } catch {
+          fields = undefined;
+        }
+        run.onLog(LEVELS.has(level) ? (level as LogLevel) : 'info', String(message).slice(0, MAX_LOG_MESSAGE), fields);
+      }),
+    );
+    await (await compileCached(isolate, PRELUDE, 'latchkey:prelude.js')).run(context, { timeout: limits.timeoutMs });
+    await (await compileCached(isolate, wrapBundle(bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
+    loaded.entry = (await jail.get('__run', { reference: true })) as Loaded['entry'];
+    return loaded;
+  } catch (error) {
+    if (!isolate.isDisposed) isolate.dispose();
+    throw error;
+  }
+}
+
+export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
+  const { limits } = run;
+  let loaded: Loaded | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  let succeeded = false;
+  try {
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        // Stops the isolate's thread wherever it is, even inside an endless loop.
+        if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
+        reject(new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`));
+      }, limits.timeoutMs);
+    });
+    const execute = async () => {
+      loaded = (run.reuse ? takeIdle(run.reuse.key) : undefined) ?? (await load(run.bundle, limits));
+      if (timedOut) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
+      const runId = nextRunId++;
+      loaded.runId = runId;
+      loaded.run = run;
+      const inputJson = run.input === undefined ? undefined : JSON.stringify(run.input);
+      const info = JSON.stringify({ ...run.info, runId, ...(run.kind ? { kind: run.kind } : {}) });
+      return (await loaded.entry.apply(undefined, [run.entry, inputJson, info, limits.maxOutputBytes], {
+        arguments: { copy: true },
+        result: { promise: true, copy: true },
+        timeout: limits.timeoutMs,
+      })) as string;
+    };
+    const replyText = await Promise.race([execute(), deadline]);
+    const reply = JSON.parse(replyText) as
+      | { ok: true; output?: string; kind: string; name: string }
+      | { ok: false; error: { code: string; message: string; issues?: Array<{ message: string; path: string }> } };
+    if (!reply.ok) throw functionError(reply.error);
+    if (reply.output !== undefined && Buffer.byteLength(reply.output) > limits.maxOutputBytes) {
+      throw new AppError('action_output_too_large', `The output is larger than ${limits.maxOutputBytes} bytes`);
+    }
+    succeeded = true;
+    return { output: reply.output, definition: { kind: reply.kind, name: reply.name } };
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    if (timedOut || /timed out/i.test(message)) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
+    const disposed = (loaded as Loaded | undefined)?.isolate.isDisposed ?? false;
+    if (/memory limit/i.test(message) || disposed) {
+      throw new AppError('function_memory_exceeded', `The function used more than its ${limits.memoryMb} MB of memory`);
+    }
+    // Anything else was thrown while loading the bundle (a syntax error, a missing `require`…).
+    throw new AppError('function_failed', message.slice(0, MAX_LOG_MESSAGE));
+  } finally {
+    clearTimeout(timer);
+    const used = loaded as Loaded | undefined;
+    if (used) {
+      used.runId = 0;
+      used.run = undefined;
+      // Only an isolate whose run ended well is used again; any failure costs it.
+      if (succeeded && run.reuse) keepIdle(run.reuse.key, used, run.reuse.perKey);
+      else if (!used.isolate.isDisposed) used.isolate.dispose();
+    }
+  }
+}
+
+/** The function's own failure, as it reported it; codes it may not claim become `function_failed`. */
+function functionError(error: { code: string; message: string; issues?: Array<{ message: string; path: string }> }): AppError {
+  const message = String(error.message).slice(0, MAX_LOG_MESSAGE);
+  if (error.code === 'invalid_body') {
+    const errors: ErrorItem[] = (error.issues ?? []).map((issue) => ({ code: 'invalid_value', message: issue.message, path: issue.path ? `input.${issue.path}` : 'input' }));
+    return new AppError('invalid_body', 'The input does not match the action\'s schema', { errors });
+  }
+  if (error.code === 'action_output_too_large') return new AppError('action_output_too_large', message);
+  return new AppError('function_failed', message, { payload: error.code && error.code !== 'function_failed' ? { code: error.code } : {} });
+}

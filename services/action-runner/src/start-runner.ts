@@ -1,0 +1,107 @@
+import { consume, decodeJson } from '@latchkey/bus';
+import { STREAMS, actionContracts, functionsContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
+import type { Runtime } from '@latchkey/runtime';
+import type { Config } from './config.js';
+import { createActionRunRepo } from './db/action-run-repo.js';
+import { createFunctionCache } from './domain/function-cache.js';
+import { createKnownConnections } from './domain/known-connections.js';
+import { createLimiter } from './domain/limiter.js';
+import { createRunner } from './domain/run-function.js';
+import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
+import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
+import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler } from './handlers/functions.js';
+
+/** How long an async action's result can be read after it finished. */
+const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const SWEEP_INTERVAL_MS = 3600 * 1000;
+
+/**
+ * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
+ * (bounded per replica), `action.*` in queue group `action-runner`, the durable consumers of
+ * async actions, `connection.created` (post-creation functions) and `webhook.received` (onWebhook).
+ */
+export async function startRunner(runtime: Runtime, config: Config): Promise<void> {
+  const { bus, logger, mongo } = runtime;
+  const runs = createActionRunRepo(mongo);
+  await runs.init();
+  const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000 });
+  bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
+  const connections = createKnownConnections({ ttlMs: 60_000, maxEntries: 100_000 });
+  // Followed live (every replica hears every deletion), not as a durable consumer.
+  bus.nc.subscribe(vaultContracts.connectionDeleted.subject, {
+    callback: (error, msg) => {
+      if (error) return;
+      const parsed = vaultContracts.connectionDeleted.payload.safeParse(decodeJson(msg.data));
+      if (parsed.success) connections.forget(parsed.data.environment_id, parsed.data.provider_config_key, parsed.data.connection_id);
+    },
+  });
+  void (async () => {
+    for await (const status of bus.nc.status()) {
+      if (status.type === 'reconnect') {
+        cache.clear();
+        connections.clear();
+      }
+    }
+  })();
+  const runner = createRunner({
+    bus,
+    logger,
+    cache,
+    proxyTimeoutMs: config.PROXY_TIMEOUT_MS,
+    publicUrl: config.PUBLIC_URL,
+    limits: { memoryMb: config.FUNCTION_MEMORY_MB, timeoutMs: config.FUNCTION_TIMEOUT_MS },
+    warmIsolates: config.FUNCTION_WARM_ISOLATES,
+    limited: createLimiter(config.FUNCTION_CONCURRENCY),
+  });
+  const actionDeps = { bus, logger, runner, runs, connections, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
+  bus.serve(actionContracts.trigger, triggerActionHandler(actionDeps));
+  bus.serve(actionContracts.getResult, getActionResultHandler(actionDeps));
+  bus.serve(actionContracts.dryRun, dryRunHandler(actionDeps));
+  bus.serve(actionContracts.runPreDeletion, preDeletionHandler(actionDeps));
+
+  // A replica reports every 5 s that it still holds a message; one silent for 15 s has died
+  // and JetStream hands its messages to another.
+  const delivery = { ackWaitMs: 15_000, heartbeatMs: 5_000 };
+  const asyncActions = await consume({
+    bus,
+    logger,
+    stream: STREAMS.jobs.name,
+    durable: 'action-runner-actions',
+    contract: actionContracts.run,
+    concurrency: config.FUNCTION_CONCURRENCY,
+    ...delivery,
+    handler: runAsyncActionHandler(actionDeps),
+  });
+  const postCreation = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'action-runner-post-creation',
+    deliverPolicy: 'new',
+    contract: vaultContracts.connectionCreated,
+    concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
+    ...delivery,
+    handler: postCreationHandler(actionDeps),
+  });
+  const webhooks = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'action-runner-webhooks',
+    deliverPolicy: 'new',
+    contract: webhookContracts.received,
+    concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
+    ...delivery,
+    handler: webhookHandler(actionDeps),
+  });
+  // Async results are kept a week, then forgotten; every replica sweeps (deleting is idempotent).
+  const sweep = setInterval(() => {
+    runs.removeFinishedBefore(new Date(Date.now() - RESULT_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old action runs', { error }));
+  }, SWEEP_INTERVAL_MS);
+  sweep.unref();
+  runtime.onShutdown(async () => {
+    clearInterval(sweep);
+    await Promise.all([asyncActions.stop(), postCreation.stop(), webhooks.stop()]);
+    disposeIdleIsolates();
+  });
+}

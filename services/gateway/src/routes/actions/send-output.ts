@@ -1,0 +1,23 @@
+import type { Response } from 'express';
+import { pullStream } from '@latchkey/bus';
+import type { ActionOutput } from '@latchkey/contracts';
+import type { NatsConnection } from 'nats';
+
+/** Writes an action's output (JSON text) as the response body, inline or from its pull stream. */
+export async function sendOutput(nc: NatsConnection, res: Response, output: ActionOutput, timeoutMs: number): Promise<{ streamed: true }> {
+  res.statusCode = 200;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  if ('inline' in output) {
+    res.end(output.inline);
+    return { streamed: true };
+  }
+  res.setHeader('content-length', String(output.bytes));
+  const stream = pullStream(nc, output.stream, timeoutMs);
+  res.once('close', () => void stream.return(undefined));
+  for await (const chunk of stream) {
+    if (res.destroyed) break;
+    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
+  }
+  res.end();
+  return { streamed: true };
+}

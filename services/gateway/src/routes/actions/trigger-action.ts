@@ -1,0 +1,56 @@
+import type { Request } from 'express';
+import { z } from 'zod';
+import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
+import { AppError, type ErrorItem } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+import { sendOutput } from './send-output.js';
+
+const body = z.strictObject({
+  action_name: z.string().min(1).max(100),
+  input: z.unknown().optional(),
+});
+
+/** The action's headers, each problem listed. */
+function target(req: Request) {
+  const errors: ErrorItem[] = [];
+  const header = (name: string) => {
+    const value = req.headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  };
+  const connectionId = header('connection-id');
+  const providerConfigKey = header('provider-config-key');
+  const asyncFlag = header('x-async');
+  if (!connectionId || connectionId.length > 255) errors.push({ code: 'required', message: 'Connection-Id is required (up to 255 characters)', path: 'connection-id' });
+  if (!providerConfigKey || providerConfigKey.length > 128) errors.push({ code: 'required', message: 'Provider-Config-Key is required (up to 128 characters)', path: 'provider-config-key' });
+  if (asyncFlag !== undefined && asyncFlag !== 'true' && asyncFlag !== 'false') errors.push({ code: 'invalid_value', message: 'true or false', path: 'x-async' });
+  if (errors.length > 0) throw new AppError('invalid_headers', 'Invalid action headers', { errors });
+  return { connection_id: connectionId!, provider_config_key: providerConfigKey!, async: asyncFlag === 'true' };
+}
+
+/** How long the gateway waits for a synchronous action beyond the run's own limit. */
+const SYNC_MARGIN_MS = 10_000;
+
+/**
+ * `POST /action/trigger`: runs a deployed action for a connection and answers with its output;
+ * with `X-Async: true`, queues it and answers 202 with its id and status URL.
+ */
+export const triggerAction = defineRoute({
+  method: 'post',
+  path: '/action/trigger',
+  auth: 'api_key',
+  scope: 'environment:actions:execute',
+  schemas: { body },
+  handler: async ({ deps, key, body, req, res }) => {
+    const { async, ...where } = target(req);
+    if (body.input !== undefined && Buffer.byteLength(JSON.stringify(body.input)) > MAX_ACTION_INPUT_BYTES) {
+      throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
+    }
+    const reply = await deps.bus.request(
+      actionContracts.trigger,
+      { environment_id: key.environmentId, ...where, action_name: body.action_name, input: body.input, async },
+      { timeoutMs: async ? deps.config.REQUEST_TIMEOUT_MS : deps.config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS },
+    );
+    if (reply.status === 'queued') return { status: 202, body: { id: reply.id, statusUrl: `/action/${reply.id}` } };
+    return sendOutput(deps.bus.nc, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);
+  },
+});

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { defineRoute } from '../../http/define-route.js';
+
+const body = z
+  .strictObject({
+    provider_config_key: z.string().min(1).max(128),
+    connection_id: z.string().min(1).max(255),
+    source: z.string().min(1).max(512 * 1024).optional(),
+    function_name: z.string().min(1).max(100).optional(),
+    input: z.unknown().optional(),
+  })
+  .refine((value) => (value.source === undefined) !== (value.function_name === undefined), { message: 'give exactly one of source and function_name', path: ['source'] });
+
+/**
+ * `POST /functions/dryruns`: runs a function (source, or a deployed one by name) against a real
+ * connection and answers `{function, success, output | error, logs, writes, duration_ms}`.
+ * Nothing is persisted: metadata and record writes are listed in `writes` instead.
+ */
+export const dryRunFunction = defineRoute({
+  method: 'post',
+  path: '/functions/dryruns',
+  auth: 'api_key',
+  scope: 'environment:functions:dryrun',
+  schemas: { body },
+  handler: async ({ deps, key, body }) => {
+    if (body.input !== undefined && Buffer.byteLength(JSON.stringify(body.input)) > MAX_ACTION_INPUT_BYTES) {
+      throw new AppError('payload_too_large', `A dry run's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
+    }
+    return {
+      body: await deps.bus.request(actionContracts.dryRun, { environment_id: key.environmentId, ...body }, { timeoutMs: deps.config.FUNCTION_TIMEOUT_MS + 40_000 }),
+    };
+  },
+});

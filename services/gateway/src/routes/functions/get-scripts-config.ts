@@ -1,0 +1,12 @@
+import { functionsContracts } from '@latchkey/contracts';
+import { defineRoute } from '../../http/define-route.js';
+
+/** `GET /scripts/config`: per integration, the deployed syncs (models and fields), actions and lifecycle functions. */
+export const getScriptsConfig = defineRoute({
+  method: 'get',
+  path: '/scripts/config',
+  auth: 'api_key',
+  scope: 'environment:integrations:list_functions',
+  schemas: {},
+  handler: async ({ deps, key }) => ({ body: await deps.bus.request(functionsContracts.scriptsConfig, { environment_id: key.environmentId }) }),
+});
