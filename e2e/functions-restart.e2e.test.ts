@@ -1,23 +1,32 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { connect, type NatsConnection } from 'nats';
-import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { Latchkey } from '@latchkey/client';
+import { freePort, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { FUNCTIONS_DIR, eventually, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
+import { startReceiver, type Receiver } from './support/webhooks.js';
 
 let stack: Stack;
 let upstream: TestUpstreamApi;
 let nc: NatsConnection;
+let receiver: Receiver;
+let signingKey: string;
 
 const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 
 beforeAll(async () => {
   upstream = await startUpstreamApi();
+  receiver = await startReceiver(await freePort());
   stack = await startStack({
     env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000' },
     // Two runs at a time, so that most of the queue is still waiting when the runner dies.
-    serviceEnv: { 'action-runner': { FUNCTION_CONCURRENCY: '2' } },
+    serviceEnv: { 'action-runner': { FUNCTION_CONCURRENCY: '2' }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
   });
+  // The environment's webhooks go to the receiver; its signing key verifies them.
+  await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } });
+  const rotated = await http(`${stack.url}/admin/environments/dev/webhook-signing-key/rotate`, { method: 'POST', token: stack.adminToken });
+  signingKey = rotated.json.data.signing_key as string;
   nc = await connect({ servers: stack.nats.url });
   await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' });
   await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } });
@@ -29,6 +38,7 @@ afterAll(async () => {
   await nc?.close();
   await stack?.dispose();
   await upstream?.close();
+  await receiver?.close();
 });
 
 /** Every `action.async_completed` event stored so far, read with an ordered consumer. */
@@ -43,7 +53,7 @@ async function completedEvents(): Promise<Array<{ id: string; success: boolean }
   return events;
 }
 
-it('kills the action-runner with async actions queued: after a restart each completes exactly once, with one completion event', async () => {
+it('kills the action-runner with async actions queued: after a restart each completes exactly once, with one completion event and one webhook', async () => {
   const ids: string[] = [];
   for (let n = 0; n < 8; n++) {
     const response = await fetch(`${stack.url}/action/trigger`, {
@@ -88,4 +98,21 @@ it('kills the action-runner with async actions queued: after a restart each comp
   );
   expect(events.map((event) => event.id).sort()).toEqual([...ids].sort());
   expect(events.every((event) => event.success)).toBe(true);
+
+  // And one signed async_action webhook each, naming where to read the result.
+  const webhooks = await receiver.waitFor((item) => item.json.type === 'async_action', ids.length, 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 500)); // room for a duplicate to show up
+  const delivered = receiver.received.filter((item) => item.json.type === 'async_action');
+  expect(delivered).toHaveLength(ids.length);
+  expect(delivered.map((item) => item.json.id).sort()).toEqual([...ids].sort());
+  expect(webhooks[0]!.json).toMatchObject({
+    type: 'async_action',
+    connectionId: 'conn-1',
+    providerConfigKey: 'api',
+    actionName: 'slow-echo',
+    statusUrl: `/action/${webhooks[0]!.json.id}`,
+    success: true,
+  });
+  const verifier = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey, webhookSigningKey: signingKey });
+  expect(delivered.every((item) => verifier.verifyIncomingWebhookRequest(item.body, item.headers as Record<string, string>))).toBe(true);
 }, 120_000);

@@ -1,5 +1,5 @@
 import { consume, type RunningConsumer } from '@latchkey/bus';
-import { STREAMS, gatewayContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
+import { STREAMS, actionContracts, gatewayContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -8,6 +8,7 @@ import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
 import { createTtlCache } from './domain/ttl-cache.js';
+import { asyncActionCompletedHandler } from './handlers/async-action-webhooks.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
 import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhookHandler } from './handlers/inbound-webhook.js';
@@ -99,6 +100,15 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       contract: vaultContracts.connectionRefreshFailed,
       concurrency: 8,
       handler: refreshFailedHandler(authDeps),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'webhook-router-async-actions',
+      contract: actionContracts.asyncCompleted,
+      concurrency: 8,
+      handler: asyncActionCompletedHandler(authDeps),
     }),
   ];
 

@@ -1,3 +1,4 @@
+import type { WebhookDelivery } from '@latchkey/contracts';
 import { Schema, type Connection } from 'mongoose';
 
 /**
@@ -11,7 +12,7 @@ export interface DeliveryAttemptDoc {
   delivery: string;
   webhook_id: string;
   target: 'primary' | 'secondary';
-  kind: 'forward' | 'auth';
+  kind: WebhookDelivery['kind'];
   url: string;
   /** 1 for the first attempt. */
   attempt: number;

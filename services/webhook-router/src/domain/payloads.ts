@@ -25,6 +25,22 @@ export function authBody(webhook: AuthWebhook): string {
   return JSON.stringify({ type: 'auth', ...webhook });
 }
 
+/** An async action finished: where to read its result, and whether it succeeded. */
+export interface AsyncActionWebhook {
+  connectionId: string;
+  providerConfigKey: string;
+  actionName: string;
+  id: string;
+  statusUrl: string;
+  success: boolean;
+  error?: { code: string; message: string };
+  completedAt: string;
+}
+
+export function asyncActionBody(webhook: AsyncActionWebhook): string {
+  return JSON.stringify({ type: 'async_action', ...webhook });
+}
+
 /** The provider's body as the customer gets it: JSON parsed, anything else as text. */
 export function providerPayload(body: Buffer): { payload: unknown; json: boolean } {
   const text = body.toString('utf8');

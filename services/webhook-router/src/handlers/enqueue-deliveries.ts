@@ -1,5 +1,5 @@
 import type { Bus } from '@latchkey/bus';
-import { webhookContracts, type EnvironmentInfo } from '@latchkey/contracts';
+import { webhookContracts, type EnvironmentInfo, type WebhookDelivery } from '@latchkey/contracts';
 
 /**
  * Makes one durable delivery per webhook URL of the environment (primary, then secondary), all
@@ -9,7 +9,7 @@ import { webhookContracts, type EnvironmentInfo } from '@latchkey/contracts';
 export async function enqueueDeliveries(
   bus: Pick<Bus, 'enqueue'>,
   environment: Pick<EnvironmentInfo, 'id' | 'webhook_url' | 'webhook_url_secondary'>,
-  input: { webhookId: string; kind: 'forward' | 'auth'; body: string },
+  input: { webhookId: string; kind: WebhookDelivery['kind']; body: string },
 ): Promise<number> {
   const targets = [
     ['primary', environment.webhook_url],
