@@ -1,5 +1,6 @@
 import { consume, type RunningConsumer } from '@latchkey/bus';
-import { STREAMS, gatewayContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
+import { syncRunCompletedHandler } from './handlers/sync-webhooks.js';
+import { STREAMS, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -99,6 +100,15 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       contract: vaultContracts.connectionRefreshFailed,
       concurrency: 8,
       handler: refreshFailedHandler(authDeps),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'webhook-router-sync-completed',
+      contract: syncContracts.runCompleted,
+      concurrency: 8,
+      handler: syncRunCompletedHandler(authDeps),
     }),
   ];
 

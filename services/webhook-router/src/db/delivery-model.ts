@@ -11,7 +11,7 @@ export interface DeliveryAttemptDoc {
   delivery: string;
   webhook_id: string;
   target: 'primary' | 'secondary';
-  kind: 'forward' | 'auth';
+  kind: 'forward' | 'auth' | 'sync';
   url: string;
   /** 1 for the first attempt. */
   attempt: number;

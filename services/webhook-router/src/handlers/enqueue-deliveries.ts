@@ -9,7 +9,7 @@ import { webhookContracts, type EnvironmentInfo } from '@latchkey/contracts';
 export async function enqueueDeliveries(
   bus: Pick<Bus, 'enqueue'>,
   environment: Pick<EnvironmentInfo, 'id' | 'webhook_url' | 'webhook_url_secondary'>,
-  input: { webhookId: string; kind: 'forward' | 'auth'; body: string },
+  input: { webhookId: string; kind: 'forward' | 'auth' | 'sync'; body: string },
 ): Promise<number> {
   const targets = [
     ['primary', environment.webhook_url],
