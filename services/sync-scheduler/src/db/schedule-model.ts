@@ -16,7 +16,7 @@ export interface ScheduleDoc {
   /** A per-connection override (`PUT /sync/update-connection-frequency`); null = the deployment's. */
   frequency_override: string | null;
   paused: boolean;
-  /** The run in flight, set by a conditional update on `running: null`: runs never overlap. */
+  /** The run in flight, for status and the due query; the claim itself is the `sync_run_slots` insert. */
   running: string | null;
   next_run_at: Date | null;
   last_status: 'SUCCESS' | 'ERROR' | null;
@@ -94,3 +94,20 @@ const syncRunSchema = new Schema<SyncRunDoc>(
 syncRunSchema.index({ schedule_id: 1, created_at: -1 });
 
 export const syncRunModel = (connection: Connection) => connection.model<SyncRunDoc>('SyncRun', syncRunSchema, 'sync_runs');
+
+/**
+ * A schedule's run in flight: `_id` is the schedule's, so a second claim fails on the unique
+ * `_id` (an atomic insert on every backend, unlike a conditional update on FerretDB).
+ */
+export interface RunSlotDoc {
+  _id: string;
+  run_id: string;
+  claimed_at: Date;
+}
+
+const runSlotSchema = new Schema<RunSlotDoc>(
+  { _id: { type: String, required: true }, run_id: { type: String, required: true }, claimed_at: { type: Date, required: true } },
+  { versionKey: false },
+);
+
+export const runSlotModel = (connection: Connection) => connection.model<RunSlotDoc>('SyncRunSlot', runSlotSchema, 'sync_run_slots');

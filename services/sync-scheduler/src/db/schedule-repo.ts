@@ -1,7 +1,7 @@
 import type { Connection } from 'mongoose';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { ModelCounts } from '@latchkey/contracts';
-import { scheduleKey, scheduleModel, syncRunModel, type ScheduleDoc, type SyncRunDoc } from './schedule-model.js';
+import { runSlotModel, scheduleKey, scheduleModel, syncRunModel, type ScheduleDoc, type SyncRunDoc } from './schedule-model.js';
 
 export interface ScheduleTarget {
   provider_config_key: string;
@@ -13,6 +13,7 @@ export interface ScheduleTarget {
 export function createScheduleRepo(mongo: Connection) {
   const schedules = scheduleModel(mongo);
   const runs = syncRunModel(mongo);
+  const slots = runSlotModel(mongo);
   const idOf = (environment: EnvironmentId, target: ScheduleTarget) =>
     scheduleKey(environment, target.provider_config_key, target.connection_id, target.sync_name, target.variant);
 
@@ -20,6 +21,7 @@ export function createScheduleRepo(mongo: Connection) {
     init: async () => {
       await schedules.init();
       await runs.init();
+      await slots.init();
     },
     idOf,
     get: (environment: EnvironmentId, target: ScheduleTarget) => schedules.findById(idOf(environment, target)).lean<ScheduleDoc>().exec(),
@@ -66,14 +68,22 @@ export function createScheduleRepo(mongo: Connection) {
     setPaused: async (ids: readonly string[], paused: boolean) => (await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec()).modifiedCount,
     setFrequencyOverride: (id: string, frequency: string | null, nextRunAt: Date) =>
       schedules.updateOne({ _id: id }, { $set: { frequency_override: frequency, next_run_at: nextRunAt } }).exec(),
-    remove: (ids: readonly string[]) => schedules.deleteMany({ _id: { $in: [...ids] } }).exec(),
+    async remove(ids: readonly string[]) {
+      await schedules.deleteMany({ _id: { $in: [...ids] } }).exec();
+      await slots.deleteMany({ _id: { $in: [...ids] } }).exec();
+    },
     /**
-     * Takes the schedule for a new run: succeeds only while no run is in flight (a conditional
-     * update addressed by `_id`), then records the run. Returns the run, or null when one runs.
+     * Takes the schedule for a new run: succeeds only while no run is in flight (the insert of
+     * its slot, unique by `_id`), then records the run. Returns the run, or null when one runs.
      */
     async claim(schedule: ScheduleDoc, runId: string, nextRunAt: Date, now: Date): Promise<SyncRunDoc | null> {
-      const taken = await schedules.updateOne({ _id: schedule._id, running: null }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
-      if (taken.modifiedCount !== 1) return null;
+      try {
+        await slots.create({ _id: schedule._id, run_id: runId, claimed_at: now });
+      } catch (error) {
+        if (isDuplicateKey(error)) return null;
+        throw error;
+      }
+      await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
       const run: SyncRunDoc = {
         _id: runId,
         environment_id: schedule.environment_id,
@@ -93,14 +103,21 @@ export function createScheduleRepo(mongo: Connection) {
       return run;
     },
     /** Gives a schedule back when its run could not be queued. */
-    release: (scheduleId: string, runId: string) => schedules.updateOne({ _id: scheduleId, running: runId }, { $set: { running: null } }).exec(),
+    async release(scheduleId: string, runId: string) {
+      await slots.deleteOne({ _id: scheduleId, run_id: runId }).exec();
+      await schedules.updateOne({ _id: scheduleId, running: runId }, { $set: { running: null } }).exec();
+    },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
     markStarted: (runId: string, at: Date) => runs.updateOne({ _id: runId, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
-    /** Records a run's outcome once (the first wins) and frees its schedule. */
+    /**
+     * Records a run's outcome and frees its schedule. The status filter keeps a repeated report
+     * from changing a finished run in the usual case; only the first report is announced.
+     */
     async finish(run: SyncRunDoc, outcome: { status: 'SUCCESS' | 'ERROR'; results: ModelCounts; error: { code: string; message: string } | null }, at: Date): Promise<boolean> {
       const done = await runs
         .updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { status: outcome.status, results: outcome.results, error: outcome.error, finished_at: at, started_at: run.started_at ?? at } })
         .exec();
+      await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
       await schedules
         .updateOne(
           { _id: run.schedule_id, running: run._id },

@@ -17,13 +17,19 @@ export function createLease(kv: JsonKv<{ owner: string }>, key: string, owner: s
   let revision: number | null = null;
   return {
     async tick() {
-      if (revision !== null) {
-        revision = await kv.update(key, { owner }, revision);
-        if (revision !== null) return true;
+      try {
+        if (revision !== null) {
+          revision = await kv.update(key, { owner }, revision);
+          if (revision !== null) return true;
+        }
+        // Not holding: take the key when it is absent (expired, released, never written).
+        revision = await kv.create(key, { owner });
+        return revision !== null;
+      } catch (error) {
+        // Unsure whether the renewal landed: stop leading; the entry expires if it is still ours.
+        revision = null;
+        throw error;
       }
-      // Not holding: take the key when it is absent (expired, released, never written).
-      revision = await kv.create(key, { owner });
-      return revision !== null;
     },
     holding: () => revision !== null,
     async release() {
