@@ -189,6 +189,31 @@ describe('sync runs', () => {
 });
 
 describe('schedules', () => {
+  it('a connection created after the deploy gets its schedules and runs; a deleted one loses them', async () => {
+    expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-2', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
+    const ran = await eventually(
+      async () => {
+        const { syncs } = await client.syncStatus('store', '*', 'conn-2');
+        const products = syncs.find((entry) => entry.name === 'products');
+        return products?.status === 'SUCCESS' ? syncs : undefined;
+      },
+      20_000,
+      'the new connection to sync',
+    );
+    expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'products']);
+    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: PRODUCTS - 1 });
+    expect((await api('DELETE', '/connections/conn-2?provider_config_key=store')).status).toBe(200);
+    const all = await eventually(
+      async () => {
+        const { syncs } = await client.syncStatus('store', '*');
+        return syncs.every((entry) => entry.connection_id === 'conn-1') ? syncs : undefined;
+      },
+      10_000,
+      'the deleted connection to lose its schedules',
+    );
+    expect(all.length).toBeGreaterThan(0);
+  });
+
   it('a frequency override changes the next run; the schedule runs on it; pause stops runs, start resumes them; null reverts', async () => {
     const before = await finishedRun('products', null);
     expect(await client.updateSyncConnectionFrequency('store', 'products', 'conn-1', '2s')).toEqual({ frequency: '2s' });
