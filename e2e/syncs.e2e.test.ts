@@ -20,6 +20,8 @@ let receiver: Receiver;
 let upstream: Server;
 const products = new Map<string, { id: string; name: string; price: number }>();
 let deletedUpstream: string[] = [];
+/** Milliseconds the upstream waits before each page: a run long enough to be killed in. */
+let pageDelayMs = 0;
 
 const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 
@@ -43,6 +45,10 @@ async function startUpstream(): Promise<string> {
     const start = Number(url.searchParams.get('cursor') ?? '0');
     const limit = Number(url.searchParams.get('limit') ?? '50');
     const items = all.slice(start, start + limit);
+    if (pageDelayMs > 0) {
+      setTimeout(() => send({ items, next_cursor: start + limit < all.length ? String(start + limit) : null }), pageDelayMs);
+      return;
+    }
     send({ items, next_cursor: start + limit < all.length ? String(start + limit) : null });
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
@@ -287,4 +293,32 @@ describe('variants', () => {
     }
     await expect(client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'gone' })).rejects.toBeInstanceOf(LatchkeyError);
   });
+});
+
+describe('a killed action-runner', () => {
+  it('has its run redelivered and finished: every record once, none lost', async () => {
+    const before = await finishedRun('products', null);
+    pageDelayMs = 700;
+    await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
+    // Killed after the first page was saved, before the last.
+    await eventually(async () => ((await statusOf('products'))?.recordCount.Product ?? 0) > 0 || undefined, 10_000, 'the first page to be saved');
+    const runner = stack.services.find((proc) => proc.service === 'action-runner')!;
+    const exited = new Promise((resolve) => runner.child.once('exit', resolve));
+    runner.child.kill('SIGKILL');
+    await exited;
+    const midway = (await statusOf('products'))!;
+    expect(midway.status).toBe('RUNNING');
+    expect(midway.recordCount.Product).toBeLessThan(PRODUCTS - 1);
+    pageDelayMs = 0;
+    await stack.restart('action-runner');
+    // JetStream hands the run to the new runner once the dead one's heartbeat is missed (15 s).
+    const after = await finishedRun('products', before.finishedAt, 'base', 45_000);
+    expect(after.status).toBe('SUCCESS');
+    expect(after.recordCount).toEqual({ Product: PRODUCTS - 1 });
+    const records = await allRecords({ model: 'Product' });
+    expect(records).toHaveLength(PRODUCTS - 1);
+    expect(new Set(records.map((record) => record.id)).size).toBe(PRODUCTS - 1);
+    // The retried run found the first page already saved: it counts only what it wrote itself.
+    expect(after.latestResult.Product!.added).toBeLessThan(PRODUCTS - 1);
+  }, 90_000);
 });

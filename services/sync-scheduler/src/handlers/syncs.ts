@@ -79,12 +79,20 @@ export async function ensureSchedules(deps: Pick<SyncsDeps, 'schedules'>, enviro
   }
 }
 
-/** The schedules a start, pause, trigger or status request names (base and every variant). */
-async function selectSchedules(deps: SyncsDeps, request: { environment_id: string; provider_config_key: string; syncs: string[]; connection_id?: string | undefined }) {
+/**
+ * The schedules a request names (base and every variant). Commands (start, pause, trigger,
+ * frequency, variants) first create base schedules that are missing (a deploy event still on its
+ * way); a status read only reads.
+ */
+async function selectSchedules(
+  deps: SyncsDeps,
+  request: { environment_id: string; provider_config_key: string; syncs: string[]; connection_id?: string | undefined },
+  options: { ensure: boolean } = { ensure: true },
+) {
   const environment = environmentId(request.environment_id);
   const syncs = await selectSyncs(deps, environment, request.provider_config_key, request.syncs);
   const connections = await selectConnections(deps, environment, request.provider_config_key, request.connection_id);
-  await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs);
+  if (options.ensure) await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs);
   const names = new Set(syncs.map((sync) => sync.name));
   const wanted = new Set(connections);
   const schedules = (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter(
@@ -144,7 +152,7 @@ function statusOf(schedule: ScheduleDoc): SyncStatusEntry['status'] {
 
 export function statusHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.status>): Promise<ResponseOf<typeof syncContracts.status>> => {
-    const { environment, syncs, schedules } = await selectSchedules(deps, request);
+    const { environment, syncs, schedules } = await selectSchedules(deps, request, { ensure: false });
     const publicIds = new Map<string, number>();
     const entries: SyncStatusEntry[] = [];
     for (const schedule of schedules) {
@@ -262,11 +270,14 @@ export function finishRunHandler(deps: SyncsDeps) {
   };
 }
 
-/** A deployment's syncs get a schedule for every connection of the integration. */
+/** A deployment's syncs get a schedule for every connection of the integration; syncs it no longer has lose theirs. */
 export function deployedHandler(deps: SyncsDeps) {
   return async (event: { environment_id: string; provider_config_key: string }) => {
     const environment = environmentId(event.environment_id);
     const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
+    const names = new Set(syncs.map((sync) => sync.name));
+    const gone = (await deps.schedules.list(environment, event.provider_config_key)).filter((schedule) => !names.has(schedule.sync_name));
+    if (gone.length > 0) await deps.schedules.remove(gone.map((schedule) => schedule._id));
     if (syncs.length === 0) return;
     const connections = await selectConnections(deps, environment, event.provider_config_key, undefined);
     await ensureSchedules(deps, environment, event.provider_config_key, connections, syncs);
