@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,8 +10,15 @@ import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
 
 /** `e2e/sync-functions/store/*.ts`: the syncs this test deploys for the integration `store`. */
+// A run that writes 1,000 records takes seconds on FerretDB.
+jest.setTimeout(60_000);
+
 const SYNC_FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-functions');
-const PRODUCTS = 120;
+const PRODUCTS = 1000;
+const UPDATED = Array.from({ length: 10 }, (_, i) => `p-${String(100 + i * 37).padStart(5, '0')}`);
+const DELETED = Array.from({ length: 5 }, (_, i) => `p-${String(500 + i * 11).padStart(5, '0')}`);
+/** Products left upstream after the deletions. */
+const KEPT = PRODUCTS - DELETED.length;
 
 let stack: Stack;
 let client: Latchkey;
@@ -81,7 +88,7 @@ async function allRecords(options: { model: string; variant?: string; filter?: s
       providerConfigKey: 'store',
       connectionId: 'conn-1',
       model: options.model,
-      limit: 40,
+      limit: 1000,
       ...(options.variant ? { variant: options.variant } : {}),
       ...(options.filter ? { filter: options.filter as 'updated' } : {}),
       ...(options.modifiedAfter ? { modifiedAfter: options.modifiedAfter } : {}),
@@ -95,7 +102,7 @@ async function allRecords(options: { model: string; variant?: string; filter?: s
 
 beforeAll(async () => {
   for (let i = 0; i < PRODUCTS; i++) {
-    const id = `p-${String(i).padStart(4, '0')}`;
+    const id = `p-${String(i).padStart(5, '0')}`;
     products.set(id, { id, name: `Product ${i}`, price: i });
   }
   receiver = await startReceiver();
@@ -140,7 +147,7 @@ describe('sync runs', () => {
     const records = await allRecords({ model: 'Product' });
     expect(records).toHaveLength(PRODUCTS);
     expect(new Set(records.map((record) => record.id)).size).toBe(PRODUCTS);
-    expect(records.find((record) => record.id === 'p-0007')).toMatchObject({ name: 'Product 7', price: 7, _metadata: { last_action: 'ADDED' } });
+    expect(records.find((record) => record.id === 'p-00007')).toMatchObject({ name: 'Product 7', price: 7, _metadata: { last_action: 'ADDED' } });
   });
 
   it('sends a sync webhook for a run with changes', async () => {
@@ -158,21 +165,32 @@ describe('sync runs', () => {
     expect(typeof hook!.json.queryTimeStamp).toBe('string');
   });
 
-  it('a triggered run writes only what changed: one updated, one deleted, the rest untouched', async () => {
-    products.get('p-0003')!.price = 333;
-    products.delete('p-0005');
-    deletedUpstream = ['p-0005'];
+  it('a triggered run writes only what changed: 10 updated, 5 deleted, the rest untouched; paging while it writes misses nothing', async () => {
+    for (const id of UPDATED) products.get(id)!.price += 1000;
+    for (const id of DELETED) products.delete(id);
+    deletedUpstream = DELETED;
+    pageDelayMs = 150;
     expect(await client.triggerSync('store', ['products'], 'conn-1')).toEqual({ success: true });
+    // Page everything while the run writes: every record comes, and only a changed one comes twice.
+    const pagedDuringRun = await allRecords({ model: 'Product' });
     const second = await finishedRun('products', firstRun.finishedAt);
-    expect(second).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: 0, updated: 1, deleted: 1 } }, recordCount: { Product: PRODUCTS - 1 } });
+    pageDelayMs = 0;
+    const ids = pagedDuringRun.map((record) => record.id as string);
+    expect(new Set(ids).size).toBe(PRODUCTS);
+    const repeated = ids.filter((id, index) => ids.indexOf(id) !== index);
+    expect(repeated.every((id) => UPDATED.includes(id) || DELETED.includes(id))).toBe(true);
+
+    expect(second).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: 0, updated: 10, deleted: 5 } }, recordCount: { Product: KEPT } });
     const updated = await allRecords({ model: 'Product', filter: 'updated' });
-    expect(updated.map((record) => [record.id, record.price])).toEqual([['p-0003', 333]]);
-    expect((await allRecords({ model: 'Product', filter: 'deleted' })).map((record) => record.id)).toEqual(['p-0005']);
-    const [hook] = await receiver.waitFor((item) => item.json?.type === 'sync' && item.json.responseResults?.updated === 1);
+    expect(updated.map((record) => record.id).sort()).toEqual([...UPDATED].sort());
+    expect(updated.every((record) => (record.price as number) >= 1000)).toBe(true);
+    expect((await allRecords({ model: 'Product', filter: 'deleted' })).map((record) => record.id).sort()).toEqual([...DELETED].sort());
+    const [hook] = await receiver.waitFor((item) => item.json?.type === 'sync' && item.json.responseResults?.updated === 10);
+    expect(hook!.json.responseResults).toEqual({ added: 0, updated: 10, deleted: 5 });
     const changed = await allRecords({ model: 'Product', modifiedAfter: hook!.json.modifiedAfter });
-    expect(changed.map((record) => record.id).sort()).toEqual(['p-0003', 'p-0005']);
+    expect(changed.map((record) => record.id).sort()).toEqual([...UPDATED, ...DELETED].sort());
     // An unchanged record was not rewritten: still the first run's write.
-    const untouched = (await allRecords({ model: 'Product' })).find((record) => record.id === 'p-0007')!;
+    const untouched = (await allRecords({ model: 'Product' })).find((record) => record.id === 'p-00007')!;
     expect((untouched._metadata as { last_action: string }).last_action).toBe('ADDED');
     deletedUpstream = [];
   });
@@ -189,7 +207,7 @@ describe('sync runs', () => {
     const before = await finishedRun('products', null);
     await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
     const after = await finishedRun('products', before.finishedAt);
-    expect(after.latestResult).toEqual({ Product: { added: PRODUCTS - 1, updated: 0, deleted: 0 } });
+    expect(after.latestResult).toEqual({ Product: { added: KEPT, updated: 0, deleted: 0 } });
     expect((await allRecords({ model: 'Product', filter: 'deleted' })).length).toBe(0);
   });
 });
@@ -207,7 +225,7 @@ describe('schedules', () => {
       'the new connection to sync',
     );
     expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'products']);
-    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: PRODUCTS - 1 });
+    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: KEPT });
     expect((await api('DELETE', '/connections/conn-2?provider_config_key=store')).status).toBe(200);
     const all = await eventually(
       async () => {
@@ -273,15 +291,15 @@ describe('variants', () => {
     const duplicate = await api('POST', '/sync/products/variant/eu', { provider_config_key: 'store', connection_id: 'conn-1' });
     expect([duplicate.status, duplicate.json.error.code]).toEqual([409, 'failed_sync_variant_creation']);
     const variantRun = await finishedRun('products', null, 'eu');
-    expect(variantRun).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: PRODUCTS - 1, updated: 0, deleted: 0 } } });
-    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(PRODUCTS - 1);
+    expect(variantRun).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: KEPT, updated: 0, deleted: 0 } } });
+    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(KEPT);
 
     // The base records are their own: a change seen by the variant's next run only.
-    products.get('p-0009')!.name = 'Renamed';
+    products.get('p-00042')!.name = 'Renamed';
     await client.triggerSync('store', ['products'], 'conn-1', { syncVariant: 'eu' });
     await finishedRun('products', variantRun.finishedAt, 'eu');
-    expect((await allRecords({ model: 'Product', variant: 'eu', filter: 'updated' })).map((record) => record.id)).toEqual(['p-0009']);
-    expect((await allRecords({ model: 'Product', filter: 'updated' })).map((record) => record.id)).not.toContain('p-0009');
+    expect((await allRecords({ model: 'Product', variant: 'eu', filter: 'updated' })).map((record) => record.id)).toEqual(['p-00042']);
+    expect((await allRecords({ model: 'Product', filter: 'updated' })).map((record) => record.id)).not.toContain('p-00042');
 
     expect(await client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'eu' })).toEqual({ success: true });
     expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(0);
@@ -308,17 +326,17 @@ describe('a killed action-runner', () => {
     await exited;
     const midway = (await statusOf('products'))!;
     expect(midway.status).toBe('RUNNING');
-    expect(midway.recordCount.Product).toBeLessThan(PRODUCTS - 1);
+    expect(midway.recordCount.Product).toBeLessThan(KEPT);
     pageDelayMs = 0;
     await stack.restart('action-runner');
     // JetStream hands the run to the new runner once the dead one's heartbeat is missed (15 s).
     const after = await finishedRun('products', before.finishedAt, 'base', 45_000);
     expect(after.status).toBe('SUCCESS');
-    expect(after.recordCount).toEqual({ Product: PRODUCTS - 1 });
+    expect(after.recordCount).toEqual({ Product: KEPT });
     const records = await allRecords({ model: 'Product' });
-    expect(records).toHaveLength(PRODUCTS - 1);
-    expect(new Set(records.map((record) => record.id)).size).toBe(PRODUCTS - 1);
+    expect(records).toHaveLength(KEPT);
+    expect(new Set(records.map((record) => record.id)).size).toBe(KEPT);
     // The retried run found the first page already saved: it counts only what it wrote itself.
-    expect(after.latestResult.Product!.added).toBeLessThan(PRODUCTS - 1);
+    expect(after.latestResult.Product!.added).toBeLessThan(KEPT);
   }, 90_000);
 });

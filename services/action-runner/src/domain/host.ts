@@ -48,6 +48,12 @@ export interface SyncWrites {
   counts: ModelCounts;
 }
 
+/**
+ * A batch of up to 10,000 records is written in one request: on a slow database (FerretDB's
+ * SQLite backend upserts about a few hundred a second) that takes far longer than a query.
+ */
+const RECORD_WRITE_TIMEOUT_MS = 120_000;
+
 /** A provider answer larger than this fails the call instead of filling the replica's memory. */
 const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
 /** Request bodies up to this size ride inside the NATS message. */
@@ -129,7 +135,7 @@ export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun:
       mode: operation === 'batchSave' ? 'save' : operation === 'batchUpdate' ? 'update' : 'delete',
       records: checked,
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
-    });
+    }, { timeoutMs: RECORD_WRITE_TIMEOUT_MS });
     const counts = (sync.counts[name] ??= { added: 0, updated: 0, deleted: 0 });
     counts.added += result.added;
     counts.updated += result.updated;
