@@ -94,7 +94,7 @@ export function createRecordRepo(mongo: Connection) {
     },
     /** Records present (not deleted) in a scope, for the sync status. */
     count: (scope: RecordScope) => records.countDocuments({ ...inScope(scope), deleted_at: null }).exec(),
-    /** A full resync starts from nothing: the scope's records and its sequence go. */
+    /** A full resync starts from nothing: the scope's records go; its sequence keeps counting, so older cursors stay valid. */
     async clear(scope: RecordScope): Promise<number> {
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;
