@@ -130,6 +130,32 @@ export type SyncedRecord<T extends Record<string, unknown> = Record<string, unkn
   };
 };
 
+/** What one run of a sync changed in one model. */
+export interface SyncModelCounts {
+  added: number;
+  updated: number;
+  deleted: number;
+}
+
+/** `GET /sync/status`: one sync of one connection in one variant. */
+export interface SyncStatus {
+  id: string;
+  connection_id: string;
+  name: string;
+  variant: string;
+  status: 'RUNNING' | 'PAUSED' | 'SUCCESS' | 'ERROR' | 'STOPPED';
+  type: 'INCREMENTAL' | 'FULL';
+  frequency: string;
+  finishedAt: string | null;
+  nextScheduledSyncAt: string | null;
+  latestResult: Record<string, SyncModelCounts>;
+  recordCount: Record<string, number>;
+  latestError: { code: string; message: string } | null;
+}
+
+/** A sync named alone (its base variant) or with a variant. */
+export type SyncRef = string | { name: string; variant: string };
+
 export interface ListRecordsOptions {
   providerConfigKey: string;
   connectionId: string;
@@ -535,6 +561,67 @@ export class Latchkey {
         ...(options.variant === undefined ? {} : { variant: options.variant }),
         ...(options.limit === undefined ? {} : { limit: options.limit }),
       },
+    });
+  }
+
+  // ---- syncs
+
+  /** Resumes the schedules of the named syncs (all when empty) for one connection or all of the integration's. */
+  async startSync(providerConfigKey: string, syncs: string[], connectionId?: string): Promise<{ success: boolean }> {
+    return this.call('POST', 'sync/start', { body: { provider_config_key: providerConfigKey, syncs, ...(connectionId === undefined ? {} : { connection_id: connectionId }) } });
+  }
+
+  /** Pauses the schedules of the named syncs (all when empty): no runs until started again. */
+  async pauseSync(providerConfigKey: string, syncs: string[], connectionId?: string): Promise<{ success: boolean }> {
+    return this.call('POST', 'sync/pause', { body: { provider_config_key: providerConfigKey, syncs, ...(connectionId === undefined ? {} : { connection_id: connectionId }) } });
+  }
+
+  /**
+   * One run now of each named sync (all when empty), unless one is running; `fullResync`
+   * clears the sync's records first. `syncVariant` runs that variant instead of the base.
+   */
+  async triggerSync(
+    providerConfigKey: string,
+    syncs: string[],
+    connectionId?: string,
+    options: { fullResync?: boolean; syncVariant?: string } = {},
+  ): Promise<{ success: boolean }> {
+    return this.call('POST', 'sync/trigger', {
+      body: {
+        provider_config_key: providerConfigKey,
+        syncs,
+        ...(connectionId === undefined ? {} : { connection_id: connectionId }),
+        ...(options.fullResync === undefined ? {} : { full_resync: options.fullResync }),
+        ...(options.syncVariant === undefined ? {} : { sync_variant: options.syncVariant }),
+      },
+    });
+  }
+
+  /** Status of the named syncs (`'*'` or an empty list: all) for one connection or all. */
+  async syncStatus(providerConfigKey: string, syncs: string[] | '*', connectionId?: string): Promise<{ syncs: SyncStatus[] }> {
+    const names = syncs === '*' || syncs.length === 0 ? '*' : syncs.join(',');
+    return this.call('GET', 'sync/status', { query: { provider_config_key: providerConfigKey, syncs: names, connection_id: connectionId } });
+  }
+
+  /** One connection's own frequency for a sync (`every hour`, `30m`, …); `null` reverts to the deployment's. */
+  async updateSyncConnectionFrequency(providerConfigKey: string, sync: SyncRef, connectionId: string, frequency: string | null): Promise<{ frequency: string }> {
+    const { name, variant } = typeof sync === 'string' ? { name: sync, variant: undefined } : sync;
+    return this.call('PUT', 'sync/update-connection-frequency', {
+      body: { provider_config_key: providerConfigKey, connection_id: connectionId, sync_name: name, ...(variant === undefined ? {} : { sync_variant: variant }), frequency },
+    });
+  }
+
+  /** A variant of a sync for one connection: its own schedule, state and records (read with `variant`). */
+  async createSyncVariant(options: { provider_config_key: string; connection_id: string; name: string; variant: string }): Promise<{ id: string; name: string; variant: string }> {
+    return this.call('POST', `sync/${encodeURIComponent(options.name)}/variant/${encodeURIComponent(options.variant)}`, {
+      body: { provider_config_key: options.provider_config_key, connection_id: options.connection_id },
+    });
+  }
+
+  /** Deletes a variant with its schedule and records; `base` cannot be deleted. */
+  async deleteSyncVariant(options: { provider_config_key: string; connection_id: string; name: string; variant: string }): Promise<{ success: boolean }> {
+    return this.call('DELETE', `sync/${encodeURIComponent(options.name)}/variant/${encodeURIComponent(options.variant)}`, {
+      body: { provider_config_key: options.provider_config_key, connection_id: options.connection_id },
     });
   }
 

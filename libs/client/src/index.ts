@@ -24,6 +24,9 @@ export {
   type ProxyResponseType,
   type RecordAction,
   type SyncedRecord,
+  type SyncModelCounts,
+  type SyncRef,
+  type SyncStatus,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';
 export { verifyWebhookSignature, WEBHOOK_TOLERANCE_SECONDS } from './webhook-signature.js';

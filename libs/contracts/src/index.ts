@@ -9,4 +9,5 @@ export * from './proxy.js';
 export * from './records.js';
 export * from './webhooks.js';
 export * from './functions.js';
+export * from './syncs.js';
 export { allContracts } from './registry.js';

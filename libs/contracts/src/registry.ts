@@ -4,6 +4,7 @@ import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
 import { recordsContracts } from './records.js';
+import { syncContracts } from './syncs.js';
 import { vaultContracts } from './vault.js';
 import { vaultWebhookContracts, webhookContracts } from './webhooks.js';
 
@@ -18,4 +19,5 @@ export const allContracts: readonly AnyContract[] = [
   ...Object.values(vaultWebhookContracts),
   ...Object.values(functionsContracts),
   ...Object.values(actionContracts),
+  ...Object.values(syncContracts),
 ];

@@ -29,7 +29,7 @@ export const webhookDelivery = z.object({
   target: z.enum(['primary', 'secondary']),
   /** Fixed when the delivery is made, so retries go where the first attempt went. */
   url: z.string().url(),
-  kind: z.enum(['forward', 'auth', 'async_action']),
+  kind: z.enum(['forward', 'auth', 'async_action', 'sync']),
   /** The JSON text signed and sent, byte for byte the same on every attempt. */
   body: z.string(),
   created_at: z.string(),

@@ -55,6 +55,15 @@ export const ERROR_CODES = {
   function_memory_exceeded: { status: 500, retryable: false },
   action_output_too_large: { status: 400, retryable: false },
 
+  // syncs and records
+  unknown_sync: { status: 404, retryable: false },
+  unknown_sync_variant: { status: 404, retryable: false },
+  /** The spec's code for a variant that could not be made (it exists already). */
+  failed_sync_variant_creation: { status: 409, retryable: false },
+  /** A batch of records had invalid ones; the valid ones were written. */
+  invalid_records: { status: 400, retryable: false },
+  invalid_frequency: { status: 400, retryable: false },
+
   // limits and availability
   too_many_requests: { status: 429, retryable: true },
   service_unavailable: { status: 503, retryable: true },

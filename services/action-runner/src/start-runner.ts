@@ -1,5 +1,5 @@
 import { consume, decodeJson } from '@latchkey/bus';
-import { STREAMS, actionContracts, functionsContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
+import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createActionRunRepo } from './db/action-run-repo.js';
@@ -9,6 +9,7 @@ import { createLimiter } from './domain/limiter.js';
 import { createRunner } from './domain/run-function.js';
 import { disposeIdleIsolates } from './sandbox/run-in-sandbox.js';
 import { getActionResultHandler, runAsyncActionHandler, triggerActionHandler } from './handlers/actions.js';
+import { runSyncHandler } from './handlers/syncs.js';
 import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler } from './handlers/functions.js';
 
 /** How long an async action's result can be read after it finished. */
@@ -72,6 +73,16 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     ...delivery,
     handler: runAsyncActionHandler(actionDeps),
   });
+  const syncRuns = await consume({
+    bus,
+    logger,
+    stream: STREAMS.jobs.name,
+    durable: 'action-runner-syncs',
+    contract: syncContracts.run,
+    concurrency: config.FUNCTION_CONCURRENCY,
+    ...delivery,
+    handler: runSyncHandler(actionDeps),
+  });
   const postCreation = await consume({
     bus,
     logger,
@@ -101,7 +112,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   sweep.unref();
   runtime.onShutdown(async () => {
     clearInterval(sweep);
-    await Promise.all([asyncActions.stop(), postCreation.stop(), webhooks.stop()]);
+    await Promise.all([asyncActions.stop(), syncRuns.stop(), postCreation.stop(), webhooks.stop()]);
     disposeIdleIsolates();
   });
 }

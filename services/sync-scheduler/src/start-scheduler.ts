@@ -1,15 +1,33 @@
 import { createTypeChecker } from '@latchkey/cli';
-import { consume } from '@latchkey/bus';
-import { STREAMS, functionsContracts, recordsContracts, vaultContracts } from '@latchkey/contracts';
+import { randomUUID } from 'node:crypto';
+import { consume, openKv } from '@latchkey/bus';
+import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
 import { createRecordRepo } from './db/record-repo.js';
+import { createScheduleRepo } from './db/schedule-repo.js';
+import {
+  beginRunHandler,
+  connectionCreatedHandler,
+  createVariantHandler,
+  deleteVariantHandler,
+  deployedHandler,
+  finishRunHandler,
+  removeConnectionSchedules,
+  setPausedHandler,
+  startRun,
+  statusHandler,
+  triggerHandler,
+  updateFrequencyHandler,
+} from './handlers/syncs.js';
+import { createLease } from './scheduling/lease.js';
+import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
-/** Wires the sync-scheduler: deployed functions, the records store, and their subjects (schedules arrive with the syncs work). */
+/** Wires the sync-scheduler: deployed functions, the records store, schedules and runs, the leased scheduler loop. */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger, mongo } = runtime;
   const deployments = createDeploymentRepo(mongo);
@@ -29,7 +47,56 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
-  // A deleted connection's records go with it (idempotent: a redelivery deletes nothing more).
+  const schedules = createScheduleRepo(mongo);
+  await schedules.init();
+  const syncDeps = { bus, logger, deployments, schedules, records, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
+  bus.serve(syncContracts.trigger, triggerHandler(syncDeps));
+  bus.serve(syncContracts.setPaused, setPausedHandler(syncDeps));
+  bus.serve(syncContracts.status, statusHandler(syncDeps));
+  bus.serve(syncContracts.updateFrequency, updateFrequencyHandler(syncDeps));
+  bus.serve(syncContracts.createVariant, createVariantHandler(syncDeps));
+  bus.serve(syncContracts.deleteVariant, deleteVariantHandler(syncDeps));
+  bus.serve(syncContracts.beginRun, beginRunHandler(syncDeps));
+  bus.serve(syncContracts.finishRun, finishRunHandler(syncDeps));
+  const deployed = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'sync-scheduler-deployed',
+    deliverPolicy: 'new',
+    contract: functionsContracts.deployed,
+    concurrency: 2,
+    handler: deployedHandler(syncDeps),
+  });
+  const created = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'sync-scheduler-connection-created',
+    deliverPolicy: 'new',
+    contract: vaultContracts.connectionCreated,
+    concurrency: 4,
+    handler: connectionCreatedHandler(syncDeps),
+  });
+  // Exactly one replica schedules: the holder of the lease, renewed every tick.
+  const lease = createLease(
+    await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS }),
+    'leader',
+    randomUUID(),
+  );
+  const loop = startSchedulerLoop({
+    logger,
+    lease,
+    tickMs: config.SCHEDULER_TICK_MS,
+    due: (now, limit) => schedules.due(now, limit),
+    startRun: (schedule, now) => startRun(syncDeps, schedule, now),
+  });
+  runtime.onShutdown(async () => {
+    await loop.stop();
+    await Promise.all([deployed.stop(), created.stop()]);
+  });
+
+  // A deleted connection's records and schedules go with it (idempotent: a redelivery deletes nothing more).
   const deletions = await consume({
     bus,
     logger,
@@ -38,6 +105,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     contract: vaultContracts.connectionDeleted,
     concurrency: 4,
     handler: async (event) => {
+      await removeConnectionSchedules(syncDeps, event);
       const count = await records.deleteConnection(environmentId(event.environment_id), event.id);
       if (count > 0) logger.info('deleted the records of a deleted connection', { connection: event.id, count });
     },

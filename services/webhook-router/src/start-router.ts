@@ -1,5 +1,5 @@
 import { consume, type RunningConsumer } from '@latchkey/bus';
-import { STREAMS, actionContracts, gatewayContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
+import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -9,6 +9,7 @@ import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
 import { createTtlCache } from './domain/ttl-cache.js';
 import { asyncActionCompletedHandler } from './handlers/async-action-webhooks.js';
+import { syncRunCompletedHandler } from './handlers/sync-webhooks.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
 import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhookHandler } from './handlers/inbound-webhook.js';
@@ -109,6 +110,15 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       contract: actionContracts.asyncCompleted,
       concurrency: 8,
       handler: asyncActionCompletedHandler(authDeps),
+    }),
+    await consume({
+      bus,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'webhook-router-sync-completed',
+      contract: syncContracts.runCompleted,
+      concurrency: 8,
+      handler: syncRunCompletedHandler(authDeps),
     }),
   ];
 

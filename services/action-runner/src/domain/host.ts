@@ -6,6 +6,9 @@ import {
   encodeMeta,
   gatewayContracts,
   metadataSchema,
+  recordsContracts,
+  type ModelCounts,
+  type ModelField,
   proxyReplyMeta,
   vaultContracts,
   type ProxyRequestMeta,
@@ -34,6 +37,22 @@ export interface RecordedWrite {
   model?: string;
   data: unknown;
 }
+
+/**
+ * Where a sync run's records go: `records.write` in the run's variant, checked against the
+ * model's fields from the deployment, with what changed counted per model.
+ */
+export interface SyncWrites {
+  variant: string;
+  models: ReadonlyMap<string, ModelField[]>;
+  counts: ModelCounts;
+}
+
+/**
+ * A batch of up to 10,000 records is written in one request: on a slow database (FerretDB's
+ * SQLite backend upserts about a few hundred a second) that takes far longer than a query.
+ */
+const RECORD_WRITE_TIMEOUT_MS = 120_000;
 
 /** A provider answer larger than this fails the call instead of filling the replica's memory. */
 const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
@@ -64,7 +83,7 @@ const modelName = z.string().min(1).max(128);
  * connections and metadata, the gateway for environment variables. `dryRun` turns writes into
  * entries of `writes`.
  */
-export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[] }): HostMethods {
+export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[]; sync?: SyncWrites }): HostMethods {
   const readerKey = `function:${target.provider_config_key}/${target.function_name}`;
   const connectionRead = (includeCredentials: boolean) =>
     deps.bus.request(vaultContracts.getConnection, {
@@ -95,11 +114,38 @@ export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun:
     return null;
   };
 
-  const recordWrite = (operation: string) => async (value: unknown, model: unknown) => {
+  const recordWrite = (operation: 'batchSave' | 'batchUpdate' | 'batchDelete') => async (value: unknown, model: unknown) => {
     const checked = parseOrThrow(records, value, operation);
     const name = parseOrThrow(modelName, model, operation);
-    // Records are stored by the records work; until then only a dry run shows them.
-    if (options.writes.length < 1000) options.writes.push({ operation, model: name, data: checked });
+    const sync = options.sync;
+    // A dry run, or an action (which has no models to write to), reports what it would write.
+    if (options.dryRun || !sync) {
+      if (options.writes.length < 1000) options.writes.push({ operation, model: name, data: checked });
+      return null;
+    }
+    const fields = sync.models.get(name);
+    if (!fields) throw new AppError('invalid_records', `${operation}: "${name}" is not a model of this sync (${[...sync.models.keys()].join(', ')})`);
+    if (checked.length === 0) return null;
+    const result = await deps.bus.request(recordsContracts.write, {
+      environment_id: target.environment_id,
+      connection_id: target.connection_id,
+      provider_config_key: target.provider_config_key,
+      model: name,
+      variant: sync.variant,
+      mode: operation === 'batchSave' ? 'save' : operation === 'batchUpdate' ? 'update' : 'delete',
+      records: checked,
+      fields: fields.map((field) => ({ name: field.name, type: field.type })),
+    }, { timeoutMs: RECORD_WRITE_TIMEOUT_MS });
+    const counts = (sync.counts[name] ??= { added: 0, updated: 0, deleted: 0 });
+    counts.added += result.added;
+    counts.updated += result.updated;
+    counts.deleted += result.deleted;
+    // Fails loudly, after the good records of the batch were written.
+    if (result.failed.length > 0) {
+      const first = result.failed[0]!;
+      const detail = first.errors.map((error) => `${error.path ? `${error.path}: ` : ''}${error.message}`).join('; ');
+      throw new AppError('invalid_records', `${operation}: ${result.failed.length} of ${checked.length} ${name} records are invalid (record ${first.id ?? `#${first.index}`}: ${detail})`);
+    }
     return null;
   };
 

@@ -3,7 +3,7 @@ import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-in-sandbox.js';
 import type { CachedFunction, FunctionCache } from './function-cache.js';
-import { createHost, type HostDeps, type RecordedWrite, type RunTarget } from './host.js';
+import { createHost, type HostDeps, type RecordedWrite, type RunTarget, type SyncWrites } from './host.js';
 
 export interface RunnerDeps extends HostDeps {
   bus: Bus;
@@ -55,6 +55,8 @@ export function createRunner(deps: RunnerDeps) {
     /** Where log lines and recorded writes go (kept by the caller even when the run fails). */
     logs?: LogEntry[];
     writes?: RecordedWrite[];
+    /** A sync run: record writes go to the records store. */
+    sync?: SyncWrites;
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
@@ -77,7 +79,7 @@ export function createRunner(deps: RunnerDeps) {
             }
           : {}),
         info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun },
-        host: createHost(deps, target, { dryRun, writes }),
+        host: createHost(deps, target, { dryRun, writes, ...(options.sync ? { sync: options.sync } : {}) }),
         onLog: (level, message, fields) => {
           if (logs.length < MAX_LOG_ENTRIES) logs.push({ level, message, at: new Date().toISOString(), ...(fields ? { fields } : {}) });
           // Customers' log lines stay out of ours unless debugging: they may print anything.

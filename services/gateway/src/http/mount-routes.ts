@@ -23,7 +23,9 @@ function requireJson(req: Request): void {
  * ids, so the fast path makes none).
  */
 function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
-  const json = METHODS_WITH_BODY.has(route.method) && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
+  // A DELETE reads a body only where the route declares one (`DELETE /sync/{name}/variant/{variant}`).
+  const takesBody = METHODS_WITH_BODY.has(route.method) || (route.method === 'delete' && !route.raw && route.schemas.body !== undefined);
+  const json = takesBody && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
 
   const respond = (req: Request, res: Response, key: ResolvedKey | undefined, session?: ConnectSession & { token: string }): Promise<void> => {
     const context = {

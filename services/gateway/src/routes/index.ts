@@ -38,6 +38,13 @@ import { deployFunctions } from './functions/deploy-functions.js';
 import { dryRunFunction } from './functions/dry-run-function.js';
 import { getScriptsConfig } from './functions/get-scripts-config.js';
 import { listRecords } from './records/list-records.js';
+import { createSyncVariant } from './syncs/create-sync-variant.js';
+import { deleteSyncVariant } from './syncs/delete-sync-variant.js';
+import { getSyncStatus } from './syncs/get-sync-status.js';
+import { pauseSyncs } from './syncs/pause-syncs.js';
+import { startSyncs } from './syncs/start-syncs.js';
+import { triggerSyncs } from './syncs/trigger-syncs.js';
+import { updateConnectionFrequency } from './syncs/update-connection-frequency.js';
 import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
 import { receiveWebhook } from './webhooks/receive-webhook.js';
@@ -89,6 +96,14 @@ export const routes: readonly AnyRoute[] = [
   deployFunctions,
   // environment
   listEnvironmentVariables,
+  // syncs
+  startSyncs,
+  pauseSyncs,
+  triggerSyncs,
+  getSyncStatus,
+  updateConnectionFrequency,
+  createSyncVariant,
+  deleteSyncVariant,
   // records
   listRecords,
   pruneRecords,

@@ -92,6 +92,13 @@ export function createRecordRepo(mongo: Connection) {
       if (ids.length > 0) await records.updateMany({ _id: { $in: ids } }, { $set: { payload: null, pruned_at: now } }).exec();
       return { count: ids.length, hasMore: found.length > limit };
     },
+    /** Records present (not deleted) in a scope, for the sync status. */
+    count: (scope: RecordScope) => records.countDocuments({ ...inScope(scope), deleted_at: null }).exec(),
+    /** A full resync starts from nothing: the scope's records go; its sequence keeps counting, so older cursors stay valid. */
+    async clear(scope: RecordScope): Promise<number> {
+      const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
+      return deletedCount;
+    },
     /** A deleted connection takes its records with it. */
     deleteConnection: async (environment: EnvironmentId, connection: number) =>
       (await records.deleteMany({ environment_id: environment, connection }).exec()).deletedCount,

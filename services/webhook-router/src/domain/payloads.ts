@@ -50,3 +50,20 @@ export function providerPayload(body: Buffer): { payload: unknown; json: boolean
     return { payload: text, json: false };
   }
 }
+
+export interface SyncWebhook {
+  connectionId: string;
+  providerConfigKey: string;
+  syncName: string;
+  model: string;
+  syncVariant: string;
+  responseResults: { added: number; updated: number; deleted: number };
+  /** Records of this run are those modified after this instant (the run's start): read them with `modified_after`. */
+  modifiedAfter: string;
+  queryTimeStamp: string;
+}
+
+/** A sync webhook: one model of one run changed records. */
+export function syncBody(webhook: SyncWebhook): string {
+  return JSON.stringify({ type: 'sync', ...webhook });
+}

@@ -1,0 +1,342 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
+import { repoRoot } from '@latchkey/testing';
+import { eventually, runCli } from './support/functions.js';
+import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
+import { http, startStack, type Stack } from './support/stack.js';
+import { startReceiver, type Receiver } from './support/webhooks.js';
+
+/** `e2e/sync-functions/store/*.ts`: the syncs this test deploys for the integration `store`. */
+// A run that writes 1,000 records takes seconds on FerretDB.
+jest.setTimeout(60_000);
+
+const SYNC_FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-functions');
+const PRODUCTS = 1000;
+const UPDATED = Array.from({ length: 10 }, (_, i) => `p-${String(100 + i * 37).padStart(5, '0')}`);
+const DELETED = Array.from({ length: 5 }, (_, i) => `p-${String(500 + i * 11).padStart(5, '0')}`);
+/** Products left upstream after the deletions. */
+const KEPT = PRODUCTS - DELETED.length;
+
+let stack: Stack;
+let client: Latchkey;
+let receiver: Receiver;
+/** The provider: a product list paged by cursor, which the test changes between runs. */
+let upstream: Server;
+const products = new Map<string, { id: string; name: string; price: number }>();
+let deletedUpstream: string[] = [];
+/** Milliseconds the upstream waits before each page: a run long enough to be killed in. */
+let pageDelayMs = 0;
+
+const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
+
+async function startUpstream(): Promise<string> {
+  upstream = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://upstream');
+    const send = (body: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (req.headers['x-api-key'] !== 'store-key') {
+      res.writeHead(401).end();
+      return;
+    }
+    if (url.pathname === '/products/deleted') {
+      send({ ids: deletedUpstream });
+      return;
+    }
+    if (url.pathname !== '/products') {
+      res.writeHead(404).end();
+      return;
+    }
+    const all = [...products.values()].sort((a, b) => a.id.localeCompare(b.id));
+    const start = Number(url.searchParams.get('cursor') ?? '0');
+    const limit = Number(url.searchParams.get('limit') ?? '50');
+    const items = all.slice(start, start + limit);
+    if (pageDelayMs > 0) {
+      setTimeout(() => send({ items, next_cursor: start + limit < all.length ? String(start + limit) : null }), pageDelayMs);
+      return;
+    }
+    send({ items, next_cursor: start + limit < all.length ? String(start + limit) : null });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+}
+
+async function statusOf(sync: string, variant = 'base'): Promise<SyncStatus | undefined> {
+  const { syncs } = await client.syncStatus('store', [sync], 'conn-1');
+  return syncs.find((entry) => entry.variant === variant);
+}
+
+/** Waits for a run that finished after `after` (an ISO time, or null for any) and is no longer running. */
+function finishedRun(sync: string, after: string | null, variant = 'base', timeoutMs = 20_000): Promise<SyncStatus> {
+  return eventually(
+    async () => {
+      const status = await statusOf(sync, variant);
+      if (!status || status.status === 'RUNNING' || status.finishedAt === null) return undefined;
+      return after === null || status.finishedAt > after ? status : undefined;
+    },
+    timeoutMs,
+    `a finished run of ${sync}/${variant}`,
+  );
+}
+
+async function allRecords(options: { model: string; variant?: string; filter?: string; modifiedAfter?: string }) {
+  const records: Array<Record<string, unknown>> = [];
+  let cursor: string | null = null;
+  do {
+    const page: { records: Array<Record<string, unknown>>; next_cursor: string | null } = await client.listRecords({
+      providerConfigKey: 'store',
+      connectionId: 'conn-1',
+      model: options.model,
+      limit: 1000,
+      ...(options.variant ? { variant: options.variant } : {}),
+      ...(options.filter ? { filter: options.filter as 'updated' } : {}),
+      ...(options.modifiedAfter ? { modifiedAfter: options.modifiedAfter } : {}),
+      ...(cursor ? { cursor } : {}),
+    });
+    records.push(...page.records);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return records;
+}
+
+beforeAll(async () => {
+  for (let i = 0; i < PRODUCTS; i++) {
+    const id = `p-${String(i).padStart(5, '0')}`;
+    products.set(id, { id, name: `Product ${i}`, price: i });
+  }
+  receiver = await startReceiver();
+  const upstreamUrl = await startUpstream();
+  stack = await startStack({
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstreamUrl)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
+    serviceEnv: {
+      'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000', SCHEDULER_TICK_MS: '300' },
+      'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_BASE_MS: '100', WEBHOOK_RETRY_CAP_MS: '500' },
+    },
+  });
+  client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
+  expect((await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } })).status).toBe(200);
+  expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'store' })).status).toBe(201);
+  expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
+  const deployed = await runCli(['deploy', SYNC_FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
+  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+  await receiver?.close();
+  upstream?.close();
+});
+
+describe('sync runs', () => {
+  let firstRun: SyncStatus;
+
+  it('runs a deployed sync for the existing connection at once: records saved, status SUCCESS with counts', async () => {
+    firstRun = await finishedRun('products', null);
+    expect(firstRun).toMatchObject({
+      connection_id: 'conn-1',
+      name: 'products',
+      variant: 'base',
+      status: 'SUCCESS',
+      frequency: 'every hour',
+      latestResult: { Product: { added: PRODUCTS, updated: 0, deleted: 0 } },
+      recordCount: { Product: PRODUCTS },
+      latestError: null,
+    });
+    expect(Date.parse(firstRun.nextScheduledSyncAt!)).toBeGreaterThan(Date.now() + 50 * 60_000);
+    const records = await allRecords({ model: 'Product' });
+    expect(records).toHaveLength(PRODUCTS);
+    expect(new Set(records.map((record) => record.id)).size).toBe(PRODUCTS);
+    expect(records.find((record) => record.id === 'p-00007')).toMatchObject({ name: 'Product 7', price: 7, _metadata: { last_action: 'ADDED' } });
+  });
+
+  it('sends a sync webhook for a run with changes', async () => {
+    const [hook] = await receiver.waitFor((item) => item.json?.type === 'sync' && item.json.responseResults?.added === PRODUCTS);
+    expect(hook!.json).toMatchObject({
+      type: 'sync',
+      connectionId: 'conn-1',
+      providerConfigKey: 'store',
+      syncName: 'products',
+      model: 'Product',
+      syncVariant: 'base',
+      responseResults: { added: PRODUCTS, updated: 0, deleted: 0 },
+    });
+    expect(typeof hook!.json.modifiedAfter).toBe('string');
+    expect(typeof hook!.json.queryTimeStamp).toBe('string');
+  });
+
+  it('a triggered run writes only what changed: 10 updated, 5 deleted, the rest untouched; paging while it writes misses nothing', async () => {
+    for (const id of UPDATED) products.get(id)!.price += 1000;
+    for (const id of DELETED) products.delete(id);
+    deletedUpstream = DELETED;
+    pageDelayMs = 150;
+    expect(await client.triggerSync('store', ['products'], 'conn-1')).toEqual({ success: true });
+    // Page everything while the run writes: every record comes, and only a changed one comes twice.
+    const pagedDuringRun = await allRecords({ model: 'Product' });
+    const second = await finishedRun('products', firstRun.finishedAt);
+    pageDelayMs = 0;
+    const ids = pagedDuringRun.map((record) => record.id as string);
+    expect(new Set(ids).size).toBe(PRODUCTS);
+    const repeated = ids.filter((id, index) => ids.indexOf(id) !== index);
+    expect(repeated.every((id) => UPDATED.includes(id) || DELETED.includes(id))).toBe(true);
+
+    expect(second).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: 0, updated: 10, deleted: 5 } }, recordCount: { Product: KEPT } });
+    const updated = await allRecords({ model: 'Product', filter: 'updated' });
+    expect(updated.map((record) => record.id).sort()).toEqual([...UPDATED].sort());
+    expect(updated.every((record) => (record.price as number) >= 1000)).toBe(true);
+    expect((await allRecords({ model: 'Product', filter: 'deleted' })).map((record) => record.id).sort()).toEqual([...DELETED].sort());
+    const [hook] = await receiver.waitFor((item) => item.json?.type === 'sync' && item.json.responseResults?.updated === 10);
+    expect(hook!.json.responseResults).toEqual({ added: 0, updated: 10, deleted: 5 });
+    const changed = await allRecords({ model: 'Product', modifiedAfter: hook!.json.modifiedAfter });
+    expect(changed.map((record) => record.id).sort()).toEqual([...UPDATED, ...DELETED].sort());
+    // An unchanged record was not rewritten: still the first run's write.
+    const untouched = (await allRecords({ model: 'Product' })).find((record) => record.id === 'p-00007')!;
+    expect((untouched._metadata as { last_action: string }).last_action).toBe('ADDED');
+    deletedUpstream = [];
+  });
+
+  it('fails loudly on an invalid record after saving the valid ones of the batch', async () => {
+    const status = await finishedRun('broken', null);
+    // The error is raised inside the function (which could catch it), so the run fails as the function did.
+    expect(status).toMatchObject({ status: 'ERROR', latestError: { code: 'function_failed' }, latestResult: { Thing: { added: 2, updated: 0, deleted: 0 } } });
+    expect(status.latestError!.message).toMatch(/1 of 3 Thing records are invalid/);
+    expect((await allRecords({ model: 'Thing' })).map((record) => record.id).sort()).toEqual(['a', 'c']);
+  });
+
+  it('a full resync clears the records first and saves them again', async () => {
+    const before = await finishedRun('products', null);
+    await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
+    const after = await finishedRun('products', before.finishedAt);
+    expect(after.latestResult).toEqual({ Product: { added: KEPT, updated: 0, deleted: 0 } });
+    expect((await allRecords({ model: 'Product', filter: 'deleted' })).length).toBe(0);
+  });
+});
+
+describe('schedules', () => {
+  it('a connection created after the deploy gets its schedules and runs; a deleted one loses them', async () => {
+    expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-2', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
+    const ran = await eventually(
+      async () => {
+        const { syncs } = await client.syncStatus('store', '*', 'conn-2');
+        const products = syncs.find((entry) => entry.name === 'products');
+        return products?.status === 'SUCCESS' ? syncs : undefined;
+      },
+      20_000,
+      'the new connection to sync',
+    );
+    expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'products']);
+    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: KEPT });
+    expect((await api('DELETE', '/connections/conn-2?provider_config_key=store')).status).toBe(200);
+    const all = await eventually(
+      async () => {
+        const { syncs } = await client.syncStatus('store', '*');
+        return syncs.every((entry) => entry.connection_id === 'conn-1') ? syncs : undefined;
+      },
+      10_000,
+      'the deleted connection to lose its schedules',
+    );
+    expect(all.length).toBeGreaterThan(0);
+  });
+
+  it('a frequency override changes the next run; the schedule runs on it; pause stops runs, start resumes them; null reverts', async () => {
+    const before = await finishedRun('products', null);
+    expect(await client.updateSyncConnectionFrequency('store', 'products', 'conn-1', '2s')).toEqual({ frequency: '2s' });
+    const overridden = (await statusOf('products'))!;
+    expect(overridden.frequency).toBe('2s');
+    expect(Date.parse(overridden.nextScheduledSyncAt!)).toBeLessThan(Date.now() + 3000);
+    // The scheduler runs it by itself.
+    const scheduled = await finishedRun('products', before.finishedAt, 'base', 15_000);
+    expect(scheduled.latestResult).toEqual({ Product: { added: 0, updated: 0, deleted: 0 } });
+
+    expect(await client.pauseSync('store', ['products'], 'conn-1')).toEqual({ success: true });
+    // A run in flight finishes; then nothing runs while paused.
+    const settled = await eventually(async () => {
+      const status = await statusOf('products');
+      return status?.status === 'PAUSED' ? status : undefined;
+    }, 10_000, 'paused');
+    expect(settled.nextScheduledSyncAt).toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, 4500));
+    expect((await statusOf('products'))!).toMatchObject({ status: 'PAUSED', finishedAt: settled.finishedAt });
+
+    expect(await client.startSync('store', ['products'])).toEqual({ success: true });
+    await finishedRun('products', settled.finishedAt, 'base', 15_000);
+
+    expect(await client.updateSyncConnectionFrequency('store', 'products', 'conn-1', null)).toEqual({ frequency: 'every hour' });
+    const reverted = await eventually(async () => {
+      const status = await statusOf('products');
+      return status && status.status !== 'RUNNING' ? status : undefined;
+    }, 10_000, 'idle');
+    expect(reverted.frequency).toBe('every hour');
+    expect(Date.parse(reverted.nextScheduledSyncAt!)).toBeGreaterThan(Date.now() + 50 * 60_000);
+  }, 60_000);
+
+  it('refuses bad frequencies, unknown syncs and connections with the documented codes', async () => {
+    const bad = await api('PUT', '/sync/update-connection-frequency', { provider_config_key: 'store', connection_id: 'conn-1', sync_name: 'products', frequency: 'sometimes' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe('invalid_frequency');
+    const unknownSync = await api('POST', '/sync/trigger', { provider_config_key: 'store', syncs: ['nope'] });
+    expect([unknownSync.status, unknownSync.json.error.code]).toEqual([404, 'unknown_sync']);
+    const unknownConnection = await api('POST', '/sync/pause', { provider_config_key: 'store', syncs: [], connection_id: 'ghost' });
+    expect([unknownConnection.status, unknownConnection.json.error.code]).toEqual([404, 'unknown_connection']);
+    const invalid = await api('POST', '/sync/start', { provider_config_key: 'store' });
+    expect([invalid.status, invalid.json.error.code]).toEqual([400, 'invalid_body']);
+    const noSyncs = await api('GET', '/sync/status?provider_config_key=store');
+    expect([noSyncs.status, noSyncs.json.error.code]).toEqual([400, 'invalid_query_params']);
+  });
+});
+
+describe('variants', () => {
+  it('a variant has its own schedule, status and records; deleting it drops them; base is refused', async () => {
+    expect(await client.createSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'eu' })).toMatchObject({ name: 'products', variant: 'eu' });
+    const duplicate = await api('POST', '/sync/products/variant/eu', { provider_config_key: 'store', connection_id: 'conn-1' });
+    expect([duplicate.status, duplicate.json.error.code]).toEqual([409, 'failed_sync_variant_creation']);
+    const variantRun = await finishedRun('products', null, 'eu');
+    expect(variantRun).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: KEPT, updated: 0, deleted: 0 } } });
+    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(KEPT);
+
+    // The base records are their own: a change seen by the variant's next run only.
+    products.get('p-00042')!.name = 'Renamed';
+    await client.triggerSync('store', ['products'], 'conn-1', { syncVariant: 'eu' });
+    await finishedRun('products', variantRun.finishedAt, 'eu');
+    expect((await allRecords({ model: 'Product', variant: 'eu', filter: 'updated' })).map((record) => record.id)).toEqual(['p-00042']);
+    expect((await allRecords({ model: 'Product', filter: 'updated' })).map((record) => record.id)).not.toContain('p-00042');
+
+    expect(await client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'eu' })).toEqual({ success: true });
+    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(0);
+    expect(await statusOf('products', 'eu')).toBeUndefined();
+
+    for (const method of ['POST', 'DELETE']) {
+      const base = await api(method, '/sync/products/variant/base', { provider_config_key: 'store', connection_id: 'conn-1' });
+      expect([base.status, base.json.error.code]).toEqual([400, 'invalid_uri_params']);
+    }
+    await expect(client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'gone' })).rejects.toBeInstanceOf(LatchkeyError);
+  });
+});
+
+describe('a killed action-runner', () => {
+  it('has its run redelivered and finished: every record once, none lost', async () => {
+    const before = await finishedRun('products', null);
+    pageDelayMs = 700;
+    await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
+    // Killed after the first page was saved, before the last.
+    await eventually(async () => ((await statusOf('products'))?.recordCount.Product ?? 0) > 0 || undefined, 10_000, 'the first page to be saved');
+    const runner = stack.services.find((proc) => proc.service === 'action-runner')!;
+    const exited = new Promise((resolve) => runner.child.once('exit', resolve));
+    runner.child.kill('SIGKILL');
+    await exited;
+    const midway = (await statusOf('products'))!;
+    expect(midway.status).toBe('RUNNING');
+    expect(midway.recordCount.Product).toBeLessThan(KEPT);
+    pageDelayMs = 0;
+    await stack.restart('action-runner');
+    // JetStream hands the run to the new runner once the dead one's heartbeat is missed (15 s).
+    const after = await finishedRun('products', before.finishedAt, 'base', 45_000);
+    expect(after.status).toBe('SUCCESS');
+    expect(after.recordCount).toEqual({ Product: KEPT });
+    const records = await allRecords({ model: 'Product' });
+    expect(records).toHaveLength(KEPT);
+    expect(new Set(records.map((record) => record.id)).size).toBe(KEPT);
+    // The retried run found the first page already saved: it counts only what it wrote itself.
+    expect(after.latestResult.Product!.added).toBeLessThan(KEPT);
+  }, 90_000);
+});

@@ -1,0 +1,110 @@
+import { z } from 'zod';
+import { defineEvent, defineJob, defineRequest } from './define.js';
+
+/**
+ * Sync runs. The sync-scheduler owns schedules and runs: it enqueues `jobs.sync.run`, the
+ * action-runner claims the run (`sync.run.begin`), runs the deployed sync's `exec` with the
+ * connection, writes records through `records.write`, and reports the outcome
+ * (`sync.run.finish`); the scheduler records it and emits `sync.run.completed` / `sync.run.failed`.
+ */
+
+const environment_id = z.string().min(1);
+const provider_config_key = z.string().min(1).max(128);
+const connection_id = z.string().min(1).max(255);
+const syncName = z.string().min(1).max(100);
+const variant = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or - (64 at most)');
+
+export const SYNC_RUN_STATUSES = ['SUCCESS', 'ERROR'] as const;
+export const SYNC_STATUSES = ['RUNNING', 'PAUSED', 'SUCCESS', 'ERROR', 'STOPPED'] as const;
+
+/** What a run changed, per model. */
+export const modelCounts = z.record(z.string(), z.object({ added: z.number().int(), updated: z.number().int(), deleted: z.number().int() }));
+export type ModelCounts = z.infer<typeof modelCounts>;
+
+const runEvent = z.object({
+  environment_id: z.string(),
+  run_id: z.string(),
+  provider_config_key: z.string(),
+  connection_id: z.string(),
+  sync_name: z.string(),
+  variant: z.string(),
+  results: modelCounts,
+  started_at: z.string(),
+  finished_at: z.string(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
+
+const target = { environment_id, provider_config_key, syncs: z.array(syncName).max(100), connection_id: connection_id.optional() };
+
+export const syncStatusEntry = z.object({
+  id: z.string(),
+  connection_id: z.string(),
+  name: z.string(),
+  variant: z.string(),
+  status: z.enum(SYNC_STATUSES),
+  type: z.enum(['INCREMENTAL', 'FULL']),
+  frequency: z.string(),
+  finishedAt: z.string().nullable(),
+  nextScheduledSyncAt: z.string().nullable(),
+  latestResult: modelCounts,
+  recordCount: z.record(z.string(), z.number().int()),
+  latestError: z.object({ code: z.string(), message: z.string() }).nullable(),
+});
+export type SyncStatusEntry = z.infer<typeof syncStatusEntry>;
+
+export const syncContracts = {
+  /** One queued run; its details live in the scheduler's `sync_runs`. */
+  run: defineJob('sync.run', z.object({ environment_id: z.string(), run_id: z.string() })),
+  /**
+   * The action-runner claims a queued run: the answer says what to run, or `run: null` when the
+   * run already finished (a redelivered job) and must not run again.
+   */
+  beginRun: defineRequest(
+    'sync.run.begin',
+    z.object({ environment_id, run_id: z.string().min(1) }),
+    z.object({
+      run: z
+        .object({ provider_config_key: z.string(), connection_id: z.string(), sync_name: z.string(), variant: z.string(), started_at: z.string() })
+        .nullable(),
+    }),
+  ),
+  /** The outcome of a run; the first outcome wins. */
+  finishRun: defineRequest(
+    'sync.run.finish',
+    z.object({
+      environment_id,
+      run_id: z.string().min(1),
+      status: z.enum(SYNC_RUN_STATUSES),
+      results: modelCounts,
+      error: z.object({ code: z.string(), message: z.string().max(2000) }).optional(),
+    }),
+    z.object({ recorded: z.boolean() }),
+  ),
+  /** `POST /sync/trigger`: one run now of each named sync (all when empty) for one or all connections. */
+  trigger: defineRequest(
+    'sync.trigger',
+    z.object({ ...target, variant: variant.optional(), full_resync: z.boolean() }),
+    z.object({ queued: z.number().int() }),
+  ),
+  /** `POST /sync/start` and `/sync/pause`. */
+  setPaused: defineRequest('sync.paused.set', z.object({ ...target, paused: z.boolean() }), z.object({ changed: z.number().int() })),
+  status: defineRequest('sync.status', z.object(target), z.object({ syncs: z.array(syncStatusEntry) })),
+  updateFrequency: defineRequest(
+    'sync.frequency.update',
+    z.object({ environment_id, provider_config_key, connection_id, sync_name: syncName, variant, frequency: z.string().min(1).max(100).nullable() }),
+    z.object({ frequency: z.string() }),
+  ),
+  createVariant: defineRequest(
+    'sync.variant.create',
+    z.object({ environment_id, provider_config_key, connection_id, sync_name: syncName, variant }),
+    z.object({ id: z.string(), name: z.string(), variant: z.string() }),
+  ),
+  deleteVariant: defineRequest(
+    'sync.variant.delete',
+    z.object({ environment_id, provider_config_key, connection_id, sync_name: syncName, variant }),
+    z.object({ success: z.literal(true) }),
+  ),
+  /** A run finished without error; the webhook router sends a `sync` webhook when it changed records. */
+  runCompleted: defineEvent('sync.run.completed', runEvent),
+  runFailed: defineEvent('sync.run.failed', runEvent),
+} as const;

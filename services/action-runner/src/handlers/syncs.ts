@@ -1,0 +1,41 @@
+import type { JsMsg } from 'nats';
+import { syncContracts, type ModelCounts, type ModelField, type PayloadOf } from '@latchkey/contracts';
+import { toAppError } from '@latchkey/errors';
+import type { ActionDeps } from './actions.js';
+
+/** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */
+const MAX_DELIVERIES = 5;
+
+/**
+ * Runs one queued sync run (JetStream delivers at least once). The scheduler says what to run,
+ * or that the run already finished (then nothing runs again). The function's `exec` runs with
+ * the connection; `batchSave` / `batchUpdate` / `batchDelete` write to the records store in the
+ * run's variant. A crash mid-run means a redelivery runs it again: records are upserted by id
+ * and unchanged ones are not rewritten, so nothing is doubled or lost.
+ */
+export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
+  return async (job: PayloadOf<typeof syncContracts.run>, msg: JsMsg) => {
+    const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
+    if (!run) return;
+    const counts: ModelCounts = {};
+    let outcome: { status: 'SUCCESS' } | { status: 'ERROR'; error: { code: string; message: string } };
+    try {
+      const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
+      const description = fn.description;
+      const models = new Map<string, ModelField[]>(description.type === 'sync' ? description.models.map((model) => [model.name, model.fields]) : []);
+      await deps.runner.run({
+        target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
+        fn,
+        sync: { variant: run.variant, models, counts },
+      });
+      outcome = { status: 'SUCCESS' };
+    } catch (error) {
+      const appError = toAppError(error);
+      // The bus or a service was away: try again later (the records written so far stay), unless it failed too often.
+      if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
+      outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
+      deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
+    }
+    await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: counts, ...outcome });
+  };
+}

@@ -1,0 +1,132 @@
+import type { Connection } from 'mongoose';
+import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import type { ModelCounts } from '@latchkey/contracts';
+import { runSlotModel, scheduleKey, scheduleModel, syncRunModel, type ScheduleDoc, type SyncRunDoc } from './schedule-model.js';
+
+export interface ScheduleTarget {
+  provider_config_key: string;
+  connection_id: string;
+  sync_name: string;
+  variant: string;
+}
+
+export function createScheduleRepo(mongo: Connection) {
+  const schedules = scheduleModel(mongo);
+  const runs = syncRunModel(mongo);
+  const slots = runSlotModel(mongo);
+  const idOf = (environment: EnvironmentId, target: ScheduleTarget) =>
+    scheduleKey(environment, target.provider_config_key, target.connection_id, target.sync_name, target.variant);
+
+  return {
+    init: async () => {
+      await schedules.init();
+      await runs.init();
+      await slots.init();
+    },
+    idOf,
+    get: (environment: EnvironmentId, target: ScheduleTarget) => schedules.findById(idOf(environment, target)).lean<ScheduleDoc>().exec(),
+    /** Creates the schedule when absent (idempotent); an existing one keeps its state but takes the deployment's frequency. */
+    async ensure(environment: EnvironmentId, target: ScheduleTarget, frequency: string, firstRunAt: Date): Promise<'created' | 'existing'> {
+      const _id = idOf(environment, target);
+      try {
+        await schedules.create({
+          _id,
+          environment_id: environment,
+          ...target,
+          frequency,
+          frequency_override: null,
+          paused: false,
+          running: null,
+          next_run_at: firstRunAt,
+          last_status: null,
+          last_finished_at: null,
+          last_results: {},
+          last_error: null,
+          created_at: new Date(),
+        });
+        return 'created';
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        await schedules.updateOne({ _id }, { $set: { frequency } }).exec();
+        return 'existing';
+      }
+    },
+    /** The schedules of an integration, optionally of one connection (all variants). */
+    list: (environment: EnvironmentId, providerConfigKey: string, connectionId?: string) =>
+      schedules
+        .find({ environment_id: environment, provider_config_key: providerConfigKey, ...(connectionId === undefined ? {} : { connection_id: connectionId }) })
+        .sort({ connection_id: 1, sync_name: 1, variant: 1 })
+        .lean<ScheduleDoc[]>()
+        .exec(),
+    /** Schedules whose time has come (paused and running ones are filtered by the caller's rules too). */
+    due: (now: Date, limit: number) =>
+      schedules
+        .find({ next_run_at: { $lte: now }, paused: false, running: null })
+        .limit(limit)
+        .lean<ScheduleDoc[]>()
+        .exec(),
+    setPaused: async (ids: readonly string[], paused: boolean) => (await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec()).modifiedCount,
+    setFrequencyOverride: (id: string, frequency: string | null, nextRunAt: Date) =>
+      schedules.updateOne({ _id: id }, { $set: { frequency_override: frequency, next_run_at: nextRunAt } }).exec(),
+    async remove(ids: readonly string[]) {
+      await schedules.deleteMany({ _id: { $in: [...ids] } }).exec();
+      await slots.deleteMany({ _id: { $in: [...ids] } }).exec();
+    },
+    /**
+     * Takes the schedule for a new run: succeeds only while no run is in flight (the insert of
+     * its slot, unique by `_id`), then records the run. Returns the run, or null when one runs.
+     */
+    async claim(schedule: ScheduleDoc, runId: string, nextRunAt: Date, now: Date): Promise<SyncRunDoc | null> {
+      try {
+        await slots.create({ _id: schedule._id, run_id: runId, claimed_at: now });
+      } catch (error) {
+        if (isDuplicateKey(error)) return null;
+        throw error;
+      }
+      await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
+      const run: SyncRunDoc = {
+        _id: runId,
+        environment_id: schedule.environment_id,
+        schedule_id: schedule._id,
+        provider_config_key: schedule.provider_config_key,
+        connection_id: schedule.connection_id,
+        sync_name: schedule.sync_name,
+        variant: schedule.variant,
+        status: 'QUEUED',
+        results: {},
+        error: null,
+        created_at: now,
+        started_at: null,
+        finished_at: null,
+      };
+      await runs.create(run);
+      return run;
+    },
+    /** Gives a schedule back when its run could not be queued. */
+    async release(scheduleId: string, runId: string) {
+      await slots.deleteOne({ _id: scheduleId, run_id: runId }).exec();
+      await schedules.updateOne({ _id: scheduleId, running: runId }, { $set: { running: null } }).exec();
+    },
+    getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
+    markStarted: (runId: string, at: Date) => runs.updateOne({ _id: runId, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
+    /**
+     * Records a run's outcome and frees its schedule. The status filter keeps a repeated report
+     * from changing a finished run in the usual case; only the first report is announced.
+     */
+    async finish(run: SyncRunDoc, outcome: { status: 'SUCCESS' | 'ERROR'; results: ModelCounts; error: { code: string; message: string } | null }, at: Date): Promise<boolean> {
+      const done = await runs
+        .updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { status: outcome.status, results: outcome.results, error: outcome.error, finished_at: at, started_at: run.started_at ?? at } })
+        .exec();
+      await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
+      await schedules
+        .updateOne(
+          { _id: run.schedule_id, running: run._id },
+          { $set: { running: null, last_status: outcome.status, last_finished_at: at, last_results: outcome.results, last_error: outcome.error } },
+        )
+        .exec();
+      return done.modifiedCount === 1;
+    },
+  };
+}
+
+export type ScheduleRepo = ReturnType<typeof createScheduleRepo>;

@@ -1,0 +1,300 @@
+import { randomUUID } from 'node:crypto';
+import type { Bus } from '@latchkey/bus';
+import {
+  BASE_VARIANT,
+  syncContracts,
+  vaultContracts,
+  type FunctionDescriptionWire,
+  type ModelCounts,
+  type PayloadOf,
+  type RequestOf,
+  type ResponseOf,
+  type SyncStatusEntry,
+} from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import type { Logger } from '@latchkey/logger';
+import { environmentId, type EnvironmentId } from '@latchkey/mongo';
+import type { DeploymentRepo } from '../db/deployment-repo.js';
+import type { RecordRepo } from '../db/record-repo.js';
+import type { ScheduleDoc } from '../db/schedule-model.js';
+import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
+import { parseFrequency } from '../domain/frequency.js';
+import { nextRunAfter } from '../domain/schedule-rules.js';
+
+export interface SyncsDeps {
+  bus: Bus;
+  logger: Logger;
+  deployments: DeploymentRepo;
+  schedules: ScheduleRepo;
+  records: RecordRepo;
+  /** The shortest frequency accepted. */
+  minFrequencyMs: number;
+}
+
+type SyncDescription = Extract<FunctionDescriptionWire, { type: 'sync' }>;
+
+/** A frequency the deployment gave that does not parse (older CLIs checked less) runs daily. */
+const FALLBACK_INTERVAL_MS = 86_400_000;
+const intervalOf = (schedule: Pick<ScheduleDoc, 'frequency' | 'frequency_override'>, minFrequencyMs: number) =>
+  parseFrequency(schedule.frequency_override ?? schedule.frequency, minFrequencyMs) ?? FALLBACK_INTERVAL_MS;
+
+/** The current deployment's syncs of an integration. */
+async function deployedSyncs(deps: Pick<SyncsDeps, 'deployments'>, environment: EnvironmentId, providerConfigKey: string): Promise<SyncDescription[]> {
+  const deployment = await deps.deployments.current(environment, providerConfigKey);
+  return (deployment?.functions ?? []).flatMap((fn) => (fn.description.type === 'sync' ? [fn.description] : []));
+}
+
+/** The named syncs (all when none are named); an unknown name is a 404. */
+async function selectSyncs(deps: Pick<SyncsDeps, 'deployments'>, environment: EnvironmentId, providerConfigKey: string, names: readonly string[]) {
+  const syncs = await deployedSyncs(deps, environment, providerConfigKey);
+  if (names.length === 0) return syncs;
+  return names.map((name) => {
+    const found = syncs.find((sync) => sync.name === name);
+    if (!found) throw new AppError('unknown_sync', `No sync "${name}" is deployed for integration "${providerConfigKey}"`);
+    return found;
+  });
+}
+
+/** The connections meant: the one named (404 when unknown), else every connection of the integration. */
+async function selectConnections(deps: Pick<SyncsDeps, 'bus'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string | undefined): Promise<string[]> {
+  if (connectionId !== undefined) {
+    const found = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: connectionId, provider_config_key: providerConfigKey });
+    return [found.connection_id];
+  }
+  const ids: string[] = [];
+  for (let page = 0; ; page++) {
+    const batch = await deps.bus.request(vaultContracts.listConnections, { environment_id: environment, integration_ids: [providerConfigKey], limit: 1000, page });
+    ids.push(...batch.filter((item) => item.provider_config_key === providerConfigKey).map((item) => item.connection_id));
+    if (batch.length < 1000) return ids;
+  }
+}
+
+/** Makes sure every (connection, sync) has its base schedule; new ones run at once. */
+export async function ensureSchedules(deps: Pick<SyncsDeps, 'schedules'>, environment: EnvironmentId, providerConfigKey: string, connections: readonly string[], syncs: readonly SyncDescription[]) {
+  const now = new Date();
+  for (const connectionId of connections) {
+    for (const sync of syncs) {
+      await deps.schedules.ensure(environment, { provider_config_key: providerConfigKey, connection_id: connectionId, sync_name: sync.name, variant: BASE_VARIANT }, sync.frequency, now);
+    }
+  }
+}
+
+/**
+ * The schedules a request names (base and every variant). Commands (start, pause, trigger,
+ * frequency, variants) first create base schedules that are missing (a deploy event still on its
+ * way); a status read only reads.
+ */
+async function selectSchedules(
+  deps: SyncsDeps,
+  request: { environment_id: string; provider_config_key: string; syncs: string[]; connection_id?: string | undefined },
+  options: { ensure: boolean } = { ensure: true },
+) {
+  const environment = environmentId(request.environment_id);
+  const syncs = await selectSyncs(deps, environment, request.provider_config_key, request.syncs);
+  const connections = await selectConnections(deps, environment, request.provider_config_key, request.connection_id);
+  if (options.ensure) await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs);
+  const names = new Set(syncs.map((sync) => sync.name));
+  const wanted = new Set(connections);
+  const schedules = (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter(
+    (schedule) => names.has(schedule.sync_name) && wanted.has(schedule.connection_id),
+  );
+  return { environment, syncs, schedules };
+}
+
+/**
+ * Starts a run of a schedule unless one is in flight: claims the schedule, records the run, and
+ * enqueues its job under the run's id (JetStream drops a duplicate). Returns whether it queued.
+ */
+export async function startRun(deps: Pick<SyncsDeps, 'bus' | 'schedules' | 'minFrequencyMs'>, schedule: ScheduleDoc, now: Date): Promise<boolean> {
+  const runId = randomUUID();
+  const run = await deps.schedules.claim(schedule, runId, nextRunAfter(now, intervalOf(schedule, deps.minFrequencyMs)), now);
+  if (!run) return false;
+  try {
+    await deps.bus.enqueue(syncContracts.run, { environment_id: schedule.environment_id, run_id: runId }, { msgId: `sync-run-${runId}` });
+  } catch (error) {
+    await deps.schedules.release(schedule._id, runId);
+    throw error;
+  }
+  return true;
+}
+
+export function triggerHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.trigger>): Promise<ResponseOf<typeof syncContracts.trigger>> => {
+    const { environment, syncs, schedules } = await selectSchedules(deps, request);
+    const variant = request.variant ?? BASE_VARIANT;
+    const now = new Date();
+    let queued = 0;
+    for (const schedule of schedules.filter((item) => item.variant === variant)) {
+      if (schedule.running !== null) continue;
+      if (request.full_resync) {
+        const sync = syncs.find((item) => item.name === schedule.sync_name);
+        const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
+        for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
+      }
+      if (await startRun(deps, schedule, now)) queued++;
+    }
+    return { queued };
+  };
+}
+
+export function setPausedHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.setPaused>): Promise<ResponseOf<typeof syncContracts.setPaused>> => {
+    const { schedules } = await selectSchedules(deps, request);
+    return { changed: await deps.schedules.setPaused(schedules.map((schedule) => schedule._id), request.paused) };
+  };
+}
+
+function statusOf(schedule: ScheduleDoc): SyncStatusEntry['status'] {
+  if (schedule.running !== null) return 'RUNNING';
+  if (schedule.paused) return 'PAUSED';
+  return schedule.last_status ?? 'STOPPED';
+}
+
+export function statusHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.status>): Promise<ResponseOf<typeof syncContracts.status>> => {
+    const { environment, syncs, schedules } = await selectSchedules(deps, request, { ensure: false });
+    const publicIds = new Map<string, number>();
+    const entries: SyncStatusEntry[] = [];
+    for (const schedule of schedules) {
+      let connection = publicIds.get(schedule.connection_id);
+      if (connection === undefined) {
+        connection = (await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key })).id;
+        publicIds.set(schedule.connection_id, connection);
+      }
+      const models = syncs.find((sync) => sync.name === schedule.sync_name)?.models ?? [];
+      const recordCount: Record<string, number> = {};
+      for (const model of models) recordCount[model.name] = await deps.records.count({ environment, connection, model: model.name, variant: schedule.variant });
+      entries.push({
+        id: schedule._id,
+        connection_id: schedule.connection_id,
+        name: schedule.sync_name,
+        variant: schedule.variant,
+        status: statusOf(schedule),
+        type: 'INCREMENTAL',
+        frequency: schedule.frequency_override ?? schedule.frequency,
+        finishedAt: schedule.last_finished_at?.toISOString() ?? null,
+        nextScheduledSyncAt: schedule.paused ? null : (schedule.next_run_at?.toISOString() ?? null),
+        latestResult: schedule.last_results,
+        recordCount,
+        latestError: schedule.last_error,
+      });
+    }
+    return { syncs: entries };
+  };
+}
+
+export function updateFrequencyHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.updateFrequency>): Promise<ResponseOf<typeof syncContracts.updateFrequency>> => {
+    if (request.frequency !== null && parseFrequency(request.frequency, deps.minFrequencyMs) === undefined) {
+      throw new AppError(
+        'invalid_frequency',
+        `"${request.frequency}" is not a frequency: use e.g. "every hour", "every 30 minutes", "1d", "30m" (at least ${deps.minFrequencyMs / 1000} s)`,
+      );
+    }
+    const schedule = await scheduleOf(deps, request);
+    const frequency = request.frequency ?? schedule.frequency;
+    // The next run moves to one interval of the new frequency after the last run (or from now).
+    const from = schedule.last_finished_at ?? new Date();
+    await deps.schedules.setFrequencyOverride(schedule._id, request.frequency, nextRunAfter(from, intervalOf({ frequency: schedule.frequency, frequency_override: request.frequency }, deps.minFrequencyMs)));
+    return { frequency };
+  };
+}
+
+/** One connection's schedule of a sync in a variant; 404 when the sync, connection or variant is unknown. */
+async function scheduleOf(deps: SyncsDeps, request: { environment_id: string; provider_config_key: string; connection_id: string; sync_name: string; variant: string }) {
+  const { environment, schedules } = await selectSchedules(deps, { ...request, syncs: [request.sync_name] });
+  const found = schedules.find((schedule) => schedule.variant === request.variant);
+  if (!found) throw new AppError('unknown_sync_variant', `Sync "${request.sync_name}" has no variant "${request.variant}" for connection "${request.connection_id}"`);
+  return Object.assign(found, { environment });
+}
+
+export function createVariantHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.createVariant>): Promise<ResponseOf<typeof syncContracts.createVariant>> => {
+    if (request.variant === BASE_VARIANT) throw new AppError('invalid_uri_params', `"${BASE_VARIANT}" is every sync's own variant`);
+    const { environment, syncs } = await selectSchedules(deps, { ...request, syncs: [request.sync_name] });
+    const target: ScheduleTarget = { provider_config_key: request.provider_config_key, connection_id: request.connection_id, sync_name: request.sync_name, variant: request.variant };
+    const made = await deps.schedules.ensure(environment, target, syncs[0]!.frequency, new Date());
+    if (made === 'existing') throw new AppError('failed_sync_variant_creation', `Sync "${request.sync_name}" already has a variant "${request.variant}"`);
+    return { id: deps.schedules.idOf(environment, target), name: request.sync_name, variant: request.variant };
+  };
+}
+
+export function deleteVariantHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.deleteVariant>): Promise<ResponseOf<typeof syncContracts.deleteVariant>> => {
+    if (request.variant === BASE_VARIANT) throw new AppError('invalid_uri_params', `"${BASE_VARIANT}" cannot be deleted`);
+    const schedule = await scheduleOf(deps, request);
+    const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: schedule.environment, connection_id: request.connection_id, provider_config_key: request.provider_config_key });
+    const models = (await deployedSyncs(deps, schedule.environment, request.provider_config_key)).find((sync) => sync.name === request.sync_name)?.models ?? [];
+    await deps.schedules.remove([schedule._id]);
+    for (const model of models) await deps.records.clear({ environment: schedule.environment, connection: id, model: model.name, variant: request.variant });
+    return { success: true };
+  };
+}
+
+export function beginRunHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.beginRun>): Promise<ResponseOf<typeof syncContracts.beginRun>> => {
+    const environment = environmentId(request.environment_id);
+    const run = await deps.schedules.getRun(environment, request.run_id);
+    if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') return { run: null };
+    const startedAt = run.started_at ?? new Date();
+    if (!run.started_at) await deps.schedules.markStarted(run._id, startedAt);
+    return {
+      run: { provider_config_key: run.provider_config_key, connection_id: run.connection_id, sync_name: run.sync_name, variant: run.variant, started_at: startedAt.toISOString() },
+    };
+  };
+}
+
+export function finishRunHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.finishRun>): Promise<ResponseOf<typeof syncContracts.finishRun>> => {
+    const environment = environmentId(request.environment_id);
+    const run = await deps.schedules.getRun(environment, request.run_id);
+    if (!run) throw new AppError('not_found', `No sync run "${request.run_id}"`);
+    const finishedAt = new Date();
+    const recorded = await deps.schedules.finish(run, { status: request.status, results: request.results, error: request.error ?? null }, finishedAt);
+    const finished = (await deps.schedules.getRun(environment, run._id)) ?? run;
+    const event: PayloadOf<typeof syncContracts.runCompleted> = {
+      environment_id: run.environment_id,
+      run_id: run._id,
+      provider_config_key: run.provider_config_key,
+      connection_id: run.connection_id,
+      sync_name: run.sync_name,
+      variant: run.variant,
+      results: finished.results as ModelCounts,
+      started_at: (finished.started_at ?? finishedAt).toISOString(),
+      finished_at: (finished.finished_at ?? finishedAt).toISOString(),
+      ...(finished.error ? { error: finished.error } : {}),
+    };
+    // Published again on a repeated finish under the same message id: JetStream keeps one.
+    await deps.bus.publish(finished.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${run._id}` });
+    return { recorded };
+  };
+}
+
+/** A deployment's syncs get a schedule for every connection of the integration; syncs it no longer has lose theirs. */
+export function deployedHandler(deps: SyncsDeps) {
+  return async (event: { environment_id: string; provider_config_key: string }) => {
+    const environment = environmentId(event.environment_id);
+    const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
+    const names = new Set(syncs.map((sync) => sync.name));
+    const gone = (await deps.schedules.list(environment, event.provider_config_key)).filter((schedule) => !names.has(schedule.sync_name));
+    if (gone.length > 0) await deps.schedules.remove(gone.map((schedule) => schedule._id));
+    if (syncs.length === 0) return;
+    const connections = await selectConnections(deps, environment, event.provider_config_key, undefined);
+    await ensureSchedules(deps, environment, event.provider_config_key, connections, syncs);
+  };
+}
+
+/** A new connection gets a schedule for each deployed sync of its integration. */
+export function connectionCreatedHandler(deps: SyncsDeps) {
+  return async (event: { environment_id: string; provider_config_key: string; connection_id: string }) => {
+    const environment = environmentId(event.environment_id);
+    const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
+    await ensureSchedules(deps, environment, event.provider_config_key, [event.connection_id], syncs);
+  };
+}
+
+/** A deleted connection's schedules go (its records go in the records consumer). */
+export async function removeConnectionSchedules(deps: Pick<SyncsDeps, 'schedules'>, event: { environment_id: string; provider_config_key: string; connection_id: string }) {
+  const schedules = await deps.schedules.list(environmentId(event.environment_id), event.provider_config_key, event.connection_id);
+  if (schedules.length > 0) await deps.schedules.remove(schedules.map((schedule) => schedule._id));
+}

@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Connection } from 'mongoose';
+import { createBus, openKv, type Bus } from '@latchkey/bus';
+import { createLogger } from '@latchkey/logger';
+import { connectMongo, environmentId } from '@latchkey/mongo';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import type { ScheduleDoc } from '../db/schedule-model.js';
+import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
+import { createLease } from './lease.js';
+import { startSchedulerLoop } from './scheduler-loop.js';
+
+const logger = createLogger({ service: 'test', level: 'error' });
+let nats: TestNats;
+let mongo: TestMongo;
+let connection: Connection;
+let schedules: ScheduleRepo;
+const buses: Bus[] = [];
+const loops: Array<{ stop(): Promise<void> }> = [];
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('scheduler'), logger });
+  schedules = createScheduleRepo(connection);
+  await schedules.init();
+});
+
+afterAll(async () => {
+  await Promise.all(loops.map((loop) => loop.stop().catch(() => undefined)));
+  await Promise.all(buses.map((bus) => bus.drain().catch(() => undefined)));
+  await connection?.dropDatabase();
+  await connection?.close();
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+const DUE: ScheduleDoc = {
+  _id: 'due-schedule',
+  environment_id: 'env_a',
+  provider_config_key: 'crm',
+  connection_id: 'c1',
+  sync_name: 'contacts',
+  variant: 'base',
+  frequency: 'every hour',
+  frequency_override: null,
+  paused: false,
+  running: null,
+  next_run_at: new Date(0),
+  last_status: null,
+  last_finished_at: null,
+  last_results: {},
+  last_error: null,
+  created_at: new Date(0),
+};
+
+/** A scheduler replica on its own NATS connection: it counts the runs it would queue. */
+async function replica(bucket: string, name: string, leaseMs: number) {
+  const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', logger, requestTimeoutMs: 2000 });
+  buses.push(bus);
+  const lease = createLease(await openKv<{ owner: string }>(bus, { name: bucket, ttlMs: leaseMs }), 'leader', name);
+  const queued: number[] = [];
+  const loop = startSchedulerLoop({
+    logger,
+    lease,
+    tickMs: 100,
+    due: async () => [DUE],
+    startRun: async () => {
+      queued.push(Date.now());
+      return true;
+    },
+  });
+  loops.push(loop);
+  return { bus, lease, loop, queued };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(check: () => boolean, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  while (!check()) {
+    if (Date.now() - started > timeoutMs) throw new Error('timed out');
+    await sleep(20);
+  }
+  return Date.now() - started;
+}
+
+describe('the scheduler lease', () => {
+  it('lets exactly one replica schedule; when it dies, another takes over within the lease TTL', async () => {
+    const a = await replica('lease_crash', 'a', 2000);
+    await until(() => a.lease.holding(), 2000);
+    const b = await replica('lease_crash', 'b', 2000);
+    await sleep(600);
+    expect(b.lease.holding()).toBe(false);
+    expect(b.queued).toHaveLength(0);
+    expect(a.queued.length).toBeGreaterThan(0);
+
+    // A dies without a word: its NATS connection is gone, so it can neither renew nor release.
+    await a.bus.nc.close();
+    const diedAt = Date.now();
+    const tookOverIn = await until(() => b.lease.holding() && b.queued.length > 0, 5000);
+    expect(tookOverIn).toBeLessThan(2000 + 1000);
+    expect(b.queued[0]!).toBeGreaterThanOrEqual(diedAt);
+    expect(a.lease.holding()).toBe(false);
+  });
+
+  it('is handed over at once when its holder shuts down', async () => {
+    const a = await replica('lease_handover', 'a', 30_000);
+    await until(() => a.lease.holding(), 2000);
+    const b = await replica('lease_handover', 'b', 30_000);
+    await sleep(300);
+    expect(b.lease.holding()).toBe(false);
+    await a.loop.stop();
+    // Far sooner than the 30 s TTL: the key was deleted on the way out.
+    expect(await until(() => b.lease.holding(), 2000)).toBeLessThan(1000);
+  });
+});
+
+describe('run claims', () => {
+  it('never start two runs of one schedule at once, and free it when the run finishes', async () => {
+    const env = environmentId('env_claims');
+    const target = { provider_config_key: 'crm', connection_id: 'c1', sync_name: 'contacts', variant: 'base' };
+    await schedules.ensure(env, target, 'every hour', new Date(0));
+    const schedule = (await schedules.get(env, target))!;
+    const now = new Date();
+    const claims = await Promise.all(Array.from({ length: 8 }, (_, i) => schedules.claim(schedule, `run-${i}`, new Date(now.getTime() + 3600_000), now)));
+    const won = claims.filter((run) => run !== null);
+    expect(won).toHaveLength(1);
+    expect((await schedules.get(env, target))!.running).toBe(won[0]!._id);
+    expect(await schedules.claim(schedule, 'run-late', now, now)).toBeNull();
+
+    expect(await schedules.finish(won[0]!, { status: 'SUCCESS', results: { Contact: { added: 1, updated: 0, deleted: 0 } }, error: null }, new Date())).toBe(true);
+    // A second report of the same run changes nothing.
+    expect(await schedules.finish(won[0]!, { status: 'ERROR', results: {}, error: { code: 'x', message: 'y' } }, new Date())).toBe(false);
+    const after = (await schedules.get(env, target))!;
+    expect(after).toMatchObject({ running: null, last_status: 'SUCCESS', last_results: { Contact: { added: 1, updated: 0, deleted: 0 } } });
+    expect(await schedules.claim(after, 'run-next', now, now)).not.toBeNull();
+  });
+});
