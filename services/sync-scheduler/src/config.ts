@@ -10,6 +10,8 @@ export const configSchema = baseServiceSchema('sync-scheduler', 3012).extend({
   SCHEDULER_LEASE_MS: positiveInt(6000),
   /** The shortest sync frequency accepted (one minute; tests lower it to run schedules in seconds). */
   SYNC_MIN_FREQUENCY_MS: positiveInt(60_000),
+  /** A run that has not reported back after this long is taken to be lost, and its schedule runs again. */
+  SYNC_RUN_STALE_MS: positiveInt(3_600_000),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -47,7 +47,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
-  const schedules = createScheduleRepo(mongo);
+  const schedules = createScheduleRepo(mongo, { staleRunMs: config.SYNC_RUN_STALE_MS });
   await schedules.init();
   const syncDeps = { bus, logger, deployments, schedules, records, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   bus.serve(syncContracts.trigger, triggerHandler(syncDeps));

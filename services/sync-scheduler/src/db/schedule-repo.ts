@@ -10,7 +10,17 @@ export interface ScheduleTarget {
   variant: string;
 }
 
-export function createScheduleRepo(mongo: Connection) {
+export interface ScheduleRepoOptions {
+  /**
+   * A run slot held longer than this is taken to be lost (its job, or its finish report, never
+   * arrived): the next claim marks that run abandoned and takes the schedule, so one lost
+   * message cannot stop a sync for good.
+   */
+  staleRunMs?: number;
+}
+
+export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptions = {}) {
+  const staleRunMs = options.staleRunMs ?? 3_600_000;
   const schedules = scheduleModel(mongo);
   const runs = syncRunModel(mongo);
   const slots = runSlotModel(mongo);
@@ -77,11 +87,30 @@ export function createScheduleRepo(mongo: Connection) {
      * its slot, unique by `_id`), then records the run. Returns the run, or null when one runs.
      */
     async claim(schedule: ScheduleDoc, runId: string, nextRunAt: Date, now: Date): Promise<SyncRunDoc | null> {
-      try {
-        await slots.create({ _id: schedule._id, run_id: runId, claimed_at: now });
-      } catch (error) {
-        if (isDuplicateKey(error)) return null;
-        throw error;
+      const take = async () => {
+        try {
+          await slots.create({ _id: schedule._id, run_id: runId, claimed_at: now });
+          return true;
+        } catch (error) {
+          if (isDuplicateKey(error)) return false;
+          throw error;
+        }
+      };
+      if (!(await take())) {
+        const stale = await slots
+          .findOne({ _id: schedule._id, claimed_at: { $lt: new Date(now.getTime() - staleRunMs) } })
+          .lean()
+          .exec();
+        // Only the claimer that removes this very slot (by its run id) may go on; the insert decides between the rest.
+        if (!stale || (await slots.deleteOne({ _id: schedule._id, run_id: stale.run_id }).exec()).deletedCount !== 1) return null;
+        // Its job, should it still arrive, finds the run ended and does nothing.
+        await runs
+          .updateOne(
+            { _id: stale.run_id, status: { $in: ['QUEUED', 'RUNNING'] } },
+            { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run did not report back in time; a new run took its place' }, finished_at: now } },
+          )
+          .exec();
+        if (!(await take())) return null;
       }
       await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
       const run: SyncRunDoc = {

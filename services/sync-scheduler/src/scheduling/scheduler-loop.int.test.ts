@@ -133,4 +133,18 @@ describe('run claims', () => {
     expect(after).toMatchObject({ running: null, last_status: 'SUCCESS', last_results: { Contact: { added: 1, updated: 0, deleted: 0 } } });
     expect(await schedules.claim(after, 'run-next', now, now)).not.toBeNull();
   });
+
+  it('take over a schedule whose run never reported back, and end that run', async () => {
+    const env = environmentId('env_stale');
+    const target = { provider_config_key: 'crm', connection_id: 'c1', sync_name: 'contacts', variant: 'base' };
+    await schedules.ensure(env, target, 'every hour', new Date(0));
+    const schedule = (await schedules.get(env, target))!;
+    const then = new Date(Date.now() - 2 * 3600_000);
+    const lost = (await schedules.claim(schedule, 'run-lost', then, then))!;
+    expect(lost).not.toBeNull();
+    const now = new Date();
+    const claims = await Promise.all(['run-a', 'run-b', 'run-c'].map((id) => schedules.claim(schedule, id, now, now)));
+    expect(claims.filter((run) => run !== null)).toHaveLength(1);
+    expect(await schedules.getRun(env, 'run-lost')).toMatchObject({ status: 'ERROR', error: { code: 'sync_run_abandoned' } });
+  });
 });
