@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from 'nats';
 import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 
 /**
@@ -231,6 +232,23 @@ async function webhookIngestTarget(base: string) {
   };
 }
 
+/**
+ * The router verifies, stores and routes what the ingest target accepted after the gateway has
+ * answered. On this machine it shares the cores with everything else, so each ingest load waits
+ * for the router to catch up before the next target is measured, and no measurement pays for
+ * another's backlog.
+ */
+const benchNats = await connect({ servers: nats.url });
+async function settleIngest(): Promise<void> {
+  const jsm = await benchNats.jetstreamManager();
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const info = await jsm.consumers.info('JOBS', 'webhook-router-inbound').catch(() => undefined);
+    if (!info || (info.num_pending === 0 && info.num_ack_pending === 0) || Date.now() > deadline) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 function reportWebhookIngest(row: (name: string) => { rps: number; p50: number; p99: number }): void {
   const ratio = row('ingest').rps / row('open').rps;
   console.log(
@@ -249,11 +267,15 @@ try {
     const warm = await load(target.url, target.token, 2, target.headers, target.request);
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
+  await settleIngest();
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
-    for (const name of order) results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request));
+    for (const name of order) {
+      results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request));
+      if (name === 'ingest') await settleIngest();
+    }
   }
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
@@ -307,5 +329,6 @@ try {
   gateway.child.kill('SIGKILL');
   vault.kill('SIGKILL');
   webhookRouter.kill('SIGKILL');
+  await benchNats.close();
   await Promise.all([nats.dispose(), mongo.dispose(), upstream.close()]);
 }
