@@ -33,6 +33,21 @@ export function createRecordRepo(mongo: Connection) {
   const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
   const sequenceKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
 
+  /** Writes in order, so a reader that sees a sequence number sees every lower one of the batch. */
+  async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
+    if (writes.length === 0) return;
+    await records.bulkWrite(
+      writes.map((write) => ({
+        updateOne: {
+          filter: { _id: keyOf(scope, write.external_id) },
+          update: { $set: { ...inScope(scope), ...write } },
+          upsert: true,
+        },
+      })),
+      { ordered: true },
+    );
+  }
+
   return {
     init: async () => {
       await records.init();
@@ -58,20 +73,24 @@ export function createRecordRepo(mongo: Connection) {
         }
       }
     },
-    /** Writes in order, so a reader that sees a sequence number sees every lower one of the batch. */
-    async upsertMany(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
+    /**
+     * Records not stored yet, in one ordered insert (far cheaper than an upsert each). Should
+     * another writer have stored one meanwhile, the batch is written again as upserts, which
+     * leave the same result.
+     */
+    async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
       if (writes.length === 0) return;
-      await records.bulkWrite(
-        writes.map((write) => ({
-          updateOne: {
-            filter: { _id: keyOf(scope, write.external_id) },
-            update: { $set: { ...inScope(scope), ...write } },
-            upsert: true,
-          },
-        })),
-        { ordered: true },
-      );
+      try {
+        await records.insertMany(
+          writes.map((write) => ({ _id: keyOf(scope, write.external_id), ...inScope(scope), ...write })),
+          { ordered: true },
+        );
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        await upsertMany(scope, writes);
+      }
     },
+    upsertMany,
     page: (scope: RecordScope, query: PageQuery) => {
       const filter: QueryFilter<RecordDoc> = { ...inScope(scope) };
       if (query.afterSeq !== undefined) filter.seq = { $gt: query.afterSeq };

@@ -79,11 +79,14 @@ export function writeRecordsHandler(deps: RecordsDeps) {
         else if ('unchanged' in change) unchanged++;
         else changes.push(change);
       }
+      // Records never stored before go first, in one insert; then the rest, as updates. Sequence
+      // numbers follow that order, so a reader still sees every lower number of the batch first.
+      const fresh = changes.filter((change) => !existing.has(change.write.external_id));
+      const known = changes.filter((change) => existing.has(change.write.external_id));
       const first = changes.length > 0 ? await deps.records.reserve(scope, changes.length) : 0;
-      await deps.records.upsertMany(
-        scope,
-        changes.map((change, offset) => ({ ...change.write, seq: first + offset })),
-      );
+      const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
+      await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
+      await deps.records.upsertMany(scope, numbered.slice(fresh.length));
       failed.sort((a, b) => a.index - b.index);
       const count = (action: RecordAction) => changes.filter((change) => change.action === action).length;
       return { added: count('ADDED'), updated: count('UPDATED'), deleted: count('DELETED'), unchanged, failed };
