@@ -24,19 +24,20 @@ export interface ActionDeps {
 /** Async runs whose infrastructure keeps failing (not the function: it fails once) give up after this many deliveries. */
 const MAX_DELIVERIES = 8;
 
-/** The connection must exist in the integration (404 `unknown_connection` otherwise). */
-async function checkConnection(deps: Pick<ActionDeps, 'bus' | 'connections'>, request: { environment_id: string; provider_config_key: string; connection_id: string }) {
-  if (deps.connections.has(request.environment_id, request.provider_config_key, request.connection_id)) return;
-  await deps.bus.request(vaultContracts.getConnection, {
+type ConnectionRef = { environment_id: string; provider_config_key: string; connection_id: string };
+
+/** The connection must exist in the integration (404 `unknown_connection` otherwise); no credentials are read, nothing is refreshed. */
+export async function requireConnection(bus: Pick<ActionDeps['bus'], 'request'>, request: ConnectionRef): Promise<void> {
+  await bus.request(vaultContracts.resolveConnection, {
     environment_id: request.environment_id,
-    reader: { key_id: 'action-runner' },
     connection_id: request.connection_id,
     provider_config_key: request.provider_config_key,
-    include_credentials: false,
-    include_refresh_token: false,
-    force_refresh: false,
-    refresh_vendor_app_jwt_token: false,
   });
+}
+
+async function checkConnection(deps: Pick<ActionDeps, 'bus' | 'connections'>, request: ConnectionRef) {
+  if (deps.connections.has(request.environment_id, request.provider_config_key, request.connection_id)) return;
+  await requireConnection(deps.bus, request);
   deps.connections.add(request.environment_id, request.provider_config_key, request.connection_id);
 }
 

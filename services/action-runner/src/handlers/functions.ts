@@ -6,6 +6,7 @@ import type { CachedFunction } from '../domain/function-cache.js';
 import type { RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
 import { subscribes, webhookType } from '../domain/webhook-match.js';
+import { requireConnection } from './actions.js';
 
 export interface FunctionDeps {
   bus: Bus;
@@ -51,16 +52,7 @@ export function dryRunHandler(deps: FunctionDeps) {
     } else {
       throw new AppError('invalid_body', 'Give the function as source or by function_name', { errors: [{ code: 'required', message: 'source or function_name is required', path: 'source' }] });
     }
-    await deps.bus.request(vaultContracts.getConnection, {
-      environment_id: request.environment_id,
-      reader: { key_id: 'action-runner' },
-      connection_id: request.connection_id,
-      provider_config_key: request.provider_config_key,
-      include_credentials: false,
-      include_refresh_token: false,
-      force_refresh: false,
-      refresh_vendor_app_jwt_token: false,
-    });
+    await requireConnection(deps.bus, request);
     const started = Date.now();
     const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
     const logs: LogEntry[] = [];
