@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'nats';
+import { benchRecords } from './records.js';
 import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 
 /**
@@ -121,9 +122,10 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
 });
 const adminToken = randomBytes(24).toString('base64url');
 // Actions: the sync-scheduler (deployed functions) and the action-runner (the sandbox).
-const functionServices = ['sync-scheduler', 'action-runner'].map((service) =>
+const functionDbs = { 'sync-scheduler': uniqueDbName('bench_sync_scheduler'), 'action-runner': uniqueDbName('bench_action_runner') };
+const functionServices = (['sync-scheduler', 'action-runner'] as const).map((service) =>
   spawn(process.execPath, ['--no-node-snapshot', here(`../../../${service}/dist/main.js`)], {
-    env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName(`bench_${service.replace('-', '_')}`) },
+    env: { ...process.env, ...serviceEnv, MONGODB_DB: functionDbs[service] },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
 );
@@ -319,6 +321,26 @@ try {
     console.log(
       `sync action round-trip / do-nothing authenticated route: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
         `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, the connection check, a warm isolate, the reply)`,
+    );
+  }
+  if (!only || only.includes('records')) {
+    const records = await benchRecords({
+      natsUrl: nats.url,
+      mongoUri: mongo.uri,
+      dbName: functionDbs['sync-scheduler'],
+      gatewayUrl: `http://127.0.0.1:${gateway.port}`,
+      apiKey: token,
+      adminToken,
+      connection: { connection_id: 'bench-proxy', provider_config_key: 'bench-proxy' },
+      rounds: Math.min(ROUNDS, 3),
+    });
+    const write = median(records.apiWrite) / median(records.plainWrite);
+    const read = median(records.apiRead) / median(records.plainRead);
+    console.log(
+      `\nrecords saved/s: records.write ${median(records.apiWrite).toFixed(0)} vs insertMany ${median(records.plainWrite).toFixed(0)}: ${write.toFixed(3)}   (goal >= 0.5: ${write >= 0.5 ? 'met' : 'not met'})`,
+    );
+    console.log(
+      `records read/s: GET /records ${median(records.apiRead).toFixed(0)} vs find ${median(records.plainRead).toFixed(0)}: ${read.toFixed(3)}   (goal >= 0.5: ${read >= 0.5 ? 'met' : 'not met'})`,
     );
   }
 } finally {
