@@ -53,9 +53,13 @@ export function createRecordRepo(mongo: Connection) {
       await records.init();
       await sequences.init();
     },
+    /**
+     * By scope and record id: MongoDB answers from the unique index, and FerretDB narrows to the
+     * scope's rows first (it answers an `_id` list by scanning the whole collection).
+     */
     findByIds: (scope: RecordScope, ids: readonly string[]) =>
       records
-        .find({ _id: { $in: ids.map((id) => keyOf(scope, id)) } })
+        .find({ ...inScope(scope), external_id: { $in: [...ids] } })
         .lean<RecordDoc[]>()
         .exec(),
     /** Reserves `count` sequence numbers and returns the first; one atomic increment. */
