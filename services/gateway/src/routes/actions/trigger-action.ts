@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
+import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineRoute } from '../../http/define-route.js';
 import { sendOutput } from './send-output.js';
 
@@ -13,18 +14,11 @@ const body = z.strictObject({
 /** The action's headers, each problem listed. */
 function target(req: Request) {
   const errors: ErrorItem[] = [];
-  const header = (name: string) => {
-    const value = req.headers[name];
-    return Array.isArray(value) ? value[0] : value;
-  };
-  const connectionId = header('connection-id');
-  const providerConfigKey = header('provider-config-key');
-  const asyncFlag = header('x-async');
-  if (!connectionId || connectionId.length > 255) errors.push({ code: 'required', message: 'Connection-Id is required (up to 255 characters)', path: 'connection-id' });
-  if (!providerConfigKey || providerConfigKey.length > 128) errors.push({ code: 'required', message: 'Provider-Config-Key is required (up to 128 characters)', path: 'provider-config-key' });
+  const where = readConnectionHeaders(req, errors);
+  const asyncFlag = headerValue(req, 'x-async');
   if (asyncFlag !== undefined && asyncFlag !== 'true' && asyncFlag !== 'false') errors.push({ code: 'invalid_value', message: 'true or false', path: 'x-async' });
   if (errors.length > 0) throw new AppError('invalid_headers', 'Invalid action headers', { errors });
-  return { connection_id: connectionId!, provider_config_key: providerConfigKey!, async: asyncFlag === 'true' };
+  return { ...where, async: asyncFlag === 'true' };
 }
 
 /** How long the gateway waits for a synchronous action beyond the run's own limit. */

@@ -9,6 +9,7 @@ import {
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
+import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
 
 /** Ours: never forwarded to the provider (nor are hop-by-hop headers). */
@@ -31,17 +32,8 @@ const HEADROOM_BYTES = 64 * 1024;
 /** Reads the proxy's own headers; each problem is listed, as for any validation error. */
 function configuration(req: IncomingMessage) {
   const errors: ErrorItem[] = [];
-  const header = (name: string) => {
-    const value = req.headers[name];
-    return Array.isArray(value) ? value[0] : value;
-  };
-  const required = (name: string) => {
-    const value = header(name);
-    if (!value) errors.push({ code: 'required', message: `${name} is required`, path: name });
-    return value ?? '';
-  };
-  const connectionId = required('connection-id');
-  const providerConfigKey = required('provider-config-key');
+  const header = (name: string) => headerValue(req, name);
+  const connection = readConnectionHeaders(req, errors);
   const retriesText = header('retries') ?? '0';
   const retries = /^\d{1,2}$/.test(retriesText) && Number(retriesText) <= 10 ? Number(retriesText) : -1;
   if (retries < 0) errors.push({ code: 'invalid_value', message: 'a whole number from 0 to 10', path: 'retries' });
@@ -65,8 +57,7 @@ function configuration(req: IncomingMessage) {
   if (!METHODS.has(method)) errors.push({ code: 'invalid_value', message: `method ${method} is not proxied`, path: 'method' });
   if (errors.length > 0) throw new AppError('invalid_headers', 'Invalid proxy headers', { errors });
   return {
-    connection_id: connectionId,
-    provider_config_key: providerConfigKey,
+    ...connection,
     retries,
     retry_on: retryOn,
     ...(override === undefined ? {} : { base_url_override: override }),
