@@ -93,6 +93,19 @@ describe('records', () => {
     expect(after[0]!._metadata.first_seen_at).toBe(before[1]!._metadata.first_seen_at);
   });
 
+  it('saves a batch that mixes new records with stored ones: each stored once, counted right, in cursor order', async () => {
+    await write('save', tickets(0, 2), 'Mixed');
+    // New records before and after stored ones: the insert stops at T-0, and the rest is looked up.
+    const result = await write('save', [...tickets(10, 12), { id: 'T-0', title: 'changed', points: 0 }, ...tickets(1, 2), ...tickets(12, 14)], 'Mixed');
+    expect(result).toMatchObject({ added: 4, updated: 1, unchanged: 1, failed: [] });
+    // The scope now meets stored records: the next save is looked up first, and still adds.
+    expect(await write('save', [...tickets(14, 15), ...tickets(10, 11)], 'Mixed')).toMatchObject({ added: 1, unchanged: 1 });
+
+    const records = await readAll({ model: 'Mixed', limit: 2 });
+    expect(records.map((record) => record.id)).toEqual(['T-1', 'T-10', 'T-11', 'T-12', 'T-13', 'T-0', 'T-14']);
+    expect(records.find((record) => record.id === 'T-0')).toMatchObject({ title: 'changed', _metadata: { last_action: 'UPDATED' } });
+  });
+
   it('merges updates into stored records and refuses updates of unknown ones', async () => {
     const result = await write('update', [{ id: 'T-2', title: 'patched' }, { id: 'T-404', title: 'nobody' }]);
     expect(result).toMatchObject({ updated: 1, failed: [{ index: 1, id: 'T-404', errors: [{ code: 'unknown_record' }] }] });

@@ -1,4 +1,4 @@
-import type { Connection, QueryFilter } from 'mongoose';
+import type { Connection, QueryFilter, mongo } from 'mongoose';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
 import { recordKey, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
@@ -48,6 +48,28 @@ export function createRecordRepo(mongo: Connection) {
     );
   }
 
+  async function insertUntilStored(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number> {
+    if (writes.length === 0) return 0;
+    try {
+      const documents = writes.map(
+        (write): RecordDoc => ({
+          _id: keyOf(scope, write.external_id),
+          environment_id: scope.environment,
+          connection: scope.connection,
+          model: scope.model,
+          variant: scope.variant,
+          ...write,
+        }),
+      );
+      await (records.collection as unknown as mongo.Collection<RecordDoc>).insertMany(documents, { ordered: true });
+      return writes.length;
+    } catch (error) {
+      if (!isDuplicateKey(error)) throw error;
+      // An ordered insert stops at the duplicate: what came before it is stored.
+      return (error as { insertedCount?: number }).insertedCount ?? 0;
+    }
+  }
+
   return {
     init: async () => {
       await records.init();
@@ -78,21 +100,18 @@ export function createRecordRepo(mongo: Connection) {
       }
     },
     /**
-     * Records not stored yet, in one ordered insert (far cheaper than an upsert each). Should
-     * another writer have stored one meanwhile, the batch is written again as upserts, which
-     * leave the same result.
+     * Inserts in order and stops at the first record already stored; returns how many went in
+     * (all of them, or those before it). One insert costs far less than an upsert each, and the
+     * documents are complete, so they go to the driver as they are.
+     */
+    insertUntilStored,
+    /**
+     * Records not stored yet, in one ordered insert. Should another writer have stored one
+     * meanwhile, the rest of the batch is written as upserts, which leave the same result.
      */
     async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
-      if (writes.length === 0) return;
-      try {
-        await records.insertMany(
-          writes.map((write) => ({ _id: keyOf(scope, write.external_id), ...inScope(scope), ...write })),
-          { ordered: true },
-        );
-      } catch (error) {
-        if (!isDuplicateKey(error)) throw error;
-        await upsertMany(scope, writes);
-      }
+      const inserted = await insertUntilStored(scope, writes);
+      if (inserted < writes.length) await upsertMany(scope, writes.slice(inserted));
     },
     upsertMany,
     page: (scope: RecordScope, query: PageQuery) => {

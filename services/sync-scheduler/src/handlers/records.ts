@@ -30,10 +30,25 @@ async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: stri
  * written in order, so a reader paging by cursor never passes a number still being written.
  * (Across replicas, sync runs of one connection, sync and variant never overlap.)
  */
+const scopeKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
+
+/** A set that forgets its oldest members past a size. */
+class BoundedSet {
+  private readonly members = new Set<string>();
+  constructor(private readonly limit: number) {}
+  has = (key: string) => this.members.has(key);
+  delete = (key: string) => void this.members.delete(key);
+  add(key: string): void {
+    this.members.delete(key);
+    this.members.add(key);
+    if (this.members.size > this.limit) this.members.delete(this.members.values().next().value as string);
+  }
+}
+
 function createScopeQueue() {
   const tails = new Map<string, Promise<unknown>>();
   return <T>(scope: RecordScope, work: () => Promise<T>): Promise<T> => {
-    const key = JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
+    const key = scopeKey(scope);
     const run = (tails.get(key) ?? Promise.resolve()).then(work, work);
     const tail = run.catch(() => undefined);
     tails.set(key, tail);
@@ -51,6 +66,9 @@ interface Change {
 
 export function writeRecordsHandler(deps: RecordsDeps) {
   const queue = createScopeQueue();
+  // Scopes whose last write met records already stored (a re-sync): those go straight to the
+  // lookup. Only a hint, kept per replica: a wrong guess costs time, never correctness.
+  const meetsStored = new BoundedSet(10_000);
   return async (request: RequestOf<typeof recordsContracts.write>): Promise<ResponseOf<typeof recordsContracts.write>> => {
     const scope = await scopeOf(deps, request);
     const failed: RecordFailure[] = [];
@@ -69,24 +87,45 @@ export function writeRecordsHandler(deps: RecordsDeps) {
 
     return queue(scope, async () => {
       const now = new Date();
-      const existing = new Map((await deps.records.findByIds(scope, [...accepted.keys()])).map((doc) => [doc.external_id, doc]));
       const changes: Change[] = [];
       let unchanged = 0;
-      for (const [id, { index, record }] of accepted) {
-        const previous = existing.get(id);
-        const change = request.mode === 'delete' ? deletion(previous, now) : upsert(request, id, record, previous, now);
-        if ('failure' in change) failed.push({ index, id, errors: [change.failure] });
-        else if ('unchanged' in change) unchanged++;
-        else changes.push(change);
+      let rest = [...accepted];
+      // A save into a scope that met no stored record last time is first tried as an insert of
+      // every record, in order: an initial sync then costs one insert and no lookup. The insert
+      // stops at the first record already stored, and the rest take the path below.
+      if (request.mode === 'save' && !meetsStored.has(scopeKey(scope))) {
+        const candidates = rest.map(([id, { record }]) => upsert(request, id, record, undefined, now) as Change);
+        const first = await deps.records.reserve(scope, candidates.length);
+        const inserted = await deps.records.insertUntilStored(
+          scope,
+          candidates.map((change, offset) => ({ ...change.write, seq: first + offset })),
+        );
+        changes.push(...candidates.slice(0, inserted));
+        rest = rest.slice(inserted);
+        if (rest.length > 0) meetsStored.add(scopeKey(scope));
       }
-      // Records never stored before go first, in one insert; then the rest, as updates. Sequence
-      // numbers follow that order, so a reader still sees every lower number of the batch first.
-      const fresh = changes.filter((change) => !existing.has(change.write.external_id));
-      const known = changes.filter((change) => existing.has(change.write.external_id));
-      const first = changes.length > 0 ? await deps.records.reserve(scope, changes.length) : 0;
-      const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
-      await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
-      await deps.records.upsertMany(scope, numbered.slice(fresh.length));
+      if (rest.length > 0) {
+        const existing = new Map((await deps.records.findByIds(scope, rest.map(([id]) => id))).map((doc) => [doc.external_id, doc]));
+        if (existing.size === 0) meetsStored.delete(scopeKey(scope));
+        else meetsStored.add(scopeKey(scope));
+        const looked: Change[] = [];
+        for (const [id, { index, record }] of rest) {
+          const previous = existing.get(id);
+          const change = request.mode === 'delete' ? deletion(previous, now) : upsert(request, id, record, previous, now);
+          if ('failure' in change) failed.push({ index, id, errors: [change.failure] });
+          else if ('unchanged' in change) unchanged++;
+          else looked.push(change);
+        }
+        // Records never stored before go first, in one insert; then the rest, as updates. Sequence
+        // numbers follow that order, so a reader still sees every lower number of the batch first.
+        const fresh = looked.filter((change) => !existing.has(change.write.external_id));
+        const known = looked.filter((change) => existing.has(change.write.external_id));
+        const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
+        const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
+        await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
+        await deps.records.upsertMany(scope, numbered.slice(fresh.length));
+        changes.push(...looked);
+      }
       failed.sort((a, b) => a.index - b.index);
       const count = (action: RecordAction) => changes.filter((change) => change.action === action).length;
       return { added: count('ADDED'), updated: count('UPDATED'), deleted: count('DELETED'), unchanged, failed };
