@@ -7,6 +7,7 @@ import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { verifyCredentialsHandler } from './handlers/verify-credentials.js';
+import { createUpstreamDispatcher } from './upstream/call-upstream.js';
 
 /** What a NATS message may carry besides its headers: bodies above this stream instead. */
 const HEADROOM_BYTES = 64 * 1024;
@@ -25,7 +26,8 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
   })();
 
-  const upstream = { policy, lookup: createSafeLookup(policy), timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
+  const dispatcher = createUpstreamDispatcher(createSafeLookup(policy));
+  const upstream = { policy, dispatcher, timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
   bus.serve(proxyContracts.verifyCredentials, verifyCredentialsHandler({ upstream }));
   const publisher = batchedPublisher(bus.nc);
   const handle = proxyRequestHandler({
@@ -51,5 +53,6 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     await subscription.drain();
     await Promise.allSettled([...inFlight]);
     publisher.flush();
+    await dispatcher.close();
   });
 }

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
 import { pullStream, servePullStream, type BatchedPublisher } from '@latchkey/bus';
@@ -20,7 +20,7 @@ import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialCache } from '../domain/credential-cache.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
-import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions } from '../upstream/call-upstream.js';
+import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
 import { oauth1Header } from '@latchkey/oauth1';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
@@ -108,17 +108,16 @@ function formParams(text: string): Record<string, string[]> {
 }
 
 /** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */
-async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall): Promise<IncomingMessage> {
+async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall): Promise<UpstreamResponse> {
   const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
   const attempts = replayable ? meta.retries + 1 : 1;
   for (let attempt = 1; ; attempt++) {
     const last = attempt >= attempts;
     try {
       const response = await callUpstream(call, deps.upstream);
-      if (last || !isRetryableStatus(response.statusCode ?? 0, meta.retry_on)) return response;
-      const retryAfter = response.headers['retry-after'];
-      response.resume();
-      await sleep(retryDelayMs(attempt, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, deps.retryCapMs));
+      if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
+      response.discard();
+      await sleep(retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs));
     } catch (error) {
       if (!(error instanceof UpstreamNetworkError)) throw error;
       if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) {
@@ -164,8 +163,8 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         meta.body === 'inline' ? (msg.data.length > 0 ? msg.data : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
       let credentials = await credentialsFor(deps, meta, false);
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
-      if (response.statusCode === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
-        response.resume();
+      if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
+        response.discard();
         credentials = await credentialsFor(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       }
@@ -208,32 +207,25 @@ async function reply(
   msg: Msg,
   meta: ProxyRequestMeta,
   credentials: ProxyCredentials,
-  response: IncomingMessage,
+  response: UpstreamResponse,
   keepalive: { stop(): void },
 ): Promise<void> {
   const decompress = meta.decompress ?? credentials.decompress;
-  const encoding = response.headers['content-encoding'];
-  const decoder = decompress ? decoderFor(Array.isArray(encoding) ? encoding[0] : encoding) : undefined;
-  const headers: Array<[string, string]> = [];
-  for (let i = 0; i < response.rawHeaders.length; i += 2) {
-    const name = response.rawHeaders[i]!;
+  const decoder = decompress ? decoderFor(response.header('content-encoding')) : undefined;
+  const headers = response.headers.filter(([name]) => {
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP_HEADERS.has(lower)) continue;
-    if (decoder && (lower === 'content-encoding' || lower === 'content-length')) continue;
-    headers.push([name, response.rawHeaders[i + 1]!]);
-  }
-  const status = response.statusCode ?? 502;
-  const source: AsyncIterable<Uint8Array> = decoder ? response.pipe(decoder) : response;
-  const iterator = source[Symbol.asyncIterator]();
+    return !HOP_BY_HOP_HEADERS.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
+  });
+  const read = decoder ? decodedReader(response, decoder) : () => response.read();
 
   // Read ahead up to the inline limit: most answers end there and ride in the reply.
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const next = await nextChunk(iterator, meta.method === 'HEAD');
+    const next = await nextChunk(read, meta.method === 'HEAD');
     if (next === null) {
       keepalive.stop();
-      respond(deps.publisher, msg, { ok: true, status, headers, body: 'inline' }, Buffer.concat(chunks));
+      respond(deps.publisher, msg, { ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
       return;
     }
     chunks.push(next);
@@ -243,22 +235,36 @@ async function reply(
   const rest = (async function* () {
     yield* chunks;
     for (;;) {
-      const next = await nextChunk(iterator, false);
+      const next = await nextChunk(read, false);
       if (next === null) return;
       yield next;
     }
   })();
-  const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.destroy() });
+  const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.abort() });
   keepalive.stop();
-  respond(deps.publisher, msg, { ok: true, status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
+  respond(deps.publisher, msg, { ok: true, status: response.status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
 }
 
-async function nextChunk(iterator: AsyncIterator<Uint8Array>, skip: boolean): Promise<Uint8Array | null> {
-  if (skip) return null;
-  try {
+/** The body through a decoder (gzip, deflate, brotli), chunk by chunk. */
+function decodedReader(response: UpstreamResponse, decoder: NodeJS.ReadWriteStream): () => Promise<Uint8Array | null> {
+  const source = Readable.from(
+    (async function* () {
+      for (let chunk = await response.read(); chunk !== null; chunk = await response.read()) yield chunk;
+    })(),
+  );
+  const iterator = (source.pipe(decoder) as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  source.once('error', (error) => (decoder as unknown as { destroy(error: Error): void }).destroy(error));
+  return async () => {
     const { value, done } = await iterator.next();
     return done ? null : value;
+  };
+}
+
+async function nextChunk(read: () => Promise<Uint8Array | null>, skip: boolean): Promise<Uint8Array | null> {
+  if (skip) return null;
+  try {
+    return await read();
   } catch {
     throw new AppError('upstream_unreachable', 'The provider broke off the response');
   }

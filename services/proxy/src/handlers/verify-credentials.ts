@@ -33,8 +33,8 @@ export function verifyCredentialsHandler(deps: { upstream: UpstreamOptions }) {
       );
       try {
         const response = await callUpstream(call, { ...deps.upstream, timeoutMs: Math.min(deps.upstream.timeoutMs, request.timeout_ms) });
-        response.resume();
-        const status = response.statusCode ?? 0;
+        response.discard();
+        const status = response.status;
         results.push({ endpoint, status });
         if (status >= 200 && status < 300) break;
       } catch (error) {

@@ -1,6 +1,6 @@
-import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { Readable } from 'node:stream';
+import { Agent, type Dispatcher } from 'undici';
 import { AppError } from '@latchkey/errors';
 import { checkUrlHost, UpstreamNotAllowedError, type AddressPolicy } from '@latchkey/net';
 
@@ -18,9 +18,15 @@ export interface UpstreamCall {
 
 export interface UpstreamOptions {
   policy: AddressPolicy;
-  lookup: LookupFunction;
+  /** Connection pools to providers; every connection it opens resolves names through the policy's lookup. */
+  dispatcher: Dispatcher;
   timeoutMs: number;
   maxRedirects: number;
+}
+
+/** Keep-alive pools to providers whose sockets connect only to addresses the lookup allowed. */
+export function createUpstreamDispatcher(lookup: LookupFunction): Dispatcher {
+  return new Agent({ connect: { lookup } });
 }
 
 /** A network failure that never produced an answer; `code` tells retryable ones apart. */
@@ -33,46 +39,151 @@ export class UpstreamNetworkError extends Error {
   }
 }
 
-const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/**
+ * A provider's answer: status and headers as sent, and the body, read chunk by chunk. Reading
+ * is flow-controlled: past a quarter MiB unread, the socket is paused until the reader catches up.
+ */
+export interface UpstreamResponse {
+  status: number;
+  /** Name and value pairs, names as the provider spelled them. */
+  headers: Array<[string, string]>;
+  /** The first value of a header, by lower-case name. */
+  header(name: string): string | undefined;
+  /** The next chunk of the body, or null at its end. */
+  read(): Promise<Uint8Array | null>;
+  /** Drops the rest of the body (the connection stays reusable). */
+  discard(): void;
+  /** Gives up on the response and its connection. */
+  abort(): void;
+}
 
-function send(call: UpstreamCall, options: UpstreamOptions): Promise<IncomingMessage> {
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/** The HTTP client sets these itself, or refuses them: they describe the connection, not the message. */
+const CLIENT_OWNED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect', 'content-length']);
+const HIGH_WATER_BYTES = 256 * 1024;
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+
+function networkError(error: unknown): Error {
+  if (error instanceof UpstreamNotAllowedError) return error;
+  const cause = (error as { cause?: unknown }).cause;
+  if (cause instanceof UpstreamNotAllowedError) return cause;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && TIMEOUT_CODES.has(code)) return new UpstreamNetworkError('ETIMEDOUT', 'the provider did not answer in time');
+  // Sockets closed under a request show as undici's own code: a reset, for retries.
+  const known = typeof code === 'string' && !code.startsWith('UND_ERR') ? code : 'ECONNRESET';
+  return new UpstreamNetworkError(known, 'the provider could not be reached');
+}
+
+/** One exchange on undici's handler interface: no stream objects for the common small answer. */
+function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamResponse> {
   return new Promise((resolve, reject) => {
     // Node skips `lookup` for literal IPs: those are checked here, names in the lookup.
     checkUrlHost(call.url, options.policy);
-    const headers: OutgoingHttpHeaders = {};
-    const signed = call.sign ? [...call.headers, call.sign(call.method, call.url)] : call.headers;
-    for (const [name, value] of signed) {
-      const existing = headers[name];
-      headers[name] = existing === undefined ? value : [...(Array.isArray(existing) ? existing : [String(existing)]), value];
+    const headers: string[] = [];
+    for (const [name, value] of call.sign ? [...call.headers, call.sign(call.method, call.url)] : call.headers) {
+      if (!CLIENT_OWNED.has(name.toLowerCase())) headers.push(name, value);
     }
-    if (call.body instanceof Uint8Array) headers['content-length'] = String(call.body.length);
-    const request = (call.url.protocol === 'https:' ? httpsRequest : httpRequest)(call.url, {
-      method: call.method,
-      headers,
-      lookup: options.lookup,
-      timeout: options.timeoutMs,
-    });
-    request.once('response', resolve);
-    request.once('timeout', () => request.destroy(new UpstreamNetworkError('ETIMEDOUT', 'the provider did not answer in time')));
-    request.once('error', (error: NodeJS.ErrnoException) => {
-      if (error instanceof UpstreamNotAllowedError || error instanceof UpstreamNetworkError) reject(error);
-      else if ((error as { cause?: unknown }).cause instanceof UpstreamNotAllowedError) reject((error as { cause: Error }).cause);
-      else reject(new UpstreamNetworkError(error.code ?? 'ECONNRESET', 'the provider could not be reached'));
-    });
-    if (call.body === null) request.end();
-    else if (call.body instanceof Uint8Array) request.end(call.body);
-    else {
-      void (async () => {
-        try {
-          for await (const chunk of call.body as AsyncIterable<Uint8Array>) {
-            if (!request.write(chunk)) await new Promise((drained) => request.once('drain', drained));
+
+    const chunks: Uint8Array[] = [];
+    let buffered = 0;
+    let ended = false;
+    let failure: Error | undefined;
+    let waiting: { resolve(chunk: Uint8Array | null): void; reject(error: Error): void } | undefined;
+    let resumeSocket: (() => void) | undefined;
+    let paused = false;
+    let discarding = false;
+    let abortRequest: ((reason: Error) => void) | undefined;
+    let answered = false;
+
+    const response: UpstreamResponse = {
+      status: 0,
+      headers: [],
+      header(name) {
+        return this.headers.find(([candidate]) => candidate.toLowerCase() === name)?.[1];
+      },
+      read() {
+        const chunk = chunks.shift();
+        if (chunk) {
+          buffered -= chunk.length;
+          if (paused && buffered < HIGH_WATER_BYTES / 2) {
+            paused = false;
+            resumeSocket?.();
           }
-          request.end();
-        } catch (error) {
-          request.destroy(error as Error);
+          return Promise.resolve(chunk);
         }
-      })();
-    }
+        if (failure) return Promise.reject(failure);
+        if (ended) return Promise.resolve(null);
+        return new Promise((resolveRead, rejectRead) => (waiting = { resolve: resolveRead, reject: rejectRead }));
+      },
+      discard() {
+        discarding = true;
+        chunks.length = 0;
+        buffered = 0;
+        if (paused) {
+          paused = false;
+          resumeSocket?.();
+        }
+      },
+      abort() {
+        abortRequest?.(new Error('the caller stopped reading'));
+      },
+    };
+
+    const handler: Dispatcher.DispatchHandler = {
+      onConnect(abort) {
+        abortRequest = abort;
+      },
+      onHeaders(status, rawHeaders, resume) {
+        resumeSocket = resume;
+        response.status = status;
+        for (let i = 0; i + 1 < rawHeaders.length; i += 2) response.headers.push([rawHeaders[i]!.toString('latin1'), rawHeaders[i + 1]!.toString('latin1')]);
+        answered = true;
+        resolve(response);
+        return true;
+      },
+      onData(chunk) {
+        if (discarding) return true;
+        if (waiting) {
+          const reader = waiting;
+          waiting = undefined;
+          reader.resolve(chunk);
+          return true;
+        }
+        chunks.push(chunk);
+        buffered += chunk.length;
+        if (buffered < HIGH_WATER_BYTES) return true;
+        paused = true;
+        return false;
+      },
+      onComplete() {
+        ended = true;
+        waiting?.resolve(null);
+        waiting = undefined;
+      },
+      onError(error) {
+        const mapped = networkError(error);
+        if (!answered) {
+          reject(mapped);
+          return;
+        }
+        failure = mapped;
+        waiting?.reject(mapped);
+        waiting = undefined;
+      },
+    };
+    const body = call.body === null || call.body instanceof Uint8Array ? call.body : Readable.from(call.body, { objectMode: false });
+    options.dispatcher.dispatch(
+      {
+        origin: call.url.origin,
+        path: `${call.url.pathname}${call.url.search}`,
+        method: call.method as Dispatcher.HttpMethod,
+        headers,
+        body,
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
+      },
+      handler,
+    );
   });
 }
 
@@ -82,10 +193,10 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<IncomingMes
  * 301/302 after a POST become GET without a body), and resolves with the final response,
  * its body unread.
  */
-export async function callUpstream(call: UpstreamCall, options: UpstreamOptions): Promise<IncomingMessage> {
+export async function callUpstream(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamResponse> {
   let current = call;
   for (let hop = 0; ; hop++) {
-    let response: IncomingMessage;
+    let response: UpstreamResponse;
     try {
       response = await send(current, options);
     } catch (error) {
@@ -94,14 +205,14 @@ export async function callUpstream(call: UpstreamCall, options: UpstreamOptions)
       }
       throw error;
     }
-    const location = response.headers.location;
-    if (!REDIRECTS.has(response.statusCode ?? 0) || location === undefined || hop >= options.maxRedirects) return response;
-    response.resume();
+    const location = response.header('location');
+    if (!REDIRECTS.has(response.status) || location === undefined || hop >= options.maxRedirects) return response;
     const next = new URL(location, current.url);
     if (next.protocol !== 'http:' && next.protocol !== 'https:') return response;
-    const status = response.statusCode ?? 0;
+    const status = response.status;
     const toGet = status === 303 || ((status === 301 || status === 302) && current.method === 'POST');
     if (!toGet && current.body !== null && !(current.body instanceof Uint8Array)) return response; // a stream cannot be sent twice
+    response.discard();
     const sameOrigin = next.origin === current.url.origin;
     const { sign, ...rest } = current;
     current = {
