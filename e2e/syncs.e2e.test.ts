@@ -30,6 +30,14 @@ const products = new Map<string, { id: string; name: string; price: number }>();
 let deletedUpstream: string[] = [];
 /** Milliseconds the upstream waits before each page: a run long enough to be killed in. */
 let pageDelayMs = 0;
+/**
+ * Listings per market (`GET /listings?market=`), for the `listings` sync: its base reads `home`,
+ * a variant the market it is named after. Some ids are in both, with other content in each.
+ */
+const listings: Record<string, Array<{ id: string; market: string; title: string }>> = {
+  home: [1, 2, 3, 4].map((n) => ({ id: `l-${n}`, market: 'home', title: `Home listing ${n}` })),
+  fr: [3, 4, 5, 6, 7, 8].map((n) => ({ id: `l-${n}`, market: 'fr', title: `Annonce ${n}` })),
+};
 
 const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 
@@ -39,6 +47,10 @@ async function startUpstream(): Promise<string> {
     const send = (body: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     if (req.headers['x-api-key'] !== 'store-key') {
       res.writeHead(401).end();
+      return;
+    }
+    if (url.pathname === '/listings') {
+      send({ items: listings[url.searchParams.get('market') ?? ''] ?? [] });
       return;
     }
     if (url.pathname === '/products/deleted') {
@@ -225,7 +237,7 @@ describe('schedules', () => {
       20_000,
       'the new connection to sync',
     );
-    expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'products']);
+    expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'listings', 'products']);
     expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: KEPT });
     // Status lists only connections the vault still has, so the schedules are counted in the store itself.
     const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('sync-scheduler') }).asPromise();
@@ -312,6 +324,30 @@ describe('variants', () => {
       expect([base.status, base.json.error.code]).toEqual([400, 'invalid_uri_params']);
     }
     await expect(client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'gone' })).rejects.toBeInstanceOf(LatchkeyError);
+  });
+
+  it('a variant with other input keeps separate records: the sync reads its market from ctx.variant', async () => {
+    const base = await finishedRun('listings', null);
+    expect(base).toMatchObject({ variant: 'base', status: 'SUCCESS', latestResult: { Listing: { added: 4, updated: 0, deleted: 0 } } });
+
+    const created = await api('POST', '/sync/listings/variant/fr', { provider_config_key: 'store', connection_id: 'conn-1' });
+    expect([created.status, created.json]).toMatchObject([200, { name: 'listings', variant: 'fr' }]);
+    const fr = await finishedRun('listings', null, 'fr');
+    expect(fr).toMatchObject({ status: 'SUCCESS', latestResult: { Listing: { added: 6, updated: 0, deleted: 0 } }, recordCount: { Listing: 6 } });
+
+    // Each variant holds exactly its own market's listings, even where the ids are the same.
+    const content = (records: Array<Record<string, unknown>>) =>
+      records.map(({ id, market, title }) => ({ id, market, title })).sort((a, b) => String(a.id).localeCompare(String(b.id)));
+    expect(content(await allRecords({ model: 'Listing', variant: 'fr' }))).toEqual(listings['fr']);
+    expect(content(await allRecords({ model: 'Listing' }))).toEqual(listings['home']);
+    expect((await statusOf('listings'))!).toMatchObject({ status: 'SUCCESS', recordCount: { Listing: 4 }, finishedAt: base.finishedAt });
+
+    // Running the base again changes nothing in either.
+    await client.triggerSync('store', ['listings'], 'conn-1');
+    const again = await finishedRun('listings', base.finishedAt);
+    expect(again.latestResult).toEqual({ Listing: { added: 0, updated: 0, deleted: 0 } });
+    expect(content(await allRecords({ model: 'Listing', variant: 'fr' }))).toEqual(listings['fr']);
+    expect(content(await allRecords({ model: 'Listing' }))).toEqual(listings['home']);
   });
 });
 

@@ -109,6 +109,12 @@ export interface FunctionContext {
 }
 
 export interface SyncContext extends FunctionContext {
+  /**
+   * The variant this run is for: `base` for the sync's own schedule, else the name given to
+   * `POST /sync/{name}/variant/{variant}`. Each variant keeps its own records, so a sync can read
+   * a different slice of the provider per variant (a region, an account, a filter).
+   */
+  readonly variant: string;
   /** Records for a model (stored with the records work; a dry run lists them in its output). */
   batchSave(records: Array<Record<string, unknown>>, model: string): Promise<void>;
   batchUpdate(records: Array<Record<string, unknown>>, model: string): Promise<void>;

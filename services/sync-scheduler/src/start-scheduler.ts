@@ -1,5 +1,6 @@
 import { createTypeChecker } from '@latchkey/cli';
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { consume, openKv } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
@@ -78,11 +79,12 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     concurrency: 4,
     handler: connectionCreatedHandler(syncDeps),
   });
-  // Exactly one replica schedules: the holder of the lease, renewed every tick.
+  // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
+  // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.
   const lease = createLease(
     await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS }),
     'leader',
-    randomUUID(),
+    `${hostname()}/${process.pid}/${randomUUID()}`,
   );
   const loop = startSchedulerLoop({
     logger,

@@ -78,7 +78,7 @@ export function createRunner(deps: RunnerDeps) {
               },
             }
           : {}),
-        info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun },
+        info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun, ...(options.sync ? { variant: options.sync.variant } : {}) },
         host: createHost(deps, target, { dryRun, writes, ...(options.sync ? { sync: options.sync } : {}) }),
         onLog: (level, message, fields) => {
           if (logs.length < MAX_LOG_ENTRIES) logs.push({ level, message, at: new Date().toISOString(), ...(fields ? { fields } : {}) });

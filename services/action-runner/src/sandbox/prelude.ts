@@ -161,6 +161,7 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
     currentRunId = info.runId;
     if (info.kind && definition.kind !== info.kind) throw new Error('the bundle defines a ' + definition.kind + ', not a ' + info.kind);
     const ctx = makeContext(info);
+    if (definition.kind === 'sync') ctx.variant = info.variant || 'base';
     const input = inputJson === undefined ? undefined : JSON.parse(inputJson);
     let output;
     if (entry === 'onWebhook') {

@@ -42,6 +42,13 @@ describe('runInSandbox', () => {
     expect(logs).toEqual(['info:hello 2']);
   });
 
+  it('tells a sync the variant it runs for (base when none is given); an action has none', async () => {
+    const sync = `"use strict";module.exports = { default: { kind: 'sync', name: 's', exec: async (ctx) => ctx.variant } };`;
+    expect(JSON.parse((await run(sync, { kind: 'sync', info: { connectionId: 'c', providerConfigKey: 'p', dryRun: false, variant: 'eu' } }))!)).toBe('eu');
+    expect(JSON.parse((await run(sync, { kind: 'sync' }))!)).toBe('base');
+    expect(JSON.parse((await run(action(`async (ctx) => ctx.variant === undefined`)))!)).toBe(true);
+  });
+
   it('stops an endless loop at its timeout, and the next run succeeds', async () => {
     const started = Date.now();
     const error = await failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));

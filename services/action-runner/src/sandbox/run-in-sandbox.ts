@@ -24,7 +24,8 @@ export interface SandboxRun {
   /** The definition kind the caller expects (the run fails on another); any, when absent. */
   kind?: 'action' | 'sync' | 'on-event';
   input?: unknown;
-  info: { connectionId: string; providerConfigKey: string; dryRun: boolean };
+  /** `variant`: a sync run's variant (`ctx.variant`); a sync run without one is `base`. */
+  info: { connectionId: string; providerConfigKey: string; dryRun: boolean; variant?: string };
   host: HostMethods;
   /**
    * Keep the loaded isolate after a successful run for the next run with the same key (at most

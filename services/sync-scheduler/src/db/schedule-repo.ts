@@ -101,16 +101,32 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           .findOne({ _id: schedule._id, claimed_at: { $lt: new Date(now.getTime() - staleRunMs) } })
           .lean()
           .exec();
-        // Only the claimer that removes this very slot (by its run id) may go on; the insert decides between the rest.
-        if (!stale || (await slots.deleteOne({ _id: schedule._id, run_id: stale.run_id }).exec()).deletedCount !== 1) return null;
-        // Its job, should it still arrive, finds the run ended and does nothing.
-        await runs
-          .updateOne(
-            { _id: stale.run_id, status: { $in: ['QUEUED', 'RUNNING'] } },
-            { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run did not report back in time; a new run took its place' }, finished_at: now } },
-          )
-          .exec();
-        if (!(await take())) return null;
+        if (!stale) return null;
+        // One claimer takes a stale slot over: the one whose insert of a marker for that run wins.
+        // Removing the slot cannot decide it alone: FerretDB deletes by `_id` what an earlier read
+        // matched, so a second remover could delete the slot the first had just inserted again.
+        const marker = `${schedule._id}:takeover:${stale.run_id}`;
+        try {
+          await slots.create({ _id: marker, run_id: runId, claimed_at: now });
+        } catch (error) {
+          if (isDuplicateKey(error)) return null;
+          throw error;
+        }
+        try {
+          if ((await slots.deleteOne({ _id: schedule._id, run_id: stale.run_id }).exec()).deletedCount !== 1) return null;
+          // Its job, should it still arrive, finds the run ended and does nothing.
+          await runs
+            .updateOne(
+              { _id: stale.run_id, status: { $in: ['QUEUED', 'RUNNING'] } },
+              { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run did not report back in time; a new run took its place' }, finished_at: now } },
+            )
+            .exec();
+          // A claim that came meanwhile (the slot was free) wins: still one run.
+          if (!(await take())) return null;
+        } finally {
+          // A later claimer that read the stale slot before it went finds nothing left to remove.
+          await slots.deleteOne({ _id: marker }).exec();
+        }
       }
       await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
       const run: SyncRunDoc = {

@@ -143,7 +143,7 @@ describe('run claims', () => {
     const lost = (await schedules.claim(schedule, 'run-lost', then, then))!;
     expect(lost).not.toBeNull();
     const now = new Date();
-    const claims = await Promise.all(['run-a', 'run-b', 'run-c'].map((id) => schedules.claim(schedule, id, now, now)));
+    const claims = await Promise.all(Array.from({ length: 8 }, (_, i) => schedules.claim(schedule, `taker-${i}`, now, now)));
     expect(claims.filter((run) => run !== null)).toHaveLength(1);
     expect(await schedules.getRun(env, 'run-lost')).toMatchObject({ status: 'ERROR', error: { code: 'sync_run_abandoned' } });
   });
