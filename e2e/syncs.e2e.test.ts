@@ -11,15 +11,21 @@ import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
 
 /** `e2e/sync-functions/store/*.ts`: the syncs this test deploys for the integration `store`. */
-// A run that writes 1,000 records takes seconds on FerretDB.
-jest.setTimeout(60_000);
+// A run that writes 10,000 records takes seconds on FerretDB.
+jest.setTimeout(120_000);
 
 const SYNC_FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-functions');
-const PRODUCTS = 1000;
+const PRODUCTS = 10_000;
 const UPDATED = Array.from({ length: 10 }, (_, i) => `p-${String(100 + i * 37).padStart(5, '0')}`);
 const DELETED = Array.from({ length: 5 }, (_, i) => `p-${String(500 + i * 11).padStart(5, '0')}`);
 /** Products left upstream after the deletions. */
 const KEPT = PRODUCTS - DELETED.length;
+/**
+ * The schedule, variant and restart tests make many runs: they sync the first 1,000 products
+ * only, so a run takes about a second instead of ten on FerretDB.
+ */
+const FEWER = 1000;
+const FEWER_KEPT = FEWER - DELETED.length;
 
 let stack: Stack;
 let client: Latchkey;
@@ -30,6 +36,8 @@ const products = new Map<string, { id: string; name: string; price: number }>();
 let deletedUpstream: string[] = [];
 /** Milliseconds the upstream waits before each page: a run long enough to be killed in. */
 let pageDelayMs = 0;
+/** The most items a page holds, whatever the sync asks for: more pages, a run with more steps to be killed between. */
+let pageCap = Number.POSITIVE_INFINITY;
 /**
  * Listings per market (`GET /listings?market=`), for the `listings` sync: its base reads `home`,
  * a variant the market it is named after. Some ids are in both, with other content in each.
@@ -63,7 +71,7 @@ async function startUpstream(): Promise<string> {
     }
     const all = [...products.values()].sort((a, b) => a.id.localeCompare(b.id));
     const start = Number(url.searchParams.get('cursor') ?? '0');
-    const limit = Number(url.searchParams.get('limit') ?? '50');
+    const limit = Math.min(Number(url.searchParams.get('limit') ?? '50'), pageCap);
     const items = all.slice(start, start + limit);
     if (pageDelayMs > 0) {
       setTimeout(() => send({ items, next_cursor: start + limit < all.length ? String(start + limit) : null }), pageDelayMs);
@@ -81,7 +89,7 @@ async function statusOf(sync: string, variant = 'base'): Promise<SyncStatus | un
 }
 
 /** Waits for a run that finished after `after` (an ISO time, or null for any) and is no longer running. */
-function finishedRun(sync: string, after: string | null, variant = 'base', timeoutMs = 20_000): Promise<SyncStatus> {
+function finishedRun(sync: string, after: string | null, variant = 'base', timeoutMs = 60_000): Promise<SyncStatus> {
   return eventually(
     async () => {
       const status = await statusOf(sync, variant);
@@ -90,6 +98,8 @@ function finishedRun(sync: string, after: string | null, variant = 'base', timeo
     },
     timeoutMs,
     `a finished run of ${sync}/${variant}`,
+    // A status counts every model's records: asked less often, it leaves FerretDB to the run.
+    500,
   );
 }
 
@@ -182,7 +192,7 @@ describe('sync runs', () => {
     for (const id of UPDATED) products.get(id)!.price += 1000;
     for (const id of DELETED) products.delete(id);
     deletedUpstream = DELETED;
-    pageDelayMs = 150;
+    pageDelayMs = 500;
     expect(await client.triggerSync('store', ['products'], 'conn-1')).toEqual({ success: true });
     // Page everything while the run writes: every record comes, and only a changed one comes twice.
     const pagedDuringRun = await allRecords({ model: 'Product' });
@@ -226,6 +236,13 @@ describe('sync runs', () => {
 });
 
 describe('schedules', () => {
+  beforeAll(async () => {
+    for (const id of [...products.keys()]) if (Number(id.slice(2)) >= FEWER) products.delete(id);
+    const before = await finishedRun('products', null);
+    await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
+    expect(await finishedRun('products', before.finishedAt)).toMatchObject({ status: 'SUCCESS', recordCount: { Product: FEWER_KEPT } });
+  }, 90_000);
+
   it('a connection created after the deploy gets its schedules and runs; a deleted one loses them', async () => {
     expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-2', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
     const ran = await eventually(
@@ -238,7 +255,7 @@ describe('schedules', () => {
       'the new connection to sync',
     );
     expect(ran.map((entry) => entry.name).sort()).toEqual(['broken', 'listings', 'products']);
-    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: KEPT });
+    expect(ran.find((entry) => entry.name === 'products')!.recordCount).toEqual({ Product: FEWER_KEPT });
     // Status lists only connections the vault still has, so the schedules are counted in the store itself.
     const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('sync-scheduler') }).asPromise();
     try {
@@ -305,8 +322,8 @@ describe('variants', () => {
     const duplicate = await api('POST', '/sync/products/variant/eu', { provider_config_key: 'store', connection_id: 'conn-1' });
     expect([duplicate.status, duplicate.json.error.code]).toEqual([409, 'failed_sync_variant_creation']);
     const variantRun = await finishedRun('products', null, 'eu');
-    expect(variantRun).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: KEPT, updated: 0, deleted: 0 } } });
-    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(KEPT);
+    expect(variantRun).toMatchObject({ status: 'SUCCESS', latestResult: { Product: { added: FEWER_KEPT, updated: 0, deleted: 0 } } });
+    expect(await allRecords({ model: 'Product', variant: 'eu' })).toHaveLength(FEWER_KEPT);
 
     // The base records are their own: a change seen by the variant's next run only.
     products.get('p-00042')!.name = 'Renamed';
@@ -355,6 +372,7 @@ describe('a killed action-runner', () => {
   it('has its run redelivered and finished: every record once, none lost', async () => {
     const before = await finishedRun('products', null);
     pageDelayMs = 700;
+    pageCap = 100;
     await client.triggerSync('store', ['products'], 'conn-1', { fullResync: true });
     // Killed after the first page was saved, before the last.
     await eventually(async () => ((await statusOf('products'))?.recordCount.Product ?? 0) > 0 || undefined, 10_000, 'the first page to be saved');
@@ -364,17 +382,18 @@ describe('a killed action-runner', () => {
     await exited;
     const midway = (await statusOf('products'))!;
     expect(midway.status).toBe('RUNNING');
-    expect(midway.recordCount.Product).toBeLessThan(KEPT);
+    expect(midway.recordCount.Product).toBeLessThan(FEWER_KEPT);
     pageDelayMs = 0;
+    pageCap = Number.POSITIVE_INFINITY;
     await stack.restart('action-runner');
     // JetStream hands the run to the new runner once the dead one's heartbeat is missed (15 s).
     const after = await finishedRun('products', before.finishedAt, 'base', 45_000);
     expect(after.status).toBe('SUCCESS');
-    expect(after.recordCount).toEqual({ Product: KEPT });
+    expect(after.recordCount).toEqual({ Product: FEWER_KEPT });
     const records = await allRecords({ model: 'Product' });
-    expect(records).toHaveLength(KEPT);
-    expect(new Set(records.map((record) => record.id)).size).toBe(KEPT);
+    expect(records).toHaveLength(FEWER_KEPT);
+    expect(new Set(records.map((record) => record.id)).size).toBe(FEWER_KEPT);
     // The retried run found the first page already saved: it counts only what it wrote itself.
-    expect(after.latestResult.Product!.added).toBeLessThan(KEPT);
+    expect(after.latestResult.Product!.added).toBeLessThan(FEWER_KEPT);
   }, 90_000);
 });

@@ -10,7 +10,7 @@ export default defineSync({
     const seen: string[] = [];
     for await (const page of ctx.paginate<{ id: string; name: string; price: number }>({
       endpoint: '/products',
-      paginate: { type: 'cursor', response_path: 'items', cursor_path_in_response: 'next_cursor', cursor_name_in_request: 'cursor', limit_name_in_request: 'limit', limit: 250 },
+      paginate: { type: 'cursor', response_path: 'items', cursor_path_in_response: 'next_cursor', cursor_name_in_request: 'cursor', limit_name_in_request: 'limit', limit: 1000 },
     })) {
       await ctx.batchSave(page, 'Product');
       seen.push(...page.map((item) => item.id));
