@@ -74,6 +74,15 @@ export const webhookContracts = {
   preDeletion: defineEvent('connection.pre_deletion', connectionEventSchema),
 } as const;
 
+/** How a webhook names its connection: by id, or by a value in the connection's config or metadata. */
+const connectionLookup = z.union([
+  z.object({ connection_id: z.string().min(1).max(255) }),
+  z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string(), z.number(), z.boolean()]) }),
+]);
+
+/** The most lookups one `vault.webhooks.match_many` request carries. */
+export const MATCH_MANY_MAX = 1000;
+
 export const vaultWebhookContracts = {
   /**
    * What the webhook router needs of an integration: its provider, whether to forward, its
@@ -94,14 +103,16 @@ export const vaultWebhookContracts = {
   /** Finds the connection a webhook is for, by connection id or by a config / metadata value. */
   matchConnection: defineRequest(
     'vault.webhooks.match',
-    z.object({
-      environment_id,
-      provider_config_key: z.string(),
-      by: z.union([
-        z.object({ connection_id: z.string().min(1).max(255) }),
-        z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string(), z.number(), z.boolean()]) }),
-      ]),
-    }),
+    z.object({ environment_id, provider_config_key: z.string(), by: connectionLookup }),
     z.object({ connection_id: z.string().nullable() }),
+  ),
+  /**
+   * The connections of many webhooks of one integration at once (the router's batches): one
+   * answer per lookup, in order, each a connection id or null.
+   */
+  matchConnections: defineRequest(
+    'vault.webhooks.match_many',
+    z.object({ environment_id, provider_config_key: z.string(), lookups: z.array(connectionLookup).min(1).max(MATCH_MANY_MAX) }),
+    z.object({ connection_ids: z.array(z.string().nullable()) }),
   ),
 } as const;

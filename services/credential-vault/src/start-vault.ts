@@ -42,7 +42,7 @@ import { finishOAuth1Handler, finishOAuthHandler, startOAuthHandler } from './ha
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
-import { matchConnectionHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
+import { matchConnectionHandler, matchConnectionsHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
@@ -119,6 +119,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));
+  bus.serve(vaultWebhookContracts.matchConnections, matchConnectionsHandler(deps));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
   logger.info('catalog loaded', { providers: catalog.size });
 }

@@ -37,3 +37,30 @@ export function matchConnectionHandler(deps: Pick<VaultDeps, 'connections'>) {
     return { connection_id: doc?.connection_id ?? null };
   };
 }
+
+/**
+ * `vault.webhooks.match_many`: `vault.webhooks.match` for a batch of one integration's webhooks.
+ * The ids are looked up in one query; each distinct config / metadata value once.
+ */
+export function matchConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
+  return async ({ environment_id, provider_config_key, lookups }: RequestOf<typeof vaultWebhookContracts.matchConnections>): Promise<ResponseOf<typeof vaultWebhookContracts.matchConnections>> => {
+    const environment = environmentId(environment_id);
+    const ids = [...new Set(lookups.flatMap((by) => ('connection_id' in by ? [by.connection_id] : [])))];
+    const found = new Set(ids.length === 0 ? [] : (await deps.connections.findMany(environment, provider_config_key, ids)).map((doc) => doc.connection_id));
+    const byValue = new Map<string, Promise<string | null>>();
+    const connectionIds = await Promise.all(
+      lookups.map(async (by) => {
+        if ('connection_id' in by) return found.has(by.connection_id) ? by.connection_id : null;
+        if (!SAFE_KEY.test(by.key)) return null;
+        const key = JSON.stringify([by.field, by.key, by.value]);
+        let match = byValue.get(key);
+        if (!match) {
+          match = deps.connections.findByField(environment, provider_config_key, by.field, by.key, by.value).then((doc) => doc?.connection_id ?? null);
+          byValue.set(key, match);
+        }
+        return match;
+      }),
+    );
+    return { connection_ids: connectionIds };
+  };
+}
