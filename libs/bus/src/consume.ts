@@ -54,16 +54,7 @@ const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Mat
  */
 export async function consume<C extends EventContract | JobContract>(options: ConsumeOptions<C>): Promise<RunningConsumer> {
   const { bus, logger, stream, durable, contract, concurrency, handler } = options;
-  const jsm = await bus.jetstreamManager();
-  await jsm.consumers.add(stream, {
-    durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
-    filter_subject: contract.subject,
-    max_ack_pending: options.maxAckPending ?? Math.max(concurrency * 4, 16),
-    ack_wait: nanos(options.ackWaitMs ?? 30_000),
-  });
-  const consumer = await bus.js.consumers.get(stream, durable);
+  const consumer = await durableConsumer(options, options.maxAckPending ?? Math.max(concurrency * 4, 16));
   const messages = await consumer.consume({ max_messages: concurrency });
   const inFlight = new Set<Promise<void>>();
   const delayOf = options.retryDelayMs ?? defaultDelay;
@@ -81,13 +72,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
-      const appError = toAppError(error);
-      if (appError.retryable) {
-        msg.nak(delayOf(msg.info.redeliveryCount));
-      } else {
-        logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
-        msg.term();
-      }
+      settleFailed(logger, msg, error, delayOf);
     } finally {
       clearInterval(heartbeat);
     }
@@ -108,4 +93,33 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       await Promise.allSettled(inFlight);
     },
   };
+}
+
+/** Creates (or updates) the durable pull consumer of `options` and returns it. */
+export async function durableConsumer(
+  options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'stream' | 'durable' | 'contract' | 'deliverPolicy' | 'ackWaitMs'>,
+  maxAckPending: number,
+) {
+  const { bus, stream, durable, contract } = options;
+  const jsm = await bus.jetstreamManager();
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+    filter_subject: contract.subject,
+    max_ack_pending: maxAckPending,
+    ack_wait: nanos(options.ackWaitMs ?? 30_000),
+  });
+  return bus.js.consumers.get(stream, durable);
+}
+
+/** A failed message: a retryable AppError comes back after a delay; anything else is terminated and logged. */
+export function settleFailed(logger: Logger, msg: JsMsg, error: unknown, delayOf: (deliveryCount: number) => number = defaultDelay): void {
+  const appError = toAppError(error);
+  if (appError.retryable) {
+    msg.nak(delayOf(msg.info.redeliveryCount));
+  } else {
+    logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
+    msg.term();
+  }
 }

@@ -25,7 +25,8 @@ export function createGroupCommit<T>(write: (items: T[]) => Promise<void>, maxBa
   return {
     add(item: T): Promise<void> {
       const done = new Promise<void>((resolve, reject) => queue.push({ item, resolve, reject }));
-      running ??= drain();
+      // The first write starts after the current turn's synchronous adds (a batch's records) joined it.
+      running ??= Promise.resolve().then(drain);
       return done;
     },
   };

@@ -1,13 +1,22 @@
-import type { Bus } from '@latchkey/bus';
-import { gatewayContracts, vaultWebhookContracts, webhookContracts, type EnvironmentInfo, type InboundWebhook, type ResponseOf } from '@latchkey/contracts';
+import type { JsMsg } from 'nats';
+import { requestIdOf, type BatchOutcome, type Bus } from '@latchkey/bus';
+import {
+  MATCH_MANY_MAX,
+  gatewayContracts,
+  vaultWebhookContracts,
+  webhookContracts,
+  type EnvironmentInfo,
+  type InboundWebhook,
+  type ResponseOf,
+} from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
-import type { Logger } from '@latchkey/logger';
+import { runWithContext, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookDoc } from '../db/inbound-webhook-model.js';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
 import { forwardBody, providerPayload } from '../domain/payloads.js';
 import { verifyProviderSignature } from '../domain/provider-signature.js';
-import { connectionLookup } from '../domain/routing.js';
+import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
 import { enqueueDeliveries } from './enqueue-deliveries.js';
 
 type WebhookIntegration = ResponseOf<typeof vaultWebhookContracts.webhookIntegration>;
@@ -26,37 +35,52 @@ const EVENT_PAYLOAD_BYTES = 256 * 1024;
 /** The webhook-id of a provider webhook's forwarded copy: derived, so a redelivery reuses it. */
 export const forwardWebhookId = (inboundId: string) => `msg_${inboundId.replace(/^iwh_/, '')}`;
 
-/**
- * Handles one persisted provider webhook: verifies its signature with the integration's secret,
- * finds its connection, forwards it when the integration says so, announces `webhook.received`,
- * and records what happened. Idempotent: a redelivery repeats the same steps with the same ids.
- * A rejected webhook is recorded and acked (no retry can make it valid); a service that does not
- * answer makes the job come back later.
- */
-export function inboundWebhookHandler(deps: InboundDeps) {
-  return async (job: InboundWebhook): Promise<void> => {
-    const receivedAt = new Date(job.received_at);
-    const base = { _id: job.id, integration: job.integration, received_at: receivedAt, webhook_id: null, connection_id: null, signature: null, provider: null };
+/** A verified webhook on its way: what routing and forwarding need. */
+interface Verified {
+  job: InboundWebhook;
+  environment: EnvironmentInfo;
+  integration: WebhookIntegration;
+  signature: InboundWebhookDoc['signature'];
+  body: Buffer;
+  payload: unknown;
+  json: boolean;
+  lookup: ConnectionLookup;
+}
 
+/** Where one webhook of a batch stands: to route, finished (its record known), or failed. */
+type Step = { verified: Verified } | { record: () => Promise<void> } | { error: unknown };
+
+/**
+ * Handles a batch of persisted provider webhooks. Each one's signature is verified with the
+ * integration's secret, its connection found, it is forwarded when the integration says so,
+ * `webhook.received` announces it and its outcome is recorded; the connections of a batch are
+ * looked up with one request per integration and the records written together, so a burst costs
+ * a few round trips instead of a few per webhook. Idempotent: a redelivery repeats the same steps
+ * with the same ids. A rejected webhook is recorded and acked (no retry can make it valid); a
+ * service that does not answer makes that webhook's job come back later, the others go on.
+ */
+export function inboundWebhooksHandler(deps: InboundDeps) {
+  /** Environment, integration and signature: a rejection is final and recorded as such. */
+  async function verify(job: InboundWebhook): Promise<Step> {
+    const base = { _id: job.id, integration: job.integration, received_at: new Date(job.received_at), webhook_id: null, connection_id: null, signature: null, provider: null };
     let environment: EnvironmentInfo;
     try {
       environment = await deps.environmentByPublicId(job.environment_public_id);
     } catch (error) {
       if (toAppError(error).code !== 'unknown_environment') throw error;
-      await deps.inbound.recordUnscoped({ ...base, environment_id: job.environment_public_id, status: 'rejected', reason: 'unknown_environment', processed_at: new Date() });
-      return;
+      const doc = { ...base, environment_id: job.environment_public_id, status: 'rejected', reason: 'unknown_environment', processed_at: new Date() } as const;
+      return { record: () => deps.inbound.recordUnscoped(doc) };
     }
-    const scope = environmentId(environment.id);
-    const record = (doc: Partial<InboundWebhookDoc> & Pick<InboundWebhookDoc, 'status' | 'reason'>) =>
-      deps.inbound.record(scope, { ...base, ...doc, processed_at: new Date() });
+    const reject = (doc: Pick<InboundWebhookDoc, 'reason' | 'signature' | 'provider'>): Step => ({
+      record: () => deps.inbound.record(environmentId(environment.id), { ...base, ...doc, status: 'rejected', processed_at: new Date() }),
+    });
 
     let integration: WebhookIntegration;
     try {
       integration = await deps.integration(environment.id, job.integration);
     } catch (error) {
       if (toAppError(error).code !== 'unknown_provider_config') throw error;
-      await record({ status: 'rejected', reason: 'unknown_integration' });
-      return;
+      return reject({ reason: 'unknown_integration', signature: null, provider: null });
     }
 
     const body = Buffer.from(job.body_base64, 'base64');
@@ -69,16 +93,52 @@ export function inboundWebhookHandler(deps: InboundDeps) {
     });
     if (signature === 'invalid' || signature === 'missing') {
       deps.logger.warn('rejected a provider webhook', { inbound: job.id, integration: job.integration, signature });
-      await record({ status: 'rejected', reason: `${signature === 'invalid' ? 'bad' : 'missing'}_signature`, signature, provider: integration.provider });
-      return;
+      return reject({ reason: `${signature === 'invalid' ? 'bad' : 'missing'}_signature`, signature, provider: integration.provider });
     }
-
     const { payload, json } = providerPayload(body);
-    const lookup = connectionLookup(job.query, json ? payload : null, integration.routing);
-    const connectionId = lookup
-      ? (await deps.bus.request(vaultWebhookContracts.matchConnection, { environment_id: environment.id, provider_config_key: job.integration, by: lookup })).connection_id
-      : null;
+    return { verified: { job, environment, integration, signature, body, payload, json, lookup: connectionLookup(job.query, json ? payload : null, integration.routing) } };
+  }
 
+  /** The connection of each verified webhook (null: none named or none found), one request per integration. */
+  async function matchConnections(batch: Verified[]): Promise<Map<Verified, string | null | { error: unknown }>> {
+    const found = new Map<Verified, string | null | { error: unknown }>();
+    const groups = new Map<string, Array<Verified & { lookup: NonNullable<ConnectionLookup> }>>();
+    for (const item of batch) {
+      if (item.lookup === null) {
+        found.set(item, null);
+        continue;
+      }
+      const key = JSON.stringify([item.environment.id, item.job.integration]);
+      const group = groups.get(key) ?? [];
+      group.push(item as Verified & { lookup: NonNullable<ConnectionLookup> });
+      groups.set(key, group);
+    }
+    const requests: Array<Promise<void>> = [];
+    for (const group of groups.values()) {
+      for (let start = 0; start < group.length; start += MATCH_MANY_MAX) {
+        const chunk = group.slice(start, start + MATCH_MANY_MAX);
+        const first = chunk[0]!;
+        requests.push(
+          deps.bus
+            .request(vaultWebhookContracts.matchConnections, {
+              environment_id: first.environment.id,
+              provider_config_key: first.job.integration,
+              lookups: chunk.map((item) => item.lookup),
+            })
+            .then(
+              ({ connection_ids }) => chunk.forEach((item, index) => found.set(item, connection_ids[index] ?? null)),
+              (error: unknown) => chunk.forEach((item) => found.set(item, { error })),
+            ),
+        );
+      }
+    }
+    await Promise.all(requests);
+    return found;
+  }
+
+  /** Forwards (when the integration says so) and announces one routed webhook; answers how to record it. */
+  async function route(item: Verified, connectionId: string | null): Promise<Step> {
+    const { job, environment, integration, json, body, payload, signature } = item;
     let status: InboundWebhookDoc['status'] = 'not_forwarded';
     let reason: string | null = integration.forward_webhooks ? 'no_webhook_url' : 'forward_webhooks_off';
     let webhookId: string | null = null;
@@ -92,7 +152,6 @@ export function inboundWebhookHandler(deps: InboundDeps) {
       if (made > 0) [status, reason] = ['forwarded', null];
       else webhookId = null;
     }
-
     await deps.bus.publish(webhookContracts.received, {
       environment_id: environment.id,
       inbound_id: job.id,
@@ -101,7 +160,45 @@ export function inboundWebhookHandler(deps: InboundDeps) {
       connection_id: connectionId,
       ...(json && body.length <= EVENT_PAYLOAD_BYTES && { payload }),
     });
-    await record({ status, reason, signature, provider: integration.provider, connection_id: connectionId, webhook_id: webhookId });
+    const doc = {
+      _id: job.id,
+      integration: job.integration,
+      received_at: new Date(job.received_at),
+      status,
+      reason,
+      signature,
+      provider: integration.provider,
+      connection_id: connectionId,
+      webhook_id: webhookId,
+      processed_at: new Date(),
+    };
+    return { record: () => deps.inbound.record(environmentId(environment.id), doc) };
+  }
+
+  /** Runs `work` under the request id the webhook came with, so its hops and log lines carry it. */
+  const asOwn = <T>(msg: JsMsg, work: () => Promise<T>): Promise<T> => runWithContext({ requestId: requestIdOf(msg.headers) }, work);
+  const settled = (work: () => Promise<Step>) => work().catch((error: unknown): Step => ({ error }));
+
+  return async (items: Array<{ payload: InboundWebhook; msg: JsMsg }>): Promise<BatchOutcome[]> => {
+    const steps = await Promise.all(items.map(({ payload, msg }) => asOwn(msg, () => settled(() => verify(payload)))));
+    const verified = steps.flatMap((step) => ('verified' in step ? [step.verified] : []));
+    const connections = verified.length === 0 ? new Map() : await matchConnections(verified);
+    const routed = await Promise.all(
+      steps.map((step, index) => {
+        if (!('verified' in step)) return step;
+        const connection = connections.get(step.verified);
+        if (connection !== null && typeof connection === 'object') return { error: connection.error } as Step;
+        return asOwn(items[index]!.msg, () => settled(() => route(step.verified, connection ?? null)));
+      }),
+    );
+    // Every record of the batch is written together (one insert); a webhook is acked only once its record is stored.
+    return Promise.all(
+      routed.map((step): Promise<BatchOutcome> => {
+        if ('error' in step) return Promise.resolve({ ok: false, error: step.error });
+        if ('record' in step) return step.record().then(() => ({ ok: true }) as const, (error: unknown) => ({ ok: false, error }) as const);
+        return Promise.resolve({ ok: false, error: new Error('a webhook was left unrouted') });
+      }),
+    );
   };
 }
 

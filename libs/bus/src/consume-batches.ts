@@ -1,0 +1,100 @@
+import type { JsMsg } from 'nats';
+import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
+import { runWithContext, newRequestId } from '@latchkey/logger';
+import { durableConsumer, settleFailed, type ConsumeOptions, type RunningConsumer } from './consume.js';
+import { decodeJson } from './wire.js';
+
+/** What became of one message of a batch: done (acked), or the error that decides nak or term. */
+export type BatchOutcome = { ok: true } | { ok: false; error: unknown };
+
+export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
+  extends Omit<ConsumeOptions<C>, 'handler' | 'concurrency' | 'heartbeatMs'> {
+  /** The most messages handed to one call of the handler. */
+  batchSize: number;
+  /** Batches one replica handles at a time. */
+  concurrency: number;
+  /**
+   * Handles the messages that arrived together; answers one outcome per item, in order (a throw
+   * fails the whole batch). Must be idempotent: JetStream delivers at least once.
+   */
+  handler: (items: Array<{ payload: PayloadOf<C>; msg: JsMsg }>) => Promise<BatchOutcome[]>;
+}
+
+/**
+ * A durable pull consumer whose handler takes messages in batches: whatever arrived while the
+ * previous batch was being handled, up to `batchSize`. Work that costs a round trip per call
+ * (a query, a request, an insert) is then paid once per batch, not once per message, and the
+ * batches grow by themselves when messages arrive faster than they are handled. Each message is
+ * acked on its own outcome only after the handler has finished with it, as with `consume`.
+ */
+export async function consumeBatches<C extends EventContract | JobContract>(options: ConsumeBatchesOptions<C>): Promise<RunningConsumer> {
+  const { logger, contract, batchSize, concurrency, handler } = options;
+  const consumer = await durableConsumer(options, options.maxAckPending ?? batchSize * concurrency * 2);
+  const messages = await consumer.consume({ max_messages: batchSize * concurrency });
+  const waiting: JsMsg[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let scheduled = false;
+
+  async function handle(batch: JsMsg[]): Promise<void> {
+    const items: Array<{ payload: PayloadOf<C>; msg: JsMsg }> = [];
+    for (const msg of batch) {
+      const parsed = contract.payload.safeParse(decodeJson(msg.data));
+      if (parsed.success) items.push({ payload: parsed.data as PayloadOf<C>, msg });
+      else {
+        logger.error('terminated a malformed message', { subject: msg.subject, seq: msg.seq });
+        msg.term();
+      }
+    }
+    if (items.length === 0) return;
+    let outcomes: BatchOutcome[];
+    try {
+      outcomes = await handler(items);
+    } catch (error) {
+      outcomes = items.map(() => ({ ok: false, error }));
+    }
+    items.forEach(({ msg }, index) => {
+      const outcome = outcomes[index] ?? { ok: false, error: new Error('the batch handler gave no outcome for this message') };
+      if (outcome.ok) msg.ack();
+      else settleFailed(logger, msg, outcome.error, options.retryDelayMs);
+    });
+  }
+
+  /** Starts batches while there is room; a batch takes what waited, up to `batchSize`. */
+  function dispatch(): void {
+    scheduled = false;
+    while (waiting.length > 0 && inFlight.size < concurrency) {
+      const batch = waiting.splice(0, batchSize);
+      // A batch has many origins; its own request id ties its log lines and hops together.
+      const task = runWithContext({ requestId: newRequestId() }, () => handle(batch)).finally(() => {
+        inFlight.delete(task);
+        dispatch();
+      });
+      inFlight.add(task);
+    }
+  }
+
+  const loop = (async () => {
+    for await (const msg of messages) {
+      waiting.push(msg);
+      // Gather what arrives in this turn of the event loop before starting a batch.
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(dispatch);
+      }
+      if (waiting.length >= batchSize * concurrency) {
+        dispatch();
+        if (inFlight.size > 0) await Promise.race(inFlight);
+      }
+    }
+  })();
+
+  return {
+    stop: async () => {
+      await messages.close();
+      await loop.catch(() => undefined);
+      // Messages taken but not started go back at once rather than after their ack wait.
+      for (const msg of waiting.splice(0)) msg.nak();
+      await Promise.allSettled(inFlight);
+    },
+  };
+}
