@@ -4,12 +4,14 @@ import { defineEvent, defineRequest, STREAMS } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
-import { batchedPublisher, consume, createBus, ensureStreams, openKv, type Bus } from './index.js';
+import { headers as natsHeaders } from 'nats';
+import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
 
 const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object({ text: z.string(), requestId: z.string() }));
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
+const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -86,6 +88,73 @@ describe('events and consumers', () => {
     await running.stop();
     expect(seen.sort()).toEqual([1, 2, 3]);
     expect(failedOnce).toBe(true);
+  });
+});
+
+describe('JetStream publishing', () => {
+  it('resolves once stored, many in one turn, carrying the request id; a repeated msgId is stored once', async () => {
+    const jsm = await client.jetstreamManager();
+    const before = (await jsm.streams.info(STREAMS.events.name)).state.messages;
+    await runWithContext({ requestId: 'publish-trace' }, async () => {
+      await Promise.all(Array.from({ length: 200 }, (_, n) => client.publish(counted, { n })));
+      await client.publish(counted, { n: 1000 }, { msgId: 'once' });
+      await client.publish(counted, { n: 1000 }, { msgId: 'once' });
+    });
+    expect((await jsm.streams.info(STREAMS.events.name)).state.messages - before).toBe(201);
+    const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: counted.subject });
+    expect(last.header.get('x-request-id')).toBe('publish-trace');
+  });
+
+  it('refuses a payload that breaks its contract before sending it', async () => {
+    await expect(client.publish(counted, { n: 'one' } as never)).rejects.toMatchObject({ code: 'invalid_body' });
+  });
+
+  it('rejects a message no stream takes, and one not acknowledged within the deadline', async () => {
+    const publisher = jetStreamPublisher(client.nc, 300);
+    await expect(publisher.publish('nowhere.at.all', new Uint8Array(1), natsHeaders())).rejects.toThrow(/503/);
+    // A plain subscriber that never answers stands in for a JetStream that does not acknowledge.
+    const silentSubscriber = server.nc.subscribe('test.unacknowledged');
+    await server.nc.flush();
+    const started = Date.now();
+    await expect(publisher.publish('test.unacknowledged', new Uint8Array(1), natsHeaders())).rejects.toThrow(/deadline/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    silentSubscriber.unsubscribe();
+  });
+});
+
+describe('batch consumers', () => {
+  it('hand over what arrived together, ack each success, retry a retryable failure and terminate a final one', async () => {
+    const batches: number[][] = [];
+    const handled = new Map<number, number>();
+    const running = await consumeBatches({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-batches',
+      contract: counted,
+      deliverPolicy: 'new',
+      batchSize: 50,
+      concurrency: 1,
+      retryDelayMs: () => 50,
+      handler: async (items) => {
+        batches.push(items.map((item) => item.payload.n));
+        return items.map(({ payload: { n } }): BatchOutcome => {
+          handled.set(n, (handled.get(n) ?? 0) + 1);
+          if (n === 7 && handled.get(n) === 1) return { ok: false, error: new AppError('service_unavailable', 'try again') };
+          if (n === 8) return { ok: false, error: new AppError('invalid_body', 'never valid') };
+          return { ok: true };
+        });
+      },
+    });
+    await Promise.all(Array.from({ length: 120 }, (_, n) => client.publish(counted, { n })));
+    const deadline = Date.now() + 5000;
+    while ((handled.get(7) ?? 0) < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // nothing else comes back
+    await running.stop();
+    expect(Math.max(...batches.map((batch) => batch.length))).toBeGreaterThan(1);
+    expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(50);
+    expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, n) => n));
+    expect([...handled].filter(([, times]) => times !== 1)).toEqual([[7, 2]]);
   });
 });
 

@@ -21,6 +21,7 @@ import type {
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
+import { jetStreamPublisher } from './jetstream-publish.js';
 import { decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf, type Reply } from './wire.js';
 
 export interface BusOptions {
@@ -85,6 +86,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     reconnectTimeWait: 250,
     waitOnFirstConnect: true,
     pingInterval: 10_000,
+    // Every request would otherwise capture a stack trace in case it fails: a hot-path cost, and
+    // a failed request is re-thrown as an AppError naming its subject anyway.
+    noAsyncTraces: true,
   };
   const nc = await connect(connectionOptions);
   let connected = true;
@@ -100,6 +104,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     }
   })();
   const js = nc.jetstream({ timeout: requestTimeoutMs });
+  const stored = jetStreamPublisher(nc, requestTimeoutMs);
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
@@ -176,10 +181,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
     try {
-      await js.publish(contract.subject, encodeJson(body), {
-        headers: outgoingHeaders(),
-        ...(publishOptions.msgId === undefined ? {} : { msgID: publishOptions.msgId }),
-      });
+      await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -227,6 +229,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (nc.isClosed()) return;
       await Promise.allSettled(served.map((subscription) => subscription.drain()));
       await Promise.allSettled([...inFlight]);
+      stored.flush();
       await nc.drain();
     },
   };
