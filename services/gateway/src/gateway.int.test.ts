@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, type Bus } from '@latchkey/bus';
 import { parseConfig } from '@latchkey/config';
-import { gatewayContracts } from '@latchkey/contracts';
+import { STREAMS, gatewayContracts, webhookContracts, type InboundWebhook } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
@@ -241,5 +241,51 @@ describe('requests', () => {
     expect(ready.status).toBe(503);
     expect(ready.json.services.gateway).toBe(true);
     expect(ready.json.services['credential-vault']).toBe(false);
+  });
+});
+
+describe('provider webhooks (served before express)', () => {
+  const devPublicId = async () => (await admin('GET', '/environments')).json.data.find((item: { name: string }) => item.name === 'dev').public_id as string;
+
+  it('store the raw request on JOBS, without credentials, before answering 200 with the request id', async () => {
+    const publicId = await devPublicId();
+    const body = '{"event":"ticket.updated","n":1}';
+    const response = await call('POST', `/webhook/${publicId}/my-hooks/?serviceConnectionId=c-1&x=2`, {
+      body,
+      headers: { authorization: 'Bearer provider-secret', 'x-hub-signature-256': 'sha256=abc', 'x-request-id': 'hook-trace-1' },
+    });
+    expect(response.status).toBe(200);
+    expect(response.json).toEqual({ success: true });
+    expect(response.headers.get('x-request-id')).toBe('hook-trace-1');
+    const jsm = await bus.jetstreamManager();
+    const stored = await jsm.streams.getMessage(STREAMS.jobs.name, { last_by_subj: webhookContracts.inbound.subject });
+    const job = JSON.parse(new TextDecoder().decode(stored.data)) as InboundWebhook;
+    expect(job).toMatchObject({ environment_public_id: publicId, integration: 'my-hooks', query: { serviceConnectionId: 'c-1', x: '2' } });
+    expect(Buffer.from(job.body_base64, 'base64').toString()).toBe(body);
+    expect(job.headers['x-hub-signature-256']).toBe('sha256=abc');
+    expect(job.headers['authorization']).toBeUndefined();
+    expect(stored.header.get('x-request-id')).toBe('hook-trace-1');
+  });
+
+  it('answer other methods and path shapes with route_not_found', async () => {
+    const publicId = await devPublicId();
+    for (const [method, path] of [
+      ['GET', `/webhook/${publicId}/my-hooks`],
+      ['POST', `/webhook/${publicId}`],
+      ['POST', `/webhook/${publicId}/my-hooks/extra`],
+      ['POST', '/webhook'],
+    ] as const) {
+      const response = await call(method, path, method === 'POST' ? { body: '{}' } : {});
+      expect([path, response.status, response.json.error.code]).toEqual([path, 404, 'route_not_found']);
+    }
+  });
+
+  it('refuse an unknown environment, a bad integration name and an oversized body', async () => {
+    const publicId = await devPublicId();
+    expect((await call('POST', '/webhook/nope-env/my-hooks', { body: '{}' })).json.error.code).toBe('unknown_environment');
+    const bad = await call('POST', `/webhook/${publicId}/bad%20name`, { body: '{}' });
+    expect([bad.status, bad.json.error.code]).toEqual([400, 'invalid_uri_params']);
+    const large = await call('POST', `/webhook/${publicId}/my-hooks`, { body: 'x'.repeat(4096), headers: { 'content-type': 'text/plain' } });
+    expect([large.status, large.json.error.code]).toEqual([413, 'payload_too_large']);
   });
 });

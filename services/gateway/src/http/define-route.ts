@@ -74,16 +74,25 @@ export type AnyRoute = RouteDefinition<any, any, any>;
 
 /**
  * A hot path served on node's own request and response, before express: every path under
- * `prefix`, any method, behind an API key with `scope`. Same request ids, key, rate limit,
- * scope check and error envelope as every other route; no express routing, parsing or response
- * helpers, which cost a third of the gateway's time on the proxy path. The handler writes the
- * whole response.
+ * `prefix`, any method, behind an API key with `scope` (or public, as provider webhooks are).
+ * Same request ids, key, rate limit, scope check and error envelope as every other route; no
+ * express routing, parsing or response helpers, which cost a third of the gateway's time on the
+ * proxy path. The handler writes the whole response, and answers paths or methods under its
+ * prefix that it does not serve with `route_not_found`, as express would.
  */
-export interface BareRoute {
-  prefix: string;
-  scope: Scope;
-  handler: (ctx: { deps: GatewayDeps; key: ResolvedKey; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
-}
+export type BareRoute =
+  | {
+      prefix: string;
+      auth?: 'api_key';
+      scope: Scope;
+      handler: (ctx: { deps: GatewayDeps; key: ResolvedKey; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
+    }
+  | {
+      prefix: string;
+      auth: 'public';
+      scope: null;
+      handler: (ctx: { deps: GatewayDeps; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
+    };
 
 export function defineBareRoute(route: BareRoute): BareRoute {
   return route;

@@ -17,7 +17,7 @@ function under(url: string, prefix: string): boolean {
  * The server's request listener: bare routes first, by prefix, and everything else to the
  * express app. A bare route gets what the express stack gives every route: the request id
  * (echoed, and carried in async context into logs and NATS hops), the API key, the rate limit,
- * the scope check, and errors in the one envelope.
+ * the scope check (unless the route is public), and errors in the one envelope.
  */
 export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[], deps: GatewayDeps): RequestListener {
   if (routes.length === 0) return app;
@@ -31,6 +31,10 @@ export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[
     runWithContext({ requestId: assignRequestId(req, res) }, () => {
       const fail = (error: unknown) => sendError(deps.logger, error, req, res);
       try {
+        if (route.auth === 'public') {
+          route.handler({ deps, req, res }).catch(fail);
+          return;
+        }
         const key = authorize(deps, req, res, route.scope);
         const done = key instanceof Promise ? key.then((resolved) => route.handler({ deps, key: resolved, req, res })) : route.handler({ deps, key, req, res });
         done.catch(fail);

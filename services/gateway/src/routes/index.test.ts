@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { isScope } from '@latchkey/contracts';
-import { routes } from './index.js';
+import { bareRoutes, routes } from './index.js';
 
 describe('routes', () => {
   it('each declare who may call them, and API-key routes a scope from the closed list', () => {
@@ -9,6 +9,17 @@ describe('routes', () => {
       if (route.auth === 'api_key') expect(isScope(route.scope)).toBe(true);
       else expect(route.scope).toBeNull();
     }
+  });
+
+  it('served before express are API-key routes with a scope from the closed list, or public', () => {
+    for (const route of bareRoutes) {
+      if (route.auth === 'public') expect(route.scope).toBeNull();
+      else expect(isScope(route.scope)).toBe(true);
+    }
+  });
+
+  it('served before express take no prefix of an express route', () => {
+    for (const route of bareRoutes) expect(routes.filter((other) => other.path === route.prefix || other.path.startsWith(`${route.prefix}/`))).toEqual([]);
   });
 
   it('keep the operator API under /admin and nothing else there', () => {

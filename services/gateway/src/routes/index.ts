@@ -107,8 +107,6 @@ export const routes: readonly AnyRoute[] = [
   // records
   listRecords,
   pruneRecords,
-  // provider webhooks (public: the provider's signature is checked by the webhook router)
-  receiveWebhook,
   // operator API
   createEnvironment,
   listEnvironments,
@@ -120,5 +118,8 @@ export const routes: readonly AnyRoute[] = [
   rotateEncryptionKeys,
 ];
 
-/** Hot paths served before express (`withBareRoutes`): the proxy. */
-export const bareRoutes: readonly BareRoute[] = [proxyRequest];
+/**
+ * Hot paths served before express (`withBareRoutes`): the proxy, and provider webhooks (public:
+ * the provider's signature is checked by the webhook router).
+ */
+export const bareRoutes: readonly BareRoute[] = [proxyRequest, receiveWebhook];

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import { HOP_BY_HOP_HEADERS, webhookContracts } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
-import { defineRoute } from '../../http/define-route.js';
+import { defineBareRoute } from '../../http/define-route.js';
+
+const PREFIX = '/webhook';
 
 const params = z.strictObject({
   environmentPublicId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
@@ -17,9 +19,10 @@ const params = z.strictObject({
 const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length', 'authorization', 'proxy-authorization']);
 /** What the job's JSON (headers, query, ids) may take besides the body. */
 const HEADROOM_BYTES = 64 * 1024;
+const ACCEPTED = Buffer.from(JSON.stringify({ success: true }));
 
 /** The raw body, up to `limit` bytes (413 beyond). */
-function readRawBody(req: Request, limit: number): Promise<Buffer> {
+function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -33,7 +36,7 @@ function readRawBody(req: Request, limit: number): Promise<Buffer> {
       }
       chunks.push(chunk);
     });
-    req.once('end', () => resolve(Buffer.concat(chunks, size)));
+    req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
     req.once('error', reject);
   });
 }
@@ -49,20 +52,38 @@ function firstValues(record: Record<string, unknown>, skip: ReadonlySet<string> 
 }
 
 /**
+ * The two path parameters of `/webhook/{environmentPublicId}/{integration}` (a trailing slash
+ * allowed), decoded; undefined when the path has another shape.
+ */
+function pathParams(path: string): Record<string, string> | undefined {
+  const parts = path.slice(PREFIX.length + 1).split('/');
+  if (parts.length === 3 && parts[2] === '') parts.pop();
+  if (parts.length !== 2 || !path.startsWith(`${PREFIX}/`)) return undefined;
+  try {
+    return { environmentPublicId: decodeURIComponent(parts[0]!), integration: decodeURIComponent(parts[1]!) };
+  } catch {
+    throw new AppError('invalid_uri_params', 'Invalid path parameters');
+  }
+}
+
+/**
  * `POST /webhook/{environmentPublicId}/{integration}`: a provider's webhook. Public (the
  * provider's signature is the proof, checked by the webhook router). The raw request is stored
  * on the JOBS stream before the provider gets its 200, so an answered webhook is never lost;
- * everything else (signature, routing, forwarding) happens in the webhook router.
+ * everything else (signature, routing, forwarding) happens in the webhook router. Served before
+ * express: providers can send bursts, and this path is all parsing and one JetStream publish.
  */
-export const receiveWebhook = defineRoute({
-  method: 'post',
-  path: '/webhook/:environmentPublicId/:integration',
+export const receiveWebhook = defineBareRoute({
+  prefix: PREFIX,
   auth: 'public',
   scope: null,
-  raw: true,
-  schemas: { params },
-  handler: async ({ deps, req }) => {
-    const parsed = params.safeParse(req.params);
+  handler: async ({ deps, req, res }) => {
+    const url = req.url ?? '/';
+    const queryAt = url.indexOf('?');
+    const path = queryAt === -1 ? url : url.slice(0, queryAt);
+    const raw = req.method === 'POST' ? pathParams(path) : undefined;
+    if (!raw) throw new AppError('route_not_found', `No route for ${req.method ?? ''} ${path}`);
+    const parsed = params.safeParse(raw);
     if (!parsed.success) throw new AppError('invalid_uri_params', 'Invalid path parameters', { errors: toErrorItems(parsed.error.issues) });
     const { environmentPublicId, integration } = parsed.data;
     const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(((deps.bus.nc.info?.max_payload ?? 1024 * 1024) - HEADROOM_BYTES) * 0.75));
@@ -73,11 +94,12 @@ export const receiveWebhook = defineRoute({
       id,
       environment_public_id: environmentPublicId,
       integration,
-      query: firstValues(Object.fromEntries(new URL(req.originalUrl, 'http://x').searchParams)),
+      query: queryAt === -1 ? {} : firstValues(Object.fromEntries(new URLSearchParams(url.slice(queryAt + 1)))),
       headers: firstValues(req.headers, DROPPED_HEADERS),
       body_base64: body.toString('base64'),
       received_at: new Date().toISOString(),
     });
-    return { status: 200, body: { success: true } };
+    res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': ACCEPTED.length });
+    res.end(ACCEPTED);
   },
 });
