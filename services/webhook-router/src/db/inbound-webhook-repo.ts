@@ -11,7 +11,8 @@ import { insertNew } from './insert-new.js';
  */
 export function createInboundWebhookRepo(connection: Connection) {
   const model = inboundWebhookModel(connection);
-  const writes = createGroupCommit<InboundWebhookDoc>((docs) => insertNew(model, docs));
+  // Every field of InboundWebhookDoc is required by its type, defaults included: stored as built.
+  const writes = createGroupCommit<InboundWebhookDoc>((docs) => insertNew(model, docs, { lean: true }));
   return {
     init: () => model.init(),
     record: (environment: EnvironmentId, doc: Omit<InboundWebhookDoc, 'environment_id'>): Promise<void> =>
