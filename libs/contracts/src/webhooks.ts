@@ -100,7 +100,10 @@ export const vaultWebhookContracts = {
       routing: webhookRoutingRule.nullable(),
     }),
   ),
-  /** Finds the connection a webhook is for, by connection id or by a config / metadata value. */
+  /**
+   * Finds the connection a webhook is for, by connection id or by a config / metadata value.
+   * Routers now ask `matchConnections`; still answered for replicas of earlier versions.
+   */
   matchConnection: defineRequest(
     'vault.webhooks.match',
     z.object({ environment_id, provider_config_key: z.string(), by: connectionLookup }),
