@@ -54,8 +54,13 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     }
     items.forEach(({ msg }, index) => {
       const outcome = outcomes[index] ?? { ok: false, error: new Error('the batch handler gave no outcome for this message') };
-      if (outcome.ok) msg.ack();
-      else settleFailed(logger, msg, outcome.error, options.retryDelayMs);
+      try {
+        if (outcome.ok) msg.ack();
+        else settleFailed(logger, msg, outcome.error, options.retryDelayMs);
+      } catch (error) {
+        // The connection is gone: JetStream hands the message over again after its ack wait.
+        logger.warn('could not settle a message', { subject: msg.subject, seq: msg.seq, error });
+      }
     });
   }
 
