@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { connect, type NatsConnection } from 'nats';
 import { Latchkey } from '@latchkey/client';
 import { freePort, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import { FUNCTIONS_DIR, eventually, runCli } from './support/functions.js';
+import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
@@ -30,8 +30,7 @@ beforeAll(async () => {
   nc = await connect({ servers: stack.nats.url });
   await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' });
   await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } });
-  const deployed = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
-  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+  await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {

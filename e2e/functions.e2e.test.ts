@@ -4,7 +4,7 @@ import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { join } from 'node:path';
 import { connect } from 'nats';
-import { FUNCTIONS_DIR, eventually, runCli } from './support/functions.js';
+import { deployWithCli, eventually, FUNCTIONS_DIR, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
@@ -43,8 +43,7 @@ beforeAll(async () => {
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' })).status).toBe(201);
   expect((await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'upstream-key-123' } })).status).toBe(201);
-  const deployed = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
-  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+  await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import { Latchkey, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
-import { eventually, runCli } from './support/functions.js';
+import { deployWithCli, eventually } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack, type StackProcess } from './support/stack.js';
 
@@ -70,8 +70,7 @@ beforeAll(async () => {
   nc = await connect({ servers: stack.nats.url });
   expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'clock' })).status).toBe(201);
   expect((await api('POST', '/connections', { provider_config_key: 'clock', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'clock-key' } })).status).toBe(201);
-  const deployed = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
-  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+  await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
-import { eventually, runCli } from './support/functions.js';
+import { deployWithCli, eventually } from './support/functions.js';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
@@ -141,8 +141,7 @@ beforeAll(async () => {
   expect((await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } })).status).toBe(200);
   expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'store' })).status).toBe(201);
   expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
-  const deployed = await runCli(['deploy', SYNC_FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
-  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+  await deployWithCli(SYNC_FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {

@@ -19,6 +19,12 @@ export function runCli(args: string[], env: Record<string, string>): Promise<{ c
   });
 }
 
+/** Deploys `dir` to the stack's `dev` environment with the CLI and its secret key, as a customer's CI would; throws with the CLI's output when it fails. */
+export async function deployWithCli(dir: string, stack: { url: string; bootstrapKey: string }): Promise<void> {
+  const deployed = await runCli(['deploy', dir, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
+  if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
+}
+
 /** Polls `check` every `intervalMs` (100 by default) until it returns a value (not undefined) or the time is up. */
 export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string, intervalMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;
