@@ -24,20 +24,6 @@ export function webhookIntegrationHandler(deps: VaultDeps) {
   };
 }
 
-/** `vault.webhooks.match`: the connection a webhook names, or null (the webhook is still forwarded). */
-export function matchConnectionHandler(deps: Pick<VaultDeps, 'connections'>) {
-  return async ({ environment_id, provider_config_key, by }: RequestOf<typeof vaultWebhookContracts.matchConnection>) => {
-    const environment = environmentId(environment_id);
-    if ('connection_id' in by) {
-      const doc = await deps.connections.find(environment, provider_config_key, by.connection_id);
-      return { connection_id: doc?.connection_id ?? null };
-    }
-    if (!SAFE_KEY.test(by.key)) return { connection_id: null };
-    const doc = await deps.connections.findByField(environment, provider_config_key, by.field, by.key, by.value);
-    return { connection_id: doc?.connection_id ?? null };
-  };
-}
-
 /**
  * `vault.webhooks.match_many`: `vault.webhooks.match` for a batch of one integration's webhooks.
  * The ids are looked up in one query; each distinct config / metadata value once.
@@ -62,5 +48,14 @@ export function matchConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
       }),
     );
     return { connection_ids: connectionIds };
+  };
+}
+
+/** `vault.webhooks.match`: one webhook's connection, or null (the webhook is still forwarded); a batch of one. */
+export function matchConnectionHandler(deps: Pick<VaultDeps, 'connections'>) {
+  const matchMany = matchConnectionsHandler(deps);
+  return async ({ by, ...integration }: RequestOf<typeof vaultWebhookContracts.matchConnection>): Promise<ResponseOf<typeof vaultWebhookContracts.matchConnection>> => {
+    const { connection_ids } = await matchMany({ ...integration, lookups: [by] });
+    return { connection_id: connection_ids[0] ?? null };
   };
 }

@@ -56,9 +56,10 @@ function firstValues(record: Record<string, unknown>, skip: ReadonlySet<string> 
  * allowed), decoded; undefined when the path has another shape.
  */
 function pathParams(path: string): Record<string, string> | undefined {
+  if (!path.startsWith(`${PREFIX}/`)) return undefined;
   const parts = path.slice(PREFIX.length + 1).split('/');
   if (parts.length === 3 && parts[2] === '') parts.pop();
-  if (parts.length !== 2 || !path.startsWith(`${PREFIX}/`)) return undefined;
+  if (parts.length !== 2) return undefined;
   try {
     return { environmentPublicId: decodeURIComponent(parts[0]!), integration: decodeURIComponent(parts[1]!) };
   } catch {
