@@ -2,18 +2,17 @@ import { z } from 'zod';
 import { defineRequest } from './define.js';
 
 /**
- * The proxy's wire. `proxy.request` carries a binary body, so its metadata travels in the
- * `lk-meta` NATS header (base64url JSON, validated with these schemas on both sides) and the
- * payload is the body itself; bodies over the inline limit travel as pull streams (bus).
+ * The proxy's wire. `proxy.request` carries calls with binary bodies: each call's metadata
+ * (JSON, validated with these schemas on both sides) and body travel as one frame, several
+ * frames to a message (the framing is the bus's `proxyExchange`); bodies over the inline limit
+ * travel as pull streams.
  */
 export const PROXY_SUBJECT = 'proxy.request';
-export const PROXY_META_HEADER = 'lk-meta';
 /**
- * A proxy replica sends, every `PROXY_KEEPALIVE_MS` until it answers, an empty message carrying
- * this header; a caller that hears nothing for a few intervals knows the replica is gone (or
- * that none runs) and answers 503 instead of waiting out its deadline.
+ * A proxy replica sends, every `PROXY_KEEPALIVE_MS` until it answers, a keepalive for each call
+ * it holds; a caller that hears nothing for a few intervals knows the replica is gone (or that
+ * none runs) and answers 503 instead of waiting out its deadline.
  */
-export const PROXY_KEEPALIVE_HEADER = 'lk-keepalive';
 export const PROXY_KEEPALIVE_MS = 1000;
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message, and never cross the proxy. */
@@ -48,6 +47,8 @@ export const proxyRequestMeta = z.object({
   base_url_override: z.string().optional(),
   decompress: z.boolean().optional(),
   body,
+  /** The caller's request id, for the replica's logs. */
+  request_id: z.string().max(128).optional(),
 });
 export type ProxyRequestMeta = z.infer<typeof proxyRequestMeta>;
 
@@ -59,14 +60,6 @@ export const proxyReplyMeta = z.union([
   }),
 ]);
 export type ProxyReplyMeta = z.infer<typeof proxyReplyMeta>;
-
-export function encodeMeta(value: unknown): string {
-  return Buffer.from(JSON.stringify(value)).toString('base64url');
-}
-
-export function decodeMeta<S extends z.ZodType>(schema: S, header: string | undefined): z.infer<S> {
-  return schema.parse(JSON.parse(Buffer.from(header ?? '', 'base64url').toString('utf8')));
-}
 
 /**
  * How to authenticate calls for a connection, worked out by the vault from the connection's

@@ -1,7 +1,7 @@
-import { PROXY_SUBJECT, proxyContracts, vaultContracts } from '@latchkey/contracts';
-import { runWithContext } from '@latchkey/logger';
+import { proxyContracts, vaultContracts } from '@latchkey/contracts';
+import { isValidRequestId, newRequestId, runWithContext } from '@latchkey/logger';
 import type { Runtime } from '@latchkey/runtime';
-import { batchedPublisher, requestIdOf } from '@latchkey/bus';
+import { serveProxyCalls } from '@latchkey/bus';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
@@ -29,11 +29,9 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
   const dispatcher = createUpstreamDispatcher(createSafeLookup(policy));
   const upstream = { policy, dispatcher, timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
   bus.serve(proxyContracts.verifyCredentials, verifyCredentialsHandler({ upstream }));
-  const publisher = batchedPublisher(bus.nc);
   const handle = proxyRequestHandler({
     bus,
     nc: bus.nc,
-    publisher,
     logger,
     cache,
     upstream,
@@ -41,18 +39,14 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     inlineLimit: Math.min(1024 * 1024, bus.nc.info!.max_payload - HEADROOM_BYTES),
   });
   const inFlight = new Set<Promise<void>>();
-  const subscription = bus.nc.subscribe(PROXY_SUBJECT, {
-    queue: 'proxy',
-    callback: (error, msg) => {
-      if (error) return;
-      const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
-      inFlight.add(task);
-    },
+  const calls = serveProxyCalls(bus.nc, (call) => {
+    const task = runWithContext({ requestId: isValidRequestId(call.meta.request_id) ? call.meta.request_id : newRequestId() }, () => handle(call)).finally(() => inFlight.delete(task));
+    inFlight.add(task);
   });
   runtime.onShutdown(async () => {
-    await subscription.drain();
+    await calls.drain();
     await Promise.allSettled([...inFlight]);
-    publisher.flush();
+    calls.flush();
     await dispatcher.close();
   });
 }

@@ -1,15 +1,11 @@
-import { outgoingHeaders, proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
+import { proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
 import {
   HOP_BY_HOP_HEADERS,
-  PROXY_META_HEADER,
-  decodeMeta,
-  encodeMeta,
   gatewayContracts,
   metadataSchema,
   recordsContracts,
   type ModelCounts,
   type ModelField,
-  proxyReplyMeta,
   vaultContracts,
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
@@ -226,14 +222,12 @@ async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, c
     ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
     body: streamed ? { stream: streamed.inbox } : 'inline',
   };
-  const natsHeaders = outgoingHeaders();
-  natsHeaders.set(PROXY_META_HEADER, encodeMeta(meta));
   const deadline = (deps.proxyTimeoutMs + 10_000) * (config.retries + 1) + 5_000;
-  const replyMsg = await proxyExchange(nc, streamed ? new Uint8Array(0) : body, natsHeaders, deadline);
-  const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
+  const answer = await proxyExchange(nc, meta, streamed ? new Uint8Array(0) : body, deadline);
+  const reply = answer.meta;
   if (!reply.ok) throw AppError.fromBody(reply.error);
   const bytes =
-    reply.body === 'inline' ? Buffer.from(replyMsg.data) : await pullAll(nc, reply.body.stream, deps.proxyTimeoutMs, MAX_PROXY_RESPONSE_BYTES);
+    reply.body === 'inline' ? Buffer.from(answer.body) : await pullAll(nc, reply.body.stream, deps.proxyTimeoutMs, MAX_PROXY_RESPONSE_BYTES);
   const responseHeaders: Record<string, string> = {};
   for (const [name, value] of reply.headers) {
     const lower = name.toLowerCase();

@@ -1,20 +1,8 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { headers as natsHeaders, type Msg, type NatsConnection } from 'nats';
-import { pullStream, servePullStream, type BatchedPublisher } from '@latchkey/bus';
-import {
-  HOP_BY_HOP_HEADERS,
-  PROXY_KEEPALIVE_HEADER,
-  PROXY_KEEPALIVE_MS,
-  PROXY_META_HEADER,
-  decodeMeta,
-  encodeMeta,
-  proxyContracts,
-  proxyRequestMeta,
-  type ProxyCredentials,
-  type ProxyReplyMeta,
-  type ProxyRequestMeta,
-} from '@latchkey/contracts';
+import type { NatsConnection } from 'nats';
+import { pullStream, servePullStream, type IncomingProxyCall } from '@latchkey/bus';
+import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
@@ -28,8 +16,6 @@ const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 export interface ProxyDeps {
   bus: Bus;
   nc: NatsConnection;
-  /** Replies and keepalives: many per event-loop turn under load, so they share socket writes. */
-  publisher: BatchedPublisher;
   logger: Logger;
   cache: CredentialCache;
   upstream: UpstreamOptions;
@@ -147,20 +133,17 @@ function decoderFor(encoding: string | undefined) {
 }
 
 /**
- * Answers one `proxy.request`: credentials, the upstream call (retries, one forced refresh and
+ * Answers one proxied call: credentials, the upstream call (retries, one forced refresh and
  * replay after a 401 on an OAuth connection), then status, headers and body back unchanged
- * (less hop-by-hop headers; decoded when asked). Small bodies ride in the reply; larger ones
+ * (less hop-by-hop headers; decoded when asked). Small bodies ride in the answer; larger ones
  * are served as a pull stream, so memory stays bounded whatever the size.
  */
 export function proxyRequestHandler(deps: ProxyDeps) {
-  const keepAlive = createKeepalives(deps.publisher);
-  return async (msg: Msg): Promise<void> => {
-    const keepalive = keepAlive(msg);
-    let meta: ProxyRequestMeta | undefined;
+  return async (call: IncomingProxyCall): Promise<void> => {
+    const { meta } = call;
     try {
-      meta = decodeMeta(proxyRequestMeta, msg.headers?.get(PROXY_META_HEADER));
       const body: UpstreamCall['body'] =
-        meta.body === 'inline' ? (msg.data.length > 0 ? msg.data : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
+        meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
       let credentials = await credentialsFor(deps, meta, false);
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
@@ -168,48 +151,17 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         credentials = await credentialsFor(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       }
-      await reply(deps, msg, meta, credentials, response, keepalive);
+      await reply(deps, call, credentials, response);
     } catch (error) {
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
-      keepalive.stop();
-      respond(deps.publisher, msg, { ok: false, error: appError.toBody() }, new Uint8Array(0));
-    } finally {
-      keepalive.stop();
+      call.respond({ ok: false, error: appError.toBody() }, new Uint8Array(0));
     }
   };
 }
 
-/**
- * Tells each caller, every interval while its call lasts, that this replica is still on the
- * job. One timer serves every call in flight; most calls end before it fires.
- */
-function createKeepalives(publisher: BatchedPublisher) {
-  const replies = new Set<string>();
-  const ping = () => {
-    for (const reply of replies) {
-      const headers = natsHeaders();
-      headers.set(PROXY_KEEPALIVE_HEADER, '1');
-      publisher.publish(reply, new Uint8Array(0), { headers });
-    }
-  };
-  setInterval(ping, PROXY_KEEPALIVE_MS).unref();
-  return (msg: Msg): { stop(): void } => {
-    const reply = msg.reply;
-    if (!reply) return { stop: () => undefined };
-    replies.add(reply);
-    return { stop: () => void replies.delete(reply) };
-  };
-}
-
-async function reply(
-  deps: ProxyDeps,
-  msg: Msg,
-  meta: ProxyRequestMeta,
-  credentials: ProxyCredentials,
-  response: UpstreamResponse,
-  keepalive: { stop(): void },
-): Promise<void> {
+async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCredentials, response: UpstreamResponse): Promise<void> {
+  const { meta } = call;
   const decompress = meta.decompress ?? credentials.decompress;
   const decoder = decompress ? decoderFor(response.header('content-encoding')) : undefined;
   const headers = response.headers.filter(([name]) => {
@@ -224,8 +176,7 @@ async function reply(
   for (;;) {
     const next = await nextChunk(read, meta.method === 'HEAD');
     if (next === null) {
-      keepalive.stop();
-      respond(deps.publisher, msg, { ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      call.respond({ ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
       return;
     }
     chunks.push(next);
@@ -241,8 +192,7 @@ async function reply(
     }
   })();
   const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.abort() });
-  keepalive.stop();
-  respond(deps.publisher, msg, { ok: true, status: response.status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
+  call.respond({ ok: true, status: response.status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
 }
 
@@ -268,11 +218,4 @@ async function nextChunk(read: () => Promise<Uint8Array | null>, skip: boolean):
   } catch {
     throw new AppError('upstream_unreachable', 'The provider broke off the response');
   }
-}
-
-function respond(publisher: BatchedPublisher, msg: Msg, meta: ProxyReplyMeta, payload: Uint8Array): void {
-  if (!msg.reply) return;
-  const headers = natsHeaders();
-  headers.set(PROXY_META_HEADER, encodeMeta(meta));
-  publisher.publish(msg.reply, payload, { headers });
 }

@@ -1,13 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { outgoingHeaders, proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
-import {
-  HOP_BY_HOP_HEADERS,
-  PROXY_META_HEADER,
-  decodeMeta,
-  encodeMeta,
-  proxyReplyMeta,
-  type ProxyRequestMeta,
-} from '@latchkey/contracts';
+import { proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
+import { HOP_BY_HOP_HEADERS, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
@@ -139,12 +132,10 @@ export const proxyRequest = defineBareRoute({
       ...settings,
       body: requestStream ? { stream: requestStream.inbox } : 'inline',
     };
-    const headers = outgoingHeaders();
-    headers.set(PROXY_META_HEADER, encodeMeta(meta));
     // Every attempt may take the upstream timeout, and retries wait up to 10 s each.
     const deadline = (deps.config.PROXY_TIMEOUT_MS + 10_000) * (settings.retries + 1) + 5_000;
-    const replyMsg = await proxyExchange(nc, body.head, headers, deadline);
-    const reply = decodeMeta(proxyReplyMeta, replyMsg.headers?.get(PROXY_META_HEADER));
+    const answer = await proxyExchange(nc, meta, body.head, deadline);
+    const reply = answer.meta;
     if (!reply.ok) throw AppError.fromBody(reply.error);
 
     const grouped = new Map<string, { name: string; values: string[] }>();
@@ -156,7 +147,7 @@ export const proxyRequest = defineBareRoute({
     for (const { name, values } of grouped.values()) res.setHeader(name, values.length === 1 ? values[0]! : values);
     res.statusCode = reply.status;
     if (reply.body === 'inline') {
-      res.end(replyMsg.data);
+      res.end(answer.body);
     } else {
       const stream = pullStream(nc, reply.body.stream, deps.config.PROXY_TIMEOUT_MS);
       res.once('close', () => void stream.return(undefined));
