@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { connect, createInbox, type NatsConnection } from 'nats';
+import { PROXY_SUBJECT, type ProxyRequestMeta } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { runWithContext } from '@latchkey/logger';
+import { startNats, type TestNats } from '@latchkey/testing';
+import { proxyExchange, serveProxyCalls, type IncomingProxyCall } from './index.js';
+
+let nats: TestNats;
+let caller: NatsConnection;
+let replica: NatsConnection;
+/** What the replica does with a call; each test sets its own. */
+let behaviour: (call: IncomingProxyCall) => void;
+
+const meta = (path: string): ProxyRequestMeta => ({
+  environment_id: 'env',
+  key_id: 'key',
+  connection_id: 'c1',
+  provider_config_key: 'p1',
+  method: 'POST',
+  path,
+  query: '',
+  headers: [],
+  retries: 0,
+  retry_on: [],
+  body: 'inline',
+});
+
+beforeAll(async () => {
+  nats = await startNats();
+  caller = await connect({ servers: nats.url });
+  replica = await connect({ servers: nats.url });
+  serveProxyCalls(replica, (call) => behaviour(call));
+  await replica.flush();
+});
+
+afterAll(async () => {
+  await caller?.drain();
+  if (!replica?.isClosed()) await replica?.drain();
+  await nats?.dispose();
+});
+
+describe('proxy exchange', () => {
+  it('carries the calls of one turn in as few messages as the payload limit allows, each answered with its own body and request id', async () => {
+    behaviour = (call) => call.respond({ ok: true, status: 201, headers: [['x-request-id', call.meta.request_id ?? '']], body: 'inline' }, call.body);
+    const messages: number[] = [];
+    const watcher = caller.subscribe(PROXY_SUBJECT, { callback: (_error, msg) => messages.push(msg.data.length) });
+    await caller.flush();
+
+    // 60 bodies of 20 KiB: more than one message can hold (1 MiB), so at least two messages.
+    const bodies = Array.from({ length: 60 }, (_, n) => Buffer.alloc(20 * 1024, n));
+    const answers = await Promise.all(
+      bodies.map((body, n) => runWithContext({ requestId: `req-${n}` }, () => proxyExchange(caller, meta(`item/${n}`), body, 5_000))),
+    );
+    answers.forEach((answer, n) => {
+      expect(answer.meta).toEqual({ ok: true, status: 201, headers: [['x-request-id', `req-${n}`]], body: 'inline' });
+      expect(Buffer.from(answer.body).equals(bodies[n]!)).toBe(true);
+    });
+    expect(messages.length).toBeGreaterThanOrEqual(2);
+    expect(messages.length).toBeLessThan(10);
+    expect(Math.max(...messages)).toBeLessThanOrEqual(caller.info!.max_payload);
+    watcher.unsubscribe();
+  });
+
+  it('answers a call whose meta is not valid with invalid_body', async () => {
+    const inbox = createInbox();
+    const answered = new Promise<Uint8Array>((resolve) => caller.subscribe(inbox, { max: 1, callback: (_error, msg) => resolve(msg.data) }));
+    const text = Buffer.from(JSON.stringify({ method: 'TRACE' }));
+    const frame = Buffer.alloc(12 + text.length);
+    frame.writeUInt32BE(7, 0);
+    frame.writeUInt32BE(text.length, 4);
+    text.copy(frame, 8);
+    frame.writeUInt32BE(0, 8 + text.length);
+    caller.publish(PROXY_SUBJECT, frame, { reply: inbox });
+
+    const data = Buffer.from(await answered);
+    expect(data.readUInt32BE(0)).toBe(7);
+    expect(data.readUInt8(4)).toBe(0);
+    const answer = JSON.parse(data.toString('utf8', 9, 9 + data.readUInt32BE(5))) as { ok: boolean; error: { code: string } };
+    expect(answer).toMatchObject({ ok: false, error: { code: 'invalid_body' } });
+  });
+
+  it('keeps a slow call alive past the silence limit, and gives a call up with 503 when its replica goes away', async () => {
+    behaviour = (call) => {
+      if (call.meta.path === 'slow') setTimeout(() => call.respond({ ok: true, status: 200, headers: [], body: 'inline' }, new Uint8Array(0)), 4_000);
+      // 'lost' is never answered: the replica stops before it would.
+    };
+    const slow = proxyExchange(caller, meta('slow'), new Uint8Array(0), 30_000);
+    expect((await slow).meta).toMatchObject({ ok: true, status: 200 });
+
+    const started = Date.now();
+    const lost = proxyExchange(caller, meta('lost'), new Uint8Array(0), 30_000);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await replica.close();
+    await expect(lost).rejects.toMatchObject({ code: 'service_unavailable' } satisfies Partial<AppError>);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 15_000);
+});
