@@ -1,6 +1,8 @@
 import express from 'express';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { connect, createInbox, type NatsConnection } from 'nats';
+import { Pool } from 'undici';
 import { parseConfig } from '@latchkey/config';
 import { runService } from '@latchkey/runtime';
 import { configSchema } from '../config.js';
@@ -14,6 +16,10 @@ const doNothing = { ok: true };
  * One server of the benchmark, chosen by argv[2]:
  * - `express`: plain express with the do-nothing handler alone, for context;
  * - `reverse-proxy <url>`: a plain one-hop reverse proxy to `url` on node's http;
+ * - `hop-front <nats>` and `hop-back <nats> <url>`: the proxy's topology with none of its work,
+ *   an HTTP server handing each request over NATS to forwarders that call `url` on undici and
+ *   send the body back, both sides batching per turn as the proxy does: the floor that process
+ *   hops cost on the machine at hand;
  * - `gateway`: the real gateway (real NATS, MongoDB-wire server, key cache, rate limiter, scope
  *   check, request ids) with the same handler mounted twice: `/bench` behind API-key auth and
  *   `/bench-open` without it, so one process serves both sides of the comparison.
@@ -44,6 +50,38 @@ if (mode === 'express') {
     req.pipe(upstream);
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
+} else if (mode === 'hop-front') {
+  const nc = await connect({ servers: process.argv[3] ?? 'nats://127.0.0.1:4222' });
+  const inbox = createInbox();
+  const waiting = new Map<string, http.ServerResponse>();
+  let sequence = 0;
+  nc.subscribe(`${inbox}.*`, {
+    callback: (_error, msg) => {
+      const res = waiting.get(msg.subject);
+      waiting.delete(msg.subject);
+      res?.writeHead(200, { 'content-type': 'application/json' }).end(msg.data);
+    },
+  });
+  const send = batchPerTurn(nc);
+  const call = new TextEncoder().encode('{}');
+  const server = http.createServer((req, res) => {
+    const reply = `${inbox}.${(sequence++).toString(36)}`;
+    waiting.set(reply, res);
+    send('bench.hop', call, reply);
+  });
+  server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
+} else if (mode === 'hop-back') {
+  const nc = await connect({ servers: process.argv[3] ?? 'nats://127.0.0.1:4222' });
+  const pool = new Pool(process.argv[4] ?? 'http://127.0.0.1:1', { connections: 128 });
+  const send = batchPerTurn(nc);
+  nc.subscribe('bench.hop', {
+    queue: 'bench-hop',
+    callback: (_error, msg) => {
+      void pool.request({ path: '/echo', method: 'GET' }).then(async (answer) => send(msg.reply!, Buffer.from(await answer.body.arrayBuffer())));
+    },
+  });
+  await nc.flush();
+  process.stdout.write('0\n');
 } else if (mode === 'gateway') {
   const behindAuth = defineRoute({
     method: 'get',
@@ -65,6 +103,19 @@ if (mode === 'express') {
   const { started } = await runService({ service: 'gateway', config, start: (runtime, cfg) => startGateway(runtime, cfg, [behindAuth, open]) });
   process.stdout.write(`${started.port}\n`);
 } else {
-  process.stderr.write('usage: servers.js express|reverse-proxy <url>|gateway\n');
+  process.stderr.write('usage: servers.js express|reverse-proxy <url>|hop-front <nats>|hop-back <nats> <url>|gateway\n');
   process.exit(2);
+}
+
+/** Publishes what one turn queued when the turn ends, as the proxy's wire does. */
+function batchPerTurn(nc: NatsConnection): (subject: string, data: Uint8Array, reply?: string) => void {
+  let queue: Array<[string, Uint8Array, string | undefined]> = [];
+  const flush = () => {
+    const batch = queue;
+    queue = [];
+    for (const [subject, data, reply] of batch) nc.publish(subject, data, reply === undefined ? undefined : { reply });
+  };
+  return (subject, data, reply) => {
+    if (queue.push([subject, data, reply]) === 1) setImmediate(flush);
+  };
 }
