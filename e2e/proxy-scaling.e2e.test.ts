@@ -35,9 +35,14 @@ describe('proxy replicas', () => {
     await Promise.all(Array.from({ length: 40 }, () => call('/echo')));
     expect(upstream.requests).toHaveLength(40);
 
+    // Calls a few ms apart: each leaves the gateway in its own message, to either replica.
     const started = Date.now();
-    const inFlight = Array.from({ length: 20 }, () => call('/slow/1500'));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const inFlight: Array<ReturnType<typeof call>> = [];
+    for (let n = 0; n < 20; n++) {
+      inFlight.push(call('/slow/1500'));
+      await new Promise((resolve) => setTimeout(resolve, 15));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
     first!.child.kill('SIGKILL');
     const results = await Promise.all(inFlight);
     const elapsed = Date.now() - started;

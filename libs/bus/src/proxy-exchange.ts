@@ -27,6 +27,11 @@ import { unavailable } from './create-bus.js';
 
 const ANSWER = 0;
 const KEEPALIVE = 1;
+/**
+ * At most this many frames to a message: a burst from one caller still spreads over the queue
+ * group's replicas (each message goes to one), while most of the saving is kept.
+ */
+const FRAMES_PER_MESSAGE = 8;
 /** Room left in a message for the protocol line. */
 const ENVELOPE_HEADROOM = 4096;
 /** A caller that hears nothing of a call for this long gives it up: the replica is gone. */
@@ -82,7 +87,8 @@ function* readFrames(data: Uint8Array, withKind: boolean): Generator<{ id: numbe
 }
 
 /**
- * Frames queued during one turn, sent at its end as few messages as the payload limit allows.
+ * Frames queued during one turn, sent at its end in as few messages as the payload limit and
+ * `FRAMES_PER_MESSAGE` allow.
  * `onError` hears of the frames a message carried when it could not be sent.
  */
 function frameBatcher(nc: NatsConnection, onError: (frames: Frame[], subject: string, error: unknown) => void) {
@@ -112,7 +118,7 @@ function frameBatcher(nc: NatsConnection, onError: (frames: Frame[], subject: st
       let size = 0;
       frames.forEach((frame, index) => {
         const frameSize = frame.head.length + frame.body.length;
-        if (index > start && size + frameSize > limit) {
+        if (index > start && (size + frameSize > limit || index - start === FRAMES_PER_MESSAGE)) {
           send(subject, reply, frames.slice(start, index));
           start = index;
           size = 0;
