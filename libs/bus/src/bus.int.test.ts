@@ -10,6 +10,7 @@ import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, je
 const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object({ text: z.string(), requestId: z.string() }));
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
+const hangs = defineRequest('test.hangs', z.object({}), z.object({}));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 
@@ -55,10 +56,27 @@ describe('request/reply', () => {
     await expect(client.request(echo, { text: 5 } as unknown as { text: string })).rejects.toMatchObject({ code: 'invalid_body' });
   });
 
-  it('fails with service_unavailable when nobody answers', async () => {
+  it('answers many requests made in one turn, each with its own reply', async () => {
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, n) => runWithContext({ requestId: `req-${n}` }, () => client.request(echo, { text: `t${n}` }))),
+    );
+    expect(replies).toEqual(Array.from({ length: 50 }, (_, n) => ({ text: `t${n}`, requestId: `req-${n}` })));
+  });
+
+  it('fails with service_unavailable at once when nobody listens, and at the deadline when nobody answers', async () => {
     const started = Date.now();
-    await expect(client.request(silent, {})).rejects.toMatchObject({ code: 'service_unavailable' });
-    expect(Date.now() - started).toBeLessThan(1500);
+    await expect(client.request(silent, {})).rejects.toMatchObject({ code: 'service_unavailable', message: 'test.silent: no service is answering' });
+    expect(Date.now() - started).toBeLessThan(400);
+
+    const listener = server.nc.subscribe(hangs.subject);
+    await server.nc.flush();
+    const waited = Date.now();
+    await expect(client.request(hangs, {}, { timeoutMs: 300 })).rejects.toMatchObject({
+      code: 'service_unavailable',
+      message: 'test.hangs: no answer within the deadline',
+    });
+    expect(Date.now() - waited).toBeGreaterThanOrEqual(290);
+    listener.unsubscribe();
   });
 });
 

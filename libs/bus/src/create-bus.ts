@@ -21,6 +21,8 @@ import type {
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
+import { batchedPublisher } from './batched-publish.js';
+import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
 import { decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf, type Reply } from './wire.js';
 
@@ -105,6 +107,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   })();
   const js = nc.jetstream({ timeout: requestTimeoutMs });
   const stored = jetStreamPublisher(nc, requestTimeoutMs);
+  // Requests and replies made in one event-loop turn leave in one socket write.
+  const outgoing = batchedPublisher(nc);
+  const send = batchedRequester(nc, outgoing);
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
@@ -113,10 +118,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
     let msg: Msg;
     try {
-      msg = await nc.request(contract.subject, encodeJson(body), {
-        timeout: requestOptions.timeoutMs ?? requestTimeoutMs,
-        headers: outgoingHeaders(),
-      });
+      msg = await send(contract.subject, encodeJson(body), requestOptions.timeoutMs ?? requestTimeoutMs);
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -175,7 +177,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
     }
-    if (msg.reply) msg.respond(encodeJson(reply), { headers: outgoingHeaders() });
+    if (msg.reply) outgoing.publish(msg.reply, encodeJson(reply), { headers: outgoingHeaders() });
   }
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
@@ -229,6 +231,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (nc.isClosed()) return;
       await Promise.allSettled(served.map((subscription) => subscription.drain()));
       await Promise.allSettled([...inFlight]);
+      outgoing.flush();
       stored.flush();
       await nc.drain();
     },

@@ -1,0 +1,41 @@
+import { createInbox, ErrorCode, NatsError, type Msg, type NatsConnection } from 'nats';
+import type { BatchedPublisher } from './batched-publish.js';
+import { outgoingHeaders } from './wire.js';
+
+/**
+ * Request/reply whose requests leave through a `batchedPublisher`: the requests a process makes
+ * in one turn of its event loop share a socket write (nats.js's own `request` writes once per
+ * request when each comes from its own I/O callback, as HTTP requests do). Answers come to one
+ * wildcard inbox per process. Fails as `nc.request` does: `NoResponders` when the server says
+ * nobody listens, `Timeout` at the deadline.
+ */
+export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher) {
+  const prefix = createInbox();
+  const pending = new Map<string, { resolve(msg: Msg): void; reject(error: unknown): void; timer: NodeJS.Timeout }>();
+  nc.subscribe(`${prefix}.*`, {
+    callback: (error, msg) => {
+      if (error) return;
+      const call = pending.get(msg.subject);
+      if (!call) return;
+      pending.delete(msg.subject);
+      clearTimeout(call.timer);
+      if (msg.data.length === 0 && msg.headers?.code === 503) call.reject(NatsError.errorForCode(ErrorCode.NoResponders));
+      else call.resolve(msg);
+    },
+  });
+  let sequence = 0;
+  return (subject: string, data: Uint8Array, timeoutMs: number): Promise<Msg> =>
+    new Promise((resolve, reject) => {
+      const inbox = `${prefix}.${(sequence++).toString(36)}`;
+      const timer = setTimeout(() => {
+        pending.delete(inbox);
+        reject(NatsError.errorForCode(ErrorCode.Timeout));
+      }, timeoutMs);
+      pending.set(inbox, { resolve, reject, timer });
+      publisher.publish(subject, data, { reply: inbox, headers: outgoingHeaders() }, (error) => {
+        pending.delete(inbox);
+        clearTimeout(timer);
+        reject(error);
+      });
+    });
+}
