@@ -88,8 +88,7 @@ function* readFrames(data: Uint8Array, withKind: boolean): Generator<{ id: numbe
 
 /**
  * Frames queued during one turn, sent at its end in as few messages as the payload limit and
- * `FRAMES_PER_MESSAGE` allow.
- * `onError` hears of the frames a message carried when it could not be sent.
+ * `FRAMES_PER_MESSAGE` allow; `onError` hears of the frames of a message that could not be sent.
  */
 function frameBatcher(nc: NatsConnection, onError: (frames: Frame[], subject: string, error: unknown) => void) {
   const limit = Math.max(64 * 1024, (nc.info?.max_payload ?? 1024 * 1024) - ENVELOPE_HEADROOM);
@@ -235,6 +234,8 @@ export interface ProxyCallServer {
  * per caller and per turn. A call whose meta does not parse is answered `invalid_body` here.
  */
 export function serveProxyCalls(nc: NatsConnection, handle: (call: IncomingProxyCall) => void): ProxyCallServer {
+  // An answer that cannot be sent (the connection is gone) leaves its caller to the silence
+  // limit: a 503 within seconds, as when a replica dies.
   const outgoing = frameBatcher(nc, () => undefined);
   const unanswered = new Map<string, { reply: string; id: number }>();
   let next = 0;

@@ -18,8 +18,8 @@ const doNothing = { ok: true };
  * - `reverse-proxy <url>`: a plain one-hop reverse proxy to `url` on node's http;
  * - `hop-front <nats>` and `hop-back <nats> <url>`: the proxy's topology with none of its work,
  *   an HTTP server handing each request over NATS to forwarders that call `url` on undici and
- *   send the body back, both sides batching per turn as the proxy does: the floor that process
- *   hops cost on the machine at hand;
+ *   send the body back, each side sending what one turn queued in one socket write: the floor
+ *   that the design's process hops cost on the machine at hand;
  * - `gateway`: the real gateway (real NATS, MongoDB-wire server, key cache, rate limiter, scope
  *   check, request ids) with the same handler mounted twice: `/bench` behind API-key auth and
  *   `/bench-open` without it, so one process serves both sides of the comparison.
@@ -107,7 +107,7 @@ if (mode === 'express') {
   process.exit(2);
 }
 
-/** Publishes what one turn queued when the turn ends, as the proxy's wire does. */
+/** Publishes what one turn queued when the turn ends: one socket write, as the proxy's wire. */
 function batchPerTurn(nc: NatsConnection): (subject: string, data: Uint8Array, reply?: string) => void {
   let queue: Array<[string, Uint8Array, string | undefined]> = [];
   const flush = () => {
