@@ -91,7 +91,7 @@ function* readFrames(data: Uint8Array, withKind: boolean): Generator<{ id: numbe
  * `FRAMES_PER_MESSAGE` allow; `onError` hears of the frames of a message that could not be sent.
  */
 function frameBatcher(nc: NatsConnection, onError: (frames: Frame[], subject: string, error: unknown) => void) {
-  const limit = Math.max(64 * 1024, (nc.info?.max_payload ?? 1024 * 1024) - ENVELOPE_HEADROOM);
+  const limit = (nc.info?.max_payload ?? 1024 * 1024) - ENVELOPE_HEADROOM;
   let queued = new Map<string, { reply: string | undefined; frames: Frame[] }>();
   const send = (subject: string, reply: string | undefined, frames: Frame[]) => {
     let size = 0;
