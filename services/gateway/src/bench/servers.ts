@@ -1,8 +1,9 @@
 import express from 'express';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect, createInbox, type NatsConnection } from 'nats';
+import { connect, createInbox } from 'nats';
 import { Pool } from 'undici';
+import { batchedPublisher } from '@latchkey/bus';
 import { parseConfig } from '@latchkey/config';
 import { runService } from '@latchkey/runtime';
 import { configSchema } from '../config.js';
@@ -62,22 +63,22 @@ if (mode === 'express') {
       res?.writeHead(200, { 'content-type': 'application/json' }).end(msg.data);
     },
   });
-  const send = batchPerTurn(nc);
+  const publisher = batchedPublisher(nc);
   const call = new TextEncoder().encode('{}');
   const server = http.createServer((req, res) => {
     const reply = `${inbox}.${(sequence++).toString(36)}`;
     waiting.set(reply, res);
-    send('bench.hop', call, reply);
+    publisher.publish('bench.hop', call, { reply });
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
 } else if (mode === 'hop-back') {
   const nc = await connect({ servers: process.argv[3] ?? 'nats://127.0.0.1:4222' });
   const pool = new Pool(process.argv[4] ?? 'http://127.0.0.1:1', { connections: 128 });
-  const send = batchPerTurn(nc);
+  const publisher = batchedPublisher(nc);
   nc.subscribe('bench.hop', {
     queue: 'bench-hop',
     callback: (_error, msg) => {
-      void pool.request({ path: '/echo', method: 'GET' }).then(async (answer) => send(msg.reply!, Buffer.from(await answer.body.arrayBuffer())));
+      void pool.request({ path: '/echo', method: 'GET' }).then(async (answer) => publisher.publish(msg.reply!, Buffer.from(await answer.body.arrayBuffer())));
     },
   });
   await nc.flush();
@@ -107,15 +108,3 @@ if (mode === 'express') {
   process.exit(2);
 }
 
-/** Publishes what one turn queued when the turn ends: one socket write, as the proxy's wire. */
-function batchPerTurn(nc: NatsConnection): (subject: string, data: Uint8Array, reply?: string) => void {
-  let queue: Array<[string, Uint8Array, string | undefined]> = [];
-  const flush = () => {
-    const batch = queue;
-    queue = [];
-    for (const [subject, data, reply] of batch) nc.publish(subject, data, reply === undefined ? undefined : { reply });
-  };
-  return (subject, data, reply) => {
-    if (queue.push([subject, data, reply]) === 1) setImmediate(flush);
-  };
-}
