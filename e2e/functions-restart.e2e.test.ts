@@ -3,7 +3,7 @@ import { connect, type NatsConnection } from 'nats';
 import { Latchkey } from '@latchkey/client';
 import { freePort, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
-import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
 
@@ -28,8 +28,7 @@ beforeAll(async () => {
   const rotated = await http(`${stack.url}/admin/environments/dev/webhook-signing-key/rotate`, { method: 'POST', token: stack.adminToken });
   signingKey = rotated.json.data.signing_key as string;
   nc = await connect({ servers: stack.nats.url });
-  await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' });
-  await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } });
+  await seedApiKeyConnection(stack, 'api', 'conn-1', 'k');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 

@@ -5,7 +5,7 @@ import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { join } from 'node:path';
 import { connect } from 'nats';
 import { deployWithCli, eventually, FUNCTIONS_DIR, runCli } from './support/functions.js';
-import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -41,8 +41,7 @@ beforeAll(async () => {
     serviceEnv: { 'action-runner': { PUBLIC_URL: PUBLIC_URL } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' })).status).toBe(201);
-  expect((await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'upstream-key-123' } })).status).toBe(201);
+  await seedApiKeyConnection(stack, 'api', 'conn-1', 'upstream-key-123');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 

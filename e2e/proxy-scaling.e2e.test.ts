@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
+import { startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
 let upstream: TestUpstreamApi;
@@ -12,9 +12,7 @@ beforeAll(async () => {
     apiKeyProviderYaml(upstream.url),
   );
   stack = await startStack({ replicas: { proxy: 2 }, env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
-  const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });
-  await api('/integrations', { provider: 'loopback-api', unique_key: 'api' });
-  await api('/connections', { provider_config_key: 'api', connection_id: 'api', credentials: { type: 'API_KEY', apiKey: 'k' } });
+  await seedApiKeyConnection(stack, 'api', 'api', 'k');
 }, 60_000);
 
 afterAll(async () => {

@@ -6,8 +6,8 @@ import { connect, type NatsConnection } from 'nats';
 import { Latchkey, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
 import { deployWithCli, eventually } from './support/functions.js';
-import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack, type StackProcess } from './support/stack.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
+import { startStack, type Stack, type StackProcess } from './support/stack.js';
 
 /**
  * Two sync-scheduler replicas with the default lease timings (`SCHEDULER_LEASE_MS` 6 s,
@@ -26,8 +26,6 @@ let nc: NatsConnection;
 let upstream: Server;
 /** When the upstream was called: each call is one run of `beat` executing. */
 const beats: number[] = [];
-
-const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 
 async function startUpstream(): Promise<string> {
   upstream = createServer((req, res) => {
@@ -68,8 +66,7 @@ beforeAll(async () => {
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   nc = await connect({ servers: stack.nats.url });
-  expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'clock' })).status).toBe(201);
-  expect((await api('POST', '/connections', { provider_config_key: 'clock', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'clock-key' } })).status).toBe(201);
+  await seedApiKeyConnection(stack, 'clock', 'conn-1', 'clock-key');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
 import { deployWithCli, eventually } from './support/functions.js';
-import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 import { startReceiver, type Receiver } from './support/webhooks.js';
 
@@ -139,8 +139,7 @@ beforeAll(async () => {
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   expect((await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } })).status).toBe(200);
-  expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'store' })).status).toBe(201);
-  expect((await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'store-key' } })).status).toBe(201);
+  await seedApiKeyConnection(stack, 'store', 'conn-1', 'store-key');
   await deployWithCli(SYNC_FUNCTIONS_DIR, stack);
 }, 120_000);
 
