@@ -182,6 +182,17 @@ describe('the proxy', () => {
     expect(peak - before).toBeLessThan(64 * 1024 * 1024);
   }, 120_000);
 
+  it('returns answers whole on either side of the inline limit', async () => {
+    // Above the replica's flow-control mark, just under the inline limit, and just over it.
+    for (const size of [300 * 1024, 900 * 1024, 1024 * 1024]) {
+      const response = await proxy(`/bytes/${size}?seed=5`);
+      const body = Buffer.from(await response.arrayBuffer());
+      expect(response.status).toBe(200);
+      expect(body.length).toBe(size);
+      expect(createHash('sha256').update(body).digest('hex')).toBe(response.headers.get('x-content-sha256'));
+    }
+  });
+
   it('uploads a body larger than a NATS message', async () => {
     const big = pseudoRandomBytes(3 * 1024 * 1024, 3);
     const response = await proxy('/echo', { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: big });

@@ -24,13 +24,10 @@ export interface ProxyDeps {
   inlineLimit: number;
 }
 
-/** Credentials for the call: from memory, else from the vault (which refreshes them as needed). */
-async function credentialsFor(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean): Promise<ProxyCredentials> {
-  const key = `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
-  if (!force) {
-    const cached = deps.cache.get(key);
-    if (cached) return cached;
-  }
+const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
+
+/** Credentials from the vault (which refreshes them as needed), kept in memory for the next calls. */
+async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean): Promise<ProxyCredentials> {
   const readAt = deps.cache.generation();
   const credentials = await deps.bus.request(proxyContracts.getCredentials, {
     environment_id: meta.environment_id,
@@ -39,7 +36,7 @@ async function credentialsFor(deps: ProxyDeps, meta: ProxyRequestMeta, force: bo
     connection_id: meta.connection_id,
     force_refresh: force,
   });
-  deps.cache.set(key, credentials, readAt);
+  deps.cache.set(cacheKey(meta), credentials, readAt);
   return credentials;
 }
 
@@ -144,11 +141,12 @@ export function proxyRequestHandler(deps: ProxyDeps) {
     try {
       const body: UpstreamCall['body'] =
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
-      let credentials = await credentialsFor(deps, meta, false);
+      // From memory when cached, without a turn of the event loop.
+      let credentials = deps.cache.get(cacheKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
         response.discard();
-        credentials = await credentialsFor(deps, meta, true);
+        credentials = await fetchCredentials(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       }
       await reply(deps, call, credentials, response);
@@ -168,25 +166,28 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
     const lower = name.toLowerCase();
     return !HOP_BY_HOP_HEADERS.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
   });
+  if (meta.method === 'HEAD') {
+    call.respond({ ok: true, status: response.status, headers, body: 'inline' }, new Uint8Array(0));
+    return;
+  }
   const read = decoder ? decodedReader(response, decoder) : () => response.read();
 
   // Read ahead up to the inline limit: most answers end there and ride in the reply.
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const next = await nextChunk(read, meta.method === 'HEAD');
-    if (next === null) {
-      call.respond({ ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-      return;
-    }
-    chunks.push(next);
-    size += next.length;
-    if (size > deps.inlineLimit) break;
+  let head: { chunks: Uint8Array[]; complete: boolean };
+  try {
+    head = decoder ? await readAhead(read, deps.inlineLimit) : await response.readAhead(deps.inlineLimit);
+  } catch {
+    throw brokenOff();
+  }
+  if (head.complete) {
+    const { chunks } = head;
+    call.respond({ ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    return;
   }
   const rest = (async function* () {
-    yield* chunks;
+    yield* head.chunks;
     for (;;) {
-      const next = await nextChunk(read, false);
+      const next = await nextChunk(read);
       if (next === null) return;
       yield next;
     }
@@ -194,6 +195,18 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
   const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.abort() });
   call.respond({ ok: true, status: response.status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
+}
+
+/** Chunks until the body ends or passes `limit`, as `UpstreamResponse.readAhead` gives them. */
+async function readAhead(read: () => Promise<Uint8Array | null>, limit: number): Promise<{ chunks: Uint8Array[]; complete: boolean }> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (let next = await read(); next !== null; next = await read()) {
+    chunks.push(next);
+    size += next.length;
+    if (size > limit) return { chunks, complete: false };
+  }
+  return { chunks, complete: true };
 }
 
 /** The body through a decoder (gzip, deflate, brotli), chunk by chunk. */
@@ -211,11 +224,12 @@ function decodedReader(response: UpstreamResponse, decoder: NodeJS.ReadWriteStre
   };
 }
 
-async function nextChunk(read: () => Promise<Uint8Array | null>, skip: boolean): Promise<Uint8Array | null> {
-  if (skip) return null;
+const brokenOff = () => new AppError('upstream_unreachable', 'The provider broke off the response');
+
+async function nextChunk(read: () => Promise<Uint8Array | null>): Promise<Uint8Array | null> {
   try {
     return await read();
   } catch {
-    throw new AppError('upstream_unreachable', 'The provider broke off the response');
+    throw brokenOff();
   }
 }

@@ -51,6 +51,11 @@ export interface UpstreamResponse {
   header(name: string): string | undefined;
   /** The next chunk of the body, or null at its end. */
   read(): Promise<Uint8Array | null>;
+  /**
+   * Waits, in one step, until the body has ended or more than `limit` bytes of it have come,
+   * and takes what came: most answers are small and whole by then. Reading goes on with `read`.
+   */
+  readAhead(limit: number): Promise<{ chunks: Uint8Array[]; complete: boolean }>;
   /** Drops the rest of the body (the connection stays reusable). */
   discard(): void;
   /** Gives up on the response and its connection. */
@@ -89,17 +94,37 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
     let ended = false;
     let failure: Error | undefined;
     let waiting: { resolve(chunk: Uint8Array | null): void; reject(error: Error): void } | undefined;
+    let ahead: { limit: number; resolve(head: { chunks: Uint8Array[]; complete: boolean }): void; reject(error: Error): void } | undefined;
     let resumeSocket: (() => void) | undefined;
     let paused = false;
     let discarding = false;
     let abortRequest: ((reason: Error) => void) | undefined;
     let answered = false;
 
+    /** Hands every buffered chunk to the reader ahead, and lets the socket flow again. */
+    const takeAhead = (complete: boolean) => {
+      const head = { chunks: chunks.splice(0), complete };
+      buffered = 0;
+      if (paused) {
+        paused = false;
+        resumeSocket?.();
+      }
+      return head;
+    };
     const response: UpstreamResponse = {
       status: 0,
       headers: [],
       header(name) {
         return this.headers.find(([candidate]) => candidate.toLowerCase() === name)?.[1];
+      },
+      readAhead(limit) {
+        if (failure) return Promise.reject(failure);
+        if (ended || buffered > limit) return Promise.resolve(takeAhead(ended));
+        if (paused) {
+          paused = false;
+          resumeSocket?.();
+        }
+        return new Promise((resolveAhead, rejectAhead) => (ahead = { limit, resolve: resolveAhead, reject: rejectAhead }));
       },
       read() {
         const chunk = chunks.shift();
@@ -151,12 +176,25 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         }
         chunks.push(chunk);
         buffered += chunk.length;
+        if (ahead) {
+          // Reading ahead buffers up to its own limit, unpaused.
+          if (buffered <= ahead.limit) return true;
+          const reader = ahead;
+          ahead = undefined;
+          reader.resolve(takeAhead(false));
+          return true;
+        }
         if (buffered < HIGH_WATER_BYTES) return true;
         paused = true;
         return false;
       },
       onComplete() {
         ended = true;
+        if (ahead) {
+          const reader = ahead;
+          ahead = undefined;
+          reader.resolve(takeAhead(true));
+        }
         waiting?.resolve(null);
         waiting = undefined;
       },
@@ -167,6 +205,8 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
           return;
         }
         failure = mapped;
+        ahead?.reject(mapped);
+        ahead = undefined;
         waiting?.reject(mapped);
         waiting = undefined;
       },
