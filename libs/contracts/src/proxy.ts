@@ -15,6 +15,11 @@ export const PROXY_SUBJECT = 'proxy.request';
  */
 export const PROXY_KEEPALIVE_MS = 1000;
 
+/** How long a caller waits for a proxied call: every attempt may take the upstream timeout, and each retry waits up to 10 s. */
+export function proxyDeadlineMs(upstreamTimeoutMs: number, retries: number): number {
+  return (upstreamTimeoutMs + 10_000) * (retries + 1) + 5_000;
+}
+
 /** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message, and never cross the proxy. */
 export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   'connection',

@@ -1,6 +1,7 @@
 import { proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
 import {
   HOP_BY_HOP_HEADERS,
+  proxyDeadlineMs,
   gatewayContracts,
   metadataSchema,
   recordsContracts,
@@ -222,8 +223,7 @@ async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, c
     ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
     body: streamed ? { stream: streamed.inbox } : 'inline',
   };
-  const deadline = (deps.proxyTimeoutMs + 10_000) * (config.retries + 1) + 5_000;
-  const answer = await proxyExchange(nc, meta, streamed ? new Uint8Array(0) : body, deadline);
+  const answer = await proxyExchange(nc, meta, streamed ? new Uint8Array(0) : body, proxyDeadlineMs(deps.proxyTimeoutMs, config.retries));
   const reply = answer.meta;
   if (!reply.ok) throw AppError.fromBody(reply.error);
   const bytes =

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
-import { HOP_BY_HOP_HEADERS, type ProxyRequestMeta } from '@latchkey/contracts';
+import { HOP_BY_HOP_HEADERS, proxyDeadlineMs, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
@@ -132,9 +132,7 @@ export const proxyRequest = defineBareRoute({
       ...settings,
       body: requestStream ? { stream: requestStream.inbox } : 'inline',
     };
-    // Every attempt may take the upstream timeout, and retries wait up to 10 s each.
-    const deadline = (deps.config.PROXY_TIMEOUT_MS + 10_000) * (settings.retries + 1) + 5_000;
-    const answer = await proxyExchange(nc, meta, body.head, deadline);
+    const answer = await proxyExchange(nc, meta, body.head, proxyDeadlineMs(deps.config.PROXY_TIMEOUT_MS, settings.retries));
     const reply = answer.meta;
     if (!reply.ok) throw AppError.fromBody(reply.error);
 
