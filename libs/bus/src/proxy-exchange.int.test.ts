@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createInbox, type NatsConnection } from 'nats';
 import { PROXY_SUBJECT, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { runWithContext } from '@latchkey/logger';
+import { currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
 import { proxyExchange, serveProxyCalls, type IncomingProxyCall } from './index.js';
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
   nats = await startNats();
   caller = await connect({ servers: nats.url });
   replica = await connect({ servers: nats.url });
-  serveProxyCalls(replica, (call) => behaviour(call));
+  serveProxyCalls(replica, async (call) => behaviour(call));
   await replica.flush();
 });
 
@@ -41,8 +41,8 @@ afterAll(async () => {
 });
 
 describe('proxy exchange', () => {
-  it('carries the calls of one turn in few messages (within the payload limit, 8 calls at most), each answered with its own body and request id', async () => {
-    behaviour = (call) => call.respond({ ok: true, status: 201, headers: [['x-request-id', call.meta.request_id ?? '']], body: 'inline' }, call.body);
+  it('carries the calls of one turn in few messages (within the payload limit, 8 calls at most), each answered with its own body and handled under its request id', async () => {
+    behaviour = (call) => call.respond({ ok: true, status: 201, headers: [['x-request-id', currentRequestId() ?? '']], body: 'inline' }, call.body);
     const messages: number[] = [];
     const watcher = caller.subscribe(PROXY_SUBJECT, { callback: (_error, msg) => messages.push(msg.data.length) });
     await caller.flush();

@@ -8,7 +8,7 @@ import {
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
-import { currentRequestId } from '@latchkey/logger';
+import { currentRequestId, requestIdFrom, runWithContext } from '@latchkey/logger';
 import { unavailable } from './create-bus.js';
 
 /*
@@ -222,22 +222,22 @@ export interface IncomingProxyCall {
 }
 
 export interface ProxyCallServer {
-  /** Stops taking calls; the ones received are still handed to `handle`. */
+  /** Stops taking calls, waits for the ones taken, and sends their answers. */
   drain(): Promise<void>;
-  /** Sends the answers queued now (before exit, say). */
-  flush(): void;
 }
 
 /**
  * The replica's side: takes calls in queue group `proxy`, hands each to `handle`, and sends
  * answers, and every `PROXY_KEEPALIVE_MS` a keepalive for each call not yet answered, grouped
  * per caller and per turn. A call whose meta does not parse is answered `invalid_body` here.
+ * Each call is handled in the async context of its caller's request id, as `bus.serve` does.
  */
-export function serveProxyCalls(nc: NatsConnection, handle: (call: IncomingProxyCall) => void): ProxyCallServer {
+export function serveProxyCalls(nc: NatsConnection, handle: (call: IncomingProxyCall) => Promise<void>): ProxyCallServer {
   // An answer that cannot be sent (the connection is gone) leaves its caller to the silence
   // limit: a 503 within seconds, as when a replica dies.
   const outgoing = frameBatcher(nc, () => undefined);
-  const unanswered = new Map<string, { reply: string; id: number }>();
+  const unanswered = new Map<number, { reply: string; id: number }>();
+  const inFlight = new Set<Promise<void>>();
   let next = 0;
   const answer = (reply: string, id: number, meta: ProxyReplyMeta, body: Uint8Array) =>
     outgoing.queue(reply, undefined, answerFrame(id, ANSWER, JSON.stringify(meta), body));
@@ -253,16 +253,18 @@ export function serveProxyCalls(nc: NatsConnection, handle: (call: IncomingProxy
           answer(reply, frame.id, { ok: false, error: parsed.error.toBody() }, new Uint8Array(0));
           continue;
         }
-        const key = String(next++);
+        const key = next++;
         unanswered.set(key, { reply, id: frame.id });
-        handle({
+        const call: IncomingProxyCall = {
           meta: parsed.meta,
           body: frame.body,
           respond: (meta, body) => {
             if (!unanswered.delete(key)) return;
             answer(reply, frame.id, meta, body);
           },
-        });
+        };
+        const task = runWithContext({ requestId: requestIdFrom(parsed.meta.request_id) }, () => handle(call)).finally(() => inFlight.delete(task));
+        inFlight.add(task);
       }
     },
   });
@@ -270,7 +272,13 @@ export function serveProxyCalls(nc: NatsConnection, handle: (call: IncomingProxy
     for (const { reply, id } of unanswered.values()) outgoing.queue(reply, undefined, answerFrame(id, KEEPALIVE, '', new Uint8Array(0)));
   }, PROXY_KEEPALIVE_MS).unref();
 
-  return { drain: () => subscription.drain(), flush: outgoing.flush };
+  return {
+    drain: async () => {
+      await subscription.drain();
+      await Promise.allSettled([...inFlight]);
+      outgoing.flush();
+    },
+  };
 }
 
 function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {

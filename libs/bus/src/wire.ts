@@ -1,5 +1,5 @@
 import { headers as natsHeaders, type MsgHdrs } from 'nats';
-import { currentRequestId, isValidRequestId, newRequestId } from '@latchkey/logger';
+import { currentRequestId, newRequestId, requestIdFrom } from '@latchkey/logger';
 import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
 import type { z } from 'zod';
 
@@ -25,8 +25,7 @@ export function outgoingHeaders(): MsgHdrs {
 }
 
 export function requestIdOf(headers: MsgHdrs | undefined): string {
-  const value = headers?.get(REQUEST_ID_HEADER);
-  return isValidRequestId(value) ? value : newRequestId();
+  return requestIdFrom(headers?.get(REQUEST_ID_HEADER));
 }
 
 /** The reply envelope: errors keep their code across the hop, so the HTTP status survives. */

@@ -5,6 +5,7 @@ export {
   currentRequestId,
   isValidRequestId,
   newRequestId,
+  requestIdFrom,
   runWithContext,
   type RequestContext,
 } from './request-context.js';

@@ -28,3 +28,8 @@ export function newRequestId(): string {
 export function isValidRequestId(value: unknown): value is string {
   return typeof value === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(value);
 }
+
+/** The request id a caller gave, when it is a plain token; else a new one. */
+export function requestIdFrom(value: unknown): string {
+  return isValidRequestId(value) ? value : newRequestId();
+}

@@ -1,5 +1,4 @@
 import { proxyContracts, vaultContracts } from '@latchkey/contracts';
-import { isValidRequestId, newRequestId, runWithContext } from '@latchkey/logger';
 import type { Runtime } from '@latchkey/runtime';
 import { serveProxyCalls } from '@latchkey/bus';
 import type { Config } from './config.js';
@@ -38,15 +37,9 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
     retryCapMs: config.PROXY_RETRY_CAP_MS,
     inlineLimit: Math.min(1024 * 1024, bus.nc.info!.max_payload - HEADROOM_BYTES),
   });
-  const inFlight = new Set<Promise<void>>();
-  const calls = serveProxyCalls(bus.nc, (call) => {
-    const task = runWithContext({ requestId: isValidRequestId(call.meta.request_id) ? call.meta.request_id : newRequestId() }, () => handle(call)).finally(() => inFlight.delete(task));
-    inFlight.add(task);
-  });
+  const calls = serveProxyCalls(bus.nc, handle);
   runtime.onShutdown(async () => {
     await calls.drain();
-    await Promise.allSettled([...inFlight]);
-    calls.flush();
     await dispatcher.close();
   });
 }

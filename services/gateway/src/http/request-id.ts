@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
-import { isValidRequestId, newRequestId, runWithContext } from '@latchkey/logger';
+import { requestIdFrom, runWithContext } from '@latchkey/logger';
 
 /** The caller's `X-Request-Id` when it is a plain token, else a new one; echoed on the response. */
 export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
-  const given = req.headers['x-request-id'];
-  const id = isValidRequestId(given) ? given : newRequestId();
+  const id = requestIdFrom(req.headers['x-request-id']);
   res.setHeader('X-Request-Id', id);
   return id;
 }
