@@ -40,9 +40,16 @@ export interface StackOptions {
   serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
   /** How many processes of a (non-gateway) service to run; one by default. */
   replicas?: Partial<Record<Exclude<ServiceName, 'gateway'>, number>>;
+  /** Sees everything every process prints, whole (output() keeps only the last lines). */
+  onOutput?: (service: ServiceName, text: string) => void;
 }
 
-function startProcess(service: ServiceName, env: Record<string, string>, url: string): StackProcess & { env: Record<string, string> } {
+function startProcess(
+  service: ServiceName,
+  env: Record<string, string>,
+  url: string,
+  onOutput?: StackOptions['onOutput'],
+): StackProcess & { env: Record<string, string> } {
   const entry = join(repoRoot(), 'services', service, 'dist', 'main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
   // isolated-vm (the action-runner's sandbox) requires --no-node-snapshot on Node 20.
@@ -50,7 +57,9 @@ function startProcess(service: ServiceName, env: Record<string, string>, url: st
   const child = spawn(process.execPath, [...flags, entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
-    lines.push(chunk.toString('utf8'));
+    const text = chunk.toString('utf8');
+    onOutput?.(service, text);
+    lines.push(text);
     if (lines.length > 200) lines.shift();
   };
   child.stdout?.on('data', keep);
@@ -105,7 +114,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       const port = await freePort();
       const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
       if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = encryptionKeys;
-      services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`));
+      services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`, options.onOutput));
     }
   }
   const gateways: StackProcess[] = [];
@@ -124,6 +133,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
           BOOTSTRAP_SECRET_KEY: bootstrapKey,
         },
         `http://127.0.0.1:${port}`,
+        options.onOutput,
       ),
     );
   }
@@ -137,7 +147,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const index = services.findIndex((proc) => proc.service === service);
     const old = services[index]!;
     await old.stop();
-    const fresh = startProcess(service, { ...old.env, ...env }, old.url);
+    const fresh = startProcess(service, { ...old.env, ...env }, old.url, options.onOutput);
     services[index] = fresh;
     await waitUntil(async () => (await fetch(`${fresh.url}/ready`)).status === 200, 30_000, () => `${service} to restart:\n${fresh.output()}`);
   };
