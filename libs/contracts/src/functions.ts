@@ -21,9 +21,22 @@ const model = z.object({
   fields: z.array(z.object({ name: z.string().min(1).max(128), type: z.string().max(128) })).max(500),
 });
 
+/** A JSON Schema document, kept small: it travels in every MCP `tools/list` answer. */
+const MAX_INPUT_SCHEMA_BYTES = 64 * 1024;
+const jsonSchema = z
+  .record(z.string(), z.unknown())
+  .refine((schema) => Buffer.byteLength(JSON.stringify(schema)) <= MAX_INPUT_SCHEMA_BYTES, `at most ${MAX_INPUT_SCHEMA_BYTES} bytes of JSON`);
+
 /** What a deployment records of a function (the SDK's `describeFunction`). */
 export const functionDescription = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('action'), name: functionName, description: z.string().max(2000).optional(), has_input_schema: z.boolean() }),
+  z.strictObject({
+    type: z.literal('action'),
+    name: functionName,
+    description: z.string().max(2000).optional(),
+    has_input_schema: z.boolean(),
+    /** The input's JSON Schema, where its Standard Schema can tell it (MCP tools describe their input with it). */
+    input_schema: jsonSchema.optional(),
+  }),
   z.strictObject({
     type: z.literal('sync'),
     name: functionName,
@@ -112,6 +125,12 @@ export const functionsContracts = {
     'functions.webhook_syncs.list',
     z.object({ environment_id, provider_config_key: z.string() }),
     z.array(z.object({ name: z.string(), webhook_subscriptions: z.array(z.string()) })),
+  ),
+  /** The current deployment's actions of one integration, as MCP tools are listed (none when nothing is deployed). */
+  listActions: defineRequest(
+    'functions.actions.list',
+    z.object({ environment_id, provider_config_key: z.string() }),
+    z.array(z.object({ name: z.string(), description: z.string().optional(), input_schema: jsonSchema.optional() })),
   ),
   /** `GET /scripts/config`: the current deployment of every integration of the environment. */
   scriptsConfig: defineRequest('functions.config.list', z.object({ environment_id }), z.array(scriptsConfigEntry)),

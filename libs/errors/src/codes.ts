@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   invalid_uri_params: { status: 400, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   route_not_found: { status: 404, retryable: false },
+  method_not_allowed: { status: 405, retryable: false },
 
   // resources
   unknown_environment: { status: 404, retryable: false },

@@ -199,7 +199,7 @@ export interface ModelDescription {
 
 /** What a deployment records of a function: everything but its code. */
 export type FunctionDescription =
-  | { type: 'action'; name: string; description?: string; has_input_schema: boolean }
+  | { type: 'action'; name: string; description?: string; has_input_schema: boolean; input_schema?: Record<string, unknown> }
   | { type: 'sync'; name: string; description?: string; frequency: string; models: ModelDescription[]; webhook_subscriptions: string[] }
   | { type: 'on-event'; name: string; event: LifecycleEvent };
 
@@ -226,6 +226,23 @@ function zodTypeName(schema: unknown): string {
   return 'unknown';
 }
 
+/**
+ * The JSON Schema of an action's input, where its schema library implements Standard JSON
+ * Schema (zod 4.2+, ArkType, Valibot's adapter…); nothing otherwise, and MCP clients then see
+ * a plain object.
+ */
+function inputJsonSchema(input: unknown): { input_schema?: Record<string, unknown> } {
+  const standard = (input as { '~standard'?: { jsonSchema?: { input?: (options: { target: string }) => unknown } } } | undefined)?.['~standard'];
+  if (typeof standard?.jsonSchema?.input !== 'function') return {};
+  try {
+    const schema = standard.jsonSchema.input({ target: 'draft-2020-12' });
+    return schema !== null && typeof schema === 'object' && !Array.isArray(schema) ? { input_schema: schema as Record<string, unknown> } : {};
+  } catch {
+    // A schema that cannot be expressed in JSON Schema (a transform, a custom check) still runs.
+    return {};
+  }
+}
+
 /** Describes a definition (what `latchkey deploy` uploads beside the code). Throws on anything else. */
 export function describeFunction(value: unknown): FunctionDescription {
   const definition = value as Partial<FunctionDefinition> | undefined;
@@ -236,7 +253,13 @@ export function describeFunction(value: unknown): FunctionDescription {
   const optional = (description: unknown) => (typeof description === 'string' ? { description } : {});
   switch (definition.kind) {
     case 'action':
-      return { type: 'action', name: definition.name!, ...optional(definition.description), has_input_schema: definition.input !== undefined };
+      return {
+        type: 'action',
+        name: definition.name!,
+        ...optional(definition.description),
+        has_input_schema: definition.input !== undefined,
+        ...inputJsonSchema(definition.input),
+      };
     case 'sync':
       return {
         type: 'sync',

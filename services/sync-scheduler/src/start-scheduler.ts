@@ -26,7 +26,7 @@ import {
 import { createLease } from './scheduling/lease.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
-import { compileHandler, deployHandler, getFunctionHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
+import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
 /** Wires the sync-scheduler: deployed functions, the records store, schedules and runs, the leased scheduler loop. */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
@@ -39,6 +39,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listLifecycle, listLifecycleHandler(deps));
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
+  bus.serve(functionsContracts.listActions, listActionsHandler(deps));
   const typeChecker = createTypeChecker();
   bus.serve(functionsContracts.compile, compileHandler({ typeChecker }));
   runtime.onShutdown(() => typeChecker.close());

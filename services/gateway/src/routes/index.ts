@@ -49,6 +49,7 @@ import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
 import { receiveWebhook } from './webhooks/receive-webhook.js';
 import { getReady } from './health/get-ready.js';
+import { mcpDelete, mcpEndpoint, mcpGet } from './mcp/mcp-endpoint.js';
 
 /** Every route of the gateway, in the order HTTP-API.md lists them. */
 export const routes: readonly AnyRoute[] = [
@@ -104,6 +105,10 @@ export const routes: readonly AnyRoute[] = [
   updateConnectionFrequency,
   createSyncVariant,
   deleteSyncVariant,
+  // MCP: a connection's actions as tools
+  mcpEndpoint,
+  mcpGet,
+  mcpDelete,
   // records
   listRecords,
   pruneRecords,

@@ -45,4 +45,22 @@ const deploymentSchema = new Schema<DeploymentDoc>(
 );
 deploymentSchema.index({ environment_id: 1, provider_config_key: 1, version: -1 }, { unique: true });
 
+/**
+ * A description as stored. An action's input JSON Schema is kept as JSON text: its keys
+ * (`$schema`, `$defs`, `$ref`) start with `$`, which MongoDB-wire servers refuse as field names.
+ */
+type StoredDescription = Exclude<FunctionDescriptionWire, { type: 'action' }> | (Omit<Extract<FunctionDescriptionWire, { type: 'action' }>, 'input_schema'> & { input_schema_json?: string });
+
+export function toStoredDescription(description: FunctionDescriptionWire): StoredDescription {
+  if (description.type !== 'action' || description.input_schema === undefined) return description;
+  const { input_schema, ...rest } = description;
+  return { ...rest, input_schema_json: JSON.stringify(input_schema) };
+}
+
+export function fromStoredDescription(stored: StoredDescription): FunctionDescriptionWire {
+  if (stored.type !== 'action' || stored.input_schema_json === undefined) return stored as FunctionDescriptionWire;
+  const { input_schema_json, ...rest } = stored;
+  return { ...rest, input_schema: JSON.parse(input_schema_json) as Record<string, unknown> };
+}
+
 export const deploymentModel = (connection: Connection) => connection.model<DeploymentDoc>('Deployment', deploymentSchema);

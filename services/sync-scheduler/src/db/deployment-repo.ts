@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
-import { deploymentModel, type DeployedFunctionDoc, type DeploymentDoc } from './deployment-model.js';
+import { deploymentModel, fromStoredDescription, toStoredDescription, type DeployedFunctionDoc, type DeploymentDoc } from './deployment-model.js';
 
 /** Older versions kept per integration (for a look back; only the newest runs). */
 const KEPT_VERSIONS = 5;
@@ -11,12 +11,18 @@ export type DeploymentSummary = Omit<DeploymentDoc, 'functions'> & { functions: 
 export function createDeploymentRepo(connection: Connection) {
   const model = deploymentModel(connection);
 
+  /** Descriptions as callers know them, from what the database holds. */
+  function decoded<D extends { functions: Array<Omit<DeployedFunctionDoc, 'bundle'>> }>(doc: D): D {
+    return { ...doc, functions: doc.functions.map((fn) => ({ ...fn, description: fromStoredDescription(fn.description) })) };
+  }
+
   async function current(environment: EnvironmentId, providerConfigKey: string): Promise<DeploymentDoc | null> {
-    return (await model
+    const doc = (await model
       .findOne({ environment_id: environment, provider_config_key: providerConfigKey })
       .sort({ version: -1 })
       .lean()
       .exec()) as DeploymentDoc | null;
+    return doc && decoded(doc);
   }
 
   return {
@@ -43,7 +49,7 @@ export function createDeploymentRepo(connection: Connection) {
           created_at: new Date(),
         };
         try {
-          await model.create(doc);
+          await model.create({ ...doc, functions: functions.map((fn) => ({ ...fn, description: toStoredDescription(fn.description) })) });
         } catch (error) {
           if (isDuplicateKey(error) && attempt < 10) continue;
           throw error;
@@ -56,7 +62,7 @@ export function createDeploymentRepo(connection: Connection) {
     },
     /** Every stored deployment of the environment, without code. */
     async summaries(environment: EnvironmentId): Promise<DeploymentSummary[]> {
-      return (await model.find({ environment_id: environment }).select({ 'functions.bundle': 0 }).lean().exec()) as DeploymentSummary[];
+      return ((await model.find({ environment_id: environment }).select({ 'functions.bundle': 0 }).lean().exec()) as DeploymentSummary[]).map(decoded);
     },
   };
 }

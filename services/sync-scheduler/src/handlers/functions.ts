@@ -69,6 +69,23 @@ export function listLifecycleHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
   };
 }
 
+export function listActionsHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
+  return async (request: RequestOf<typeof functionsContracts.listActions>) => {
+    const deployment = await deps.deployments.current(environmentId(request.environment_id), request.provider_config_key);
+    return (deployment?.functions ?? []).flatMap(({ description }) =>
+      description.type === 'action'
+        ? [
+            {
+              name: description.name,
+              ...(description.description === undefined ? {} : { description: description.description }),
+              ...(description.input_schema === undefined ? {} : { input_schema: description.input_schema }),
+            },
+          ]
+        : [],
+    );
+  };
+}
+
 export function scriptsConfigHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
   return async (request: RequestOf<typeof functionsContracts.scriptsConfig>) =>
     scriptsConfig(await deps.deployments.summaries(environmentId(request.environment_id)));

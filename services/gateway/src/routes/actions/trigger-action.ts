@@ -1,7 +1,8 @@
 import type { Request } from 'express';
 import { z } from 'zod';
-import { MAX_ACTION_INPUT_BYTES, actionContracts } from '@latchkey/contracts';
+import { actionContracts } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
+import { actionTriggerTimeoutMs, checkActionInput } from '../../http/action-call.js';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineRoute } from '../../http/define-route.js';
 import { sendOutput } from './send-output.js';
@@ -21,9 +22,6 @@ function target(req: Request) {
   return { ...where, async: asyncFlag === 'true' };
 }
 
-/** How long the gateway waits for a synchronous action beyond the run's own limit. */
-const SYNC_MARGIN_MS = 10_000;
-
 /**
  * `POST /action/trigger`: runs a deployed action for a connection and answers with its output;
  * with `X-Async: true`, queues it and answers 202 with its id and status URL.
@@ -36,13 +34,11 @@ export const triggerAction = defineRoute({
   schemas: { body },
   handler: async ({ deps, key, body, req, res }) => {
     const { async, ...where } = target(req);
-    if (body.input !== undefined && Buffer.byteLength(JSON.stringify(body.input)) > MAX_ACTION_INPUT_BYTES) {
-      throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
-    }
+    checkActionInput(body.input);
     const reply = await deps.bus.request(
       actionContracts.trigger,
       { environment_id: key.environmentId, ...where, action_name: body.action_name, input: body.input, async },
-      { timeoutMs: async ? deps.config.REQUEST_TIMEOUT_MS : deps.config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS },
+      { timeoutMs: actionTriggerTimeoutMs(deps.config, async) },
     );
     if (reply.status === 'queued') return { status: 202, body: { id: reply.id, statusUrl: `/action/${reply.id}` } };
     return sendOutput(deps.bus.nc, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);

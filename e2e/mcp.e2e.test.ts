@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { repoRoot, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { deployWithCli } from './support/functions.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
+import { http, startStack, type Stack } from './support/stack.js';
+
+/** The MCP endpoint, driven by the official MCP client over its Streamable HTTP transport. */
+let stack: Stack;
+let upstream: TestUpstreamApi;
+let mcpKey: string;
+let actionsOnlyKey: string;
+const clients: Client[] = [];
+
+async function connectClient(headers: Record<string, string>, key = mcpKey): Promise<Client> {
+  const client = new Client({ name: 'latchkey-e2e', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${stack.url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}`, ...headers } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+const forConnection = { 'connection-id': 'c1', 'provider-config-key': 'mcp' };
+
+/** One JSON-RPC message posted as an MCP client would, for the cases the SDK client hides. */
+function post(body: unknown, headers: Record<string, string> = forConnection, key = mcpKey) {
+  return fetch(`${stack.url}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- test answers are read loosely
+const json = async (response: Response): Promise<any> => response.json();
+
+beforeAll(async () => {
+  upstream = await startUpstreamApi();
+  stack = await startStack({
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000' },
+  });
+  await seedApiKeyConnection(stack, 'mcp', 'c1', 'key-1');
+  await deployWithCli(join(repoRoot(), 'e2e', 'mcp-functions'), stack);
+  const key = async (scopes: string[]) =>
+    (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } })).json.data
+      .secret as string;
+  mcpKey = await key(['environment:mcp']);
+  actionsOnlyKey = await key(['environment:actions:execute']);
+}, 180_000);
+
+afterAll(async () => {
+  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+  await stack?.dispose();
+  await upstream?.close();
+});
+
+describe('/mcp', () => {
+  it('initializes and lists one tool per deployed action, with its description and input schema', async () => {
+    const client = await connectClient(forConnection);
+    expect(client.getServerVersion()).toEqual({ name: 'latchkey', version: '1.0.0' });
+    const { tools } = await client.listTools();
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    expect([...byName.keys()].sort()).toEqual(['double', 'fail', 'huge', 'spin', 'whoami']);
+    expect(byName.get('double')).toMatchObject({
+      description: 'Doubles a whole number',
+      inputSchema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
+    });
+    // An action without a schema takes any object.
+    expect(byName.get('whoami')?.inputSchema).toEqual({ type: 'object' });
+  });
+
+  it('calls a tool as POST /action/trigger runs the action, for the connection the headers name', async () => {
+    const client = await connectClient(forConnection);
+    const doubled = await client.callTool({ name: 'double', arguments: { n: 21 } });
+    expect(doubled.isError).toBeFalsy();
+    expect(doubled.structuredContent).toEqual({ doubled: 42 });
+    expect(doubled.content).toEqual([{ type: 'text', text: JSON.stringify({ doubled: 42 }) }]);
+    const who = await client.callTool({ name: 'whoami', arguments: {} });
+    expect(who.structuredContent).toEqual({ connection: 'c1', integration: 'mcp' });
+  });
+
+  it('answers bad input, a throwing action, a timeout, an output over the limit and an unknown tool as tool errors', async () => {
+    const client = await connectClient(forConnection);
+    const errorOf = async (name: string, args: Record<string, unknown>) => {
+      const result = await client.callTool({ name, arguments: args });
+      expect(result.isError).toBe(true);
+      return (result.structuredContent as { error: { code: string; message: string } }).error;
+    };
+    expect((await errorOf('double', { n: 'seven' })).code).toBe('invalid_body');
+    expect(await errorOf('fail', {})).toEqual({ code: 'function_failed', message: expect.stringContaining('the upstream said no') });
+    expect((await errorOf('spin', {})).code).toBe('function_timed_out');
+    expect((await errorOf('huge', {})).code).toBe('action_output_too_large');
+    expect((await errorOf('nothing-deployed', {})).code).toMatch(/^unknown_/);
+  }, 60_000);
+
+  it('speaks the protocol versions agents use: 2025-03-26, 2025-06-18 and the current one', async () => {
+    for (const version of ['2025-03-26', '2025-06-18', '2025-11-25']) {
+      const response = await post({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+      });
+      expect(response.status).toBe(200);
+      // Stateless: no session to pin a client to one replica.
+      expect(response.headers.get('mcp-session-id')).toBeNull();
+      expect((await json(response)).result.protocolVersion).toBe(version);
+    }
+  });
+
+  it('refuses a key without environment:mcp before anything runs, and missing or unknown connections with their codes', async () => {
+    const noScope = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, forConnection, actionsOnlyKey);
+    expect(noScope.status).toBe(403);
+    expect((await json(noScope)).error.code).toBe('forbidden');
+
+    const missing = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, {});
+    expect(missing.status).toBe(400);
+    const missingBody = await json(missing);
+    expect(missingBody.error.code).toBe('invalid_headers');
+    expect(missingBody.error.errors.map((item: { path: string }) => item.path).sort()).toEqual(['connection-id', 'provider-config-key']);
+
+    const unknownConnection = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'connection-id': 'nobody', 'provider-config-key': 'mcp' });
+    expect(unknownConnection.status).toBe(404);
+    expect((await json(unknownConnection)).error.code).toBe('unknown_connection');
+    const unknownIntegration = await post({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'connection-id': 'c1', 'provider-config-key': 'nothing' });
+    expect(unknownIntegration.status).toBe(404);
+    expect((await json(unknownIntegration)).error.code).toMatch(/^unknown_(connection|provider_config)$/);
+
+    const get = await fetch(`${stack.url}/mcp`, { headers: { authorization: `Bearer ${mcpKey}`, accept: 'text/event-stream', ...forConnection } });
+    expect(get.status).toBe(405);
+    expect((await json(get)).error.code).toBe('method_not_allowed');
+  });
+});

@@ -1,0 +1,18 @@
+import { MAX_ACTION_INPUT_BYTES } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import type { GatewayDeps } from './deps.js';
+
+/** How long the gateway waits for a synchronous action beyond the run's own limit. */
+const SYNC_MARGIN_MS = 10_000;
+
+/** An action's input rides inside one NATS message to the action-runner: refuse a larger one here. */
+export function checkActionInput(input: unknown): void {
+  if (input !== undefined && Buffer.byteLength(JSON.stringify(input)) > MAX_ACTION_INPUT_BYTES) {
+    throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
+  }
+}
+
+/** The wait for `action.trigger`: a queued action answers at once, a run answers within its limit. */
+export function actionTriggerTimeoutMs(config: GatewayDeps['config'], async: boolean): number {
+  return async ? config.REQUEST_TIMEOUT_MS : config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS;
+}
