@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { z } from 'zod';
-import { defineEvent, defineRequest, STREAMS } from '@latchkey/contracts';
+import { busContracts, defineEvent, defineRequest, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
@@ -13,6 +13,7 @@ const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const hangs = defineRequest('test.hangs', z.object({}), z.object({}));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
+const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -106,6 +107,58 @@ describe('events and consumers', () => {
     await running.stop();
     expect(seen.sort()).toEqual([1, 2, 3]);
     expect(failedOnce).toBe(true);
+  });
+});
+
+describe('messages that always fail', () => {
+  it('are given up after the delivery cap, or at once on a final error or a malformed payload, and recorded without their payload', async () => {
+    const records: GivenUpMessage[] = [];
+    const recorder = await consume({
+      bus: client,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-given-up',
+      contract: busContracts.messageGivenUp,
+      concurrency: 4,
+      deliverPolicy: 'new',
+      handler: async (record) => {
+        records.push(record);
+      },
+    });
+    const attempts = new Map<number, number>();
+    const running = await consume({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-poisoned',
+      contract: poisoned,
+      concurrency: 4,
+      retryDelayMs: () => 20,
+      maxDeliveries: 3,
+      handler: async ({ n }) => {
+        attempts.set(n, (attempts.get(n) ?? 0) + 1);
+        // 1: retryable for ever (an internal error with a secret in it); 2: final at once.
+        if (n === 1) throw new Error('password=hunter2');
+        throw new AppError('unknown_connection', 'No such connection');
+      },
+    });
+    await client.publish(poisoned, { n: 1 });
+    await client.publish(poisoned, { n: 2 });
+    await client.nc.request(`${poisoned.subject}`, new TextEncoder().encode('{"n":"not a number"}')).catch(() => undefined);
+    const deadline = Date.now() + 10_000;
+    while (records.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    // Anything more would be a redelivery past the cap.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await running.stop();
+    await recorder.stop();
+
+    expect(attempts).toEqual(new Map([[1, 3], [2, 1]]));
+    const byReason = Object.fromEntries(records.map((record) => [record.reason, record]));
+    expect(Object.keys(byReason).sort()).toEqual(['delivery_cap', 'final_error', 'malformed']);
+    expect(byReason['delivery_cap']).toMatchObject({ service: 'server', stream: 'EVENTS', durable: 'test-poisoned', subject: poisoned.subject, deliveries: 3, error: { code: 'internal_error' } });
+    expect(byReason['final_error']).toMatchObject({ deliveries: 1, error: { code: 'unknown_connection', message: 'No such connection' } });
+    expect(byReason['malformed']).toMatchObject({ deliveries: 1, error: { code: 'invalid_body' } });
+    expect(JSON.stringify(records)).not.toContain('hunter2');
   });
 });
 

@@ -1,7 +1,7 @@
 import type { JsMsg } from 'nats';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
 import { runWithContext, newRequestId } from '@latchkey/logger';
-import { durableConsumer, settleFailed, type ConsumeOptions, type RunningConsumer } from './consume.js';
+import { durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
 import { decodeJson } from './wire.js';
 
 /** What became of one message of a batch: done (acked), or the error that decides nak or term. */
@@ -33,6 +33,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   const messages = await consumer.consume({ max_messages: batchSize * concurrency });
   const waiting: JsMsg[] = [];
   const inFlight = new Set<Promise<void>>();
+  const settle = settlerFor(options);
   let scheduled = false;
 
   async function handle(batch: JsMsg[]): Promise<void> {
@@ -40,10 +41,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     for (const msg of batch) {
       const parsed = contract.payload.safeParse(decodeJson(msg.data));
       if (parsed.success) items.push({ payload: parsed.data as PayloadOf<C>, msg });
-      else {
-        logger.error('terminated a malformed message', { subject: msg.subject, seq: msg.seq });
-        msg.term();
-      }
+      else settle.malformed(msg);
     }
     if (items.length === 0) return;
     let outcomes: BatchOutcome[];
@@ -56,7 +54,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
       const outcome = outcomes[index] ?? { ok: false, error: new Error('the batch handler gave no outcome for this message') };
       try {
         if (outcome.ok) msg.ack();
-        else settleFailed(logger, msg, outcome.error, options.retryDelayMs);
+        else settle.failed(msg, outcome.error);
       } catch (error) {
         // The connection is gone: JetStream hands the message over again after its ack wait.
         logger.warn('could not settle a message', { subject: msg.subject, seq: msg.seq, error });

@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, nanos, type JsMsg } from 'nats';
-import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
-import { toAppError } from '@latchkey/errors';
+import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
 import type { Bus } from './create-bus.js';
 import { decodeJson, requestIdOf } from './wire.js';
@@ -35,6 +35,13 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
   /** Delay before a retryable failure is delivered again. */
   retryDelayMs?: (deliveryCount: number) => number;
   /**
+   * Deliveries after which a message that still fails is given up (terminated and recorded as
+   * `message.given_up`), however retryable its error: a message that always fails must not come
+   * back for days. Default 20, which the default back-off spreads over about a quarter of an
+   * hour. A consumer that schedules retries itself (`{ retryInMs }`) counts those deliveries too.
+   */
+  maxDeliveries?: number;
+  /**
    * Must be idempotent: JetStream delivers at least once. Returning `{ retryInMs }` asks for the
    * message again after that delay (a retry the handler scheduled itself, e.g. from Retry-After).
    */
@@ -47,23 +54,71 @@ export interface RunningConsumer {
 }
 
 const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Math.min(deliveryCount - 1, 6));
+export const DEFAULT_MAX_DELIVERIES = 20;
+
+/** How a consumer settles a message it cannot finish: retry later, or give up and say so. */
+export interface Settler {
+  /** A payload that failed its schema: no delivery can fix it. */
+  malformed(msg: JsMsg): void;
+  failed(msg: JsMsg, error: unknown): void;
+}
+
+/**
+ * The settler of one consumer. A retryable error under the cap is nak'ed with a delay;
+ * anything else is terminated, logged and recorded as a `message.given_up` event, so an
+ * operator can list what was dropped and why (never the payload: it may hold secrets).
+ */
+export function settlerFor(
+  options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'logger' | 'stream' | 'durable' | 'retryDelayMs' | 'maxDeliveries'>,
+): Settler {
+  const { bus, logger, stream, durable } = options;
+  const delayOf = options.retryDelayMs ?? defaultDelay;
+  const cap = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
+  const giveUp = (msg: JsMsg, reason: GivenUpMessage['reason'], error: AppError) => {
+    msg.term();
+    logger.error('gave up on a message', { subject: msg.subject, seq: msg.seq, deliveries: msg.info.deliveryCount, reason, code: error.code, error: error.cause ?? error });
+    const record: GivenUpMessage = {
+      service: bus.service,
+      stream,
+      durable,
+      subject: msg.subject,
+      stream_seq: msg.seq,
+      deliveries: msg.info.deliveryCount,
+      reason,
+      error: { code: error.code, message: error.message },
+      at: new Date().toISOString(),
+    };
+    // Once per message and delivery: a record published twice is dropped by JetStream.
+    bus.publish(busContracts.messageGivenUp, record, { msgId: `given-up-${stream}-${durable}-${msg.seq}` }).catch((publishError: unknown) => {
+      logger.warn('could not record a message given up', { subject: msg.subject, seq: msg.seq, error: publishError });
+    });
+  };
+  return {
+    malformed: (msg) => giveUp(msg, 'malformed', new AppError('invalid_body', 'The message does not match its contract')),
+    failed: (msg, error) => {
+      const appError = toAppError(error);
+      if (!appError.retryable) return giveUp(msg, 'final_error', appError);
+      if (msg.info.deliveryCount >= cap) return giveUp(msg, 'delivery_cap', appError);
+      msg.nak(delayOf(msg.info.redeliveryCount));
+    },
+  };
+}
 
 /**
  * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
  * a delay, anything else (and a payload that fails its schema) is terminated and logged.
  */
 export async function consume<C extends EventContract | JobContract>(options: ConsumeOptions<C>): Promise<RunningConsumer> {
-  const { bus, logger, stream, durable, contract, concurrency, handler } = options;
+  const { logger, contract, concurrency, handler } = options;
   const consumer = await durableConsumer(options, options.maxAckPending ?? Math.max(concurrency * 4, 16));
   const messages = await consumer.consume({ max_messages: concurrency });
   const inFlight = new Set<Promise<void>>();
-  const delayOf = options.retryDelayMs ?? defaultDelay;
+  const settle = settlerFor(options);
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
     if (!parsed.success) {
-      logger.error('terminated a malformed message', { subject: msg.subject, seq: msg.seq });
-      msg.term();
+      settle.malformed(msg);
       return;
     }
     const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
@@ -72,7 +127,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
-      settleFailed(logger, msg, error, delayOf);
+      settle.failed(msg, error);
     } finally {
       clearInterval(heartbeat);
     }
@@ -97,7 +152,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
 
 /** Creates (or updates) the durable pull consumer of `options` and returns it. */
 export async function durableConsumer(
-  options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'stream' | 'durable' | 'contract' | 'deliverPolicy' | 'ackWaitMs'>,
+  options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'stream' | 'durable' | 'contract' | 'deliverPolicy' | 'ackWaitMs' | 'maxDeliveries'>,
   maxAckPending: number,
 ) {
   const { bus, stream, durable, contract } = options;
@@ -109,17 +164,10 @@ export async function durableConsumer(
     filter_subject: contract.subject,
     max_ack_pending: maxAckPending,
     ack_wait: nanos(options.ackWaitMs ?? 30_000),
+    // The server's own cap, past the settler's: a message that takes its process down every
+    // time it is handled is never settled by us, and must still stop coming back.
+    max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
   });
   return bus.js.consumers.get(stream, durable);
 }
 
-/** A failed message: a retryable AppError comes back after a delay; anything else is terminated and logged. */
-export function settleFailed(logger: Logger, msg: JsMsg, error: unknown, delayOf: (deliveryCount: number) => number = defaultDelay): void {
-  const appError = toAppError(error);
-  if (appError.retryable) {
-    msg.nak(delayOf(msg.info.redeliveryCount));
-  } else {
-    logger.error('terminated a message after a final error', { subject: msg.subject, code: appError.code, error: appError.cause ?? appError });
-    msg.term();
-  }
-}

@@ -10,4 +10,5 @@ export * from './records.js';
 export * from './webhooks.js';
 export * from './functions.js';
 export * from './syncs.js';
+export * from './bus.js';
 export { allContracts } from './registry.js';

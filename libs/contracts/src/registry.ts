@@ -1,4 +1,5 @@
 import type { AnyContract } from './define.js';
+import { busContracts } from './bus.js';
 import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { ping } from './services.js';
@@ -20,4 +21,5 @@ export const allContracts: readonly AnyContract[] = [
   ...Object.values(functionsContracts),
   ...Object.values(actionContracts),
   ...Object.values(syncContracts),
+  ...Object.values(busContracts),
 ];

@@ -1,12 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { openKv } from '@latchkey/bus';
-import { KV_BUCKETS, gatewayContracts } from '@latchkey/contracts';
+import { consume, openKv } from '@latchkey/bus';
+import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
+import { createGivenUpRepo } from './db/given-up-repo.js';
 import { digestApiKey } from './domain/api-key-secrets.js';
 import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
@@ -31,7 +32,8 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   const accounts = createAccountRepo(mongo);
   const environments = createEnvironmentRepo(mongo);
   const apiKeys = createApiKeyRepo(mongo);
-  await Promise.all([accounts.init(), environments.init(), apiKeys.init()]);
+  const givenUp = createGivenUpRepo(mongo);
+  await Promise.all([accounts.init(), environments.init(), apiKeys.init(), givenUp.init()]);
 
   await bootstrap(
     { accounts, environments, apiKeys, logger },
@@ -57,6 +59,18 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   }, LAST_USED_FLUSH_MS);
   flushTimer.unref();
 
+  // What any service's consumers gave up on, kept for the operator API.
+  const givenUpRecords = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'gateway-given-up',
+    contract: busContracts.messageGivenUp,
+    concurrency: 4,
+    handler: (record) => givenUp.record(record),
+  });
+  runtime.onShutdown(() => givenUpRecords.stop());
+
   bus.serve(gatewayContracts.getEnvironment, getEnvironmentHandler({ environments }));
   bus.serve(gatewayContracts.getSigningKeys, getSigningKeysHandler({ environments }));
   const knownEnvironments = createKnownEnvironments(
@@ -75,6 +89,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     environments,
     knownEnvironments,
     apiKeys,
+    givenUp,
     isReady: runtime.isReady,
   };
   const server: Server = createServer(withBareRoutes(createApp(deps, [...routes, ...extraRoutes]), bareRoutes, deps));

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { AccountRepo } from '../db/account-repo.js';
 import type { ApiKeyRepo } from '../db/api-key-repo.js';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
+import type { GivenUpRepo } from '../db/given-up-repo.js';
 import type { KeyCache } from '../domain/key-cache.js';
 import type { KnownEnvironments } from '../domain/known-environments.js';
 import type { LastUsedTracker } from '../domain/last-used.js';
@@ -22,6 +23,8 @@ export interface GatewayDeps {
   /** Environment public ids that exist (inbound webhooks). */
   knownEnvironments: KnownEnvironments;
   apiKeys: ApiKeyRepo;
+  /** Messages the services' consumers gave up on (operator API). */
+  givenUp: GivenUpRepo;
   /** Whether this process is started and connected to NATS and MongoDB. */
   isReady(): boolean;
 }
