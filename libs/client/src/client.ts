@@ -45,16 +45,17 @@ export interface Provider {
   docs?: string;
 }
 
+/** The API document's list form of an integration (what list, create and update answer). */
 export interface IntegrationListItem {
   unique_key: string;
   provider: string;
-  display_name?: string;
   logo: string;
   created_at: string;
   updated_at: string;
 }
 
 export interface Integration extends IntegrationListItem {
+  display_name?: string;
   forward_webhooks: boolean;
   integration_config?: Record<string, string>;
   custom?: Record<string, string>;

@@ -67,16 +67,17 @@ export const publicProvider = z.object({
 
 // ---- integrations
 
+/** The API document's list form of an integration, exactly (what list, create and update answer). */
 export const integrationListItem = z.object({
   unique_key: z.string(),
   provider: z.string(),
-  display_name: z.string().optional(),
   logo: z.string(),
   created_at: timestamp,
   updated_at: timestamp,
 });
 
 export const integration = integrationListItem.extend({
+  display_name: z.string().optional(),
   forward_webhooks: z.boolean(),
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
@@ -165,8 +166,9 @@ export const vaultContracts = {
 
   listIntegrations: defineRequest(
     'vault.integrations.list',
-    z.object({ environment_id, include_credentials: z.boolean() }),
-    z.array(integrationListItem.extend({ credentials: stringMap.optional() })),
+    z.object({ environment_id }),
+    // The display name is for the Connect UI; GET /integrations answers the list form alone.
+    z.array(integrationListItem.extend({ display_name: z.string().optional() })),
   ),
   createIntegration: defineRequest(
     'vault.integrations.create',

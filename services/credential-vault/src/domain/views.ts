@@ -2,12 +2,11 @@ import type { Connection } from '@latchkey/contracts';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 
-/** The list form of an integration: what the API document lists, plus its display name. */
+/** The list form of an integration: exactly the fields the API document lists for it. */
 export function integrationListItem(doc: IntegrationDoc, logo: string) {
   return {
     unique_key: doc.unique_key,
     provider: doc.provider,
-    ...(doc.display_name ? { display_name: doc.display_name } : {}),
     logo,
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),

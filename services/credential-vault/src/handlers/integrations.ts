@@ -34,16 +34,13 @@ export async function integrationCredentials(deps: Pick<VaultDeps, 'cipher'>, do
   return deps.cipher.decryptJson(environmentId(doc.environment_id), { integrationId: doc._id, ...CREDENTIALS }, doc.credentials, stringMap);
 }
 
+/** The list form only: client credentials are read one integration at a time, when asked for. */
 export function listIntegrationsHandler(deps: VaultDeps) {
-  return async ({ environment_id, include_credentials }: RequestOf<typeof vaultContracts.listIntegrations>) => {
-    const docs = await deps.integrations.list(environmentId(environment_id));
-    return Promise.all(
-      docs.map(async (doc) => ({
-        ...integrationListItem(doc, logoOf(deps, doc)),
-        ...(include_credentials ? { credentials: await integrationCredentials(deps, doc) } : {}),
-      })),
-    );
-  };
+  return async ({ environment_id }: RequestOf<typeof vaultContracts.listIntegrations>) =>
+    (await deps.integrations.list(environmentId(environment_id))).map((doc) => ({
+      ...integrationListItem(doc, logoOf(deps, doc)),
+      ...(doc.display_name ? { display_name: doc.display_name } : {}),
+    }));
 }
 
 export function createIntegrationHandler(deps: VaultDeps) {
@@ -81,6 +78,7 @@ export function getIntegrationHandler(deps: VaultDeps) {
     const doc = await findIntegration(deps, environment, unique_key);
     const view = {
       ...integrationListItem(doc, logoOf(deps, doc)),
+      ...(doc.display_name ? { display_name: doc.display_name } : {}),
       forward_webhooks: doc.forward_webhooks,
       integration_config: doc.integration_config ?? {},
       custom: doc.custom ?? {},

@@ -14,7 +14,7 @@ export const getConnectSession = defineRoute({
   schemas: {},
   handler: async ({ deps, session }) => {
     const { token: _token, environment_id: environmentId, ...view } = session;
-    const all = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: environmentId, include_credentials: false });
+    const all = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: environmentId });
     const allowed = all.filter((integration) => !view.allowed_integrations || view.allowed_integrations.includes(integration.unique_key));
     const providers = new Map(
       await Promise.all(
