@@ -1,10 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 
-/** One header's first value, as node gives it. */
+/**
+ * One header's first value, as node gives it. An empty (or blank) header is absent: clients
+ * written for other services send optional headers empty (`Base-Url-Override: ""`).
+ */
 export function headerValue(req: IncomingMessage, name: string): string | undefined {
   const raw = req.headers[name];
-  return Array.isArray(raw) ? raw[0] : raw;
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  return value === undefined || value.trim() === '' ? undefined : value;
 }
 
 /**

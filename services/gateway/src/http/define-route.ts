@@ -57,6 +57,11 @@ export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
   schemas: Schemas<PS, QS, BS>;
   /** Path, query and body pass through untouched, unparsed and unvalidated. */
   raw?: true;
+  /**
+   * `message`: the API document gives this endpoint's errors as an object with `message`; its
+   * errors carry it beside the usual `error` envelope (every error, from access to the handler).
+   */
+  errorShape?: 'message';
 } & RouteAccess<PS, QS, BS>;
 
 /** One endpoint: method, path, who may call it, what it accepts, and what it does. */

@@ -36,7 +36,10 @@ export function sendError(logger: Logger, error: unknown, req: IncomingMessage, 
   }
   res.statusCode = appError.status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.end(JSON.stringify({ error: appError.toBody() }));
+  const body = appError.toBody();
+  // Routes whose errors the API document gives as `{message}` (express keeps the mark in locals).
+  const shape = (res as Partial<Response>).locals?.['errorShape'];
+  res.end(JSON.stringify(shape === 'message' ? { message: body.message, error: body } : { error: body }));
 }
 
 export function errorHandler(logger: Logger) {

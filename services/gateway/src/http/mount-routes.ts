@@ -5,7 +5,7 @@ import type { ResolvedKey } from '../domain/key-cache.js';
 import { authorize, authorizeAdmin, authorizeSession } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
-import { parsePart } from './validate.js';
+import { parsePart, querySchemaFor } from './validate.js';
 
 const METHODS_WITH_BODY = new Set(['post', 'put', 'patch']);
 
@@ -26,11 +26,12 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
   // A DELETE reads a body only where the route declares one (`DELETE /sync/{name}/variant/{variant}`).
   const takesBody = METHODS_WITH_BODY.has(route.method) || (route.method === 'delete' && !route.raw && route.schemas.body !== undefined);
   const json = takesBody && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
+  const querySchema = querySchemaFor(route.method, route.schemas.query);
 
   const respond = (req: Request, res: Response, key: ResolvedKey | undefined, session?: ConnectSession & { token: string }): Promise<void> => {
     const context = {
       params: route.raw ? undefined : parsePart('params', route.schemas.params, req.params),
-      query: route.raw ? undefined : parsePart('query', route.schemas.query, req.query),
+      query: route.raw ? undefined : parsePart('query', querySchema, req.query),
       body: route.raw ? undefined : parsePart('body', route.schemas.body, req.body),
       deps,
       req,
@@ -57,6 +58,7 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
     });
 
   return (req, res, next) => {
+    if (route.errorShape) res.locals['errorShape'] = route.errorShape;
     try {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;
       if (route.auth === 'api_key') key = authorize(deps, req, res, route.scope);

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { AppError, toErrorItems, type ErrorCode } from '@latchkey/errors';
 
 export type RequestPart = 'params' | 'query' | 'body';
@@ -16,6 +16,17 @@ function isEmpty(value: unknown): boolean {
   if (typeof value !== 'object') return false;
   for (const _ in value) return false;
   return true;
+}
+
+/**
+ * The schema a route's query is read with. A read route (GET) ignores query parameters it does
+ * not know, as clients written for other services send some (`refresh_github_app_jwt_token`);
+ * every other part stays strict, so a misspelt field in a body is a 400, not silently lost.
+ */
+export function querySchemaFor(method: string, schema: z.ZodType | undefined): z.ZodType | undefined {
+  if (method !== 'get') return schema;
+  if (schema === undefined) return z.object({});
+  return schema instanceof z.ZodObject ? schema.strip() : schema;
 }
 
 /**

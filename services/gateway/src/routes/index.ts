@@ -4,6 +4,7 @@ import { createEnvironment } from './admin/create-environment.js';
 import { deleteApiKey } from './admin/delete-api-key.js';
 import { listApiKeys } from './admin/list-api-keys.js';
 import { listEnvironments } from './admin/list-environments.js';
+import { listGivenUp } from './admin/list-given-up.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
@@ -121,6 +122,7 @@ export const routes: readonly AnyRoute[] = [
   listApiKeys,
   deleteApiKey,
   rotateEncryptionKeys,
+  listGivenUp,
 ];
 
 /**

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { AppError } from '@latchkey/errors';
 import type { ResolvedKey } from '../../domain/key-cache.js';
 import { queryBoolean } from '../query.js';
 
@@ -15,24 +14,19 @@ export const getConnectionQuery = z.strictObject({
 });
 
 /**
- * Reading a connection: credentials only with `connections:read_credentials`; asking to refresh
- * or to see the refresh token with the plain read scope is a 403, not a silent no-op.
+ * Reading a connection: credentials only with `connections:read_credentials`. The API document
+ * lets either read scope refresh (`force_refresh`, the vendor app JWT); a plain read key's answer
+ * then carries no credentials as usual, and asking for the refresh token adds nothing to it.
  */
 export function connectionReadRequest(key: ResolvedKey, connectionId: string, query: z.output<typeof getConnectionQuery>) {
   const withCredentials = key.scopes.has('environment:connections:read_credentials');
-  const asked = (['force_refresh', 'refresh_token', 'refresh_vendor_app_jwt_token'] as const).filter((flag) => query[flag]);
-  if (asked.length > 0 && !withCredentials) {
-    throw new AppError('forbidden', `${asked.join(', ')} needs the scope environment:connections:read_credentials`, {
-      payload: { scope: 'environment:connections:read_credentials' },
-    });
-  }
   return {
     environment_id: key.environmentId,
     reader: { key_id: key.keyId },
     connection_id: connectionId,
     provider_config_key: query.provider_config_key,
     include_credentials: withCredentials,
-    include_refresh_token: query.refresh_token,
+    include_refresh_token: withCredentials && query.refresh_token,
     force_refresh: query.force_refresh,
     refresh_vendor_app_jwt_token: query.refresh_vendor_app_jwt_token,
   };

@@ -19,7 +19,8 @@ export const getConnectionLegacy = defineRoute({
     res.setHeader('Deprecation', 'true');
     res.setHeader('Link', `</connections/${encodeURIComponent(params.connectionId)}>; rel="successor-version"`);
     try {
-      const parsed = getConnectionQuery.safeParse(query);
+      // A read route: query parameters it does not know are ignored, as on every GET.
+      const parsed = getConnectionQuery.strip().safeParse(query);
       if (!parsed.success) throw new AppError('invalid_query_params', parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
       return { body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, parsed.data)) };
     } catch (error) {

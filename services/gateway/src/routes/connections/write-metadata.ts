@@ -15,6 +15,7 @@ function metadataRoute(method: 'post' | 'patch') {
     auth: 'api_key',
     scope: 'environment:connections:update',
     schemas: { body: metadataBody },
+    errorShape: 'message',
     handler: async ({ deps, key, body }) => {
       await deps.bus.request(vaultContracts.writeMetadata, {
         environment_id: key.environmentId,

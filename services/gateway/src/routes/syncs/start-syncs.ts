@@ -10,6 +10,7 @@ export const startSyncs = defineRoute({
   auth: 'api_key',
   scope: 'environment:syncs:execute',
   schemas: { body: z.strictObject(syncSelection) },
+  errorShape: 'message',
   handler: async ({ deps, key, body }) => {
     await deps.bus.request(syncContracts.setPaused, { environment_id: key.environmentId, ...body, paused: false });
     return { body: { success: true } };

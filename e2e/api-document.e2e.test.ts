@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { connect, StringCodec } from 'nats';
+import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { eventually } from './support/functions.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
+import { http, startStack, type Stack } from './support/stack.js';
+
+/**
+ * Shapes the API document gives, exactly, and the leniency clients written for the document's
+ * peer API rely on: unknown query parameters on read routes and empty optional headers.
+ */
+let stack: Stack;
+let upstream: TestUpstreamApi;
+
+const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
+
+beforeAll(async () => {
+  upstream = await startUpstreamApi();
+  stack = await startStack({ env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
+  await seedApiKeyConnection(stack, 'api', 'c1', 'key-1');
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+  await upstream?.close();
+});
+
+describe('error bodies the API document gives per endpoint', () => {
+  it('POST /connections/metadata answers its errors with a message (and the usual envelope beside it)', async () => {
+    const invalid = await api('POST', '/connections/metadata', { connection_id: 'c1', provider_config_key: 'api' });
+    expect(invalid.status).toBe(400);
+    expect(invalid.json).toEqual({ message: expect.any(String), error: expect.objectContaining({ code: 'invalid_body' }) });
+    const unknown = await api('POST', '/connections/metadata', { connection_id: 'nobody', provider_config_key: 'api', metadata: {} });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.message).toEqual(expect.any(String));
+    const notJson = await fetch(`${stack.url}/connections/metadata`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': 'application/json' },
+      body: '{"connection_id":',
+    });
+    expect(notJson.status).toBe(400);
+    expect(((await notJson.json()) as { message?: unknown }).message).toEqual(expect.any(String));
+  });
+
+  it('POST /sync/start answers its errors with a message', async () => {
+    const invalid = await api('POST', '/sync/start', { provider_config_key: 'api' });
+    expect(invalid.status).toBe(400);
+    expect(invalid.json).toEqual({ message: expect.any(String), error: expect.objectContaining({ code: 'invalid_body' }) });
+    const unknown = await api('POST', '/sync/start', { provider_config_key: 'nothing', syncs: [] });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.message).toEqual(expect.any(String));
+  });
+
+  it('other routes keep the one error envelope', async () => {
+    const invalid = await api('POST', '/integrations', {});
+    expect(invalid.status).toBe(400);
+    expect(Object.keys(invalid.json)).toEqual(['error']);
+  });
+});
+
+describe('what clients of the peer API send', () => {
+  it('ignores unknown query parameters on read routes, and still refuses unknown body keys', async () => {
+    const read = await api('GET', '/connections/c1?provider_config_key=api&refresh_github_app_jwt_token=true');
+    expect(read.status).toBe(200);
+    expect((await api('GET', '/integrations?page=2')).status).toBe(200);
+    const body = await api('POST', '/connections/metadata', { connection_id: 'c1', provider_config_key: 'api', metadata: {}, extra: 1 });
+    expect(body.status).toBe(400);
+  });
+
+  it('takes an empty optional header as absent', async () => {
+    upstream.reset();
+    const response = await fetch(`${stack.url}/proxy/echo/x`, {
+      headers: {
+        authorization: `Bearer ${stack.bootstrapKey}`,
+        'connection-id': 'c1',
+        'provider-config-key': 'api',
+        'base-url-override': '',
+        retries: '',
+        'retry-on': '',
+        decompress: '',
+      },
+    });
+    expect(response.status).toBe(200);
+    expect(upstream.requests.map((request) => request.path)).toEqual(['/echo/x']);
+  });
+});
+
+describe('a message that can never be handled', () => {
+  it('is given up at once and listed for the operator, with its error and without its payload', async () => {
+    // A job no code path can handle: its payload breaks the action-runner's contract.
+    const nc = await connect({ servers: stack.nats.url });
+    await nc.jetstream().publish('jobs.action.run', StringCodec().encode('{"environment_id":42,"note":"poison-payload-marker"}'));
+    await nc.close();
+    const record = await eventually(
+      async () => {
+        const listed = await http(`${stack.url}/admin/given-up?limit=10`, { token: stack.adminToken });
+        expect(listed.status).toBe(200);
+        return (listed.json.data as Array<{ subject: string }>).find((item) => item.subject === 'jobs.action.run');
+      },
+      15_000,
+      'the given-up record',
+      200,
+    );
+    expect(record).toMatchObject({ service: 'action-runner', stream: 'JOBS', reason: 'malformed', deliveries: 1, error: { code: 'invalid_body' } });
+    const all = await http(`${stack.url}/admin/given-up`, { token: stack.adminToken });
+    expect(JSON.stringify(all.json)).not.toContain('poison-payload-marker');
+    // Operators only: a customer key cannot read it.
+    expect((await http(`${stack.url}/admin/given-up`, { token: stack.bootstrapKey })).status).toBe(401);
+  });
+});
