@@ -108,3 +108,26 @@ describe('a message that can never be handled', () => {
     expect((await http(`${stack.url}/admin/given-up`, { token: stack.bootstrapKey })).status).toBe(401);
   });
 });
+
+describe('logos', () => {
+  it('are absolute URLs the gateway serves for every catalog provider: the brand icon, or a monogram', async () => {
+    const github = await api('GET', '/providers/github');
+    expect(github.json.data.logo_url).toBe(`${stack.url}/logos/github.svg`);
+    const icon = await fetch(github.json.data.logo_url);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/svg+xml');
+    expect(icon.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(await icon.text()).toMatch(/^<svg [^>]+><title>GitHub<\/title><path fill="#[0-9A-F]{6}" d="M/);
+
+    const all = (await api('GET', '/providers')).json.data as Array<{ name: string; logo_url: string }>;
+    expect(all.length).toBeGreaterThan(300);
+    expect(all.filter((provider) => provider.logo_url !== `${stack.url}/logos/${provider.name}.svg`)).toEqual([]);
+    const monogram = await fetch(`${stack.url}/logos/loopback-api.svg`);
+    expect(monogram.status).toBe(200);
+    expect(await monogram.text()).toContain('>LA</text>');
+
+    const integrations = (await api('GET', '/integrations')).json.data as Array<{ logo: string }>;
+    expect(integrations.map((item) => item.logo)).toEqual([`${stack.url}/logos/loopback-api.svg`]);
+    expect((await fetch(`${stack.url}/logos/..%2Fetc%2Fpasswd.svg`)).status).toBe(404);
+  });
+});

@@ -107,19 +107,21 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   };
   const dbOf = (service: ServiceName) => `e2e_${service.replace(/-/g, '_')}_${suffix}`;
 
+  // Gateway ports first: the vault names the first gateway in providers' logo URLs.
+  const gatewayPorts = await Promise.all(Array.from({ length: options.gateways ?? 1 }, () => freePort()));
+  const publicUrl = `http://127.0.0.1:${gatewayPorts[0]}`;
   const services: Array<ReturnType<typeof startProcess>> = [];
   const encryptionKeys = `v1:${randomBytes(32).toString('base64')}`;
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
     for (let replica = 0; replica < (options.replicas?.[service] ?? 1); replica++) {
       const port = await freePort();
       const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
-      if (service === 'credential-vault') env['ENCRYPTION_KEYS'] = encryptionKeys;
+      if (service === 'credential-vault') Object.assign(env, { ENCRYPTION_KEYS: encryptionKeys, PUBLIC_URL: publicUrl });
       services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`, options.onOutput));
     }
   }
   const gateways: StackProcess[] = [];
-  for (let i = 0; i < (options.gateways ?? 1); i++) {
-    const port = await freePort();
+  for (const port of gatewayPorts) {
     gateways.push(
       startProcess(
         'gateway',

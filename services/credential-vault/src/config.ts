@@ -26,6 +26,8 @@ export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   PROVIDERS_FILE: z.string().optional(),
   /** Deadline of one call to a provider's token endpoint. */
   REFRESH_TIMEOUT_MS: positiveInt(10_000),
+  /** The gateway's public address: providers' logos are served there (`/logos/<provider>.svg`). */
+  PUBLIC_URL: z.url().default('http://localhost:3003'),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -87,10 +87,10 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   runtime.onShutdown(() => audit.stop());
 
   const publicCatalog = {
-    list: (search?: string) => catalog.list(search).map(([name, entry]) => toPublicProvider(name, entry)),
+    list: (search?: string) => catalog.list(search).map(([name, entry]) => toPublicProvider(name, entry, config.PUBLIC_URL)),
     get: (name: string) => {
       const entry = catalog.get(name);
-      return entry ? toPublicProvider(name, entry) : undefined;
+      return entry ? toPublicProvider(name, entry, config.PUBLIC_URL) : undefined;
     },
   };
   bus.serve(vaultContracts.listProviders, listProvidersHandler(publicCatalog));

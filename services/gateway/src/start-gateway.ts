@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
 import { consume, openKv } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
@@ -14,6 +15,7 @@ import { createKeyCache } from './domain/key-cache.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
+import { createProviderLogos } from './domain/provider-logos.js';
 import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
 import type { AnyRoute } from './http/define-route.js';
@@ -90,6 +92,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     knownEnvironments,
     apiKeys,
     givenUp,
+    logos: createProviderLogos(Object.values(simpleIcons).filter((icon): icon is simpleIcons.SimpleIcon => 'slug' in icon)),
     isReady: runtime.isReady,
   };
   const server: Server = createServer(withBareRoutes(createApp(deps, [...routes, ...extraRoutes]), bareRoutes, deps));

@@ -166,9 +166,10 @@ describe('PROVIDERS_FILE', () => {
 
     expect(catalog.get('acme-internal')).toMatchObject({ auth_mode: 'API_KEY', categories: ['in-house'] });
     expect(catalog.list('IN-HOUSE').map(([name]) => name)).toEqual(['acme-internal']);
-    expect(toPublicProvider('acme-internal', catalog.get('acme-internal')!)).toEqual({
+    expect(toPublicProvider('acme-internal', catalog.get('acme-internal')!, 'http://localhost:3003')).toEqual({
       name: 'acme-internal',
       display_name: 'Acme internal API',
+      logo_url: 'http://localhost:3003/logos/acme-internal.svg',
       categories: ['in-house'],
       auth_mode: 'API_KEY',
       connection_configuration: [],

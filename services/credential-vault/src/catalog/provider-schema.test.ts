@@ -110,7 +110,7 @@ describe('token_request', () => {
     const provider = providerSchema.parse(bill);
     expect(provider.token_request).toMatchObject({ method: 'POST', body_format: 'form', token_path: 'response_data.sessionId' });
     expect(providerSchema.parse({ ...bill, auth_mode: 'TWO_STEP' }).token_request?.method).toBe('POST');
-    expect(toPublicProvider('bill', provider)).not.toHaveProperty('token_request');
+    expect(toPublicProvider('bill', provider, 'https://latchkey.test')).not.toHaveProperty('token_request');
   });
 
   it('checks its templates like the others', () => {
@@ -138,11 +138,12 @@ describe('token_request', () => {
 
 describe('toPublicProvider', () => {
   it('returns exactly the spec fields, in the spec order', () => {
-    const provider = toPublicProvider('acme', providerSchema.parse(oauth));
+    const provider = toPublicProvider('acme', providerSchema.parse(oauth), 'https://latchkey.test/');
     expect(provider).toEqual({
       name: 'acme',
       display_name: 'Acme',
-      logo_url: '/images/providers/acme.svg',
+      // A catalog path is not served anywhere: the gateway's logo route is, absolute.
+      logo_url: 'https://latchkey.test/logos/acme.svg',
       categories: ['crm'],
       auth_mode: 'OAUTH2',
       authorization_url: 'https://${connectionConfig.subdomain}.acme.test/oauth/authorize',
@@ -169,14 +170,21 @@ describe('toPublicProvider', () => {
     ]);
   });
 
+  it('keeps an https logo the entry names', () => {
+    const provider = toPublicProvider('own', providerSchema.parse({ display_name: 'Own', auth_mode: 'API_KEY', logo_url: 'https://cdn.example/own.svg' }), 'https://latchkey.test');
+    expect(provider.logo_url).toBe('https://cdn.example/own.svg');
+  });
+
   it('omits absent optional fields and carries the script names', () => {
     const provider = toPublicProvider(
       'plain',
       providerSchema.parse({ display_name: 'Plain', auth_mode: 'API_KEY', post_connection_script: 'plain-post', webhook_routing_script: 'plain-route' }),
+      'https://latchkey.test',
     );
     expect(provider).toEqual({
       name: 'plain',
       display_name: 'Plain',
+      logo_url: 'https://latchkey.test/logos/plain.svg',
       categories: [],
       auth_mode: 'API_KEY',
       connection_configuration: [],

@@ -274,7 +274,7 @@ export const catalogFileSchema = z.record(providerNameSchema, providerSchema);
 export type PublicProvider = {
   name: string;
   display_name: string;
-  logo_url?: string;
+  logo_url: string;
   categories: string[];
   auth_mode: AuthMode;
   authorization_url?: string;
@@ -286,12 +286,20 @@ export type PublicProvider = {
   docs?: string;
 };
 
-export function toPublicProvider(name: string, entry: Provider): PublicProvider {
+/**
+ * The provider's logo as an absolute URL: an https logo the catalog entry names, else the one the
+ * gateway serves for every provider at `<logoBase>/logos/<name>.svg` (a brand icon or a monogram).
+ */
+function logoUrl(name: string, entry: Provider, logoBase: string): string {
+  return entry.logo_url?.startsWith('https://') ? entry.logo_url : `${logoBase.replace(/\/+$/, '')}/logos/${name}.svg`;
+}
+
+export function toPublicProvider(name: string, entry: Provider, logoBase: string): PublicProvider {
   const { proxy } = entry;
   return {
     name,
     display_name: entry.display_name,
-    ...(entry.logo_url !== undefined && { logo_url: entry.logo_url }),
+    logo_url: logoUrl(name, entry, logoBase),
     categories: [...entry.categories],
     auth_mode: entry.auth_mode,
     ...(entry.authorization_url !== undefined && { authorization_url: entry.authorization_url }),

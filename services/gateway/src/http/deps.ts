@@ -7,6 +7,7 @@ import type { EnvironmentRepo } from '../db/environment-repo.js';
 import type { GivenUpRepo } from '../db/given-up-repo.js';
 import type { KeyCache } from '../domain/key-cache.js';
 import type { KnownEnvironments } from '../domain/known-environments.js';
+import type { ProviderLogos } from '../domain/provider-logos.js';
 import type { LastUsedTracker } from '../domain/last-used.js';
 import type { RateLimiter } from '../domain/rate-limiter.js';
 
@@ -23,6 +24,8 @@ export interface GatewayDeps {
   /** Environment public ids that exist (inbound webhooks). */
   knownEnvironments: KnownEnvironments;
   apiKeys: ApiKeyRepo;
+  /** Every provider's logo (`GET /logos/{provider}.svg`). */
+  logos: ProviderLogos;
   /** Messages the services' consumers gave up on (operator API). */
   givenUp: GivenUpRepo;
   /** Whether this process is started and connected to NATS and MongoDB. */

@@ -31,6 +31,7 @@ import { listIntegrations } from './integrations/list-integrations.js';
 import { updateIntegration } from './integrations/update-integration.js';
 import { getProvider } from './providers/get-provider.js';
 import { listProviders } from './providers/list-providers.js';
+import { getProviderLogo } from './logos/get-provider-logo.js';
 import { proxyRequest } from './proxy/proxy-request.js';
 import { getActionResult } from './actions/get-action-result.js';
 import { triggerAction } from './actions/trigger-action.js';
@@ -60,6 +61,7 @@ export const routes: readonly AnyRoute[] = [
   // customer API: catalog
   listProviders,
   getProvider,
+  getProviderLogo,
   // integrations
   listIntegrations,
   createIntegration,
