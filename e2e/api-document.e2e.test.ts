@@ -16,7 +16,11 @@ const api = (method: string, path: string, body?: unknown) => http(`${stack.url}
 
 beforeAll(async () => {
   upstream = await startUpstreamApi();
-  stack = await startStack({ env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
+  stack = await startStack({
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
+    // Two vaults: a connection's last_fetched_at must read the same whichever answers.
+    replicas: { 'credential-vault': 2 },
+  });
   await seedApiKeyConnection(stack, 'api', 'c1', 'key-1');
 }, 120_000);
 
@@ -129,5 +133,20 @@ describe('logos', () => {
     const integrations = (await api('GET', '/integrations')).json.data as Array<{ logo: string }>;
     expect(integrations.map((item) => item.logo)).toEqual([`${stack.url}/logos/loopback-api.svg`]);
     expect((await fetch(`${stack.url}/logos/..%2Fetc%2Fpasswd.svg`)).status).toBe(404);
+  });
+});
+
+describe('last_fetched_at', () => {
+  it('is the time of the latest fetch, on every read and every vault replica: never null after a fetch, never going back', async () => {
+    const seen: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const before = Date.now();
+      const read = await api('GET', '/connections/c1?provider_config_key=api');
+      expect(read.status).toBe(200);
+      const at = Date.parse(read.json.last_fetched_at);
+      expect(at).toBeGreaterThanOrEqual(before - 1000);
+      seen.push(at);
+    }
+    expect([...seen].sort((a, b) => a - b)).toEqual(seen);
   });
 });

@@ -39,8 +39,12 @@ export async function insertConnection(
   });
 }
 
-/** last_fetched_at is written at most this often per connection and replica. */
-const FETCH_STAMP_MS = 60_000;
+/**
+ * A fetch answers with its own time as `last_fetched_at` (it is the latest fetch), so the value
+ * never goes back and no replica lags; the stored copy is written behind, at most this often per
+ * connection and replica.
+ */
+const FETCH_STAMP_MS = 10_000;
 
 /** The connection, or `unknown_provider_config` / `unknown_connection`, whichever is missing. */
 async function findConnection(deps: Pick<VaultDeps, 'connections' | 'integrations'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string) {
@@ -145,10 +149,10 @@ export function getConnectionHandler(deps: VaultDeps) {
     });
 
     const now = Date.now();
+    doc = { ...doc, last_fetched_at: new Date(now) };
     if ((stamped.get(doc._id) ?? 0) + FETCH_STAMP_MS < now) {
       if (stamped.size >= 100_000) stamped.clear(); // a memory bound; the worst case is one early stamp
       stamped.set(doc._id, now);
-      doc = { ...doc, last_fetched_at: new Date(now) };
       void deps.connections.update(environment, doc._id, { last_fetched_at: doc.last_fetched_at }).catch((error: unknown) =>
         deps.logger.warn('could not stamp last_fetched_at', { error }),
       );
