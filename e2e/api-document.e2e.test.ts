@@ -50,9 +50,9 @@ describe('error bodies the API document gives per endpoint', () => {
     const invalid = await api('POST', '/sync/start', { provider_config_key: 'api' });
     expect(invalid.status).toBe(400);
     expect(invalid.json).toEqual({ message: expect.any(String), error: expect.objectContaining({ code: 'invalid_body' }) });
-    const unknown = await api('POST', '/sync/start', { provider_config_key: 'nothing', syncs: [] });
-    expect(unknown.status).toBe(404);
-    expect(unknown.json.message).toEqual(expect.any(String));
+    const unauthenticated = await http(`${stack.url}/sync/start`, { method: 'POST', token: 'lk_sk_nobody', body: { provider_config_key: 'api', syncs: [] } });
+    expect(unauthenticated.status).toBe(401);
+    expect(unauthenticated.json.message).toEqual(expect.any(String));
   });
 
   it('other routes keep the one error envelope', async () => {
@@ -126,9 +126,10 @@ describe('logos', () => {
     const all = (await api('GET', '/providers')).json.data as Array<{ name: string; logo_url: string }>;
     expect(all.length).toBeGreaterThan(300);
     expect(all.filter((provider) => provider.logo_url !== `${stack.url}/logos/${provider.name}.svg`)).toEqual([]);
-    const monogram = await fetch(`${stack.url}/logos/loopback-api.svg`);
+    // No brand icon has this name: a monogram of its first letters.
+    const monogram = await fetch(`${stack.url}/logos/zzqx-widgets.svg`);
     expect(monogram.status).toBe(200);
-    expect(await monogram.text()).toContain('>LA</text>');
+    expect(await monogram.text()).toContain('>ZW</text>');
 
     const integrations = (await api('GET', '/integrations')).json.data as Array<{ logo: string }>;
     expect(integrations.map((item) => item.logo)).toEqual([`${stack.url}/logos/loopback-api.svg`]);
