@@ -67,6 +67,7 @@ export function createIntegrationHandler(deps: VaultDeps) {
       integration_config: request.integration_config ?? {},
       custom: request.custom ?? {},
       forward_webhooks: request.forward_webhooks ?? true,
+      accept_unsigned_webhooks: request.accept_unsigned_webhooks ?? false,
       webhook_secret: null,
       created_at: now,
       updated_at: now,
@@ -82,6 +83,7 @@ export function getIntegrationHandler(deps: VaultDeps) {
     const view = {
       ...integrationListItem(doc, logoOf(deps, doc)),
       forward_webhooks: doc.forward_webhooks,
+      accept_unsigned_webhooks: doc.accept_unsigned_webhooks === true,
       integration_config: doc.integration_config ?? {},
       custom: doc.custom ?? {},
     };
@@ -119,6 +121,7 @@ export function updateIntegrationHandler(deps: VaultDeps) {
     if (renamed) fields.unique_key = patch.unique_key!;
     if (patch.display_name !== undefined) fields.display_name = patch.display_name;
     if (patch.forward_webhooks !== undefined) fields.forward_webhooks = patch.forward_webhooks;
+    if (patch.accept_unsigned_webhooks !== undefined) fields.accept_unsigned_webhooks = patch.accept_unsigned_webhooks;
     if (patch.integration_config !== undefined) fields.integration_config = patch.integration_config;
     if (patch.custom !== undefined) fields.custom = patch.custom;
     if (patch.credentials !== undefined) {
