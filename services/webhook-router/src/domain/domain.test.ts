@@ -66,6 +66,7 @@ describe('provider signatures', () => {
       // Handled late (a backlog in the router) but received in time: still valid.
       expect(check(headers('msg_1', at - 10), standard, now)).toBe('valid');
       expect(check(headers('msg_1', Number.NaN, sign('msg_1', Number.NaN)), standard)).toBe('invalid');
+      expect(check(headers('msg_1', at), standard, Number.NaN)).toBe('stale');
     });
 
     it('key replays by the signed delivery id: a new timestamp does not make a new webhook', () => {

@@ -84,7 +84,8 @@ export function verifyProviderSignature(input: {
 
   if (timestamp !== undefined) {
     if (!/^\d{1,12}$/.test(timestamp)) return { verdict: 'invalid', replayKey: null };
-    if (Math.abs(input.receivedAt - Number(timestamp) * 1000) > SIGNATURE_TOLERANCE_MS) return { verdict: 'stale', replayKey: null };
+    const skew = Math.abs(input.receivedAt - Number(timestamp) * 1000);
+    if (!(skew <= SIGNATURE_TOLERANCE_MS)) return { verdict: 'stale', replayKey: null }; // NaN included
   }
   return { verdict: 'valid', replayKey: id !== undefined ? `id:${id}` : digestOf(content) };
 }
