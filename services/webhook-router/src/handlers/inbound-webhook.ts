@@ -57,8 +57,8 @@ type Step = { verified: Verified } | { record: () => Promise<void> } | { error: 
 /**
  * Handles a batch of persisted provider webhooks. Each one's signature is verified with the
  * integration's secret (no signature at all: refused unless the integration accepts unsigned
- * webhooks), a replay of one taken before is refused, its connection found, it is forwarded when the integration says so,
- * `webhook.received` announces it and its outcome is recorded; the connections of a batch are
+ * webhooks), a replay of one taken before is refused, its connection found, it is forwarded
+ * when the integration says so, `webhook.received` announces it and its outcome is recorded; the connections of a batch are
  * looked up with one request per integration and the records written together, so a burst costs
  * a few round trips instead of a few per webhook. Idempotent: a redelivery repeats the same steps
  * with the same ids. A rejected webhook is recorded and acked (no retry can make it valid); a
@@ -128,7 +128,18 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
       if (!('verified' in step) || !replays.has(step.verified)) return step;
       const { job, environment, integration, signature } = step.verified;
       deps.logger.warn('rejected a replayed provider webhook', { inbound: job.id, integration: job.integration });
-      const doc = { _id: job.id, integration: job.integration, received_at: new Date(job.received_at), webhook_id: null, connection_id: null, signature, provider: integration.provider, status: 'rejected', reason: 'replayed', processed_at: new Date() } as const;
+      const doc = {
+        _id: job.id,
+        integration: job.integration,
+        received_at: new Date(job.received_at),
+        status: 'rejected',
+        reason: 'replayed',
+        signature,
+        provider: integration.provider,
+        connection_id: null,
+        webhook_id: null,
+        processed_at: new Date(),
+      } as const;
       return { record: () => deps.inbound.record(environmentId(environment.id), doc) };
     });
   }
