@@ -57,6 +57,8 @@ export interface IntegrationListItem {
 export interface Integration extends IntegrationListItem {
   display_name?: string;
   forward_webhooks: boolean;
+  /** Whether provider webhooks without any signature are taken (default false: refused). */
+  accept_unsigned_webhooks: boolean;
   integration_config?: Record<string, string>;
   custom?: Record<string, string>;
   credentials?: Record<string, string>;
@@ -69,6 +71,8 @@ export interface IntegrationInput {
   credentials?: Record<string, string>;
   integration_config?: Record<string, string>;
   forward_webhooks?: boolean;
+  /** Take provider webhooks that carry no signature; only for providers that cannot sign. */
+  accept_unsigned_webhooks?: boolean;
 }
 
 export interface ConnectionListItem {

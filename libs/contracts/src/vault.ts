@@ -79,6 +79,7 @@ export const integrationListItem = z.object({
 export const integration = integrationListItem.extend({
   display_name: z.string().optional(),
   forward_webhooks: z.boolean(),
+  accept_unsigned_webhooks: z.boolean(),
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
   credentials: stringMap.optional(),
@@ -92,6 +93,11 @@ export const integrationWrite = z.strictObject({
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
   forward_webhooks: z.boolean().optional(),
+  /**
+   * Take provider webhooks that carry no signature (a provider without a signature scheme in the
+   * catalog, whose webhooks also lack `x-<provider>-signature-256`). Default false: refused.
+   */
+  accept_unsigned_webhooks: z.boolean().optional(),
 });
 
 // ---- connections

@@ -36,12 +36,20 @@ export const webhookDelivery = z.object({
 });
 export type WebhookDelivery = z.infer<typeof webhookDelivery>;
 
-/** How a provider signs its webhooks (the catalog's `webhook` block). */
+/**
+ * How a provider signs its webhooks (the catalog's `webhook` block). `signed_content` is what the
+ * HMAC covers, `{body}` by default; `{timestamp}` and `{id}` stand for the values of
+ * `timestamp_header` (unix seconds) and `id_header` (the provider's delivery id). Only a signed
+ * timestamp or id is ever used: the catalog refuses a header that its template does not sign.
+ */
 export const webhookSignatureScheme = z.object({
   header: z.string(),
   algorithm: z.enum(['sha256', 'sha1', 'sha512']),
   encoding: z.enum(['hex', 'base64']),
   prefix: z.string().optional(),
+  signed_content: z.string().optional(),
+  timestamp_header: z.string().optional(),
+  id_header: z.string().optional(),
 });
 export type WebhookSignatureScheme = z.infer<typeof webhookSignatureScheme>;
 
@@ -95,6 +103,8 @@ export const vaultWebhookContracts = {
     z.object({
       provider: z.string(),
       forward_webhooks: z.boolean(),
+      /** The customer's knowing choice to take webhooks that carry no signature (default false: refused). */
+      accept_unsigned_webhooks: z.boolean().default(false),
       webhook_secret: z.string(),
       signature: webhookSignatureScheme.nullable(),
       routing: webhookRoutingRule.nullable(),

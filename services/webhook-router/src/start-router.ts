@@ -5,6 +5,7 @@ import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeliveryRepo } from './db/delivery-repo.js';
 import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
+import { createWebhookClaimRepo } from './db/webhook-claim-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
 import { createTtlCache } from './domain/ttl-cache.js';
@@ -21,6 +22,9 @@ import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/
  */
 const SETTINGS_TTL_MS = 2_000;
 
+/** How often expired replay claims of provider webhooks are removed. */
+const CLAIM_SWEEP_MS = 10 * 60_000;
+
 /**
  * Wires the webhook router: durable consumers for provider webhooks (`jobs.webhook.inbound`),
  * deliveries (`jobs.webhook.deliver`) and the connection events that make auth webhooks; each
@@ -30,7 +34,14 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   const { bus, logger, mongo } = runtime;
   const inbound = createInboundWebhookRepo(mongo);
   const deliveries = createDeliveryRepo(mongo);
-  await Promise.all([inbound.init(), deliveries.init()]);
+  const claims = createWebhookClaimRepo(mongo);
+  await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
+  // Expired replay claims go in code (no TTL index on FerretDB); a late sweep only means a
+  // claim past its window is taken over at its next use (see claim).
+  const sweep = setInterval(() => {
+    claims.sweep().catch((error: unknown) => logger.warn('could not sweep expired webhook claims', { error: String(error) }));
+  }, CLAIM_SWEEP_MS);
+  sweep.unref();
 
   const cacheOptions = { ttlMs: SETTINGS_TTL_MS, maxEntries: 10_000 };
   const byPublicId = createTtlCache(environmentByPublicIdLoader(bus), cacheOptions);
@@ -64,6 +75,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
         bus,
         logger,
         inbound,
+        claims,
         environmentByPublicId: byPublicId.get,
         integration: (environmentId, uniqueKey) => integrations.get(JSON.stringify([environmentId, uniqueKey])),
       }),
@@ -130,6 +142,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   ];
 
   runtime.onShutdown(async () => {
+    clearInterval(sweep);
     await Promise.all(consumers.map((consumer) => consumer.stop()));
     sender.close();
   });

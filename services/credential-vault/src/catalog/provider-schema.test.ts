@@ -92,6 +92,20 @@ describe('providerSchema', () => {
   });
 });
 
+describe('webhook', () => {
+  const withWebhook = (webhook: Record<string, unknown>) => ({ display_name: 'W', auth_mode: 'API_KEY', proxy: { base_url: 'https://w.test', headers: { 'X-Key': '${apiKey}' } }, webhook });
+  const standard = { signature_header: 'webhook-signature', algorithm: 'sha256', encoding: 'base64', prefix: 'v1,' };
+
+  it('takes a timestamp and a delivery id only when the signature covers them', () => {
+    expect(messagesOf(withWebhook({ ...standard, signed_content: '{id}.{timestamp}.{body}', timestamp_header: 'webhook-timestamp', id_header: 'webhook-id' }))).toEqual([]);
+    expect(messagesOf(withWebhook({ ...standard, id_header: 'X-Delivery' }))).toEqual(['webhook.id_header: id_header is set exactly when signed_content contains {id}']);
+    expect(messagesOf(withWebhook({ ...standard, signed_content: 'v0:{timestamp}:{body}' }))).toEqual([
+      'webhook.timestamp_header: timestamp_header is set exactly when signed_content contains {timestamp}',
+    ]);
+    expect(messagesOf(withWebhook({ ...standard, signed_content: '{timestamp}', timestamp_header: 'T' }))).toEqual(['webhook.signed_content: must contain {body}']);
+  });
+});
+
 describe('token_request', () => {
   const bill = {
     display_name: 'Bill',

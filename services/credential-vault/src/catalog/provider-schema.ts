@@ -94,21 +94,43 @@ const fieldSchema = z.strictObject({
 /** A form: the fields an end user fills in (connection config, or credentials for non-OAuth modes). */
 export const fieldsSchema = z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, 'field names are letters, digits, "-" and "_"'), fieldSchema);
 
-export const webhookSchema = z.strictObject({
-  signature_header: z.string().min(1),
-  algorithm: z.enum(['sha256', 'sha1', 'sha512']),
-  encoding: z.enum(['hex', 'base64']),
-  /** Text before the digest in the header, e.g. `sha256=`. */
-  prefix: z.string().min(1).optional(),
-  /** How an incoming webhook finds its connection: a value in the body matched against a connection's config or metadata. */
-  routing: z
-    .strictObject({
-      body_path: z.string().min(1),
-      match: z.enum(['connection_config', 'metadata']),
-      key: z.string().min(1),
-    })
-    .optional(),
-});
+const headerName = z.string().regex(/^[A-Za-z0-9-]+$/, 'must be an HTTP header name');
+
+export const webhookSchema = z
+  .strictObject({
+    signature_header: z.string().min(1),
+    algorithm: z.enum(['sha256', 'sha1', 'sha512']),
+    encoding: z.enum(['hex', 'base64']),
+    /** Text before the digest in the header, e.g. `sha256=`. */
+    prefix: z.string().min(1).optional(),
+    /**
+     * What the provider's HMAC covers, `{body}` when absent: e.g. Standard Webhooks'
+     * `{id}.{timestamp}.{body}` or Slack's `v0:{timestamp}:{body}`.
+     */
+    signed_content: z.string().includes('{body}', { message: 'must contain {body}' }).optional(),
+    /** The header with the signing time in unix seconds; the router refuses a webhook signed more than 5 minutes off. */
+    timestamp_header: headerName.optional(),
+    /** The header with the provider's delivery id; the router takes each id once (its replays are refused). */
+    id_header: headerName.optional(),
+    /** How an incoming webhook finds its connection: a value in the body matched against a connection's config or metadata. */
+    routing: z
+      .strictObject({
+        body_path: z.string().min(1),
+        match: z.enum(['connection_config', 'metadata']),
+        key: z.string().min(1),
+      })
+      .optional(),
+  })
+  .superRefine((webhook, ctx) => {
+    // A timestamp or delivery id is trusted only when the signature covers it: an unsigned one
+    // could be rewritten to slip a replay past the window or the once-per-id rule.
+    const content = webhook.signed_content ?? '{body}';
+    for (const [field, placeholder] of [['timestamp_header', '{timestamp}'], ['id_header', '{id}']] as const) {
+      if ((webhook[field] !== undefined) !== content.includes(placeholder)) {
+        ctx.addIssue({ code: 'custom', path: [field], message: `${field} is set exactly when signed_content contains ${placeholder}` });
+      }
+    }
+  });
 
 /** A dotted path into a JSON answer, e.g. `response_data.sessionId` (digits index arrays). */
 const dottedPath = z.string().regex(/^[^.\s]+(\.[^.\s]+)*$/, 'must be a dotted path such as response_data.sessionId');

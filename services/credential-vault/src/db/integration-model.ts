@@ -11,6 +11,8 @@ export interface IntegrationDoc {
   integration_config: Record<string, string>;
   custom: Record<string, string>;
   forward_webhooks: boolean;
+  /** Provider webhooks without any signature are taken only when the customer turned this on. */
+  accept_unsigned_webhooks: boolean;
   /** Shared secret that providers sign webhooks with; encrypted; made on first request. */
   webhook_secret: string | null;
   created_at: Date;
@@ -28,6 +30,8 @@ const integrationSchema = new Schema<IntegrationDoc>(
     integration_config: { type: Schema.Types.Mixed, default: {} },
     custom: { type: Schema.Types.Mixed, default: {} },
     forward_webhooks: { type: Boolean, default: true },
+    // Integrations stored before this field existed read as false: unsigned webhooks refused.
+    accept_unsigned_webhooks: { type: Boolean, default: false },
     webhook_secret: { type: String, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },

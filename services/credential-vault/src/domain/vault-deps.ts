@@ -26,6 +26,9 @@ export interface ProviderEntry {
         algorithm: 'sha256' | 'sha1' | 'sha512';
         encoding: 'hex' | 'base64';
         prefix?: string | undefined;
+        signed_content?: string | undefined;
+        timestamp_header?: string | undefined;
+        id_header?: string | undefined;
         routing?: { body_path: string; match: 'connection_config' | 'metadata'; key: string } | undefined;
       }
     | undefined;

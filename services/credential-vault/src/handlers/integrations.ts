@@ -64,6 +64,7 @@ export function createIntegrationHandler(deps: VaultDeps) {
       integration_config: request.integration_config ?? {},
       custom: request.custom ?? {},
       forward_webhooks: request.forward_webhooks ?? true,
+      accept_unsigned_webhooks: request.accept_unsigned_webhooks ?? false,
       webhook_secret: null,
       created_at: now,
       updated_at: now,
@@ -80,6 +81,7 @@ export function getIntegrationHandler(deps: VaultDeps) {
       ...integrationListItem(doc, logoOf(deps, doc)),
       ...(doc.display_name ? { display_name: doc.display_name } : {}),
       forward_webhooks: doc.forward_webhooks,
+      accept_unsigned_webhooks: doc.accept_unsigned_webhooks === true,
       integration_config: doc.integration_config ?? {},
       custom: doc.custom ?? {},
     };
@@ -117,6 +119,7 @@ export function updateIntegrationHandler(deps: VaultDeps) {
     if (renamed) fields.unique_key = patch.unique_key!;
     if (patch.display_name !== undefined) fields.display_name = patch.display_name;
     if (patch.forward_webhooks !== undefined) fields.forward_webhooks = patch.forward_webhooks;
+    if (patch.accept_unsigned_webhooks !== undefined) fields.accept_unsigned_webhooks = patch.accept_unsigned_webhooks;
     if (patch.integration_config !== undefined) fields.integration_config = patch.integration_config;
     if (patch.custom !== undefined) fields.custom = patch.custom;
     if (patch.credentials !== undefined) {

@@ -15,9 +15,18 @@ export function webhookIntegrationHandler(deps: VaultDeps) {
     return {
       provider: doc.provider,
       forward_webhooks: doc.forward_webhooks,
+      accept_unsigned_webhooks: doc.accept_unsigned_webhooks === true,
       webhook_secret: await webhookSecretOf(deps, environment, doc),
       signature: webhook
-        ? { header: webhook.signature_header, algorithm: webhook.algorithm, encoding: webhook.encoding, ...(webhook.prefix !== undefined && { prefix: webhook.prefix }) }
+        ? {
+            header: webhook.signature_header,
+            algorithm: webhook.algorithm,
+            encoding: webhook.encoding,
+            ...(webhook.prefix !== undefined && { prefix: webhook.prefix }),
+            ...(webhook.signed_content !== undefined && { signed_content: webhook.signed_content }),
+            ...(webhook.timestamp_header !== undefined && { timestamp_header: webhook.timestamp_header }),
+            ...(webhook.id_header !== undefined && { id_header: webhook.id_header }),
+          }
         : null,
       routing: webhook?.routing ? { ...webhook.routing } : null,
     };

@@ -234,7 +234,9 @@ async function webhookIngestTarget(base: string) {
   await fetch(`${base}/integrations`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ provider: 'bench-upstream', unique_key: 'bench-hooks' }),
+    // The load repeats one unsigned body: the router takes the first and refuses the rest as
+    // replays, each batch paying for its signature check and its claim insert.
+    body: JSON.stringify({ provider: 'bench-upstream', unique_key: 'bench-hooks', accept_unsigned_webhooks: true }),
   });
   const body = JSON.stringify({ event: 'contact.updated', serviceConnectionId: 'bench-proxy', data: { id: 42, fields: { name: 'Ada', plan: 'pro' } } });
   return {

@@ -1,4 +1,5 @@
 import { Schema, type Connection } from 'mongoose';
+import type { SignatureVerdict } from '../domain/provider-signature.js';
 
 /** What became of a provider's webhook: the inbound log. */
 export interface InboundWebhookDoc {
@@ -9,9 +10,12 @@ export interface InboundWebhookDoc {
   provider: string | null;
   /** forwarded · not_forwarded (forward_webhooks off or no webhook URL) · rejected (see reason). */
   status: 'forwarded' | 'not_forwarded' | 'rejected';
-  /** Why it was rejected or not forwarded: bad_signature, missing_signature, unknown_integration, … */
+  /**
+   * Why it was rejected or not forwarded: bad_signature, missing_signature, stale_timestamp,
+   * unsigned_not_accepted, replayed, unknown_integration, forward_webhooks_off, no_webhook_url.
+   */
   reason: string | null;
-  signature: 'valid' | 'invalid' | 'missing' | 'unsigned' | null;
+  signature: SignatureVerdict | null;
   connection_id: string | null;
   /** The webhook-id its forwarded copy carries. */
   webhook_id: string | null;

@@ -5,6 +5,7 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
 import { createDeliveryRepo } from './delivery-repo.js';
 import { createInboundWebhookRepo } from './inbound-webhook-repo.js';
+import { createWebhookClaimRepo } from './webhook-claim-repo.js';
 
 let mongo: TestMongo;
 let connection: Connection;
@@ -74,5 +75,20 @@ describe('the router records', () => {
       [2, 503, 'retrying'],
       [3, 200, 'delivered'],
     ]);
+  });
+
+  it('hold a replay claim once per key: its own redelivery keeps it, a replay in the same batch or later does not, nor across environments', async () => {
+    const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
+    await claims.init();
+    const ask = (inboundId: string, key: string, environment = env) => ({ environment, integration: 'acme', key, inboundId });
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    expect(await claims.claim([ask('iwh_a', 'sha256:1'), ask('iwh_b', 'sha256:1'), ask('iwh_c', 'id:x'), ask('iwh_d', 'sha256:1', environmentId('env_2'))], t0)).toEqual([true, false, true, true]);
+    // JetStream hands iwh_a over again; a replay comes later.
+    expect(await claims.claim([ask('iwh_a', 'sha256:1'), ask('iwh_e', 'sha256:1'), ask('iwh_f', 'id:y')], new Date(t0.getTime() + 1000))).toEqual([true, false, true]);
+    // Past the window, before a sweep: the stale claim is taken over, once.
+    const later = new Date(t0.getTime() + 61_000);
+    expect(await claims.claim([ask('iwh_g', 'sha256:1'), ask('iwh_h', 'sha256:1')], later)).toEqual([true, false]);
+    expect(await claims.sweep(new Date(t0.getTime() + 62_000))).toBe(3);
+    expect(await connection.collection('inbound_webhook_claims').countDocuments({})).toBe(1);
   });
 });

@@ -1,8 +1,9 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
+import type { WebhookSignatureScheme } from '@latchkey/contracts';
 import { createCircuitBreakers } from './circuit-breaker.js';
 import { forwardBody } from './payloads.js';
-import { verifyProviderSignature } from './provider-signature.js';
+import { refusalReason, verifyProviderSignature } from './provider-signature.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from './retry-policy.js';
 import { connectionLookup, valueAt } from './routing.js';
 
@@ -11,8 +12,9 @@ const hex = (secret: string, algorithm = 'sha256') => createHmac(algorithm, secr
 
 describe('provider signatures', () => {
   const declared = { header: 'X-Acme-Signature-256', algorithm: 'sha256' as const, encoding: 'hex' as const, prefix: 'sha256=' };
-  const check = (headers: Record<string, string>, scheme: typeof declared | null = declared) =>
-    verifyProviderSignature({ declared: scheme, provider: 'acme', secret: 's3cret', headers, body });
+  const now = Date.parse('2026-01-01T00:00:00Z');
+  const check = (headers: Record<string, string>, scheme: WebhookSignatureScheme | null = declared, receivedAt = now) =>
+    verifyProviderSignature({ declared: scheme, provider: 'acme', secret: 's3cret', headers, body, receivedAt }).verdict;
 
   it('accept the declared scheme, prefix included, and refuse anything else', () => {
     expect(check({ 'x-acme-signature-256': `sha256=${hex('s3cret')}` })).toBe('valid');
@@ -30,7 +32,65 @@ describe('provider signatures', () => {
 
   it('read base64 and other algorithms', () => {
     const digest = createHmac('sha1', 's3cret').update(body).digest('base64');
-    expect(check({ sig: digest }, { header: 'Sig', algorithm: 'sha1', encoding: 'base64' } as never)).toBe('valid');
+    expect(check({ sig: digest }, { header: 'Sig', algorithm: 'sha1', encoding: 'base64' })).toBe('valid');
+  });
+
+  describe('with a signed timestamp and delivery id (Standard Webhooks)', () => {
+    const standard: WebhookSignatureScheme = {
+      header: 'webhook-signature',
+      algorithm: 'sha256',
+      encoding: 'base64',
+      prefix: 'v1,',
+      signed_content: '{id}.{timestamp}.{body}',
+      timestamp_header: 'webhook-timestamp',
+      id_header: 'webhook-id',
+    };
+    const sign = (id: string, seconds: number, secret = 's3cret') =>
+      `v1,${createHmac('sha256', secret).update(`${id}.${seconds}.${body.toString()}`).digest('base64')}`;
+    const headers = (id: string, seconds: number, signature = sign(id, seconds)) => ({ 'webhook-id': id, 'webhook-timestamp': String(seconds), 'webhook-signature': signature });
+    const at = now / 1000;
+    const full = (given: Record<string, string>, receivedAt = now) =>
+      verifyProviderSignature({ declared: standard, provider: 'acme', secret: 's3cret', headers: given, body, receivedAt });
+
+    it('take the signature over id, timestamp and body, one of several', () => {
+      expect(check(headers('msg_1', at), standard)).toBe('valid');
+      expect(check(headers('msg_1', at, `v1,AAAA ${sign('msg_1', at)}`), standard)).toBe('valid');
+      expect(check(headers('msg_2', at, sign('msg_1', at)), standard)).toBe('invalid');
+      expect(check({ 'webhook-id': 'msg_1', 'webhook-signature': sign('msg_1', at) }, standard)).toBe('missing');
+    });
+
+    it('refuse a timestamp more than five minutes from when the gateway took the webhook', () => {
+      expect(check(headers('msg_1', at - 299), standard)).toBe('valid');
+      expect(check(headers('msg_1', at - 301), standard)).toBe('stale');
+      expect(check(headers('msg_1', at + 301), standard)).toBe('stale');
+      // Handled late (a backlog in the router) but received in time: still valid.
+      expect(check(headers('msg_1', at - 10), standard, now)).toBe('valid');
+      expect(check(headers('msg_1', Number.NaN, sign('msg_1', Number.NaN)), standard)).toBe('invalid');
+      expect(check(headers('msg_1', at), standard, Number.NaN)).toBe('stale');
+    });
+
+    it('key replays by the signed delivery id: a new timestamp does not make a new webhook', () => {
+      expect(full(headers('msg_1', at)).replayKey).toBe('id:msg_1');
+      expect(full(headers('msg_1', at - 60)).replayKey).toBe('id:msg_1');
+      expect(full(headers('msg_2', at)).replayKey).toBe('id:msg_2');
+    });
+  });
+
+  it('key replays by the digest of the signed bytes when no delivery id is signed, and give none when refused', () => {
+    const signed = verifyProviderSignature({ declared, provider: 'acme', secret: 's3cret', headers: { 'x-acme-signature-256': `sha256=${hex('s3cret')}` }, body, receivedAt: now });
+    expect(signed.replayKey).toBe(`sha256:${createHash('sha256').update(body).digest('hex')}`);
+    // An unsigned delivery id is not trusted: the key stays the body's.
+    const withId = verifyProviderSignature({ declared, provider: 'acme', secret: 's3cret', headers: { 'x-acme-signature-256': `sha256=${hex('s3cret')}`, 'x-acme-delivery': 'd-2' }, body, receivedAt: now });
+    expect(withId.replayKey).toBe(signed.replayKey);
+    expect(verifyProviderSignature({ declared: null, provider: 'acme', secret: 's3cret', headers: {}, body, receivedAt: now }).replayKey).toBe(signed.replayKey);
+    expect(verifyProviderSignature({ declared, provider: 'acme', secret: 's3cret', headers: {}, body, receivedAt: now }).replayKey).toBeNull();
+  });
+
+  it('refuse all but valid ones, and unsigned ones unless the integration accepts them', () => {
+    expect(refusalReason('valid', false)).toBeNull();
+    expect(refusalReason('unsigned', false)).toBe('unsigned_not_accepted');
+    expect(refusalReason('unsigned', true)).toBeNull();
+    expect([refusalReason('invalid', true), refusalReason('missing', true), refusalReason('stale', true)]).toEqual(['bad_signature', 'missing_signature', 'stale_timestamp']);
   });
 });
 

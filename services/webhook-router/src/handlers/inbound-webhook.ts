@@ -14,8 +14,9 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookDoc } from '../db/inbound-webhook-model.js';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
+import type { WebhookClaimRepo } from '../db/webhook-claim-repo.js';
 import { forwardBody, providerPayload } from '../domain/payloads.js';
-import { verifyProviderSignature } from '../domain/provider-signature.js';
+import { refusalReason, verifyProviderSignature } from '../domain/provider-signature.js';
 import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
 import { enqueueDeliveries } from './enqueue-deliveries.js';
 
@@ -25,6 +26,7 @@ export interface InboundDeps {
   bus: Pick<Bus, 'request' | 'enqueue' | 'publish'>;
   logger: Logger;
   inbound: InboundWebhookRepo;
+  claims: Pick<WebhookClaimRepo, 'claim'>;
   environmentByPublicId(publicId: string): Promise<EnvironmentInfo>;
   integration(environmentId: string, uniqueKey: string): Promise<WebhookIntegration>;
 }
@@ -41,6 +43,8 @@ interface Verified {
   environment: EnvironmentInfo;
   integration: WebhookIntegration;
   signature: InboundWebhookDoc['signature'];
+  /** What a replay of it would repeat: claimed once per window before it is routed. */
+  replayKey: string;
   body: Buffer;
   payload: unknown;
   json: boolean;
@@ -52,8 +56,9 @@ type Step = { verified: Verified } | { record: () => Promise<void> } | { error: 
 
 /**
  * Handles a batch of persisted provider webhooks. Each one's signature is verified with the
- * integration's secret, its connection found, it is forwarded when the integration says so,
- * `webhook.received` announces it and its outcome is recorded; the connections of a batch are
+ * integration's secret (no signature at all: refused unless the integration accepts unsigned
+ * webhooks), a replay of one taken before is refused, its connection found, it is forwarded
+ * when the integration says so, `webhook.received` announces it and its outcome is recorded; the connections of a batch are
  * looked up with one request per integration and the records written together, so a burst costs
  * a few round trips instead of a few per webhook. Idempotent: a redelivery repeats the same steps
  * with the same ids. A rejected webhook is recorded and acked (no retry can make it valid); a
@@ -84,19 +89,59 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
     }
 
     const body = Buffer.from(job.body_base64, 'base64');
-    const signature = verifyProviderSignature({
+    const { verdict: signature, replayKey } = verifyProviderSignature({
       declared: integration.signature,
       provider: integration.provider,
       secret: integration.webhook_secret,
       headers: job.headers,
       body,
+      receivedAt: Date.parse(job.received_at),
     });
-    if (signature === 'invalid' || signature === 'missing') {
+    // The one gate to routing, forwarding and onWebhook: nothing below runs for a refused webhook.
+    const refused = refusalReason(signature, integration.accept_unsigned_webhooks);
+    if (refused !== null || replayKey === null) {
       deps.logger.warn('rejected a provider webhook', { inbound: job.id, integration: job.integration, signature });
-      return reject({ reason: `${signature === 'invalid' ? 'bad' : 'missing'}_signature`, signature, provider: integration.provider });
+      return reject({ reason: refused ?? 'bad_signature', signature, provider: integration.provider });
     }
     const { payload, json } = providerPayload(body);
-    return { verified: { job, environment, integration, signature, body, payload, json, lookup: connectionLookup(job.query, json ? payload : null, integration.routing) } };
+    return { verified: { job, environment, integration, signature, replayKey, body, payload, json, lookup: connectionLookup(job.query, json ? payload : null, integration.routing) } };
+  }
+
+  /**
+   * Claims every verified webhook of the batch in one insert; a replay (its key held by another
+   * inbound webhook within the window) becomes a `replayed` rejection. A failed insert leaves the
+   * whole batch to come back later.
+   */
+  async function refuseReplays(steps: Step[]): Promise<Step[]> {
+    const verified = steps.flatMap((step) => ('verified' in step ? [step.verified] : []));
+    if (verified.length === 0) return steps;
+    let held: boolean[];
+    try {
+      held = await deps.claims.claim(
+        verified.map((item) => ({ environment: environmentId(item.environment.id), integration: item.job.integration, key: item.replayKey, inboundId: item.job.id })),
+      );
+    } catch (error) {
+      return steps.map((step) => ('verified' in step ? { error } : step));
+    }
+    const replays = new Set(verified.filter((_, index) => held[index] === false));
+    return steps.map((step): Step => {
+      if (!('verified' in step) || !replays.has(step.verified)) return step;
+      const { job, environment, integration, signature } = step.verified;
+      deps.logger.warn('rejected a replayed provider webhook', { inbound: job.id, integration: job.integration });
+      const doc = {
+        _id: job.id,
+        integration: job.integration,
+        received_at: new Date(job.received_at),
+        status: 'rejected',
+        reason: 'replayed',
+        signature,
+        provider: integration.provider,
+        connection_id: null,
+        webhook_id: null,
+        processed_at: new Date(),
+      } as const;
+      return { record: () => deps.inbound.record(environmentId(environment.id), doc) };
+    });
   }
 
   /** The connection of each verified webhook (null: none named or none found), one request per integration. */
@@ -180,7 +225,7 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
   const settled = (work: () => Promise<Step>) => work().catch((error: unknown): Step => ({ error }));
 
   return async (items: Array<{ payload: InboundWebhook; msg: JsMsg }>): Promise<BatchOutcome[]> => {
-    const steps = await Promise.all(items.map(({ payload, msg }) => asOwn(msg, () => settled(() => verify(payload)))));
+    const steps = await refuseReplays(await Promise.all(items.map(({ payload, msg }) => asOwn(msg, () => settled(() => verify(payload))))));
     const verified = steps.flatMap((step) => ('verified' in step ? [step.verified] : []));
     const connections = verified.length === 0 ? new Map() : await matchConnections(verified);
     const routed = await Promise.all(

@@ -71,8 +71,10 @@ function pathParams(path: string): Record<string, string> | undefined {
  * `POST /webhook/{environmentPublicId}/{integration}`: a provider's webhook. Public (the
  * provider's signature is the proof, checked by the webhook router). The raw request is stored
  * on the JOBS stream before the provider gets its 200, so an answered webhook is never lost;
- * everything else (signature, routing, forwarding) happens in the webhook router. Served before
- * express: providers can send bursts, and this path is all parsing and one JetStream publish.
+ * everything else (signature, replays, routing, forwarding) happens in the webhook router. Every
+ * stored webhook gets the same 200, including those the router refuses later: the answer is quick
+ * and tells a forger nothing about secrets, schemes or connections. Served before express:
+ * providers can send bursts, and this path is all parsing and one JetStream publish.
  */
 export const receiveWebhook = defineBareRoute({
   prefix: PREFIX,
