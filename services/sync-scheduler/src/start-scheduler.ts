@@ -1,4 +1,4 @@
-import { createTypeChecker } from '@latchkey/cli';
+import { createCompiler } from '@latchkey/cli';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { consume, openKv } from '@latchkey/bus';
@@ -39,9 +39,9 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listLifecycle, listLifecycleHandler(deps));
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
-  const typeChecker = createTypeChecker();
-  bus.serve(functionsContracts.compile, compileHandler({ typeChecker }));
-  runtime.onShutdown(() => typeChecker.close());
+  const compiler = createCompiler();
+  bus.serve(functionsContracts.compile, compileHandler({ compiler }));
+  runtime.onShutdown(() => compiler.close());
 
   const records = createRecordRepo(mongo);
   await records.init();
