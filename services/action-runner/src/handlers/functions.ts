@@ -3,7 +3,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CachedFunction } from '../domain/function-cache.js';
-import type { RecordedWrite } from '../domain/host.js';
+import { ENVIRONMENT_GRANTS, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
 import { subscribes, webhookType } from '../domain/webhook-match.js';
 import { requireConnection } from './actions.js';
@@ -58,7 +58,9 @@ export function dryRunHandler(deps: FunctionDeps) {
     const logs: LogEntry[] = [];
     const writes: RecordedWrite[] = [];
     try {
-      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes });
+      // The run acts for the API key that asked, with the scopes the gateway resolved for it.
+      const grants = { kind: 'api_key' as const, scopes: new Set(request.caller_scopes) };
+      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants });
       return {
         function: { type: outcome.definition.kind, name: outcome.definition.name },
         success: true,
@@ -93,7 +95,7 @@ async function runLifecycle(
   for (const name of names) {
     try {
       const fn = await deps.runner.loadFunction(target.environment_id, target.provider_config_key, 'on-event', name);
-      await deps.runner.run({ target, fn });
+      await deps.runner.run({ target, fn, grants: ENVIRONMENT_GRANTS });
     } catch (error) {
       failed++;
       const appError = toAppError(error);
@@ -131,7 +133,7 @@ export function webhookHandler(deps: FunctionDeps) {
     for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
       try {
         const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
-        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null });
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, grants: ENVIRONMENT_GRANTS });
       } catch (error) {
         const appError = toAppError(error);
         deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });
