@@ -39,6 +39,9 @@ function toDiagnostic(severity: Diagnostic['severity'], message: Message, quotab
   };
 }
 
+/** The SDK's code files (JavaScript when built; its TypeScript source under the test runner). */
+const SDK_CODE = /\.(js|ts)$/;
+
 /**
  * The resolver for untrusted source: every import, `require` and `import()` is refused except
  * `@latchkey/functions` (and the SDK's own relative imports inside its folder), and so is every
@@ -57,12 +60,12 @@ function sourceOnly(): Plugin {
         if (args.path === SDK_MODULE) return { path: sdk.entry };
         if (args.importer.startsWith(sdk.dir) && args.path.startsWith('./')) {
           const inside = resolve(dirname(args.importer), args.path);
-          if (inside.startsWith(sdk.dir) && inside.endsWith('.js')) return { path: inside };
+          if (inside.startsWith(sdk.dir) && SDK_CODE.test(inside)) return { path: inside };
         }
         return refuse(`"${args.path}" cannot be imported: a function may import only ${SDK_MODULE}`);
       });
       // Whatever resolved is the SDK's JavaScript; anything else is refused before it is read.
-      builder.onLoad({ filter: /.*/ }, (args) => (args.path.startsWith(sdk.dir) && args.path.endsWith('.js') ? undefined : refuse('only the functions SDK is loaded')));
+      builder.onLoad({ filter: /.*/ }, (args) => (args.path.startsWith(sdk.dir) && SDK_CODE.test(args.path) ? undefined : refuse('only the functions SDK is loaded')));
     },
   };
 }

@@ -21,6 +21,7 @@ export function sdkLocation(): SdkLocation {
   if (found) return found;
   const entry = realpathSync(createRequire(import.meta.url).resolve(SDK_MODULE));
   const dir = `${dirname(entry)}${sep}`;
-  found = { entry, types: entry.replace(/\.js$/, '.d.ts'), dir };
+  // Built, the entry is `index.js` beside `index.d.ts`; under the test runner it maps to the `.ts` source.
+  found = { entry, types: entry.endsWith('.ts') ? entry : entry.replace(/\.js$/, '.d.ts'), dir };
   return found;
 }

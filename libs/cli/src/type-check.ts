@@ -46,7 +46,7 @@ export function typeCheck(source: string, filename = 'function.ts'): Diagnostic[
   host.resolveModuleNameLiterals = (literals) =>
     literals.map((literal) =>
       literal.text === SDK_MODULE
-        ? { resolvedModule: { resolvedFileName: sdk.types, extension: ts.Extension.Dts, isExternalLibraryImport: true } }
+        ? { resolvedModule: { resolvedFileName: sdk.types, extension: sdk.types.endsWith('.d.ts') ? ts.Extension.Dts : ts.Extension.Ts, isExternalLibraryImport: true } }
         : { resolvedModule: undefined },
     );
   host.resolveTypeReferenceDirectiveReferences = (references) => references.map(() => ({ resolvedTypeReferenceDirective: undefined }));

@@ -36,7 +36,10 @@ export interface RunTarget {
  * it: its scopes come with the job from the gateway (never from the function), and each `ctx`
  * call needs the scope the matching API route needs.
  */
-export type CtxGrants = { kind: 'environment' } | { kind: 'api_key'; scopes: ReadonlySet<Scope> };
+export type CtxGrants =
+  | { kind: 'environment' }
+  /** `refused`: the scopes a call of this run lacked, noted here, out of the function's reach. */
+  | { kind: 'api_key'; scopes: ReadonlySet<Scope>; refused: Scope[] };
 export const ENVIRONMENT_GRANTS: CtxGrants = { kind: 'environment' };
 
 /** What a run asked to write; a dry run reports these instead of applying them. */
@@ -245,7 +248,10 @@ function guardHost(methods: ReturnType<typeof hostMethods>, grants: CtxGrants): 
     const scope = CTX_SCOPES[name];
     const method = methods[name] as (...args: unknown[]) => Promise<unknown>;
     guarded[name] = async (...args: unknown[]) => {
-      if (scope !== null && !granted(grants, scope)) throw new AppError('forbidden', `ctx.${name} needs the scope ${scope}, which the API key of this dry run lacks`);
+      if (scope !== null && !granted(grants, scope)) {
+        if (grants.kind === 'api_key') grants.refused.push(scope);
+        throw new AppError('forbidden', `ctx.${name} needs the scope ${scope}, which the API key of this dry run lacks`);
+      }
       return method(...args);
     };
   }
