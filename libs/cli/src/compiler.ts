@@ -35,7 +35,7 @@ export function createCompiler(options: CompilerOptions = {}) {
     const started = fork(fileURLToPath(new URL('./compiler-process.js', import.meta.url)), [], {
       env: {},
       cwd: sdkLocation().dir,
-      execArgv: [`--max-old-space-size=${options.maxOldSpaceMb ?? 512}`],
+      execArgv: [`--max-old-space-size=${options.maxOldSpaceMb ?? 256}`],
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     started.on('message', (reply: { id: number; result?: CompileResult; error?: string }) => {
