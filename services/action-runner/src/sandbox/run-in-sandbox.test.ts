@@ -82,9 +82,12 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
   });
 
-  it('ends an ArrayBuffer flood at the memory limit with function_memory_exceeded, allocating no more than the limit', async () => {
+  it('ends an ArrayBuffer or SharedArrayBuffer flood at the memory limit with function_memory_exceeded, allocating no more than the limit', async () => {
     const error = await failure(run(action(`async () => { const hoard = []; for (;;) hoard.push(new ArrayBuffer(4 * 1024 * 1024)); }`)));
     expect(error.code).toBe('function_memory_exceeded');
+    // Bounded loops: were the limit not applied, they would stop at 256 MB.
+    const shared = await failure(run(action(`async () => { const hoard = []; for (let i = 0; i < 64; i++) hoard.push(new SharedArrayBuffer(4 * 1024 * 1024)); return hoard.length; }`)));
+    expect(shared.code).toBe('function_memory_exceeded');
     expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
   });
 
