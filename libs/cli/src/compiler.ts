@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import type { CompileResult } from './compile-source.js';
 import { sdkLocation } from './sdk-location.js';
 
+const WARM_SOURCE = `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'warm', exec: () => null });\n`;
+
 export interface CompilerOptions {
   /** A compile taking longer than this kills the child (and fails every compile in it). */
   timeoutMs?: number;
@@ -18,7 +20,7 @@ export interface CompilerOptions {
  * the service's event loop. The child starts on first use and is kept.
  */
 export function createCompiler(options: CompilerOptions = {}) {
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  const timeoutMs = options.timeoutMs ?? 25_000;
   let child: ChildProcess | undefined;
   let nextId = 1;
   const pending = new Map<number, { resolve(value: CompileResult): void; reject(error: Error): void; timer: NodeJS.Timeout }>();
@@ -60,28 +62,37 @@ export function createCompiler(options: CompilerOptions = {}) {
     return started;
   }
 
-  return {
-    compile(source: string, filename?: string): Promise<CompileResult> {
-      const running = (child ??= start());
-      const id = nextId++;
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
+  function compile(source: string, filename?: string): Promise<CompileResult> {
+    const running = (child ??= start());
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`compiling took longer than ${timeoutMs} ms`));
+        running.kill('SIGKILL');
+      }, timeoutMs);
+      pending.set(id, { resolve, reject, timer });
+      running.channel?.ref();
+      running.send({ id, source, ...(filename ? { filename } : {}) }, (error) => {
+        if (error) {
+          clearTimeout(timer);
           pending.delete(id);
-          reject(new Error(`compiling took longer than ${timeoutMs} ms`));
-          running.kill('SIGKILL');
-        }, timeoutMs);
-        pending.set(id, { resolve, reject, timer });
-        running.channel?.ref();
-        running.send({ id, source, ...(filename ? { filename } : {}) }, (error) => {
-          if (error) {
-            clearTimeout(timer);
-            pending.delete(id);
-            reject(error);
-          }
-        });
-      }).finally(() => {
-        if (pending.size === 0) running.channel?.unref();
-      }) as Promise<CompileResult>;
+          reject(error);
+        }
+      });
+    }).finally(() => {
+      if (pending.size === 0) running.channel?.unref();
+    }) as Promise<CompileResult>;
+  }
+
+  return {
+    compile,
+    /**
+     * Starts the child and has it load esbuild, TypeScript and the `lib` declarations now, so
+     * that the first real compile does not pay for them. Failures are left to that compile.
+     */
+    warm(): void {
+      compile(WARM_SOURCE).catch(() => undefined);
     },
     async close(): Promise<void> {
       const running = child;

@@ -40,6 +40,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
   const compiler = createCompiler();
+  compiler.warm();
   bus.serve(functionsContracts.compile, compileHandler({ compiler }));
   runtime.onShutdown(() => compiler.close());
 
