@@ -269,7 +269,7 @@ describe('the sandbox, through the service', () => {
     expect(bomb.json).toMatchObject({ success: false, error: { code: 'function_memory_exceeded' } });
     expect((await dryRun('return 1 + 1;')).json).toMatchObject({ success: true, output: 2 });
     expect((await trigger('double', { n: 4 })).status).toBe(200);
-  });
+  }, 20_000);
 
   it('has no process environment, module loader or network inside', async () => {
     expect((await dryRun('return host.process.env.HOME;')).json.error.message).toMatch(/Cannot read properties of undefined/);

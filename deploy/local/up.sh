@@ -66,9 +66,34 @@ if [ -z "${MONGODB_URI:-}" ]; then
   export MONGODB_URI="mongodb://127.0.0.1:$mongo_port/?directConnection=true"
 fi
 
+# The action-runner's memory, layer by layer: each run's isolate has FUNCTION_MEMORY_MB (its
+# ArrayBuffers included; functions get no WebAssembly, whose memories would live outside it),
+# FUNCTION_CONCURRENCY runs at once, and the host's own heap is capped by --max-old-space-size.
+# On top, an OS cap when this machine offers a usable one: a systemd scope with MemoryMax
+# (cgroup: counts what the process really uses). `prlimit --as` is no such cap for V8: every
+# isolate reserves about 0.5 GiB of address space it never uses, so a limit low enough to matter
+# refuses isolates long before memory runs short; it is applied only when asked for with
+# ACTION_RUNNER_MAX_VIRTUAL_MB.
+runner_heap_mb=${ACTION_RUNNER_HEAP_MB:-512}
+runner_memory_mb=${ACTION_RUNNER_MEMORY_MB:-$((runner_heap_mb + ${FUNCTION_MEMORY_MB:-128} * ${FUNCTION_CONCURRENCY:-8} + 512))}
+runner_cap=()
+if command -v systemd-run > /dev/null && systemd-run --user --scope -q -p MemoryMax=64M true > /dev/null 2>&1; then
+  runner_cap=(systemd-run --user --scope -q -p "MemoryMax=${runner_memory_mb}M" -p MemorySwapMax=0)
+  echo "action-runner: memory capped at ${runner_memory_mb} MiB (systemd scope)"
+elif [ -n "${ACTION_RUNNER_MAX_VIRTUAL_MB:-}" ] && command -v prlimit > /dev/null; then
+  runner_cap=(prlimit "--as=$((ACTION_RUNNER_MAX_VIRTUAL_MB * 1024 * 1024))")
+  echo "action-runner: address space capped at ${ACTION_RUNNER_MAX_VIRTUAL_MB} MiB (prlimit)"
+else
+  echo "action-runner: no OS memory cap here (no systemd user scope); isolate limits and a ${runner_heap_mb} MiB host heap apply"
+fi
+
 for service in credential-vault proxy sync-scheduler action-runner webhook-router gateway; do
   # --no-node-snapshot: isolated-vm (the action-runner's sandbox) requires it on Node 20.
-  start "$service" node --no-node-snapshot "services/$service/dist/main.js"
+  if [ "$service" = action-runner ]; then
+    start "$service" "${runner_cap[@]}" node --no-node-snapshot "--max-old-space-size=$runner_heap_mb" "services/$service/dist/main.js"
+  else
+    start "$service" node --no-node-snapshot "services/$service/dist/main.js"
+  fi
 done
 
 port=${PORT:-3003}

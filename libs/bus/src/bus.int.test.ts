@@ -11,6 +11,7 @@ const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const hangs = defineRequest('test.hangs', z.object({}), z.object({}));
+const large = defineRequest('test.large', z.object({ bytes: z.number().int() }), z.object({ text: z.string() }));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
@@ -226,6 +227,27 @@ describe('batch consumers', () => {
     expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(50);
     expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, n) => n));
     expect([...handled].filter(([, times]) => times !== 1)).toEqual([[7, 2]]);
+  });
+});
+
+describe('replies larger than a NATS message', () => {
+  it('arrive whole (as a pull stream) and quickly; past maxReplyBytes they are payload_too_large at once', async () => {
+    const bounded = await createBus({ servers: nats.url, service: 'bounded', logger, requestTimeoutMs: 2_000, maxReplyBytes: 2 * 1024 * 1024 });
+    try {
+      bounded.serve(large, ({ bytes }) => ({ text: 'x'.repeat(bytes) }));
+      await bounded.nc.flush();
+      const maxPayload = client.nc.info!.max_payload;
+      const started = Date.now();
+      const whole = await client.request(large, { bytes: maxPayload + 1 }, { timeoutMs: 2_000 });
+      expect(whole.text).toHaveLength(maxPayload + 1);
+      const tooLarge = await client.request(large, { bytes: 3 * 1024 * 1024 }, { timeoutMs: 2_000 }).catch((error: AppError) => error);
+      expect(tooLarge).toMatchObject({ code: 'payload_too_large' });
+      expect(Date.now() - started).toBeLessThan(1_500);
+      // Small replies still travel inline.
+      expect(await client.request(large, { bytes: 10 })).toEqual({ text: 'x'.repeat(10) });
+    } finally {
+      await bounded.drain();
+    }
   });
 });
 

@@ -24,7 +24,8 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
-import { decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf, type Reply } from './wire.js';
+import { pullAll, serveBytes } from './pull-stream.js';
+import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -34,7 +35,17 @@ export interface BusOptions {
   logger: Logger;
   /** The deadline of a request and of JetStream API calls. */
   requestTimeoutMs: number;
+  /**
+   * The largest reply (encoded) this bus serves or reads; larger replies than one NATS message
+   * travel as a pull stream, replies larger than this are a `payload_too_large` error.
+   * 32 MiB by default.
+   */
+  maxReplyBytes?: number;
 }
+
+/** Room left in a message for the reply's headers (the request id) and the protocol line. */
+const REPLY_HEADROOM_BYTES = 4 * 1024;
+const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -81,6 +92,7 @@ export interface Bus {
 
 export async function createBus(options: BusOptions): Promise<Bus> {
   const { logger, service, requestTimeoutMs } = options;
+  const maxReplyBytes = options.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
   const connectionOptions: ConnectionOptions = {
     servers: options.servers.split(',').map((server) => server.trim()),
     name: `${service}-${randomUUID().slice(0, 8)}`,
@@ -122,7 +134,11 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
-    const reply = decodeJson(msg.data) as Reply<unknown> | undefined;
+    let reply = decodeJson(msg.data) as Reply<unknown> | StreamedReply | undefined;
+    if (isStreamedReply(reply)) {
+      if (reply.bytes > maxReplyBytes) throw new AppError('payload_too_large', `The answer of ${contract.subject} is larger than ${maxReplyBytes} bytes`);
+      reply = decodeJson(await pullAll(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes)) as Reply<unknown> | undefined;
+    }
     if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) {
       throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
     }
@@ -177,7 +193,36 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
     }
-    if (msg.reply) outgoing.publish(msg.reply, encodeJson(reply), { headers: outgoingHeaders() });
+    if (msg.reply) sendReply(contract.subject, msg.reply, encodeJson(reply));
+  }
+
+  /**
+   * Every reply reaches its caller, whatever its size: within one message when it fits the
+   * server's max_payload, else as a pull stream the caller reads (up to `maxReplyBytes`), else
+   * as a `payload_too_large` error. A reply NATS still refuses becomes an error reply, so no
+   * caller waits out its deadline for an answer that was dropped.
+   */
+  function sendReply(subject: string, inbox: string, encoded: Uint8Array): void {
+    const fits = (nc.info?.max_payload ?? 1024 * 1024) - REPLY_HEADROOM_BYTES;
+    const failed = (error: AppError) => {
+      try {
+        nc.publish(inbox, encodeJson({ ok: false, error: error.toBody() } satisfies Reply<unknown>), { headers: outgoingHeaders() });
+      } catch (publishError) {
+        logger.error('could not send a reply', { subject, error: publishError });
+      }
+    };
+    let message = encoded;
+    if (encoded.length > maxReplyBytes) {
+      logger.warn('a reply is larger than the bus carries', { subject, bytes: encoded.length, limit: maxReplyBytes });
+      message = encodeJson({ ok: false, error: new AppError('payload_too_large', `The answer is larger than ${maxReplyBytes} bytes`).toBody() } satisfies Reply<unknown>);
+    } else if (encoded.length > fits) {
+      const { inbox: stream } = serveBytes(nc, encoded, { idleTimeoutMs: requestTimeoutMs });
+      message = encodeJson({ stream, bytes: encoded.length } satisfies StreamedReply);
+    }
+    outgoing.publish(inbox, message, { headers: outgoingHeaders() }, (error) => {
+      logger.error('a reply could not be sent', { subject, bytes: message.length, error });
+      failed(new AppError('internal_error', 'The answer could not be sent'));
+    });
   }
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {

@@ -31,6 +31,19 @@ export function requestIdOf(headers: MsgHdrs | undefined): string {
 /** The reply envelope: errors keep their code across the hop, so the HTTP status survives. */
 export type Reply<T> = { ok: true; data: T } | { ok: false; error: ErrorBody };
 
+/**
+ * What travels instead of a reply too large for one NATS message: the inbox of a pull stream
+ * serving the whole encoded `Reply`, and its size.
+ */
+export interface StreamedReply {
+  stream: string;
+  bytes: number;
+}
+
+export function isStreamedReply(value: unknown): value is StreamedReply {
+  return typeof value === 'object' && value !== null && !('ok' in value) && typeof (value as StreamedReply).stream === 'string' && typeof (value as StreamedReply).bytes === 'number';
+}
+
 /** Parses `value` with `schema`, or throws `invalid_body` listing each problem. */
 export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
   const result = schema.safeParse(value);

@@ -1,4 +1,6 @@
-import { build, type Message } from 'esbuild';
+import { build, type Message, type Plugin } from 'esbuild';
+import { dirname, resolve } from 'node:path';
+import { SDK_MODULE, sdkLocation } from './sdk-location.js';
 
 export interface Diagnostic {
   severity: 'error' | 'warning';
@@ -11,30 +13,82 @@ export interface Diagnostic {
 export type BundleResult = { ok: true; bundle: string; diagnostics: Diagnostic[] } | { ok: false; diagnostics: Diagnostic[] };
 
 export type BundleInput =
+  /** A developer's own file on their own machine (the CLI): its imports resolve as Node's would. */
   | { entry: string }
-  /** Source given as text; imports resolve from `resolveDir` (where `@latchkey/functions` must be installed). */
-  | { source: string; resolveDir: string; filename?: string };
+  /**
+   * Source from anyone (the server's compile and dry-run routes): it may import
+   * `@latchkey/functions` and nothing else (see `sourceOnly`).
+   */
+  | { source: string; filename?: string };
 
-function toDiagnostic(severity: Diagnostic['severity'], message: Message): Diagnostic {
+/** The label esbuild gives submitted source; only diagnostics located in it may quote a line. */
+export function sourceLabel(filename: string | undefined): string {
+  const name = (filename ?? 'function.ts').replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100);
+  return /\.[cm]?ts$/.test(name) ? name : `${name}.ts`;
+}
+
+/** `quotable`: the one file whose lines a diagnostic may quote; null for a developer's own build (any). */
+function toDiagnostic(severity: Diagnostic['severity'], message: Message, quotable: string | null): Diagnostic {
   const location = message.location;
+  // A location in any other file (the SDK, or a file a plugin refused) is never quoted.
+  const quoted = location && (quotable === null || location.file === quotable);
   return {
     severity,
     message: message.text,
-    ...(location ? { line: location.line, column: location.column, text: location.lineText } : {}),
+    ...(quoted ? { line: location.line, column: location.column, text: location.lineText } : {}),
+  };
+}
+
+/** The SDK's code files (JavaScript when built; its TypeScript source under the test runner). */
+const SDK_CODE = /\.(js|ts)$/;
+
+/**
+ * The resolver for untrusted source: every import, `require` and `import()` is refused except
+ * `@latchkey/functions` (and the SDK's own relative imports inside its folder), and so is every
+ * import attribute (`with { type: 'text' | 'json' | 'file' | … }`), so no path the source names
+ * (absolute, relative, `/proc/…`) is ever opened and no loader but the SDK's JavaScript runs.
+ * Node built-ins are refused here too, before esbuild would mark them external.
+ */
+function sourceOnly(): Plugin {
+  const sdk = sdkLocation();
+  const refuse = (text: string) => ({ errors: [{ text }] });
+  return {
+    name: 'latchkey-source-only',
+    setup(builder) {
+      builder.onResolve({ filter: /.*/ }, (args) => {
+        if (Object.keys(args.with).length > 0) return refuse(`import attributes are not allowed: a function may import only ${SDK_MODULE}`);
+        if (args.path === SDK_MODULE) return { path: sdk.entry };
+        if (args.importer.startsWith(sdk.dir) && args.path.startsWith('./')) {
+          const inside = resolve(dirname(args.importer), args.path);
+          if (inside.startsWith(sdk.dir) && SDK_CODE.test(inside)) return { path: inside };
+        }
+        return refuse(`"${args.path}" cannot be imported: a function may import only ${SDK_MODULE}`);
+      });
+      // Whatever resolved is the SDK's JavaScript; anything else is refused before it is read.
+      builder.onLoad({ filter: /.*/ }, (args) => (args.path.startsWith(sdk.dir) && SDK_CODE.test(args.path) ? undefined : refuse('only the functions SDK is loaded')));
+    },
   };
 }
 
 /**
- * Bundles one function file into a single CommonJS script whose default export is the
- * definition: everything it imports is inlined, so the sandbox needs no module loader. Node
- * built-ins stay as `require(…)` calls, which fail in the sandbox (it has no `require`).
+ * Bundles one function into a single CommonJS script whose default export is the definition:
+ * everything it imports is inlined, so the sandbox needs no module loader. From a developer's
+ * entry file, Node built-ins stay as `require(…)` calls, which fail in the sandbox (it has no
+ * `require`); from submitted source they are refused at once.
  */
 export async function bundleFunction(input: BundleInput): Promise<BundleResult> {
+  const label = 'source' in input ? sourceLabel(input.filename) : null;
   try {
     const result = await build({
       ...('entry' in input
         ? { entryPoints: [input.entry] }
-        : { stdin: { contents: input.source, loader: 'ts', resolveDir: input.resolveDir, sourcefile: input.filename ?? 'function.ts' } }),
+        : {
+            stdin: { contents: input.source, loader: 'ts', sourcefile: label! },
+            plugins: [sourceOnly()],
+            // No tsconfig.json or package.json of the server's is read or applied to the source.
+            tsconfigRaw: {},
+            absWorkingDir: sdkLocation().dir,
+          }),
       bundle: true,
       write: false,
       format: 'cjs',
@@ -46,7 +100,7 @@ export async function bundleFunction(input: BundleInput): Promise<BundleResult> 
       charset: 'utf8',
     });
     const file = result.outputFiles[0];
-    const warnings = result.warnings.map((warning) => toDiagnostic('warning', warning));
+    const warnings = result.warnings.map((warning) => toDiagnostic('warning', warning, label));
     if (!file) return { ok: false, diagnostics: [...warnings, { severity: 'error', message: 'esbuild produced no output' }] };
     return { ok: true, bundle: file.text, diagnostics: warnings };
   } catch (error) {
@@ -54,7 +108,7 @@ export async function bundleFunction(input: BundleInput): Promise<BundleResult> 
     if (!Array.isArray(failure.errors)) throw error;
     return {
       ok: false,
-      diagnostics: [...failure.errors.map((item) => toDiagnostic('error', item)), ...(failure.warnings ?? []).map((item) => toDiagnostic('warning', item))],
+      diagnostics: [...failure.errors.map((item) => toDiagnostic('error', item, label)), ...(failure.warnings ?? []).map((item) => toDiagnostic('warning', item, label))],
     };
   }
 }

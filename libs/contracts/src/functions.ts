@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
+import { SCOPES } from './scopes.js';
 
 const environment_id = z.string().min(1);
 const provider_config_key = z.string().min(1).max(128);
@@ -187,12 +188,15 @@ export const actionContracts = {
   /**
    * Runs a function against a real connection without persisting anything: the source is
    * compiled first, or the deployed function of that name is used. Metadata and record writes
-   * are reported, not applied.
+   * are reported, not applied. `caller_scopes` are the (expanded) scopes of the API key that
+   * asked, set by the gateway: every `ctx` call of the run is checked against them. Absent (a
+   * sender that predates them), the run may call nothing that needs a scope: it fails closed.
    */
   dryRun: defineRequest(
     'action.dryrun',
     z.object({
       ...actionTarget,
+      caller_scopes: z.array(z.enum(SCOPES)).max(SCOPES.length).default([]),
       source: z.string().min(1).max(512 * 1024).optional(),
       function_name: functionName.optional(),
       input: z.unknown().optional(),

@@ -1,4 +1,4 @@
-import { createTypeChecker } from '@latchkey/cli';
+import { createCompiler } from '@latchkey/cli';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { consume, openKv } from '@latchkey/bus';
@@ -40,9 +40,10 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
   bus.serve(functionsContracts.listActions, listActionsHandler(deps));
-  const typeChecker = createTypeChecker();
-  bus.serve(functionsContracts.compile, compileHandler({ typeChecker }));
-  runtime.onShutdown(() => typeChecker.close());
+  const compiler = createCompiler();
+  compiler.warm();
+  bus.serve(functionsContracts.compile, compileHandler({ compiler }));
+  runtime.onShutdown(() => compiler.close());
 
   const records = createRecordRepo(mongo);
   await records.init();

@@ -9,6 +9,7 @@ import {
   type ModelField,
   vaultContracts,
   type ProxyRequestMeta,
+  type Scope,
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { z } from 'zod';
@@ -27,6 +28,19 @@ export interface RunTarget {
   /** The function's name: calls are audited as `function:<integration>/<name>`. */
   function_name: string;
 }
+
+/**
+ * On whose behalf a run's `ctx` acts. Deployed functions (actions, syncs, lifecycle and webhook
+ * functions) run for the environment: their code was deployed with `environment:deploy`, and
+ * their `ctx` may do everything `CTX_SCOPES` lists. A dry run acts for the API key that started
+ * it: its scopes come with the job from the gateway (never from the function), and each `ctx`
+ * call needs the scope the matching API route needs.
+ */
+export type CtxGrants =
+  | { kind: 'environment' }
+  /** `refused`: the scopes a call of this run lacked, noted here, out of the function's reach. */
+  | { kind: 'api_key'; scopes: ReadonlySet<Scope>; refused: Scope[] };
+export const ENVIRONMENT_GRANTS: CtxGrants = { kind: 'environment' };
 
 /** What a run asked to write; a dry run reports these instead of applying them. */
 export interface RecordedWrite {
@@ -80,7 +94,17 @@ const modelName = z.string().min(1).max(128);
  * connections and metadata, the gateway for environment variables. `dryRun` turns writes into
  * entries of `writes`.
  */
-export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[]; sync?: SyncWrites }): HostMethods {
+export function createHost(
+  deps: HostDeps,
+  target: RunTarget,
+  options: { dryRun: boolean; writes: RecordedWrite[]; sync?: SyncWrites; grants: CtxGrants },
+): HostMethods {
+  // CTX_SCOPES lets writes through for a key because a key's run only lists them.
+  if (options.grants.kind === 'api_key' && !options.dryRun) throw new AppError('internal_error', 'A run acting for an API key must be a dry run');
+  return guardHost(hostMethods(deps, target, options), options.grants);
+}
+
+function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[]; sync?: SyncWrites; grants: CtxGrants }) {
   const readerKey = `function:${target.provider_config_key}/${target.function_name}`;
   const connectionRead = (includeCredentials: boolean) =>
     deps.bus.request(vaultContracts.getConnection, {
@@ -149,7 +173,8 @@ export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun:
   return {
     proxy: async (value: unknown) => callProxy(deps, target, readerKey, parseOrThrow(proxyConfig, value, 'ctx.proxy')),
     getConnection: async () => {
-      const connection = await connectionRead(true);
+      // As GET /connection: credentials only for `connections:read_credentials` (stripped otherwise).
+      const connection = await connectionRead(granted(options.grants, 'environment:connections:read_credentials'));
       return {
         id: connection.id,
         connection_id: connection.connection_id,
@@ -175,7 +200,7 @@ export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun:
         unique_key: integration.unique_key,
         provider: integration.provider,
         webhook_url: `${deps.publicUrl.replace(/\/+$/, '')}/webhook/${environment.public_id}/${encodeURIComponent(integration.unique_key)}`,
-        ...(integration.webhookSecret ? { webhookSecret: integration.webhookSecret } : {}),
+        ...(integration.webhookSecret && granted(options.grants, 'environment:integrations:read_credentials') ? { webhookSecret: integration.webhookSecret } : {}),
       };
     },
     getMetadata: async () => (await connectionRead(false)).metadata,
@@ -191,6 +216,48 @@ export function createHost(deps: HostDeps, target: RunTarget, options: { dryRun:
       return entry.proxy?.paginate ?? null;
     },
   };
+}
+
+type CtxMethod = keyof ReturnType<typeof hostMethods>;
+
+/**
+ * The scope each `ctx` method needs when a run acts for an API key: the scope of the API route
+ * that does the same. Writes need none because only dry runs act for a key, and a dry run
+ * records its writes instead of applying them. A method missing here does not compile.
+ */
+export const CTX_SCOPES: Record<CtxMethod, Scope | null> = {
+  proxy: 'environment:proxy',
+  getConnection: 'environment:connections:read',
+  getIntegration: 'environment:integrations:read',
+  getMetadata: 'environment:connections:read',
+  setMetadata: null,
+  updateMetadata: null,
+  getEnvironmentVariables: 'environment:variables:read',
+  batchSave: null,
+  batchUpdate: null,
+  batchDelete: null,
+  paginateSettings: 'environment:connections:read',
+};
+
+function granted(grants: CtxGrants, scope: Scope): boolean {
+  return grants.kind === 'environment' || grants.scopes.has(scope);
+}
+
+/** Every call out of the sandbox passes here: a method the grants do not cover is `forbidden`. */
+export function guardHost(methods: Record<CtxMethod, (...args: any[]) => Promise<unknown>>, grants: CtxGrants): HostMethods {
+  const guarded: HostMethods = {};
+  for (const name of Object.keys(CTX_SCOPES) as CtxMethod[]) {
+    const scope = CTX_SCOPES[name];
+    const method = methods[name] as (...args: unknown[]) => Promise<unknown>;
+    guarded[name] = async (...args: unknown[]) => {
+      if (scope !== null && !granted(grants, scope)) {
+        if (grants.kind === 'api_key') grants.refused.push(scope);
+        throw new AppError('forbidden', `ctx.${name} needs the scope ${scope}, which the API key of this dry run lacks`);
+      }
+      return method(...args);
+    };
+  }
+  return guarded;
 }
 
 async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {

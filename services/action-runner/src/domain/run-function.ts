@@ -3,7 +3,7 @@ import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-in-sandbox.js';
 import type { CachedFunction, FunctionCache } from './function-cache.js';
-import { createHost, type HostDeps, type RecordedWrite, type RunTarget, type SyncWrites } from './host.js';
+import { createHost, type CtxGrants, type HostDeps, type RecordedWrite, type RunTarget, type SyncWrites } from './host.js';
 
 export interface RunnerDeps extends HostDeps {
   bus: Bus;
@@ -57,6 +57,8 @@ export function createRunner(deps: RunnerDeps) {
     writes?: RecordedWrite[];
     /** A sync run: record writes go to the records store. */
     sync?: SyncWrites;
+    /** On whose behalf `ctx` acts: every caller says (the environment, or a dry run's API key). */
+    grants: CtxGrants;
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
@@ -79,7 +81,7 @@ export function createRunner(deps: RunnerDeps) {
             }
           : {}),
         info: { connectionId: target.connection_id, providerConfigKey: target.provider_config_key, dryRun, ...(options.sync ? { variant: options.sync.variant } : {}) },
-        host: createHost(deps, target, { dryRun, writes, ...(options.sync ? { sync: options.sync } : {}) }),
+        host: createHost(deps, target, { dryRun, writes, grants: options.grants, ...(options.sync ? { sync: options.sync } : {}) }),
         onLog: (level, message, fields) => {
           if (logs.length < MAX_LOG_ENTRIES) logs.push({ level, message, at: new Date().toISOString(), ...(fields ? { fields } : {}) });
           // Customers' log lines stay out of ours unless debugging: they may print anything.

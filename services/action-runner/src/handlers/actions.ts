@@ -7,6 +7,7 @@ import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
 import type { ActionRunRepo } from '../db/action-run-repo.js';
+import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 import { outputForReply } from '../domain/output.js';
 import type { KnownConnections } from '../domain/known-connections.js';
 import type { Runner } from '../domain/run-function.js';
@@ -65,7 +66,7 @@ export function triggerActionHandler(deps: ActionDeps) {
       await deps.bus.enqueue(actionContracts.run, { environment_id: request.environment_id, id }, { msgId: `action-run-${id}` });
       return { status: 'queued' as const, id };
     }
-    const outcome = await deps.runner.run({ target, fn, input: request.input });
+    const outcome = await deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS });
     return { status: 'done' as const, output: outputForReply(deps.bus.nc, outcome.output, deps.streamIdleMs) };
   };
 }
@@ -124,7 +125,7 @@ async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JsMsg): Promise
   let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
   try {
     const fn = await deps.runner.loadFunction(run.environment_id, run.provider_config_key, 'action', run.action_name);
-    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json) });
+    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json), grants: ENVIRONMENT_GRANTS });
     outcome = { status: 'done', output_json: result.output ?? 'null', error: null };
   } catch (error) {
     const appError = toAppError(error);

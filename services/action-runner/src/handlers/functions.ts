@@ -3,7 +3,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CachedFunction } from '../domain/function-cache.js';
-import type { RecordedWrite } from '../domain/host.js';
+import { ENVIRONMENT_GRANTS, type CtxGrants, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
 import { subscribes, webhookType } from '../domain/webhook-match.js';
 import { requireConnection } from './actions.js';
@@ -57,8 +57,10 @@ export function dryRunHandler(deps: FunctionDeps) {
     const target = { environment_id: request.environment_id, provider_config_key: request.provider_config_key, connection_id: request.connection_id };
     const logs: LogEntry[] = [];
     const writes: RecordedWrite[] = [];
+    // The run acts for the API key that asked, with the scopes the gateway resolved for it.
+    const grants: Extract<CtxGrants, { kind: 'api_key' }> = { kind: 'api_key', scopes: new Set(request.caller_scopes), refused: [] };
     try {
-      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes });
+      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants });
       return {
         function: { type: outcome.definition.kind, name: outcome.definition.name },
         success: true,
@@ -70,10 +72,13 @@ export function dryRunHandler(deps: FunctionDeps) {
     } catch (error) {
       const appError = toAppError(error);
       if (appError.retryable && appError.code !== 'internal_error') throw appError;
+      // A run that failed after a ctx call was refused a scope says so, whatever the function made of it.
+      const refused = grants.refused[0];
+      const reported = refused && appError.code === 'function_failed' ? { code: 'forbidden', message: `This API key lacks the scope ${refused}: ${appError.message}` } : { code: appError.code, message: appError.message };
       return {
         function: { type: fn.description?.type ?? 'unknown', name: fn.description?.name ?? request.function_name ?? 'unknown' },
         success: false,
-        error: { code: appError.code, message: appError.message },
+        error: reported,
         logs,
         writes,
         duration_ms: Date.now() - started,
@@ -93,7 +98,7 @@ async function runLifecycle(
   for (const name of names) {
     try {
       const fn = await deps.runner.loadFunction(target.environment_id, target.provider_config_key, 'on-event', name);
-      await deps.runner.run({ target, fn });
+      await deps.runner.run({ target, fn, grants: ENVIRONMENT_GRANTS });
     } catch (error) {
       failed++;
       const appError = toAppError(error);
@@ -131,7 +136,7 @@ export function webhookHandler(deps: FunctionDeps) {
     for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
       try {
         const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
-        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null });
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, grants: ENVIRONMENT_GRANTS });
       } catch (error) {
         const appError = toAppError(error);
         deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });

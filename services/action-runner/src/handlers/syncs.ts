@@ -2,6 +2,7 @@ import type { JsMsg } from 'nats';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf } from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
 import type { ActionDeps } from './actions.js';
+import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 
 /** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */
 const MAX_DELIVERIES = 5;
@@ -27,6 +28,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
         target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
         fn,
         sync: { variant: run.variant, models, counts },
+        grants: ENVIRONMENT_GRANTS,
       });
       outcome = { status: 'SUCCESS' };
     } catch (error) {

@@ -11,6 +11,11 @@ const host = globalThis.__host;
 const logRef = globalThis.__log;
 delete globalThis.__host;
 delete globalThis.__log;
+// WebAssembly memories are reserved outside the isolate's heap, past its memory limit (one run
+// held 4 GiB): functions get no WebAssembly. It is reachable only from the global object.
+delete globalThis.WebAssembly;
+// Taken before the bundle runs, which may replace the global.
+const NativeRangeError = RangeError;
 
 function hostCall(runId, method, ...args) {
   return host.apply(undefined, [runId, method, JSON.stringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
@@ -134,6 +139,10 @@ function makeContext(info) {
 }
 
 function errorOf(error) {
+  // The isolate's allocator refused an ArrayBuffer past the memory limit.
+  if (error instanceof NativeRangeError && /Array buffer allocation failed/.test(String(error.message))) {
+    return { code: 'function_memory_exceeded', message: String(error.message) };
+  }
   if (error && typeof error === 'object') {
     return { code: typeof error.code === 'string' ? error.code : 'function_failed', message: String(error.message || error), ...(error.issues ? { issues: error.issues } : {}) };
   }

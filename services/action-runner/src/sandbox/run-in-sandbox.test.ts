@@ -75,6 +75,22 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
   });
 
+  it('has no WebAssembly, whose memories would grow outside the memory limit', async () => {
+    expect(JSON.parse((await run(action(`async () => typeof WebAssembly`)))!)).toBe('undefined');
+    const grow = await failure(run(action(`async () => { const memory = new globalThis.WebAssembly.Memory({ initial: 1, maximum: 65536 }); memory.grow(65535); }`)));
+    expect(grow.code).toBe('function_failed');
+    expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
+  });
+
+  it('ends an ArrayBuffer or SharedArrayBuffer flood at the memory limit with function_memory_exceeded, allocating no more than the limit', async () => {
+    const error = await failure(run(action(`async () => { const hoard = []; for (;;) hoard.push(new ArrayBuffer(4 * 1024 * 1024)); }`)));
+    expect(error.code).toBe('function_memory_exceeded');
+    // Bounded loops: were the limit not applied, they would stop at 256 MB.
+    const shared = await failure(run(action(`async () => { const hoard = []; for (let i = 0; i < 64; i++) hoard.push(new SharedArrayBuffer(4 * 1024 * 1024)); return hoard.length; }`)));
+    expect(shared.code).toBe('function_memory_exceeded');
+    expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
+  });
+
   it('offers no process environment, filesystem, module loader or network', async () => {
     expect((await failure(run(action(`async () => process.env.HOME`)))).message).toMatch(/process is not defined/);
     expect((await failure(run(action(`async () => require('node:fs').readFileSync('/etc/passwd', 'utf8')`)))).message).toMatch(/require is not defined/);

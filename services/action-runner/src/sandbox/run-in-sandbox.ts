@@ -261,5 +261,6 @@ function functionError(error: { code: string; message: string; issues?: Array<{ 
     return new AppError('invalid_body', 'The input does not match the action\'s schema', { errors });
   }
   if (error.code === 'action_output_too_large') return new AppError('action_output_too_large', message);
+  if (error.code === 'function_memory_exceeded') return new AppError('function_memory_exceeded', `The function's memory ran out: ${message}`);
   return new AppError('function_failed', message, { payload: error.code && error.code !== 'function_failed' ? { code: error.code } : {} });
 }

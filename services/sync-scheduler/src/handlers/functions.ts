@@ -1,6 +1,5 @@
-import { fileURLToPath } from 'node:url';
 import { pullAll, parseOrThrow, type Bus } from '@latchkey/bus';
-import { bundleFunction, type TypeChecker } from '@latchkey/cli';
+import type { Compiler } from '@latchkey/cli';
 import { MAX_BUNDLE_BYTES, deploymentBody, functionsContracts, vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -13,9 +12,6 @@ export interface FunctionsDeps {
   /** The largest deployment body accepted (JSON bytes). */
   maxDeploymentBytes: number;
 }
-
-/** Where source sent for compiling resolves its imports: here `@latchkey/functions` is installed. */
-const RESOLVE_DIR = fileURLToPath(new URL('..', import.meta.url));
 
 export function deployHandler(deps: FunctionsDeps) {
   return async (request: RequestOf<typeof functionsContracts.deploy>) => {
@@ -91,13 +87,14 @@ export function scriptsConfigHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
     scriptsConfig(await deps.deployments.summaries(environmentId(request.environment_id)));
 }
 
-export function compileHandler(deps: { typeChecker: TypeChecker }) {
+/**
+ * Compiles submitted source in the compiler's child process (empty environment; imports only
+ * `@latchkey/functions`; diagnostics quote only the source). Runs nothing.
+ */
+export function compileHandler(deps: { compiler: Pick<Compiler, 'compile'> }) {
   return async (request: RequestOf<typeof functionsContracts.compile>) => {
-    const result = await bundleFunction({ source: request.source, resolveDir: RESOLVE_DIR, ...(request.filename ? { filename: request.filename } : {}) });
+    const result = await deps.compiler.compile(request.source, request.filename);
     if (!result.ok) return { success: false, diagnostics: result.diagnostics };
-    // Type errors fail the compile too, as the sandbox sees types: ES2022, no Node or DOM.
-    const typed = await deps.typeChecker.check(request.source, RESOLVE_DIR, request.filename);
-    if (typed.some((item) => item.severity === 'error')) return { success: false, diagnostics: [...typed, ...result.diagnostics] };
     const bytes = Buffer.byteLength(result.bundle);
     if (bytes > MAX_BUNDLE_BYTES) {
       return {
