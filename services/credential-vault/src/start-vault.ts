@@ -2,7 +2,7 @@ import { openKv } from '@latchkey/bus';
 import { proxyContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
-import { toPublicProvider } from './catalog/provider-schema.js';
+import { logoUrl, toPublicProvider } from './catalog/provider-schema.js';
 import type { Config } from './config.js';
 import { createKeyring } from './crypto/keyring.js';
 import { createConnectSessionRepo } from './db/connect-session-repo.js';
@@ -75,7 +75,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
 
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = createReadAudit({ insertMany: reads.insertMany, logger });
-  const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
+  const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
   const refresher = createRefresher({
     ...base,
     locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: REFRESH_LOCK_TTL_MS }),

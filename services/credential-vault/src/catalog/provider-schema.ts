@@ -312,8 +312,8 @@ export type PublicProvider = {
  * The provider's logo as an absolute URL: an https logo the catalog entry names, else the one the
  * gateway serves for every provider at `<logoBase>/logos/<name>.svg` (a brand icon or a monogram).
  */
-function logoUrl(name: string, entry: Provider, logoBase: string): string {
-  return entry.logo_url?.startsWith('https://') ? entry.logo_url : `${logoBase.replace(/\/+$/, '')}/logos/${name}.svg`;
+export function logoUrl(name: string, entry: Pick<Provider, 'logo_url'> | undefined, logoBase: string): string {
+  return entry?.logo_url?.startsWith('https://') ? entry.logo_url : `${logoBase.replace(/\/+$/, '')}/logos/${name}.svg`;
 }
 
 export function toPublicProvider(name: string, entry: Provider, logoBase: string): PublicProvider {

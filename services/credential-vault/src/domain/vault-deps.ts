@@ -50,6 +50,8 @@ export interface VaultDeps {
   connections: ConnectionRepo;
   cipher: CredentialCipher;
   providers: { get(name: string): ProviderEntry | undefined };
+  /** A provider's logo as an absolute URL (the catalog's own, or the gateway's `/logos/`). */
+  logoUrl(provider: string): string;
   refresher: Refresher;
   audit: ReadAudit;
   cache: ConnectionCache;

@@ -24,8 +24,8 @@ export async function findIntegration(deps: Pick<VaultDeps, 'integrations'>, env
   return integration;
 }
 
-function logoOf(deps: Pick<VaultDeps, 'providers'>, doc: IntegrationDoc): string {
-  return deps.providers.get(doc.provider)?.logo_url ?? '';
+function logoOf(deps: Pick<VaultDeps, 'logoUrl'>, doc: IntegrationDoc): string {
+  return deps.logoUrl(doc.provider);
 }
 
 /** The integration's client credentials, decrypted (empty when none were given). */
