@@ -144,7 +144,14 @@ function errorOf(error) {
     return { code: 'function_memory_exceeded', message: String(error.message) };
   }
   if (error && typeof error === 'object') {
-    return { code: typeof error.code === 'string' ? error.code : 'function_failed', message: String(error.message || error), ...(error.issues ? { issues: error.issues } : {}) };
+    return {
+      code: typeof error.code === 'string' ? error.code : 'function_failed',
+      message: String(error.message || error),
+      ...(error.issues ? { issues: error.issues } : {}),
+      // Only the prelude's own check of the input says the input was wrong; the same code from a
+      // context call (a bad batchSave after a provider's error page) is the function's failure.
+      ...(error.inputInvalid === true ? { input: true } : {}),
+    };
   }
   return { code: 'function_failed', message: String(error) };
 }
@@ -155,6 +162,7 @@ async function validate(schema, value, what) {
   if (!result.issues) return result.value;
   const error = new Error(what + ' does not match its schema');
   error.code = what === 'input' ? 'invalid_body' : 'function_failed';
+  error.inputInvalid = what === 'input';
   error.issues = result.issues.map((issue) => ({
     message: String(issue.message),
     path: (issue.path || []).map((key) => (typeof key === 'object' && key !== null ? key.key : key)).join('.'),

@@ -49,6 +49,23 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async (ctx) => ctx.variant === undefined`)))!)).toBe(true);
   });
 
+  it('reports a context call refused for bad arguments as the function failing with that call\'s message, not as bad input', async () => {
+    const host = {
+      batchSave: async () => {
+        throw new AppError('invalid_body', 'ctx.batchSave: records must be an array (the provider answered 500)');
+      },
+    };
+    const error = await failure(run(action(`async (ctx) => { await ctx.batchSave(undefined, 'Ticket'); }`), { host }));
+    expect(error.code).toBe('function_failed');
+    expect(error.message).toContain('the provider answered 500');
+    expect(error.message).not.toContain("input does not match");
+    // The input check itself still answers invalid_body.
+    const schema = `{ '~standard': { version: 1, vendor: 't', validate: (v) => (typeof v.n === 'string' ? { value: v } : { issues: [{ message: 'n must be text', path: ['n'] }] }) } }`;
+    const bad = await failure(run(`"use strict";module.exports = { default: { kind: 'action', name: 'a', input: ${schema}, exec: async () => 1 } };`));
+    expect(bad.code).toBe('invalid_body');
+    expect(bad.errors).toEqual([{ code: 'invalid_value', message: 'n must be text', path: 'input.n' }]);
+  });
+
   it('stops an endless loop at its timeout, and the next run succeeds', async () => {
     const started = Date.now();
     const error = await failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));

@@ -223,7 +223,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     const replyText = await Promise.race([execute(), deadline]);
     const reply = JSON.parse(replyText) as
       | { ok: true; output?: string; kind: string; name: string }
-      | { ok: false; error: { code: string; message: string; issues?: Array<{ message: string; path: string }> } };
+      | { ok: false; error: SandboxError };
     if (!reply.ok) throw functionError(reply.error);
     if (reply.output !== undefined && Buffer.byteLength(reply.output) > limits.maxOutputBytes) {
       throw new AppError('action_output_too_large', `The output is larger than ${limits.maxOutputBytes} bytes`);
@@ -253,10 +253,22 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   }
 }
 
-/** The function's own failure, as it reported it; codes it may not claim become `function_failed`. */
-function functionError(error: { code: string; message: string; issues?: Array<{ message: string; path: string }> }): AppError {
+/** A failure as the prelude reports it; `input` only when its own check of the input failed. */
+interface SandboxError {
+  code: string;
+  message: string;
+  issues?: Array<{ message: string; path: string }>;
+  input?: boolean;
+}
+
+/**
+ * The function's own failure, as it reported it; codes it may not claim become `function_failed`
+ * (with the code in the payload), and the message says what went wrong, such as the provider's
+ * status. Only the input check is reported as bad input.
+ */
+function functionError(error: SandboxError): AppError {
   const message = String(error.message).slice(0, MAX_LOG_MESSAGE);
-  if (error.code === 'invalid_body') {
+  if (error.code === 'invalid_body' && error.input === true) {
     const errors: ErrorItem[] = (error.issues ?? []).map((issue) => ({ code: 'invalid_value', message: issue.message, path: issue.path ? `input.${issue.path}` : 'input' }));
     return new AppError('invalid_body', 'The input does not match the action\'s schema', { errors });
   }
