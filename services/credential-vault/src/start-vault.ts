@@ -1,5 +1,5 @@
-import { openKv } from '@latchkey/bus';
-import { proxyContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
+import { consume, openKv } from '@latchkey/bus';
+import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
 import { logoUrl, toPublicProvider } from './catalog/provider-schema.js';
@@ -42,6 +42,7 @@ import { finishOAuth1Handler, finishOAuthHandler, startOAuthHandler } from './ha
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
+import { syncRunHandler } from './handlers/sync-runs.js';
 import { matchConnectionHandler, matchConnectionsHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
 import { createRefresher } from './refresh/refresher.js';
 
@@ -121,5 +122,21 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnections, matchConnectionsHandler(deps));
   bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
+  // Sync runs mark (and clear) a connection's sync errors; facts from now on, not the history.
+  const syncRuns = await Promise.all(
+    (['failed', 'completed'] as const).map((outcome) =>
+      consume({
+        bus,
+        logger,
+        stream: STREAMS.events.name,
+        durable: `credential-vault-sync-${outcome}`,
+        contract: outcome === 'failed' ? syncContracts.runFailed : syncContracts.runCompleted,
+        concurrency: 8,
+        deliverPolicy: 'new',
+        handler: syncRunHandler(deps, outcome),
+      }),
+    ),
+  );
+  runtime.onShutdown(() => Promise.all(syncRuns.map((consumer) => consumer.stop())).then(() => undefined));
   logger.info('catalog loaded', { providers: catalog.size });
 }

@@ -30,12 +30,22 @@ export interface ConnectionDoc {
   tags: Record<string, string>;
   end_user: Record<string, unknown> | null;
   errors: Array<{ type: 'auth' | 'sync'; log_id: string }>;
+  /**
+   * The latest finished run of each sync and variant (`<sync>:<variant>`): its run id when it
+   * failed, null when it succeeded. A failed one shows in `errors` as `{type: 'sync'}`.
+   */
+  sync_runs?: Record<string, SyncRunState>;
   refresh_failure: RefreshFailure | null;
   /** Reconnect sessions may only target connections made through a connect session. */
   created_via_session: boolean;
   created_at: Date;
   updated_at: Date;
   last_fetched_at: Date | null;
+}
+
+export interface SyncRunState {
+  failed_run: string | null;
+  finished_at: Date;
 }
 
 const connectionSchema = new Schema<ConnectionDoc>(
@@ -55,6 +65,7 @@ const connectionSchema = new Schema<ConnectionDoc>(
     tags: { type: Schema.Types.Mixed, default: {} },
     end_user: { type: Schema.Types.Mixed, default: null },
     errors: { type: [{ _id: false, type: { type: String }, log_id: String }], default: [] },
+    sync_runs: { type: Schema.Types.Mixed, default: undefined },
     refresh_failure: { type: Schema.Types.Mixed, default: null },
     created_via_session: { type: Boolean, default: false },
     created_at: { type: Date, required: true },

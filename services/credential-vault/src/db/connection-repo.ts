@@ -1,7 +1,7 @@
 import type { Connection, QueryFilter } from 'mongoose';
 import { AppError } from '@latchkey/errors';
 import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
-import { connectionModel, type ConnectionDoc } from './connection-model.js';
+import { connectionModel, type ConnectionDoc, type SyncRunState } from './connection-model.js';
 
 export interface ConnectionFilter {
   connection_id?: string;
@@ -56,6 +56,18 @@ export function createConnectionRepo(connection: Connection) {
       return scoped.updateOne(environment, { _id: id, credentials: previous }, { $set: { credentials: next } });
     },
     listAll: (environment: EnvironmentId) => scoped.find(environment),
+    /**
+     * Records a finished sync run on its connection, unless a run of that sync and variant that
+     * finished later is recorded already (events may arrive out of order). True when it changed.
+     */
+    recordSyncRun: (environment: EnvironmentId, id: string, key: string, state: SyncRunState) => {
+      const path = `sync_runs.${key}`;
+      return scoped.updateOne(
+        environment,
+        { _id: id, $or: [{ [`${path}.finished_at`]: { $exists: false } }, { [`${path}.finished_at`]: { $lt: state.finished_at } }] },
+        { $set: { [path]: state } },
+      );
+    },
     /** Every environment that holds connections (key rotation walks them). */
     environments: () => model.distinct('environment_id').exec() as Promise<string[]>,
     /** The first connection of an integration whose config or metadata holds `value` at `key` (webhook routing). */

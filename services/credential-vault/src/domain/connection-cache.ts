@@ -70,5 +70,6 @@ export function announcingWrites(repo: ConnectionRepo, changed: (id: string) => 
     update: (environment, id, fields) => after(id, repo.update(environment, id, fields)),
     remove: (environment, id) => after(id, repo.remove(environment, id)),
     swapCredentials: (environment, id, previous, next) => after(id, repo.swapCredentials(environment, id, previous, next)),
+    recordSyncRun: (environment, id, key, state) => after(id, repo.recordSyncRun(environment, id, key, state)),
   };
 }

@@ -13,6 +13,12 @@ export function integrationListItem(doc: IntegrationDoc, logo: string) {
   };
 }
 
+/** The connection's errors: its auth error, and each sync (and variant) whose latest run failed. */
+export function connectionErrors(doc: ConnectionDoc): ConnectionDoc['errors'] {
+  const failedSyncs = Object.values(doc.sync_runs ?? {}).flatMap((run) => (run.failed_run ? [{ type: 'sync' as const, log_id: run.failed_run }] : []));
+  return [...(doc.errors ?? []), ...failedSyncs];
+}
+
 /** A connection list item: never credentials. */
 export function connectionListItem(doc: ConnectionDoc) {
   return {
@@ -23,7 +29,7 @@ export function connectionListItem(doc: ConnectionDoc) {
     created: doc.created_at.toISOString(),
     metadata: doc.metadata ?? null,
     tags: doc.tags ?? {},
-    errors: doc.errors ?? [],
+    errors: connectionErrors(doc),
   };
 }
 
@@ -37,7 +43,7 @@ export function connectionView(doc: ConnectionDoc, credentials?: Record<string, 
     connection_id: doc.connection_id,
     provider_config_key: doc.provider_config_key,
     provider: doc.provider,
-    errors: doc.errors ?? [],
+    errors: connectionErrors(doc),
     end_user: (doc.end_user as Connection['end_user']) ?? null,
     metadata: doc.metadata ?? {},
     connection_config: doc.connection_config ?? {},
