@@ -17,6 +17,13 @@ export const configSchema = baseServiceSchema('gateway', 0)
     /** Taken as given, so operators can set it from their own secret store. */
     BOOTSTRAP_SECRET_KEY: secret().optional(),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
+    /** Failed API-key authentications one client address may make per minute before a 429. */
+    AUTH_FAILURES_PER_MINUTE: positiveInt(60),
+    /**
+     * How many reverse proxies the operator runs in front of the gateway. 0 (the default): the
+     * client address is the socket's peer and X-Forwarded-For is ignored, since clients can write it.
+     */
+    TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
     /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
     PROXY_TIMEOUT_MS: positiveInt(30_000),

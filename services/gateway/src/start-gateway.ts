@@ -7,7 +7,9 @@ import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
-import { digestApiKey } from './domain/api-key-secrets.js';
+import { digestApiKey, keyFormat } from './domain/api-key-secrets.js';
+import { createAuthFailureLimiter } from './domain/auth-failures.js';
+import { createKeyAuthenticator } from './domain/authenticate-key.js';
 import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
 import { createLastUsedTracker } from './domain/last-used.js';
@@ -40,8 +42,13 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
 
   const keyCache = createKeyCache(
     { digestOf: (secret) => digestApiKey(secret, config.API_KEY_DIGEST_SECRET), findByDigest: apiKeys.findByDigest },
-    { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000 },
+    { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000, maxUnknown: 10_000 },
   );
+  const authenticateKey = createKeyAuthenticator({
+    keys: keyCache,
+    isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY),
+    failures: createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 }),
+  });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   void (async () => {
@@ -69,6 +76,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     logger,
     bus,
     keyCache,
+    authenticateKey,
     rateLimiter,
     lastUsed,
     accounts,

@@ -4,7 +4,9 @@ import { vaultContracts, type ConnectSession, type Scope } from '@latchkey/contr
 import { AppError } from '@latchkey/errors';
 import { safeEqual } from '../domain/api-key-secrets.js';
 import type { ResolvedKey } from '../domain/key-cache.js';
+import type { KeyCheck } from '../domain/authenticate-key.js';
 import type { RateLimitDecision } from '../domain/rate-limiter.js';
+import { clientAddress } from './client-address.js';
 import type { GatewayDeps } from './deps.js';
 
 /** The bearer token of a request, or the documented 401. */
@@ -22,23 +24,28 @@ export function bearerToken(req: IncomingMessage): string {
  * Synchronous while the key is cached and the replica holds rate-limit tokens.
  */
 export function authorize(
-  deps: Pick<GatewayDeps, 'keyCache' | 'rateLimiter' | 'lastUsed'>,
+  deps: Pick<GatewayDeps, 'authenticateKey' | 'rateLimiter' | 'lastUsed' | 'config'>,
   req: IncomingMessage,
   res: ServerResponse,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  const cached = deps.keyCache.resolve(bearerToken(req), req.socket);
-  if (cached instanceof Promise) return cached.then((key) => admit(deps, res, key, scope));
-  return admit(deps, res, cached, scope);
+  const checked = deps.authenticateKey(bearerToken(req), clientAddress(req, deps.config.TRUSTED_PROXY_HOPS), req.socket);
+  if (checked instanceof Promise) return checked.then((check) => admit(deps, res, check, scope));
+  return admit(deps, res, checked, scope);
 }
 
 function admit(
   deps: Pick<GatewayDeps, 'rateLimiter' | 'lastUsed'>,
   res: ServerResponse,
-  key: ResolvedKey | null,
+  check: KeyCheck,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  if (!key) throw new AppError('unknown_api_key', 'Unknown or revoked API key');
+  if ('blocked' in check) {
+    res.setHeader('Retry-After', check.blocked);
+    throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${check.blocked} s`);
+  }
+  if ('unknown' in check) throw new AppError('unknown_api_key', 'Unknown or revoked API key');
+  const { key } = check;
   deps.lastUsed.record(key.keyId);
   const decision = deps.rateLimiter.take(key.accountId);
   if (decision instanceof Promise) return decision.then((settled) => enforce(res, key, scope, settled));

@@ -1,0 +1,40 @@
+import type { AuthFailureLimiter } from './auth-failures.js';
+import type { KeyCache, ResolvedKey } from './key-cache.js';
+
+export type KeyCheck = { key: ResolvedKey } | { unknown: true } | { blocked: number };
+
+export interface AuthenticateKeyDeps {
+  keys: Pick<KeyCache, 'peek' | 'resolve'>;
+  /** Whether a string can be a key at all (format, or the configured bootstrap secret); no I/O. */
+  isWellFormed(secret: string): boolean;
+  failures: Pick<AuthFailureLimiter, 'retryAfter' | 'record'>;
+}
+
+/**
+ * The order of checks for a bearer secret, cheapest first, so that only a well-formed secret
+ * from an address in good standing ever costs a keyed digest and a database read:
+ *   1. a key known valid in memory is admitted (the hot path: one hash, or none on a kept-alive
+ *      connection), whatever its address has done;
+ *   2. an address over its failure limit is refused;
+ *   3. a malformed secret, or one remembered as unknown, is unknown;
+ *   4. only then the digest and the read.
+ * Every unknown answer counts as a failure of the address.
+ */
+export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
+  const unknown = (address: string): KeyCheck => {
+    deps.failures.record(address);
+    return { unknown: true };
+  };
+  return (secret: string, address: string, connection?: object): KeyCheck | Promise<KeyCheck> => {
+    const known = deps.keys.peek(secret, connection);
+    if (known) return { key: known };
+    const retryAfter = deps.failures.retryAfter(address);
+    if (retryAfter > 0) return { blocked: retryAfter };
+    if (known === null || !deps.isWellFormed(secret)) return unknown(address);
+    const resolved = deps.keys.resolve(secret, connection);
+    const settle = (key: ResolvedKey | null): KeyCheck => (key ? { key } : unknown(address));
+    return resolved instanceof Promise ? resolved.then(settle) : settle(resolved);
+  };
+}
+
+export type KeyAuthenticator = ReturnType<typeof createKeyAuthenticator>;
