@@ -16,6 +16,11 @@ export const configSchema = baseServiceSchema('gateway', 0)
     BOOTSTRAP_ENVIRONMENT: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/).default('dev'),
     /** Taken as given, so operators can set it from their own secret store. */
     BOOTSTRAP_SECRET_KEY: secret().optional(),
+    /**
+     * While the database is unreachable, a request that needs it answers 503 service_unavailable
+     * after at most this long (never buffered, never the whole request deadline).
+     */
+    MONGODB_SERVER_SELECTION_TIMEOUT_MS: positiveInt(1000),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
     /** Failed API-key authentications one client address may make per minute before a 429. */
     AUTH_FAILURES_PER_MINUTE: positiveInt(60),

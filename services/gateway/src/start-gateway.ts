@@ -7,6 +7,7 @@ import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
+import { answeringUnavailable } from './db/unavailable.js';
 import { digestApiKey, keyFormat } from './domain/api-key-secrets.js';
 import { createAuthFailureLimiter } from './domain/auth-failures.js';
 import { createKeyAuthenticator } from './domain/authenticate-key.js';
@@ -64,8 +65,8 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   }, LAST_USED_FLUSH_MS);
   flushTimer.unref();
 
-  bus.serve(gatewayContracts.getEnvironment, getEnvironmentHandler({ environments }));
-  bus.serve(gatewayContracts.getSigningKeys, getSigningKeysHandler({ environments }));
+  bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
+  bus.serve(gatewayContracts.getSigningKeys, answeringUnavailable(getSigningKeysHandler({ environments })));
   const knownEnvironments = createKnownEnvironments(
     { exists: async (publicId) => (await environments.findByPublicId(publicId)) !== null },
     { negativeTtlMs: 5_000, maxUnknown: 10_000 },

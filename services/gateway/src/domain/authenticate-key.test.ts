@@ -56,6 +56,21 @@ describe('key authentication: the order of checks', () => {
     expect(await authenticate(generateApiKeySecret(), '192.0.2.2')).toEqual({ unknown: true });
   });
 
+  it('gives a burst of concurrent guesses no more reads than the limit', async () => {
+    const key = generateApiKeySecret();
+    const { reads, authenticate } = setup([key], 3);
+    const checks = await Promise.all(Array.from({ length: 20 }, () => authenticate(generateApiKeySecret(), '192.0.2.1')));
+    expect(reads).toHaveLength(3);
+    expect(checks.filter((check) => 'blocked' in check)).toHaveLength(17);
+    // Valid keys looked up under the limit are forgiven: they do not count against the address.
+    const fresh = setup([key], 2);
+    for (let i = 0; i < 5; i++) {
+      fresh.authenticate(key, '192.0.2.1', {});
+      await fresh.authenticate(key, '192.0.2.1');
+    }
+    expect(fresh.failures.retryAfter('192.0.2.1')).toBe(0);
+  });
+
   it('keeps unknown secrets apart, so a flood never evicts a valid key', async () => {
     const key = generateApiKeySecret();
     const { reads, authenticate } = setup([key], 1_000);

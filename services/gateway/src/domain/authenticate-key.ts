@@ -7,7 +7,7 @@ export interface AuthenticateKeyDeps {
   keys: Pick<KeyCache, 'peek' | 'resolve'>;
   /** Whether a string can be a key at all (format, or the configured bootstrap secret); no I/O. */
   isWellFormed(secret: string): boolean;
-  failures: Pick<AuthFailureLimiter, 'retryAfter' | 'record'>;
+  failures: Pick<AuthFailureLimiter, 'retryAfter' | 'record' | 'forgive'>;
 }
 
 /**
@@ -17,7 +17,9 @@ export interface AuthenticateKeyDeps {
  *      connection), whatever its address has done;
  *   2. an address over its failure limit is refused;
  *   3. a malformed secret, or one remembered as unknown, is unknown;
- *   4. only then the digest and the read.
+ *   4. only then the digest and the read, charged to the address as a failure before it starts
+ *      and forgiven when the key turns out valid, so that a burst of concurrent guesses gets no
+ *      more reads than the limit allows.
  * Every unknown answer counts as a failure of the address.
  */
 export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
@@ -31,8 +33,13 @@ export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
     const retryAfter = deps.failures.retryAfter(address);
     if (retryAfter > 0) return { blocked: retryAfter };
     if (known === null || !deps.isWellFormed(secret)) return unknown(address);
+    deps.failures.record(address);
     const resolved = deps.keys.resolve(secret, connection);
-    const settle = (key: ResolvedKey | null): KeyCheck => (key ? { key } : unknown(address));
+    const settle = (key: ResolvedKey | null): KeyCheck => {
+      if (!key) return { unknown: true };
+      deps.failures.forgive(address);
+      return { key };
+    };
     return resolved instanceof Promise ? resolved.then(settle) : settle(resolved);
   };
 }
