@@ -122,6 +122,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
           ADMIN_TOKEN: adminToken,
           API_KEY_DIGEST_SECRET: `digest-${suffix}-0123456789abcdefghijklmnop`,
           BOOTSTRAP_SECRET_KEY: bootstrapKey,
+          ...options.serviceEnv?.gateway,
         },
         `http://127.0.0.1:${port}`,
       ),
