@@ -6,7 +6,7 @@ import { environmentModel, type EnvironmentDoc } from './environment-model.js';
 import { newId, newPublicId } from '../domain/ids.js';
 
 export type EnvironmentPatch = Partial<
-  Pick<EnvironmentDoc, 'webhook_url' | 'webhook_url_secondary' | 'send_auth_webhooks' | 'callback_url' | 'variables'>
+  Pick<EnvironmentDoc, 'webhook_url' | 'webhook_url_secondary' | 'send_auth_webhooks' | 'callback_url' | 'connect_return_origins' | 'variables'>
 >;
 
 export function createEnvironmentRepo(connection: Connection) {
@@ -26,6 +26,7 @@ export function createEnvironmentRepo(connection: Connection) {
           webhook_url_secondary: null,
           send_auth_webhooks: false,
           callback_url: null,
+          connect_return_origins: [],
           variables: [],
           signing_keys: [input.signing_key],
           created_at: now,
