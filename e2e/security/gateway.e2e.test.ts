@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { startMongo, type TestMongo } from '@latchkey/testing';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startMongo, startOAuthServer, type TestMongo, type TestOAuthServer } from '@latchkey/testing';
+import { launchBrowser } from '../support/browser.js';
+import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
 
 /**
@@ -50,8 +54,22 @@ async function startRelay(targetPort: number): Promise<Relay> {
   };
 }
 
+/** A customer's web app on loopback: a blank page at any path, on its own origin. */
+async function startCustomerApp(): Promise<{ origin: string; close(): Promise<void> }> {
+  const server: HttpServer = createHttpServer((_req, res) => {
+    res.setHeader('content-type', 'text/html');
+    res.end('<!doctype html><title>customer app</title><p>customer app</p>');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
 let stack: Stack;
 let relay: Relay;
+let oauth: TestOAuthServer;
+let browser: Browser;
+let registeredApp: Awaited<ReturnType<typeof startCustomerApp>>;
+let strangerApp: Awaited<ReturnType<typeof startCustomerApp>>;
 
 const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 const admin = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.adminToken, ...(body === undefined ? {} : { body }) });
@@ -72,24 +90,33 @@ let mongo: TestMongo;
 
 beforeAll(async () => {
   // The stack's database, reached by the gateway only through a relay a test can cut.
-  mongo = await startMongo();
+  [mongo, oauth, browser, registeredApp, strangerApp] = await Promise.all([startMongo(), startOAuthServer(), launchBrowser(), startCustomerApp(), startCustomerApp()]);
+  const providersFile = writeProvidersFile(
+    `${apiKeyProviderYaml('http://127.0.0.1:9')}loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n`,
+  );
   const mongoPort = Number(new URL(mongo.uri.replace(/^mongodb:/, 'http:')).port);
   relay = await startRelay(mongoPort);
   const given = process.env['MONGODB_URI'];
   process.env['MONGODB_URI'] = mongo.uri;
   try {
     stack = await startStack({
+      env: { PROVIDERS_FILE: providersFile },
       serviceEnv: { gateway: { MONGODB_URI: mongo.uri.replace(`:${mongoPort}`, `:${relay.port}`), TRUSTED_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '30' } },
     });
   } finally {
     if (given === undefined) delete process.env['MONGODB_URI'];
     else process.env['MONGODB_URI'] = given;
   }
+  await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'keys', display_name: 'Acme API' });
+  await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth', display_name: 'Loopback OAuth', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
+  const registered = await admin('PATCH', '/admin/environments/dev', { connect_return_origins: [registeredApp.origin] });
+  if (registered.status !== 200) throw new Error(`could not register the return origin: ${JSON.stringify(registered.json)}`);
 }, 120_000);
 
 afterAll(async () => {
+  await browser?.close();
   await stack?.dispose();
-  await relay?.close();
+  await Promise.all([relay?.close(), oauth?.close(), registeredApp?.close(), strangerApp?.close()]);
   await mongo?.dispose();
 });
 
@@ -152,4 +179,103 @@ describe('gateway security', () => {
     const unknown = await get('/environment-variables', wellFormedKey());
     expect(unknown.status).toBe(401);
   });
+
+  test('case 15: /oauth/callback is served with the Connect UI page headers (CSP with a nonce, no referrer, no cache)', async () => {
+    for (const path of ['/oauth/callback?error=access_denied', '/oauth/callback?code=x&state=forged', '/connect?session_token=x']) {
+      const response = await fetch(`${stack.url}${path}`);
+      await response.text();
+      expect(response.headers.get('referrer-policy')).toBe('no-referrer');
+      expect(response.headers.get('cache-control')).toBe('no-store');
+      expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+      const csp = response.headers.get('content-security-policy') ?? '';
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).toContain("frame-ancestors 'none'");
+      expect(csp).toMatch(/script-src 'self' 'nonce-[A-Za-z0-9+/=]{20,}'/);
+      expect(csp).not.toContain("'unsafe-inline' 'unsafe-eval'");
+    }
+    const page = await (await fetch(`${stack.url}/oauth/callback?error=access_denied`)).text();
+    expect(page).not.toContain("'*'");
+  });
+
+  test('case 15: the OAuth result reaches an opener on a registered origin and never one on another origin', async () => {
+    const messagesAt = async (app: { origin: string }) => {
+      const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['oauth'] })).json.data;
+      const context = await loopbackOnly();
+      const opener = await context.newPage();
+      await opener.goto(`${app.origin}/app`);
+      await opener.evaluate(() => {
+        const win = globalThis as unknown as { messages: unknown[]; addEventListener(type: 'message', listener: (event: { data: unknown }) => void): void };
+        win.messages = [];
+        win.addEventListener('message', (event) => win.messages.push(event.data));
+      });
+      const [popup] = await Promise.all([
+        opener.waitForEvent('popup'),
+        opener.evaluate((url) => void (globalThis as unknown as { open(url: string): unknown }).open(url), `${stack.url}/oauth/connect/oauth?connect_session_token=${encodeURIComponent(token)}`),
+      ]);
+      await popup.waitForEvent('close', { timeout: 15_000 });
+      await opener.waitForTimeout(300);
+      const messages = await opener.evaluate(() => (globalThis as unknown as { messages: unknown[] }).messages);
+      await context.close();
+      return messages;
+    };
+    expect(await messagesAt(registeredApp)).toEqual([{ type: 'connect', connectionId: expect.any(String), providerConfigKey: 'oauth' }]);
+    expect(await messagesAt(strangerApp)).toEqual([]);
+  });
+
+  for (const [form, returnUrl] of [
+    ['https://evil.example/', 'https://evil.example/'],
+    ['//evil.example', '//evil.example'],
+    ['javascript:', 'javascript:document.title="pwned"'],
+    ['/\\evil.example', '/\\evil.example'],
+  ] as const) {
+    test(`case 21: return_url ${form} is not followed`, async () => {
+      const { page, context, attempted } = await connectWithReturnUrl(returnUrl);
+      await page.waitForTimeout(1_500);
+      expect(new URL(page.url()).origin).toBe(stack.url);
+      expect(await page.title()).not.toBe('pwned');
+      expect(attempted.filter((url) => url.includes('evil.example'))).toEqual([]);
+      await context.close();
+    });
+  }
+
+  test('case 21: a return_url on a registered origin is followed, and one on another loopback origin is not', async () => {
+    const good = await connectWithReturnUrl(`${registeredApp.origin}/done?ok=1`);
+    await good.page.waitForURL(`${registeredApp.origin}/done?ok=1`);
+    await good.context.close();
+    const stranger = await connectWithReturnUrl(`${strangerApp.origin}/done`);
+    await stranger.page.waitForTimeout(1_500);
+    expect(new URL(stranger.page.url()).origin).toBe(stack.url);
+    await stranger.context.close();
+    // The operator API takes origins only.
+    for (const bad of ['https://app.example.com/path', 'javascript:alert(1)', '//app.example.com', 'https://user:pw@app.example.com']) {
+      expect((await admin('PATCH', '/admin/environments/dev', { connect_return_origins: [bad] })).status).toBe(400);
+    }
+  });
 });
+
+/** A browser context that lets pages reach loopback only; anything else is aborted and recorded. */
+async function loopbackOnly(attempted: string[] = []): Promise<BrowserContext> {
+  const context = await browser.newContext();
+  await context.route(
+    (url) => !['127.0.0.1', 'localhost'].includes(url.hostname),
+    (route) => {
+      attempted.push(route.request().url());
+      return route.abort();
+    },
+  );
+  return context;
+}
+
+/** An end user connects the API-key integration in the Connect UI opened with `return_url`. */
+async function connectWithReturnUrl(returnUrl: string): Promise<{ page: Page; context: BrowserContext; attempted: string[] }> {
+  const { connect_link: link } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;
+  const attempted: string[] = [];
+  const context = await loopbackOnly(attempted);
+  const page = await context.newPage();
+  page.on('dialog', (dialog) => void dialog.dismiss());
+  await page.goto(`${link}&return_url=${encodeURIComponent(returnUrl)}`);
+  await page.getByLabel('API key').fill(`key-${randomBytes(4).toString('hex')}`);
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.getByRole('heading', { name: 'Acme API is connected' }).waitFor();
+  return { page, context, attempted };
+}
