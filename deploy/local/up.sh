@@ -26,6 +26,7 @@ if [ ! -f "$secrets" ]; then
     echo "ADMIN_TOKEN=$(head -c 32 /dev/urandom | base64 | tr -d '=+/' | head -c 43)"
     echo "API_KEY_DIGEST_SECRET=$(head -c 32 /dev/urandom | base64)"
     echo "ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
+    echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
     echo "BOOTSTRAP_SECRET_KEY=lk_sk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
   } > "$secrets"
   echo "Generated local secrets in .data/secrets.env"

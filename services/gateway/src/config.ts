@@ -1,4 +1,5 @@
 import { baseServiceSchema, loadConfig, port, positiveInt, secret } from '@latchkey/config';
+import { versionedKeys } from '@latchkey/crypto';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('gateway', 0)
@@ -13,6 +14,12 @@ export const configSchema = baseServiceSchema('gateway', 0)
     ADMIN_TOKEN: secret(),
     /** Keys the SHA-256 digest under which API keys are stored; changing it invalidates every key. */
     API_KEY_DIGEST_SECRET: secret(),
+    /**
+     * Seal environments' signing keys and variable values at rest: `v1:<base64 of 32 bytes>`,
+     * comma-separated, as the vault's ENCRYPTION_KEYS. The highest version seals; add a higher
+     * one and restart to rotate (every start reseals), then drop the old one.
+     */
+    SETTINGS_ENCRYPTION_KEYS: versionedKeys,
     BOOTSTRAP_ENVIRONMENT: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/).default('dev'),
     /** Taken as given, so operators can set it from their own secret store. */
     BOOTSTRAP_SECRET_KEY: secret().optional(),

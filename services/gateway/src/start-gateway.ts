@@ -13,6 +13,7 @@ import { createAuthFailureLimiter } from './domain/auth-failures.js';
 import { createKeyAuthenticator } from './domain/authenticate-key.js';
 import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
+import { createSettingsCipher } from './domain/settings-cipher.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
@@ -32,9 +33,11 @@ const LAST_USED_FLUSH_MS = 60_000;
 export async function startGateway(runtime: Runtime, config: Config, extraRoutes: readonly AnyRoute[] = []): Promise<{ port: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
-  const environments = createEnvironmentRepo(mongo);
+  const environments = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   await Promise.all([accounts.init(), environments.init(), apiKeys.init()]);
+  const resealed = await environments.sealAtRest();
+  if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
 
   await bootstrap(
     { accounts, environments, apiKeys, logger },
