@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, jest, test } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import mongoose from 'mongoose';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startMongo, startOAuthServer, type TestMongo, type TestOAuthServer } from '@latchkey/testing';
 import { launchBrowser } from '../support/browser.js';
@@ -63,6 +64,8 @@ async function startCustomerApp(): Promise<{ origin: string; close(): Promise<vo
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
+
+jest.setTimeout(30_000);
 
 let stack: Stack;
 let relay: Relay;
@@ -178,6 +181,40 @@ describe('gateway security', () => {
     expect(status).toBe(200);
     const unknown = await get('/environment-variables', wellFormedKey());
     expect(unknown.status).toBe(401);
+  });
+
+  test('case 10: signing keys (current and retired) and variable values are not stored in plaintext, yet the API returns them where it must', async () => {
+    const variable = canary('VARIABLE');
+    const created = await admin('POST', '/admin/environments', { name: `sealed-${randomBytes(3).toString('hex')}` });
+    expect(created.status).toBe(201);
+    const name: string = created.json.data.name;
+    const retired: string = created.json.data.webhook_signing_key;
+    expect((await admin('PATCH', `/admin/environments/${name}`, { variables: [{ name: 'CANARY', value: variable }] })).status).toBe(200);
+    const current: string = (await admin('POST', `/admin/environments/${name}/webhook-signing-key/rotate`)).json.data.signing_key;
+    expect(current).toMatch(/^whsec_/);
+
+    // What a stolen database holds: the raw documents of the gateway's database.
+    const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('gateway') }).asPromise();
+    try {
+      const everything = JSON.stringify(await db.collection('environments').find({}).toArray());
+      for (const secret of [variable, retired, current, retired.slice('whsec_'.length), current.slice('whsec_'.length)]) {
+        expect(everything).not.toContain(secret);
+      }
+      expect(everything).toContain('lk1.');
+    } finally {
+      await db.close();
+    }
+
+    // The API still gives the variable to a key of that environment, and never the signing keys in settings views.
+    const key = await admin('POST', `/admin/environments/${name}/api-keys`, { display_name: 'reader', scopes: ['environment:variables:read'] });
+    expect((await get('/environment-variables', key.json.data.secret)).json).toEqual([{ name: 'CANARY', value: variable }]);
+    const listed = JSON.stringify((await admin('GET', '/admin/environments')).json);
+    expect(listed).toContain(variable);
+    expect(listed).not.toContain(current);
+    expect(listed).not.toContain(retired);
+    // No log line of any process carries them.
+    const logs = allOutput();
+    for (const secret of [variable, retired, current]) expect(logs).not.toContain(secret);
   });
 
   test('case 15: /oauth/callback is served with the Connect UI page headers (CSP with a nonce, no referrer, no cache)', async () => {
