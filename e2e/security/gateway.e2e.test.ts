@@ -90,6 +90,8 @@ async function get(path: string, token: string, headers: Record<string, string> 
 }
 
 let mongo: TestMongo;
+/** A canary in the gateway's environment: the key that seals settings at rest. */
+const settingsKey = randomBytes(32);
 
 beforeAll(async () => {
   // The stack's database, reached by the gateway only through a relay a test can cut.
@@ -104,7 +106,7 @@ beforeAll(async () => {
   try {
     stack = await startStack({
       env: { PROVIDERS_FILE: providersFile },
-      serviceEnv: { gateway: { MONGODB_URI: mongo.uri.replace(`:${mongoPort}`, `:${relay.port}`), TRUSTED_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '30' } },
+      serviceEnv: { gateway: { MONGODB_URI: mongo.uri.replace(`:${mongoPort}`, `:${relay.port}`), TRUSTED_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '30', SETTINGS_ENCRYPTION_KEYS: `v1:${settingsKey.toString('base64')}` } },
     });
   } finally {
     if (given === undefined) delete process.env['MONGODB_URI'];
@@ -197,7 +199,8 @@ describe('gateway security', () => {
     const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('gateway') }).asPromise();
     try {
       const everything = JSON.stringify(await db.collection('environments').find({}).toArray());
-      for (const secret of [variable, retired, current, retired.slice('whsec_'.length), current.slice('whsec_'.length)]) {
+      const keyMaterial = [settingsKey.toString('base64'), settingsKey.toString('base64url'), settingsKey.toString('hex')];
+      for (const secret of [variable, retired, current, retired.slice('whsec_'.length), current.slice('whsec_'.length), ...keyMaterial]) {
         expect(everything).not.toContain(secret);
       }
       expect(everything).toContain('lk1.');
@@ -214,7 +217,8 @@ describe('gateway security', () => {
     expect(listed).not.toContain(retired);
     // No log line of any process carries them.
     const logs = allOutput();
-    for (const secret of [variable, retired, current]) expect(logs).not.toContain(secret);
+    for (const secret of [variable, retired, current, settingsKey.toString('base64')]) expect(logs).not.toContain(secret);
+    expect(listed).not.toContain(settingsKey.toString('base64'));
   });
 
   test('case 15: /oauth/callback is served with the Connect UI page headers (CSP with a nonce, no referrer, no cache)', async () => {

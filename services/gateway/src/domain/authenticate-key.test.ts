@@ -27,7 +27,7 @@ describe('key authentication: the order of checks', () => {
   it('never digests or reads for a malformed secret', async () => {
     const { digests, reads, authenticate } = setup([], 100);
     for (const secret of ['x', 'lk_sk_short', `lk_sk_${'a'.repeat(42)}!`, 'Bearer', 'a'.repeat(64), `${BOOTSTRAP}x`]) {
-      expect(await authenticate(secret, '192.0.2.1')).toEqual({ unknown: true });
+      expect(await authenticate(secret, () => '192.0.2.1')).toEqual({ unknown: true });
     }
     expect(digests).toEqual([]);
     expect(reads).toEqual([]);
@@ -36,37 +36,37 @@ describe('key authentication: the order of checks', () => {
   it('digests and reads a well-formed secret and the configured bootstrap secret once', async () => {
     const key = generateApiKeySecret();
     const { reads, authenticate } = setup([key, BOOTSTRAP]);
-    expect(await authenticate(key, '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
-    expect(await authenticate(BOOTSTRAP, '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
-    expect(authenticate(key, '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
+    expect(await authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
+    expect(await authenticate(BOOTSTRAP, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
+    expect(authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
     expect(reads).toHaveLength(2);
   });
 
   it('refuses an address over its failure limit before any digest, while valid keys from it still pass', async () => {
     const key = generateApiKeySecret();
     const { digests, reads, authenticate } = setup([key], 3);
-    await authenticate(key, '192.0.2.1');
-    for (let i = 0; i < 3; i++) expect(await authenticate(generateApiKeySecret(), '192.0.2.1')).toEqual({ unknown: true });
+    await authenticate(key, () => '192.0.2.1');
+    for (let i = 0; i < 3; i++) expect(await authenticate(generateApiKeySecret(), () => '192.0.2.1')).toEqual({ unknown: true });
     const before = { digests: digests.length, reads: reads.length };
-    const refused = await authenticate(generateApiKeySecret(), '192.0.2.1');
+    const refused = await authenticate(generateApiKeySecret(), () => '192.0.2.1');
     expect(refused).toEqual({ blocked: expect.any(Number) });
     expect((refused as { blocked: number }).blocked).toBeGreaterThan(0);
     expect({ digests: digests.length, reads: reads.length }).toEqual(before);
-    expect(authenticate(key, '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
-    expect(await authenticate(generateApiKeySecret(), '192.0.2.2')).toEqual({ unknown: true });
+    expect(authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
+    expect(await authenticate(generateApiKeySecret(), () => '192.0.2.2')).toEqual({ unknown: true });
   });
 
   it('gives a burst of concurrent guesses no more reads than the limit', async () => {
     const key = generateApiKeySecret();
     const { reads, authenticate } = setup([key], 3);
-    const checks = await Promise.all(Array.from({ length: 20 }, () => authenticate(generateApiKeySecret(), '192.0.2.1')));
+    const checks = await Promise.all(Array.from({ length: 20 }, () => authenticate(generateApiKeySecret(), () => '192.0.2.1')));
     expect(reads).toHaveLength(3);
     expect(checks.filter((check) => 'blocked' in check)).toHaveLength(17);
     // Valid keys looked up under the limit are forgiven: they do not count against the address.
     const fresh = setup([key], 2);
     for (let i = 0; i < 5; i++) {
-      fresh.authenticate(key, '192.0.2.1', {});
-      await fresh.authenticate(key, '192.0.2.1');
+      fresh.authenticate(key, () => '192.0.2.1', {});
+      await fresh.authenticate(key, () => '192.0.2.1');
     }
     expect(fresh.failures.retryAfter('192.0.2.1')).toBe(0);
   });
@@ -74,10 +74,10 @@ describe('key authentication: the order of checks', () => {
   it('keeps unknown secrets apart, so a flood never evicts a valid key', async () => {
     const key = generateApiKeySecret();
     const { reads, authenticate } = setup([key], 1_000);
-    await authenticate(key, '192.0.2.1');
-    for (let i = 0; i < 50; i++) await authenticate(generateApiKeySecret(), '192.0.2.1');
+    await authenticate(key, () => '192.0.2.1');
+    for (let i = 0; i < 50; i++) await authenticate(generateApiKeySecret(), () => '192.0.2.1');
     const before = reads.length;
-    expect(authenticate(key, '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
+    expect(authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
     expect(reads).toHaveLength(before);
   });
 });

@@ -27,9 +27,11 @@ export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
     deps.failures.record(address);
     return { unknown: true };
   };
-  return (secret: string, address: string, connection?: object): KeyCheck | Promise<KeyCheck> => {
+  /** `clientAddress` is asked only off the hot path: a known key never needs it. */
+  return (secret: string, clientAddress: () => string, connection?: object): KeyCheck | Promise<KeyCheck> => {
     const known = deps.keys.peek(secret, connection);
     if (known) return { key: known };
+    const address = clientAddress();
     const retryAfter = deps.failures.retryAfter(address);
     if (retryAfter > 0) return { blocked: retryAfter };
     if (known === null || !deps.isWellFormed(secret)) return unknown(address);

@@ -29,7 +29,7 @@ export function authorize(
   res: ServerResponse,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  const checked = deps.authenticateKey(bearerToken(req), clientAddress(req, deps.config.TRUSTED_PROXY_HOPS), req.socket);
+  const checked = deps.authenticateKey(bearerToken(req), () => clientAddress(req, deps.config.TRUSTED_PROXY_HOPS), req.socket);
   if (checked instanceof Promise) return checked.then((check) => admit(deps, res, check, scope));
   return admit(deps, res, checked, scope);
 }
