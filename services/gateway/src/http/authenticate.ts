@@ -6,7 +6,7 @@ import { safeEqual } from '../domain/api-key-secrets.js';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import type { KeyCheck } from '../domain/authenticate-key.js';
 import type { RateLimitDecision } from '../domain/rate-limiter.js';
-import { clientAddress } from './client-address.js';
+import { clientAddress, clientBucket } from './client-address.js';
 import type { GatewayDeps } from './deps.js';
 
 /** The bearer token of a request, or the documented 401. */
@@ -29,7 +29,7 @@ export function authorize(
   res: ServerResponse,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  const checked = deps.authenticateKey(bearerToken(req), () => clientAddress(req, deps.config.TRUSTED_PROXY_HOPS), req.socket);
+  const checked = deps.authenticateKey(bearerToken(req), () => clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS)), req.socket);
   if (checked instanceof Promise) return checked.then((check) => admit(deps, res, check, scope));
   return admit(deps, res, checked, scope);
 }
