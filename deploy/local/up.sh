@@ -31,6 +31,10 @@ if [ ! -f "$secrets" ]; then
   } > "$secrets"
   echo "Generated local secrets in .data/secrets.env"
 fi
+# Added after the first release: a secrets file from an earlier run gets it appended once.
+if ! grep -q '^SETTINGS_ENCRYPTION_KEYS=' "$secrets"; then
+  echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)" >> "$secrets"
+fi
 # Values from the file only fill in what the caller left unset.
 while IFS='=' read -r name value; do
   [ -n "$name" ] && [ -z "${!name:-}" ] && export "$name=$value"
