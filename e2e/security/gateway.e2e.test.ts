@@ -158,6 +158,21 @@ describe('gateway security', () => {
     expect(forged.status).toBe(429);
   });
 
+  test('case 7: unknown connect-session tokens count against the address too, and a flood of them is cut off with 429', async () => {
+    const attacker = { 'x-forwarded-for': '203.0.113.77' };
+    const sessionToken = () => `lk_cs_${randomBytes(32).toString('base64url')}`;
+    const malformed = await get('/connect/session', 'not-a-session-token', attacker);
+    expect(malformed.status).toBe(401);
+    expect(malformed.json.error.code).toBe('unknown_connect_session_token');
+    const answers = await Promise.all(Array.from({ length: 60 }, () => get('/connect/session', sessionToken(), attacker)));
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 401).length).toBeLessThanOrEqual(29);
+    expect(statuses.filter((status) => status === 429).length).toBeGreaterThanOrEqual(31);
+    expect(answers.find((answer) => answer.status === 429)!.headers.get('retry-after')).toMatch(/^\d+$/);
+    // The same address is refused for API keys too: one count per client.
+    expect((await get('/environment-variables', wellFormedKey(), attacker)).status).toBe(429);
+  });
+
   test('case 17: while the database is down an uncached key gets a coded 503 within about 1.5 s, and all recovers when it is back', async () => {
     relay.cut();
     try {

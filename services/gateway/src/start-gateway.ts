@@ -48,11 +48,8 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     { digestOf: (secret) => digestApiKey(secret, config.API_KEY_DIGEST_SECRET), findByDigest: apiKeys.findByDigest },
     { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000, maxUnknown: 10_000 },
   );
-  const authenticateKey = createKeyAuthenticator({
-    keys: keyCache,
-    isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY),
-    failures: createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 }),
-  });
+  const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
+  const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   void (async () => {
@@ -81,6 +78,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     bus,
     keyCache,
     authenticateKey,
+    authFailures,
     rateLimiter,
     lastUsed,
     accounts,

@@ -69,12 +69,38 @@ export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: IncomingM
   if (!safeEqual(bearerToken(req), deps.config.ADMIN_TOKEN)) throw new AppError('unknown_admin_token', 'Unknown admin token');
 }
 
+/** What the vault issues as a connect-session token: `lk_cs_` and 32 random bytes, base64url. */
+const SESSION_TOKEN = /^lk_cs_[A-Za-z0-9_-]{43}$/;
+
 /**
  * Connect-flow routes: the end user's session token, from the `connect_session_token` query
- * parameter (what the Connect UI's forms and redirects carry) or a bearer header.
+ * parameter (what the Connect UI's forms and redirects carry) or a bearer header. Unknown tokens
+ * count against the client address as unknown API keys do (429 past AUTH_FAILURES_PER_MINUTE,
+ * before any lookup), and a token of another shape is refused without asking the vault.
  */
-export async function authorizeSession(deps: Pick<GatewayDeps, 'bus'>, req: Request): Promise<ConnectSession & { token: string }> {
+export async function authorizeSession(
+  deps: Pick<GatewayDeps, 'bus' | 'authFailures' | 'config'>,
+  req: Request,
+  res: ServerResponse,
+): Promise<ConnectSession & { token: string }> {
   const fromQuery = req.query['connect_session_token'];
   const token = typeof fromQuery === 'string' && fromQuery !== '' ? fromQuery : bearerToken(req);
-  return { ...(await deps.bus.request(vaultContracts.getConnectSession, { token })), token };
+  const address = clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS));
+  const retryAfter = deps.authFailures.retryAfter(address);
+  if (retryAfter > 0) {
+    res.setHeader('Retry-After', retryAfter);
+    throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${retryAfter} s`);
+  }
+  const unknown = new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
+  deps.authFailures.record(address);
+  if (!SESSION_TOKEN.test(token)) throw unknown;
+  try {
+    const session = await deps.bus.request(vaultContracts.getConnectSession, { token });
+    deps.authFailures.forgive(address);
+    return { ...session, token };
+  } catch (error) {
+    // Only an unknown token is the client's failure; an outage is not.
+    if (!(error instanceof AppError && error.code === 'unknown_connect_session_token')) deps.authFailures.forgive(address);
+    throw error;
+  }
 }

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import type { AccountRepo } from '../db/account-repo.js';
 import type { ApiKeyRepo } from '../db/api-key-repo.js';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
+import type { AuthFailureLimiter } from '../domain/auth-failures.js';
 import type { KeyAuthenticator } from '../domain/authenticate-key.js';
 import type { KeyCache } from '../domain/key-cache.js';
 import type { KnownEnvironments } from '../domain/known-environments.js';
@@ -18,6 +19,8 @@ export interface GatewayDeps {
   keyCache: KeyCache;
   /** Bearer secret and client address to a key, in the order of checks of authenticate-key.ts. */
   authenticateKey: KeyAuthenticator;
+  /** Failed authentications per client address (API keys and connect-session tokens). */
+  authFailures: AuthFailureLimiter;
   rateLimiter: RateLimiter;
   lastUsed: LastUsedTracker;
   accounts: AccountRepo;
