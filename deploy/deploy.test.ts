@@ -46,6 +46,7 @@ const SECRETS: Record<string, { service: string; required: boolean }> = {
   API_KEY_DIGEST_SECRET: { service: 'gateway', required: true },
   BOOTSTRAP_SECRET_KEY: { service: 'gateway', required: false },
   ENCRYPTION_KEYS: { service: 'credential-vault', required: true },
+  SETTINGS_ENCRYPTION_KEYS: { service: 'gateway', required: true },
 };
 
 function service(name: string): ComposeService {

@@ -26,9 +26,14 @@ if [ ! -f "$secrets" ]; then
     echo "ADMIN_TOKEN=$(head -c 32 /dev/urandom | base64 | tr -d '=+/' | head -c 43)"
     echo "API_KEY_DIGEST_SECRET=$(head -c 32 /dev/urandom | base64)"
     echo "ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
+    echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
     echo "BOOTSTRAP_SECRET_KEY=lk_sk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
   } > "$secrets"
   echo "Generated local secrets in .data/secrets.env"
+fi
+# Added after the first release: a secrets file from an earlier run gets it appended once.
+if ! grep -q '^SETTINGS_ENCRYPTION_KEYS=' "$secrets"; then
+  echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)" >> "$secrets"
 fi
 # Values from the file only fill in what the caller left unset.
 while IFS='=' read -r name value; do

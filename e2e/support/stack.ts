@@ -112,6 +112,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const publicUrl = `http://127.0.0.1:${gatewayPorts[0]}`;
   const services: Array<ReturnType<typeof startProcess>> = [];
   const encryptionKeys = `v1:${randomBytes(32).toString('base64')}`;
+  const settingsKeys = `v1:${randomBytes(32).toString('base64')}`;
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
     for (let replica = 0; replica < (options.replicas?.[service] ?? 1); replica++) {
       const port = await freePort();
@@ -133,6 +134,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
           ADMIN_TOKEN: adminToken,
           API_KEY_DIGEST_SECRET: `digest-${suffix}-0123456789abcdefghijklmnop`,
           BOOTSTRAP_SECRET_KEY: bootstrapKey,
+          SETTINGS_ENCRYPTION_KEYS: settingsKeys,
+          ...options.serviceEnv?.gateway,
         },
         `http://127.0.0.1:${port}`,
         options.onOutput,

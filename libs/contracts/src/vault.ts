@@ -331,13 +331,15 @@ export const vaultContracts = {
   finishOAuth: defineRequest(
     'vault.oauth.finish',
     z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096) }),
-    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+    // environment_id: the gateway posts the outcome page's message to that environment's registered origins only.
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']), environment_id: z.string().optional() }),
   ),
   /** Completes an OAuth 1.0a authorization: the temporary token is single-use; its verifier buys the token credentials. */
   finishOAuth1: defineRequest(
     'vault.oauth1.finish',
     z.object({ oauth_token: z.string().min(1).max(1024), oauth_verifier: z.string().min(1).max(1024) }),
-    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
+    // environment_id: the gateway posts the outcome page's message to that environment's registered origins only.
+    z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']), environment_id: z.string().optional() }),
   ),
   /** OAUTH2_CC from a connect flow: the end user's client is exchanged for a token before anything is saved. */
   connectClientCredentials: defineRequest(

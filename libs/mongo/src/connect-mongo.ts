@@ -6,8 +6,21 @@ export interface MongoOptions {
   /** The service's own database: no service reads another's. */
   dbName: string;
   logger: Logger;
+  /**
+   * How long an operation waits for a reachable server before it fails (10 s by default). A
+   * service that must answer fast during an outage sets it short; the first connection at start
+   * still waits up to STARTUP_WAIT_MS, retried, so a database that starts a little later is fine.
+   */
   serverSelectionTimeoutMs?: number;
+  /**
+   * Whether operations issued while disconnected wait (up to 10 s) for the connection to come
+   * back (the default), or fail at once with what the driver says.
+   */
+  bufferCommands?: boolean;
 }
+
+/** The first connection's patience, whatever the per-operation selection timeout. */
+const STARTUP_WAIT_MS = 10_000;
 
 /**
  * One mongoose connection per service, on its own database. Unique indexes carry invariants
@@ -15,16 +28,54 @@ export interface MongoOptions {
  * indexes, before the service reports ready.
  */
 export async function connectMongo(options: MongoOptions): Promise<Connection> {
-  const connection = mongoose.createConnection(options.uri, {
-    dbName: options.dbName,
-    serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 10_000,
-    autoIndex: true,
-    autoCreate: true,
-  });
-  connection.on('disconnected', () => options.logger.warn('mongodb disconnected', { db: options.dbName }));
-  connection.on('reconnected', () => options.logger.info('mongodb reconnected', { db: options.dbName }));
-  await connection.asPromise();
-  return connection;
+  const startedAt = Date.now();
+  for (;;) {
+    const connection = mongoose.createConnection(options.uri, {
+      dbName: options.dbName,
+      serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? STARTUP_WAIT_MS,
+      bufferCommands: options.bufferCommands ?? true,
+      autoIndex: true,
+      autoCreate: true,
+    });
+    try {
+      await connection.asPromise();
+    } catch (error) {
+      await connection.close().catch(() => undefined);
+      if (Date.now() - startedAt >= STARTUP_WAIT_MS) throw error;
+      continue;
+    }
+    connection.on('disconnected', () => options.logger.warn('mongodb disconnected', { db: options.dbName }));
+    connection.on('reconnected', () => options.logger.info('mongodb reconnected', { db: options.dbName }));
+    return connection;
+  }
+}
+
+/** What the driver throws when no server can be reached or a connection broke. */
+const UNAVAILABLE = new Set([
+  'MongoServerSelectionError',
+  'MongooseServerSelectionError',
+  'MongoNetworkError',
+  'MongoNetworkTimeoutError',
+  'MongoNotConnectedError',
+  'MongoTopologyClosedError',
+  'MongoPoolClearedError',
+]);
+
+/**
+ * Socket failures the driver lets through unwrapped (a write to a connection the server just
+ * closed surfaces as Node's own EPIPE error).
+ */
+const SOCKET_CODES = new Set(['EPIPE', 'ECONNRESET', 'ECONNREFUSED']);
+
+/** Whether an error means the database is unreachable now (as opposed to a bad query). */
+export function isMongoUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; typeof current === 'object' && current !== null && depth < 5; depth++) {
+    const { name, code, cause } = current as { name?: unknown; code?: unknown; cause?: unknown };
+    if (typeof name === 'string' && UNAVAILABLE.has(name)) return true;
+    if (typeof code === 'string' && SOCKET_CODES.has(code)) return true;
+    current = cause;
+  }
+  return false;
 }
 
 /** True while the driver holds a live connection. */

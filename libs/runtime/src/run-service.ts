@@ -14,6 +14,11 @@ export interface BaseConfig {
   LOG_LEVEL: string;
   REQUEST_TIMEOUT_MS: number;
   SHUTDOWN_TIMEOUT_MS: number;
+  /**
+   * Set by a service that must fail fast while its database is unreachable: operations wait at
+   * most this long for a server and are never buffered while disconnected.
+   */
+  MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
   /** Port of the probe server (/health, /ready); 0 turns it off. */
   HEALTH_PORT?: number;
 }
@@ -64,7 +69,13 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   logger.info('starting', { nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
   const bus = await createBus({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.REQUEST_TIMEOUT_MS });
   await ensureStreams(bus);
-  const mongo = await connectMongo({ uri: config.MONGODB_URI, dbName: config.MONGODB_DB, logger });
+  const failFast = config.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
+  const mongo = await connectMongo({
+    uri: config.MONGODB_URI,
+    dbName: config.MONGODB_DB,
+    logger,
+    ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
+  });
 
   const runtime: Runtime = {
     service,

@@ -1,24 +1,12 @@
 import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { versionedKeys } from '@latchkey/crypto';
 import { z } from 'zod';
 
 /**
  * Key-encryption keys: `<version>:<base64 of 32 bytes>`, comma-separated. The highest version
  * wraps new data keys; older versions stay to unwrap what they wrapped until rotated away.
  */
-const encryptionKeys = z
-  .string({ error: 'is required (secrets have no default)' })
-  .transform((value, ctx) => {
-    const keys = value.split(',').map((part) => part.trim()).filter(Boolean).map((part) => {
-      const [version, material] = part.split(':', 2);
-      return { version: version ?? '', key: Buffer.from(material ?? '', 'base64') };
-    });
-    for (const { version, key } of keys) {
-      if (!/^v\d+$/.test(version)) ctx.addIssue({ code: 'custom', message: `key version "${version}" must look like v1, v2, ...` });
-      if (key.length !== 32) ctx.addIssue({ code: 'custom', message: `key ${version} must be 32 bytes, base64-encoded` });
-    }
-    if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'must hold at least one key' });
-    return keys;
-  });
+const encryptionKeys = versionedKeys;
 
 export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   ENCRYPTION_KEYS: encryptionKeys,

@@ -3,6 +3,8 @@
  * authorizes it (OAuth 2 at the provider, or a form for keys and passwords). Opened as a link it
  * returns to `return_url` when done; opened as a popup it reports to its opener with
  * `{type:'connect', connectionId, providerConfigKey}`, `{type:'error', error}` or `{type:'close'}`.
+ * Both only toward origins the environment registered (`return_origins`) or this page's own: a
+ * `return_url` elsewhere is ignored, and messages are posted to those origins by name, never '*'.
  */
 
 interface SessionIntegration {
@@ -28,6 +30,8 @@ interface SessionView {
   /** Set when the session renews the credentials of one existing connection. */
   reconnect: { connection_id: string; integration_id: string } | null;
   expires_at: string;
+  /** Origins the environment registered for returns and messages. */
+  return_origins?: string[];
 }
 
 /** How the form is reached: from a list (a way back), and whether it renews a connection. */
@@ -38,7 +42,26 @@ interface PickContext {
 
 const query = new URLSearchParams(location.search);
 const token = query.get('session_token') ?? '';
-const returnUrl = query.get('return_url');
+const requestedReturnUrl = query.get('return_url');
+/** Where the page may send the end user back and post its outcome; known once the session is read. */
+let trustedOrigins: string[] = [location.origin];
+let returnUrl: string | null = null;
+
+/**
+ * The return URL if it is an absolute http(s) URL on a trusted origin, else null. Parsed without
+ * a base, so scheme-relative (`//host`), backslash (`/\host`) and `javascript:` forms all fail.
+ */
+function trustedReturnUrl(raw: string | null, origins: readonly string[]): string | null {
+  if (!raw) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return null;
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.username !== '' || url.password !== '') return null;
+  return origins.includes(url.origin) ? url.href : null;
+}
 const root = document.getElementById('app') as HTMLElement;
 
 /** Credential fields each form-based auth mode asks for. */
@@ -70,7 +93,9 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<HTMLEl
 }
 
 function report(message: Record<string, unknown>): void {
-  if (window.opener) window.opener.postMessage(message, '*');
+  if (!window.opener) return;
+  // Delivered only if the opener's origin is the one named: never to an unregistered page.
+  for (const origin of trustedOrigins) window.opener.postMessage(message, origin);
 }
 
 function show(...children: Node[]): void {
@@ -98,7 +123,8 @@ function fail(message: string): void {
 function succeed(connectionId: string, providerConfigKey: string, name: string): void {
   report({ type: 'connect', connectionId, providerConfigKey });
   show(el('h1', { className: 'ok', tabIndex: -1, textContent: `${name} is connected` }), el('p', { textContent: 'You can close this window and return to the application.' }));
-  if (returnUrl) setTimeout(() => location.assign(returnUrl), 800);
+  const destination = returnUrl;
+  if (destination) setTimeout(() => location.assign(destination), 800);
   else if (window.opener) setTimeout(() => window.close(), 800);
 }
 
@@ -218,6 +244,8 @@ async function start(): Promise<void> {
   const { status, body } = await api('/connect/session');
   if (status !== 200) return fail(explain(status, body));
   const session = body.data as SessionView;
+  trustedOrigins = [location.origin, ...(session.return_origins ?? [])];
+  returnUrl = trustedReturnUrl(requestedReturnUrl, trustedOrigins);
   if (session.integrations.length === 0) return fail('No integration is available from this link.');
   const reconnect = session.reconnect !== null && session.reconnect !== undefined;
   if (session.integrations.length === 1) return pick(session.integrations[0] as SessionIntegration, { fromList: false, reconnect });

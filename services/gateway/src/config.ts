@@ -1,4 +1,5 @@
 import { baseServiceSchema, loadConfig, port, positiveInt, secret } from '@latchkey/config';
+import { versionedKeys } from '@latchkey/crypto';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('gateway', 0)
@@ -13,10 +14,28 @@ export const configSchema = baseServiceSchema('gateway', 0)
     ADMIN_TOKEN: secret(),
     /** Keys the SHA-256 digest under which API keys are stored; changing it invalidates every key. */
     API_KEY_DIGEST_SECRET: secret(),
+    /**
+     * Seal environments' signing keys and variable values at rest: `v1:<base64 of 32 bytes>`,
+     * comma-separated, as the vault's ENCRYPTION_KEYS. The highest version seals; add a higher
+     * one and restart to rotate (every start reseals), then drop the old one.
+     */
+    SETTINGS_ENCRYPTION_KEYS: versionedKeys,
     BOOTSTRAP_ENVIRONMENT: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/).default('dev'),
     /** Taken as given, so operators can set it from their own secret store. */
     BOOTSTRAP_SECRET_KEY: secret().optional(),
+    /**
+     * While the database is unreachable, a request that needs it answers 503 service_unavailable
+     * after at most this long (never buffered, never the whole request deadline).
+     */
+    MONGODB_SERVER_SELECTION_TIMEOUT_MS: positiveInt(1000),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
+    /** Failed API-key authentications one client address may make per minute before a 429. */
+    AUTH_FAILURES_PER_MINUTE: positiveInt(60),
+    /**
+     * How many reverse proxies the operator runs in front of the gateway. 0 (the default): the
+     * client address is the socket's peer and X-Forwarded-For is ignored, since clients can write it.
+     */
+    TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
     /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
     PROXY_TIMEOUT_MS: positiveInt(30_000),

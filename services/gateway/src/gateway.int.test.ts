@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import mongoose from 'mongoose';
 import { createBus, type Bus } from '@latchkey/bus';
 import { parseConfig } from '@latchkey/config';
 import { STREAMS, gatewayContracts, webhookContracts, type InboundWebhook } from '@latchkey/contracts';
@@ -10,6 +12,8 @@ import { startGateway } from './start-gateway.js';
 
 const ADMIN_TOKEN = 'admin-token-for-tests-0123456789abcdef';
 const BOOTSTRAP_SECRET_KEY = 'lk_sk_bootstrap-secret-for-tests-0123456789';
+const SETTINGS_KEYS = `v1:${randomBytes(32).toString('base64')}`;
+const DB_NAME = uniqueDbName('gateway');
 
 let nats: TestNats;
 let mongo: TestMongo;
@@ -44,11 +48,12 @@ beforeAll(async () => {
   const config = parseConfig(configSchema, {
     NATS_URL: nats.url,
     MONGODB_URI: mongo.uri,
-    MONGODB_DB: uniqueDbName('gateway'),
+    MONGODB_DB: DB_NAME,
     PORT: '0',
     LOG_LEVEL: 'error',
     ADMIN_TOKEN,
     API_KEY_DIGEST_SECRET: 'digest-secret-for-tests-0123456789abcdef',
+    SETTINGS_ENCRYPTION_KEYS: SETTINGS_KEYS,
     BOOTSTRAP_SECRET_KEY,
     MAX_BODY_BYTES: '2048',
   });
@@ -195,6 +200,33 @@ describe('operator API', () => {
     await expect(bus.request(gatewayContracts.getEnvironment, { environment_id: 'env_missing' })).rejects.toMatchObject({
       code: 'unknown_environment',
     });
+  });
+});
+
+describe('settings at rest (case 10)', () => {
+  it('stores no plaintext signing key (current or retired) or variable value, while the API and NATS still return them', async () => {
+    const canaryValue = `CANARY_VARIABLE_${randomBytes(12).toString('hex')}`;
+    const created = await admin('POST', '/environments', { name: 'sealed' });
+    const first: string = created.json.data.webhook_signing_key;
+    await admin('PATCH', '/environments/sealed', { variables: [{ name: 'CANARY', value: canaryValue }] });
+    const rotated: string = (await admin('POST', '/environments/sealed/webhook-signing-key/rotate')).json.data.signing_key;
+
+    const raw = await mongoose.createConnection(mongo.uri, { dbName: DB_NAME }).asPromise();
+    try {
+      const doc = await raw.collection('environments').findOne({ name: 'sealed' });
+      const stored = JSON.stringify(doc);
+      for (const secret of [canaryValue, first, rotated, first.slice(6), rotated.slice(6)]) expect(stored).not.toContain(secret);
+      expect(doc?.['signing_keys']).toHaveLength(2);
+      for (const key of doc?.['signing_keys'] ?? []) expect(key.secret).toMatch(/^lk1\.1\./);
+      expect(doc?.['variables']).toEqual([{ name: 'CANARY', value: expect.stringMatching(/^lk1\.1\./) }]);
+    } finally {
+      await raw.close();
+    }
+
+    const key = await createKey('sealed', ['environment:variables:read']);
+    expect((await call('GET', '/environment-variables', { token: key.secret })).json).toEqual([{ name: 'CANARY', value: canaryValue }]);
+    const id = created.json.data.id;
+    expect(await bus.request(gatewayContracts.getSigningKeys, { environment_id: id })).toEqual({ keys: [rotated, first] });
   });
 });
 

@@ -9,9 +9,13 @@ import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
 import { createGivenUpRepo } from './db/given-up-repo.js';
-import { digestApiKey } from './domain/api-key-secrets.js';
+import { answeringUnavailable } from './db/unavailable.js';
+import { digestApiKey, keyFormat } from './domain/api-key-secrets.js';
+import { createAuthFailureLimiter } from './domain/auth-failures.js';
+import { createKeyAuthenticator } from './domain/authenticate-key.js';
 import { bootstrap } from './domain/bootstrap.js';
 import { createKeyCache } from './domain/key-cache.js';
+import { createSettingsCipher } from './domain/settings-cipher.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
@@ -32,10 +36,12 @@ const LAST_USED_FLUSH_MS = 60_000;
 export async function startGateway(runtime: Runtime, config: Config, extraRoutes: readonly AnyRoute[] = []): Promise<{ port: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
-  const environments = createEnvironmentRepo(mongo);
+  const environments = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
   await Promise.all([accounts.init(), environments.init(), apiKeys.init(), givenUp.init()]);
+  const resealed = await environments.sealAtRest();
+  if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
 
   await bootstrap(
     { accounts, environments, apiKeys, logger },
@@ -44,8 +50,10 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
 
   const keyCache = createKeyCache(
     { digestOf: (secret) => digestApiKey(secret, config.API_KEY_DIGEST_SECRET), findByDigest: apiKeys.findByDigest },
-    { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000 },
+    { ttlMs: 5 * 60_000, negativeTtlMs: 5_000, maxEntries: 100_000, maxUnknown: 10_000 },
   );
+  const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
+  const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   void (async () => {
@@ -73,8 +81,8 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   });
   runtime.onShutdown(() => givenUpRecords.stop());
 
-  bus.serve(gatewayContracts.getEnvironment, getEnvironmentHandler({ environments }));
-  bus.serve(gatewayContracts.getSigningKeys, getSigningKeysHandler({ environments }));
+    bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
+  bus.serve(gatewayContracts.getSigningKeys, answeringUnavailable(getSigningKeysHandler({ environments })));
   const knownEnvironments = createKnownEnvironments(
     { exists: async (publicId) => (await environments.findByPublicId(publicId)) !== null },
     { negativeTtlMs: 5_000, maxUnknown: 10_000 },
@@ -85,6 +93,8 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     logger,
     bus,
     keyCache,
+    authenticateKey,
+    authFailures,
     rateLimiter,
     lastUsed,
     accounts,

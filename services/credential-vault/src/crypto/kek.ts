@@ -1,35 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { DecryptionError, IV_BYTES, KEY_BYTES, TAG_BYTES, open, seal } from './aead.js';
+import type { Kek } from '@latchkey/crypto';
 
-/** A key-encryption key from configuration (`ENCRYPTION_KEYS`). It only ever wraps data keys. */
-export interface Kek {
-  version: string;
-  key: Buffer;
-}
-
-export interface KekSet {
-  /** The highest version: wraps every new data key and is the target of rotation. */
-  newest: Kek;
-  get(version: string): Kek | undefined;
-  versions: string[];
-}
-
-/** Orders `v1 < v2 < v10` numerically; rejects what config would reject, in case it is bypassed. */
-export function createKekSet(keks: readonly Kek[]): KekSet {
-  const byVersion = new Map<string, Kek>();
-  for (const kek of keks) {
-    if (!/^v\d+$/.test(kek.version)) throw new Error(`KEK version "${kek.version}" must look like v1, v2, ...`);
-    if (kek.key.length !== KEY_BYTES) throw new Error(`KEK ${kek.version} must be ${KEY_BYTES} bytes`);
-    if (byVersion.has(kek.version)) throw new Error(`KEK ${kek.version} is listed twice`);
-    byVersion.set(kek.version, kek);
-  }
-  const sorted = [...byVersion.values()].sort((a, b) => versionNumber(a) - versionNumber(b));
-  const newest = sorted.at(-1);
-  if (!newest) throw new Error('at least one KEK is required');
-  return { newest, get: (version) => byVersion.get(version), versions: sorted.map((kek) => kek.version) };
-}
-
-const versionNumber = (kek: Kek): number => Number(kek.version.slice(1));
+export { createKekSet, type Kek, type KekSet } from '@latchkey/crypto';
 
 /** A fresh data key: 32 random bytes, only ever stored wrapped. */
 export function newDataKey(): Buffer {

@@ -178,7 +178,8 @@ export function finishOAuthHandler(deps: Deps) {
       ...(override ? { config_override: override } : {}),
       raw,
     };
-    return saveSessionConnection(deps, session, integration.unique_key, credentials, flow.connection_config);
+    // The environment lets the gateway post the outcome to that environment's registered origins only.
+    return { ...(await saveSessionConnection(deps, session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
   };
 }
 
@@ -229,7 +230,8 @@ export function finishOAuth1Handler(deps: Deps) {
     const client = override ?? (await integrationCredentials(deps, integration));
     const temporarySecret = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, flow.request_token_secret);
     const credentials = await exchangeVerifier(deps, provider, integration, client, flow, { token: request.oauth_token, secret: temporarySecret }, request.oauth_verifier);
-    return saveSessionConnection(deps, session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
+    const saved = await saveSessionConnection(deps, session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
+    return { ...saved, environment_id: session.environment_id };
   };
 }
 

@@ -145,6 +145,7 @@ const gateway = await startServer('gateway', {
   MONGODB_DB: uniqueDbName('bench_gateway'),
   ADMIN_TOKEN: adminToken,
   API_KEY_DIGEST_SECRET: randomBytes(24).toString('base64url'),
+  SETTINGS_ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
   BOOTSTRAP_SECRET_KEY: token,
   RATE_LIMIT_PER_MINUTE: '1000000000',
 });

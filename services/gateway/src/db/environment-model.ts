@@ -10,6 +10,8 @@ export interface EnvironmentDoc {
   webhook_url_secondary: string | null;
   send_auth_webhooks: boolean;
   callback_url: string | null;
+  /** Origins the Connect UI may return to (`return_url`) and post its outcome to; absent on older documents. */
+  connect_return_origins?: string[];
   variables: Array<{ name: string; value: string }>;
   signing_keys: SigningKey[];
   created_at: Date;
@@ -26,6 +28,7 @@ const environmentSchema = new Schema<EnvironmentDoc>(
     webhook_url_secondary: { type: String, default: null },
     send_auth_webhooks: { type: Boolean, default: false },
     callback_url: { type: String, default: null },
+    connect_return_origins: { type: [String], default: [] },
     variables: { type: [{ _id: false, name: String, value: String }], default: [] },
     signing_keys: { type: [{ _id: false, secret: String, created_at: Date, retired_at: Date }], default: [] },
     created_at: { type: Date, required: true },

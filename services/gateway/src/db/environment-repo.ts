@@ -1,24 +1,86 @@
 import type { Connection } from 'mongoose';
 import { isDuplicateKey } from '@latchkey/mongo';
 import { AppError } from '@latchkey/errors';
+import { parseBlob } from '@latchkey/crypto';
+import { signingKeyField, variableField, type SettingsCipher } from '../domain/settings-cipher.js';
 import type { SigningKey } from '../domain/signing-keys.js';
 import { environmentModel, type EnvironmentDoc } from './environment-model.js';
 import { newId, newPublicId } from '../domain/ids.js';
 
 export type EnvironmentPatch = Partial<
-  Pick<EnvironmentDoc, 'webhook_url' | 'webhook_url_secondary' | 'send_auth_webhooks' | 'callback_url' | 'variables'>
+  Pick<EnvironmentDoc, 'webhook_url' | 'webhook_url_secondary' | 'send_auth_webhooks' | 'callback_url' | 'connect_return_origins' | 'variables'>
 >;
 
-export function createEnvironmentRepo(connection: Connection) {
+/**
+ * Environments, with their secret settings (signing keys, variable values) sealed at rest: this
+ * repository is the only code that reads or writes the collection, it seals every secret it
+ * writes and opens every secret it reads, so callers only ever see plaintext and nothing can
+ * store it. Reads are strict: a value that is not a blob sealed for its environment and field fails.
+ */
+export function createEnvironmentRepo(connection: Connection, cipher: SettingsCipher) {
   const model = environmentModel(connection);
+
+  const sealKeys = (environmentId: string, keys: readonly SigningKey[]): SigningKey[] =>
+    keys.map((key) => ({ ...key, secret: cipher.seal(environmentId, signingKeyField(key.created_at), key.secret) }));
+  const sealVariables = (environmentId: string, variables: ReadonlyArray<{ name: string; value: string }>) =>
+    variables.map(({ name, value }) => ({ name, value: cipher.seal(environmentId, variableField(name), value) }));
+
+  function reveal(doc: EnvironmentDoc): EnvironmentDoc;
+  function reveal(doc: EnvironmentDoc | null): EnvironmentDoc | null;
+  function reveal(doc: EnvironmentDoc | null): EnvironmentDoc | null {
+    if (!doc) return null;
+    return {
+      ...doc,
+      signing_keys: doc.signing_keys.map((key) => ({ ...key, secret: cipher.open(doc._id, signingKeyField(key.created_at), key.secret) })),
+      variables: doc.variables.map(({ name, value }) => ({ name, value: cipher.open(doc._id, variableField(name), value) })),
+    };
+  }
+
+  /** A stored value as plaintext: opened if it is a blob, taken as is if it predates encryption. */
+  const plaintextOf = (environmentId: string, field: string, stored: string): string => {
+    try {
+      parseBlob(stored);
+    } catch {
+      return stored;
+    }
+    return cipher.open(environmentId, field, stored);
+  };
+
   return {
     init: () => model.init(),
+    /**
+     * Seals what an earlier version stored in plaintext, and reseals what an older key sealed, in
+     * every environment. Run at start, before serving; replicas may race (each write is a
+     * compare-and-set on `updated_at`, retried). Returns how many environments it rewrote.
+     */
+    async sealAtRest(): Promise<number> {
+      let rewritten = 0;
+      for (const { _id: id } of await model.find({}, { _id: 1 }).lean<Array<{ _id: string }>>().exec()) {
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const doc = await model.findById(id).lean<EnvironmentDoc>().exec();
+          if (!doc) break;
+          const stale = [...doc.signing_keys.map((key) => key.secret), ...doc.variables.map((variable) => variable.value)].some((stored) => !cipher.isCurrent(stored));
+          if (!stale) break;
+          const signingKeys = doc.signing_keys.map((key) => ({ ...key, secret: plaintextOf(doc._id, signingKeyField(key.created_at), key.secret) }));
+          const variables = doc.variables.map(({ name, value }) => ({ name, value: plaintextOf(doc._id, variableField(name), value) }));
+          const result = await model
+            .updateOne({ _id: id, updated_at: doc.updated_at }, { $set: { signing_keys: sealKeys(id, signingKeys), variables: sealVariables(id, variables) } })
+            .exec();
+          if (result.matchedCount === 1) {
+            rewritten++;
+            break;
+          }
+        }
+      }
+      return rewritten;
+    },
     /** Throws `duplicate_environment` when the name is taken. */
     async create(input: { name: string; account_id: string; signing_key: SigningKey }): Promise<EnvironmentDoc> {
       const now = new Date();
+      const id = newId('env');
       try {
         const created = await model.create({
-          _id: newId('env'),
+          _id: id,
           account_id: input.account_id,
           name: input.name,
           public_id: newPublicId(),
@@ -26,29 +88,31 @@ export function createEnvironmentRepo(connection: Connection) {
           webhook_url_secondary: null,
           send_auth_webhooks: false,
           callback_url: null,
+          connect_return_origins: [],
           variables: [],
-          signing_keys: [input.signing_key],
+          signing_keys: sealKeys(id, [input.signing_key]),
           created_at: now,
           updated_at: now,
         });
-        return created.toObject();
+        return reveal(created.toObject());
       } catch (error) {
         if (isDuplicateKey(error)) throw new AppError('duplicate_environment', `An environment named "${input.name}" exists already`);
         throw error;
       }
     },
-    findById: (id: string) => model.findById(id).lean<EnvironmentDoc>().exec(),
-    findByName: (name: string) => model.findOne({ name }).lean<EnvironmentDoc>().exec(),
-    findByPublicId: (publicId: string) => model.findOne({ public_id: publicId }).lean<EnvironmentDoc>().exec(),
-    list: () => model.find({}).sort({ created_at: 1 }).lean<EnvironmentDoc[]>().exec(),
+    findById: async (id: string) => reveal(await model.findById(id).lean<EnvironmentDoc>().exec()),
+    findByName: async (name: string) => reveal(await model.findOne({ name }).lean<EnvironmentDoc>().exec()),
+    findByPublicId: async (publicId: string) => reveal(await model.findOne({ public_id: publicId }).lean<EnvironmentDoc>().exec()),
+    list: async () => (await model.find({}).sort({ created_at: 1 }).lean<EnvironmentDoc[]>().exec()).map((doc) => reveal(doc)),
     /** Sets the given fields only; returns the updated environment or null. */
     async update(id: string, patch: EnvironmentPatch): Promise<EnvironmentDoc | null> {
-      const result = await model.updateOne({ _id: id }, { $set: { ...patch, updated_at: new Date() } }).exec();
+      const sealed = patch.variables ? { ...patch, variables: sealVariables(id, patch.variables) } : patch;
+      const result = await model.updateOne({ _id: id }, { $set: { ...sealed, updated_at: new Date() } }).exec();
       if (result.matchedCount === 0) return null;
-      return model.findById(id).lean<EnvironmentDoc>().exec();
+      return reveal(await model.findById(id).lean<EnvironmentDoc>().exec());
     },
     async replaceSigningKeys(id: string, keys: SigningKey[]): Promise<void> {
-      await model.updateOne({ _id: id }, { $set: { signing_keys: keys, updated_at: new Date() } }).exec();
+      await model.updateOne({ _id: id }, { $set: { signing_keys: sealKeys(id, keys), updated_at: new Date() } }).exec();
     },
   };
 }

@@ -24,3 +24,17 @@ export function safeEqual(a: string, b: string): boolean {
   const right = createHash('sha256').update(b).digest();
   return timingSafeEqual(left, right);
 }
+
+/** What `generateApiKeySecret` makes: the prefix and 43 base64url characters (32 bytes). */
+const GENERATED_KEY = /^lk_sk_[A-Za-z0-9_-]{43}$/;
+
+/**
+ * Whether a bearer string can be a key, decided without a digest or a read: every key the
+ * gateway generates has one shape, and the one other secret that may be a key is the operator's
+ * BOOTSTRAP_SECRET_KEY (any string of 32 characters or more, taken as given), recognised by
+ * comparison with the configured value. A bootstrap key made under an earlier value that is
+ * neither still configured nor of the generated shape is no longer recognised: rotate it.
+ */
+export function keyFormat(bootstrapSecret: string | undefined): (secret: string) => boolean {
+  return (secret) => GENERATED_KEY.test(secret) || (bootstrapSecret !== undefined && safeEqual(secret, bootstrapSecret));
+}

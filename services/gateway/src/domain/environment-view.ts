@@ -11,6 +11,7 @@ export function environmentView(environment: EnvironmentDoc) {
     webhook_url_secondary: environment.webhook_url_secondary,
     send_auth_webhooks: environment.send_auth_webhooks,
     callback_url: environment.callback_url,
+    connect_return_origins: environment.connect_return_origins ?? [],
     variables: environment.variables.map(({ name, value }) => ({ name, value })),
     created_at: environment.created_at.toISOString(),
     updated_at: environment.updated_at.toISOString(),

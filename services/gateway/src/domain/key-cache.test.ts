@@ -13,7 +13,7 @@ function counting(result: StoredKey | null) {
 describe('key cache', () => {
   it('answers hits from memory, synchronously', async () => {
     const source = counting(stored);
-    const cache = createKeyCache(source, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 });
+    const cache = createKeyCache(source, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10, maxUnknown: 10 });
     await cache.resolve('d1');
     const hit = cache.resolve('d1');
     expect(hit).not.toBeInstanceOf(Promise);
@@ -23,13 +23,13 @@ describe('key cache', () => {
 
   it('shares one read between concurrent misses', async () => {
     const source = counting(stored);
-    const cache = createKeyCache(source, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 });
+    const cache = createKeyCache(source, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10, maxUnknown: 10 });
     await Promise.all(Array.from({ length: 50 }, () => cache.resolve('d1')));
     expect(source.calls).toHaveLength(1);
   });
 
   it('expands _credentials scopes to their plain scope', async () => {
-    const cache = createKeyCache(counting(stored), { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 });
+    const cache = createKeyCache(counting(stored), { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10, maxUnknown: 10 });
     const key = await cache.resolve('d1');
     expect(key?.scopes.has('environment:connections:read')).toBe(true);
   });
@@ -37,7 +37,7 @@ describe('key cache', () => {
   it('forgets a digest on invalidate and unknown digests after their short TTL', async () => {
     let now = 0;
     const source = counting(null);
-    const cache = createKeyCache({ ...source, now: () => now }, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 });
+    const cache = createKeyCache({ ...source, now: () => now }, { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10, maxUnknown: 10 });
     expect(await cache.resolve('x')).toBeNull();
     expect(cache.resolve('x')).toBeNull();
     now = 1001;
@@ -53,7 +53,7 @@ describe('key cache', () => {
     const calls: string[] = [];
     const cache = createKeyCache(
       { digestOf, findByDigest: (digest) => (calls.push(digest), new Promise<StoredKey>((resolve) => (release = resolve))) },
-      { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10 },
+      { ttlMs: 60_000, negativeTtlMs: 1000, maxEntries: 10, maxUnknown: 10 },
     );
     const pending = cache.resolve('d1');
     cache.invalidate('digest-of-d1');

@@ -4,7 +4,9 @@ import { vaultContracts, type ConnectSession, type Scope } from '@latchkey/contr
 import { AppError } from '@latchkey/errors';
 import { safeEqual } from '../domain/api-key-secrets.js';
 import type { ResolvedKey } from '../domain/key-cache.js';
+import type { KeyCheck } from '../domain/authenticate-key.js';
 import type { RateLimitDecision } from '../domain/rate-limiter.js';
+import { clientAddress, clientBucket } from './client-address.js';
 import type { GatewayDeps } from './deps.js';
 
 /** The bearer token of a request, or the documented 401. */
@@ -22,23 +24,28 @@ export function bearerToken(req: IncomingMessage): string {
  * Synchronous while the key is cached and the replica holds rate-limit tokens.
  */
 export function authorize(
-  deps: Pick<GatewayDeps, 'keyCache' | 'rateLimiter' | 'lastUsed'>,
+  deps: Pick<GatewayDeps, 'authenticateKey' | 'rateLimiter' | 'lastUsed' | 'config'>,
   req: IncomingMessage,
   res: ServerResponse,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  const cached = deps.keyCache.resolve(bearerToken(req), req.socket);
-  if (cached instanceof Promise) return cached.then((key) => admit(deps, res, key, scope));
-  return admit(deps, res, cached, scope);
+  const checked = deps.authenticateKey(bearerToken(req), () => clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS)), req.socket);
+  if (checked instanceof Promise) return checked.then((check) => admit(deps, res, check, scope));
+  return admit(deps, res, checked, scope);
 }
 
 function admit(
   deps: Pick<GatewayDeps, 'rateLimiter' | 'lastUsed'>,
   res: ServerResponse,
-  key: ResolvedKey | null,
+  check: KeyCheck,
   scope: Scope,
 ): ResolvedKey | Promise<ResolvedKey> {
-  if (!key) throw new AppError('unknown_api_key', 'Unknown or revoked API key');
+  if ('blocked' in check) {
+    res.setHeader('Retry-After', check.blocked);
+    throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${check.blocked} s`);
+  }
+  if ('unknown' in check) throw new AppError('unknown_api_key', 'Unknown or revoked API key');
+  const { key } = check;
   deps.lastUsed.record(key.keyId);
   const decision = deps.rateLimiter.take(key.accountId);
   if (decision instanceof Promise) return decision.then((settled) => enforce(res, key, scope, settled));
@@ -62,12 +69,38 @@ export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: IncomingM
   if (!safeEqual(bearerToken(req), deps.config.ADMIN_TOKEN)) throw new AppError('unknown_admin_token', 'Unknown admin token');
 }
 
+/** What the vault issues as a connect-session token: `lk_cs_` and 32 random bytes, base64url. */
+const SESSION_TOKEN = /^lk_cs_[A-Za-z0-9_-]{43}$/;
+
 /**
  * Connect-flow routes: the end user's session token, from the `connect_session_token` query
- * parameter (what the Connect UI's forms and redirects carry) or a bearer header.
+ * parameter (what the Connect UI's forms and redirects carry) or a bearer header. Unknown tokens
+ * count against the client address as unknown API keys do (429 past AUTH_FAILURES_PER_MINUTE,
+ * before any lookup), and a token of another shape is refused without asking the vault.
  */
-export async function authorizeSession(deps: Pick<GatewayDeps, 'bus'>, req: Request): Promise<ConnectSession & { token: string }> {
+export async function authorizeSession(
+  deps: Pick<GatewayDeps, 'bus' | 'authFailures' | 'config'>,
+  req: Request,
+  res: ServerResponse,
+): Promise<ConnectSession & { token: string }> {
   const fromQuery = req.query['connect_session_token'];
   const token = typeof fromQuery === 'string' && fromQuery !== '' ? fromQuery : bearerToken(req);
-  return { ...(await deps.bus.request(vaultContracts.getConnectSession, { token })), token };
+  const address = clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS));
+  const retryAfter = deps.authFailures.retryAfter(address);
+  if (retryAfter > 0) {
+    res.setHeader('Retry-After', retryAfter);
+    throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${retryAfter} s`);
+  }
+  const unknown = new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
+  deps.authFailures.record(address);
+  if (!SESSION_TOKEN.test(token)) throw unknown;
+  try {
+    const session = await deps.bus.request(vaultContracts.getConnectSession, { token });
+    deps.authFailures.forgive(address);
+    return { ...session, token };
+  } catch (error) {
+    // Only an unknown token is the client's failure; an outage is not.
+    if (!(error instanceof AppError && error.code === 'unknown_connect_session_token')) deps.authFailures.forgive(address);
+    throw error;
+  }
 }

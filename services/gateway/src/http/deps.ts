@@ -5,6 +5,8 @@ import type { AccountRepo } from '../db/account-repo.js';
 import type { ApiKeyRepo } from '../db/api-key-repo.js';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 import type { GivenUpRepo } from '../db/given-up-repo.js';
+import type { AuthFailureLimiter } from '../domain/auth-failures.js';
+import type { KeyAuthenticator } from '../domain/authenticate-key.js';
 import type { KeyCache } from '../domain/key-cache.js';
 import type { KnownEnvironments } from '../domain/known-environments.js';
 import type { ProviderLogos } from '../domain/provider-logos.js';
@@ -13,10 +15,14 @@ import type { RateLimiter } from '../domain/rate-limiter.js';
 
 /** Everything a route may use; built once in main.ts. */
 export interface GatewayDeps {
-  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS' | 'FUNCTION_TIMEOUT_MS'>;
+  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS' | 'FUNCTION_TIMEOUT_MS' | 'TRUSTED_PROXY_HOPS'>;
   logger: Logger;
   bus: Bus;
   keyCache: KeyCache;
+  /** Bearer secret and client address to a key, in the order of checks of authenticate-key.ts. */
+  authenticateKey: KeyAuthenticator;
+  /** Failed authentications per client address (API keys and connect-session tokens). */
+  authFailures: AuthFailureLimiter;
   rateLimiter: RateLimiter;
   lastUsed: LastUsedTracker;
   accounts: AccountRepo;

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
+import { fromDatabase } from '../db/unavailable.js';
 
 /** body-parser's failures, told apart by their `type`, mapped to our codes. */
 function fromBodyParser(error: unknown): AppError | undefined {
@@ -23,7 +24,7 @@ export function notFound(req: Request): never {
  * so routes served before express (the proxy) answer the same way.
  */
 export function sendError(logger: Logger, error: unknown, req: IncomingMessage, res: ServerResponse): void {
-  const appError = fromBodyParser(error) ?? toAppError(error);
+  const appError = fromBodyParser(error) ?? fromDatabase(error) ?? toAppError(error);
   const path = (req.url ?? '').split('?')[0];
   if (appError.code === 'internal_error') {
     logger.error('request failed', { method: req.method, path, error: appError.cause ?? appError });

@@ -66,7 +66,7 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
       if (key instanceof Promise || json || route.auth === 'connect_session') {
         (async () => {
           const resolved = await key;
-          const session = route.auth === 'connect_session' ? await authorizeSession(deps, req) : undefined;
+          const session = route.auth === 'connect_session' ? await authorizeSession(deps, req, res) : undefined;
           if (json) await readBody(req, res);
           await respond(req, res, resolved, session);
         })().catch(next);

@@ -8,6 +8,19 @@ import { environmentParams, findEnvironmentByName } from './environment-view.js'
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
 
+/** An origin exactly as browsers spell it (`https://app.example.com`, a port if not the default): no path, no credentials. */
+const origin = z
+  .string()
+  .max(2048)
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'https:' || url.protocol === 'http:') && url.origin === value;
+    } catch {
+      return false;
+    }
+  }, 'must be an origin: scheme, host and optional port, like https://app.example.com');
+
 /** Sets the given settings only; `variables` replaces the whole list; null clears a URL. */
 export const updateEnvironment = defineRoute({
   method: 'patch',
@@ -21,6 +34,8 @@ export const updateEnvironment = defineRoute({
       webhook_url_secondary: httpUrl.nullable().optional(),
       send_auth_webhooks: z.boolean().optional(),
       callback_url: httpUrl.nullable().optional(),
+      /** Where the Connect UI may send the end user back (`return_url`) and post its outcome: replaces the list. */
+      connect_return_origins: z.array(origin).max(50).optional(),
       variables: z
         .array(environmentVariable)
         .max(500)

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { defineRoute } from '../../http/define-route.js';
+import { sendHtmlPage } from '../../http/html-page.js';
 
 /** The bundle `npm run build:ui` makes from `connect-ui/app.ts` (esbuild; no CDN, works offline). */
 const BUNDLE = new URL('../../connect-ui/app.js', import.meta.url);
@@ -34,9 +35,7 @@ export const connectPage = defineRoute({
   raw: true,
   schemas: {},
   handler: async ({ res }) => {
-    res.setHeader('Content-Security-Policy', "default-src 'self'; img-src 'self' https: data:; style-src 'unsafe-inline'; frame-ancestors 'none'");
-    res.setHeader('Referrer-Policy', 'no-referrer');
-    res.type('html').send(PAGE);
+    sendHtmlPage(res, () => PAGE);
     return { streamed: true };
   },
 });

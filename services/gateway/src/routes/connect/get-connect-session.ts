@@ -4,7 +4,8 @@ import { defineRoute } from '../../http/define-route.js';
 /**
  * The session behind the end user's token, as the Connect UI needs it: its settings and the
  * integrations it allows, each with its name, logo, auth mode and the connection config it asks
- * for.
+ * for, and the origins the page may return to and report to (`return_origins`: the environment's
+ * `connect_return_origins`; the page refuses any other `return_url`).
  */
 export const getConnectSession = defineRoute({
   method: 'get',
@@ -14,7 +15,10 @@ export const getConnectSession = defineRoute({
   schemas: {},
   handler: async ({ deps, session }) => {
     const { token: _token, environment_id: environmentId, ...view } = session;
-    const all = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: environmentId });
+    const [all, environment] = await Promise.all([
+      deps.bus.request(vaultContracts.listIntegrations, { environment_id: environmentId }),
+      deps.environments.findById(environmentId),
+    ]);
     const allowed = all.filter((integration) => !view.allowed_integrations || view.allowed_integrations.includes(integration.unique_key));
     const providers = new Map(
       await Promise.all(
@@ -43,6 +47,7 @@ export const getConnectSession = defineRoute({
     const configDefaults = Object.fromEntries(
       Object.entries(view.integrations_config_defaults).map(([key, { connection_config: { oauth_client_secret_override: _secret, ...config } }]) => [key, { connection_config: config }]),
     );
-    return { body: { data: { ...view, integrations_config_defaults: configDefaults, integrations } } };
+    const returnOrigins = environment?.connect_return_origins ?? [];
+    return { body: { data: { ...view, integrations_config_defaults: configDefaults, integrations, return_origins: returnOrigins } } };
   },
 });

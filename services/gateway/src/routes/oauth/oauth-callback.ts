@@ -1,8 +1,24 @@
 import { z } from 'zod';
 import { vaultContracts } from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
+import type { EnvironmentRepo } from '../../db/environment-repo.js';
 import { defineRoute } from '../../http/define-route.js';
+import { sendHtmlPage } from '../../http/html-page.js';
 import { resultPage } from './result-page.js';
+
+/**
+ * Where the outcome may be posted: the Connect UI's own origin, and, once the flow is known to
+ * belong to an environment, the origins that environment registered (`connect_return_origins`).
+ */
+export async function flowOrigins(
+  deps: { config: { PUBLIC_URL: string; CONNECT_URL?: string | undefined }; environments: Pick<EnvironmentRepo, 'findById'> },
+  environmentId: string | undefined,
+): Promise<string[]> {
+  const own = new URL(deps.config.CONNECT_URL ?? deps.config.PUBLIC_URL).origin;
+  if (environmentId === undefined) return [own];
+  const environment = await deps.environments.findById(environmentId);
+  return [...new Set([own, ...(environment?.connect_return_origins ?? [])])];
+}
 
 /**
  * `GET /oauth/callback`: the provider's redirect, OAuth 2 (`code`, `state`) or OAuth 1.0a
@@ -27,25 +43,28 @@ export const oauthCallback = defineRoute({
     }),
   },
   handler: async ({ deps, query, res }) => {
-    let page: string;
+    let outcome: Parameters<typeof resultPage>[0];
+    let environmentId: string | undefined;
     const oauth1 = query.oauth_token && query.oauth_verifier ? { oauth_token: query.oauth_token, oauth_verifier: query.oauth_verifier } : undefined;
     if (query.error || (!oauth1 && (!query.code || !query.state))) {
       const reason = query.error ? `The provider refused: ${query.error_description ?? query.error}` : 'The provider sent no authorization code.';
-      page = resultPage({ ok: false, message: reason });
+      outcome = { ok: false, message: reason };
       res.status(400);
     } else {
       try {
         const saved = oauth1
           ? await deps.bus.request(vaultContracts.finishOAuth1, oauth1)
           : await deps.bus.request(vaultContracts.finishOAuth, { state: query.state ?? '', code: query.code ?? '' });
-        page = resultPage({ ok: true, connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey });
+        environmentId = saved.environment_id;
+        outcome = { ok: true, connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey };
       } catch (error) {
         const appError = toAppError(error);
-        page = resultPage({ ok: false, message: appError.code === 'internal_error' ? 'Something went wrong; please try again.' : appError.message });
+        outcome = { ok: false, message: appError.code === 'internal_error' ? 'Something went wrong; please try again.' : appError.message };
         res.status(appError.status);
       }
     }
-    res.type('html').send(page);
+    const targets = await flowOrigins(deps, environmentId).catch(() => [new URL(deps.config.CONNECT_URL ?? deps.config.PUBLIC_URL).origin]);
+    sendHtmlPage(res, (nonce) => resultPage(outcome, targets, nonce));
     return { streamed: true };
   },
 });

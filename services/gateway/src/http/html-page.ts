@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+import type { Response } from 'express';
+
+/**
+ * Every HTML page the gateway serves (the Connect UI, the OAuth callback) goes out through here,
+ * with one set of headers: scripts only from this origin or inline with this response's nonce,
+ * no framing, no referrer (URLs carry session tokens and authorization codes), never cached.
+ */
+export function sendHtmlPage(res: Response, render: (nonce: string) => string): void {
+  const nonce = randomBytes(16).toString('base64');
+  res.setHeader(
+    'Content-Security-Policy',
+    [
+      "default-src 'none'",
+      `script-src 'self' 'nonce-${nonce}'`,
+      "style-src 'unsafe-inline'",
+      "img-src 'self' https: data:",
+      "connect-src 'self'",
+      "base-uri 'none'",
+      "form-action 'self'",
+      "frame-ancestors 'none'",
+    ].join('; '),
+  );
+  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Content-Type-Options', 'nosniff');
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.type('html').send(render(nonce));
+}
