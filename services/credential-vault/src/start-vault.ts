@@ -48,8 +48,12 @@ import { createRefresher } from './refresh/refresher.js';
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
 const CONNECTION_CACHE_TTL_MS = 30_000;
 
-/** Locks live this long at most: a replica that dies mid-refresh frees the connection. */
-const REFRESH_LOCK_TTL_MS = 30_000;
+/**
+ * Locks live this long at most: a replica that dies mid-refresh frees the connection. A holder
+ * renews its lock just before calling the provider, so the TTL must outlast that call's deadline
+ * (`REFRESH_TIMEOUT_MS`) with room to store the result.
+ */
+const refreshLockTtlMs = (timeoutMs: number) => Math.max(30_000, 2 * timeoutMs + 5_000);
 
 /** Wires the vault onto a started runtime: repositories, keyring, catalog, refresher, subjects. */
 export async function startVault(runtime: Runtime, config: Config): Promise<void> {
@@ -78,10 +82,10 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
   const refresher = createRefresher({
     ...base,
-    locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: REFRESH_LOCK_TTL_MS }),
+    locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS) }),
     logs,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
-    lockTtlMs: REFRESH_LOCK_TTL_MS,
+    lockTtlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS),
   });
   const deps: VaultDeps = { ...base, refresher, audit, cache };
   runtime.onShutdown(() => audit.stop());

@@ -4,6 +4,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
+import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf, normalizeTags } from '../domain/views.js';
 import { CREDENTIALS_PLACE, insertConnection } from './connections.js';
@@ -108,6 +109,9 @@ export function deleteConnectSessionHandler(deps: Pick<Deps, 'sessions'>) {
   };
 }
 
+/** A reconnect that loses the credentials compare-and-set this often in a row gives up. */
+const RECONNECT_ATTEMPTS = 5;
+
 /**
  * Saves credentials an end user gave in a connect flow, for an integration the session allows.
  * New connections get a server-chosen id and the session's tags and end user; a reconnect
@@ -130,22 +134,30 @@ export async function saveSessionConnection(
   }
   const now = new Date();
   if (session.reconnect) {
-    const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
-    if (!existing || existing.provider_config_key !== integration.unique_key) {
-      throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+    // The end user's new credentials replace whatever is stored, a refresh that lands meanwhile
+    // included: the compare-and-set on the credentials version is retried on a fresh read.
+    for (let attempt = 1; ; attempt++) {
+      const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
+      if (!existing || existing.provider_config_key !== integration.unique_key) {
+        throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+      }
+      const tags = { ...existing.tags, ...session.tags };
+      const replaced = await deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
+        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
+        credentials_type: String(credentials['type']),
+        expires_at: expiryOf(credentials),
+        errors: existing.errors.filter((error) => error.type !== 'auth'),
+        refresh_failure: null,
+        tags,
+        updated_at: now,
+      });
+      if (!replaced) {
+        if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
+        continue;
+      }
+      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
+      return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
     }
-    const tags = { ...existing.tags, ...session.tags };
-    await deps.connections.update(environment, existing._id, {
-      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
-      credentials_type: String(credentials['type']),
-      expires_at: expiryOf(credentials),
-      errors: existing.errors.filter((error) => error.type !== 'auth'),
-      refresh_failure: null,
-      tags,
-      updated_at: now,
-    });
-    await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
-    return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
   }
   const doc = await insertConnection(deps, environment, integration, credentials, {
     connection_id: randomUUID(),

@@ -29,6 +29,7 @@ export async function insertConnection(
     provider: integration.provider,
     credentials_type: String(credentials['type']),
     credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+    credentials_version: 0,
     expires_at: expiryOf(credentials),
     errors: [],
     refresh_failure: null,
