@@ -78,7 +78,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
 
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
-  const audit = createReadAudit({ insertMany: reads.insertMany, logger });
+  const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
   const refresher = createRefresher({
     ...base,

@@ -1,11 +1,20 @@
 import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { freePort, startMongo, startNats, startOAuthServer, uniqueDbName, type TestMongo, type TestNats, type TestOAuthServer } from '@latchkey/testing';
+import {
+  startMongo,
+  startNats,
+  startOAuthServer,
+  startTcpRelay,
+  uniqueDbName,
+  type TestMongo,
+  type TestNats,
+  type TestOAuthServer,
+  type TestTcpRelay,
+} from '@latchkey/testing';
 import { createKeyring } from '../crypto/keyring.js';
 import { createConnectionRepo } from '../db/connection-repo.js';
 import { createDataKeyRepo } from '../db/data-key-repo.js';
@@ -32,45 +41,6 @@ const logger = createLogger({ service: 'test', silent: true });
 const LOCK_TTL_MS = 1_000;
 const CANARY_CLIENT_SECRET = `canary-client-secret-${randomBytes(8).toString('hex')}`;
 
-/** A TCP relay to the database that can hold what its client sends, as a paused process sends nothing. */
-async function startRelay(targetPort: number) {
-  let holding = false;
-  const held: Array<() => void> = [];
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect(targetPort, '127.0.0.1');
-    sockets.add(client).add(upstream);
-    upstream.pipe(client);
-    client.on('data', (chunk: Buffer) => {
-      const send = () => upstream.write(chunk);
-      if (holding) held.push(send);
-      else send();
-    });
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', close).on('close', close);
-    upstream.on('error', close).on('close', close);
-  });
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  return {
-    port,
-    hold: () => {
-      holding = true;
-    },
-    release: () => {
-      holding = false;
-      for (const send of held.splice(0)) send();
-    },
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
 let nats: TestNats;
 let mongo: TestMongo;
 let oauth: TestOAuthServer;
@@ -78,7 +48,7 @@ let bus: Bus;
 let kv: JsonKv<{ owner: string }>;
 let direct: Connection;
 let relayed: Connection;
-let relay: Awaited<ReturnType<typeof startRelay>>;
+let relay: TestTcpRelay;
 const keks = [{ version: 'v1', key: randomBytes(32) }];
 
 /**
@@ -128,7 +98,7 @@ beforeAll(async () => {
   kv = await openKv<{ owner: string }>(bus, { name: `refresh_locks_${randomBytes(4).toString('hex')}`, ttlMs: LOCK_TTL_MS });
   const dbName = uniqueDbName('vault_refresh');
   const mongoPort = Number(new URL(mongo.uri).port);
-  relay = await startRelay(mongoPort);
+  relay = await startTcpRelay({ port: mongoPort });
   direct = await connectMongo({ uri: mongo.uri, dbName, logger });
   relayed = await connectMongo({ uri: `mongodb://127.0.0.1:${relay.port}/?directConnection=true`, dbName, logger });
   await Promise.all([createConnectionRepo(direct).init(), createIntegrationRepo(direct).init(), createDataKeyRepo(direct).init(), createRefreshLogRepo(direct).init()]);
