@@ -322,7 +322,8 @@ export const vaultContracts = {
   /** Completes it: checks the single-use state, exchanges the code, saves the connection. */
   finishOAuth: defineRequest(
     'vault.oauth.finish',
-    z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096) }),
+    /** `iss`: the authorization response's issuer (RFC 9207), when the provider sent one. */
+    z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096), iss: z.string().min(1).max(2048).optional() }),
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
   ),
   /** Completes an OAuth 1.0a authorization: the temporary token is single-use; its verifier buys the token credentials. */

@@ -1,4 +1,5 @@
 import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { parseCidrList } from '@latchkey/net';
 import { z } from 'zod';
 
 /**
@@ -26,6 +27,21 @@ export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   PROVIDERS_FILE: z.string().optional(),
   /** Deadline of one call to a provider's token endpoint. */
   REFRESH_TIMEOUT_MS: positiveInt(10_000),
+  /**
+   * CIDRs providers' token endpoints may be reached at although private, loopback… The proxy's
+   * setting, read by both: one operator decision for a provider's API and its token endpoint.
+   */
+  PROXY_ALLOW_CIDRS: z
+    .string()
+    .default('')
+    .refine((text) => {
+      try {
+        parseCidrList(text);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be comma-separated CIDRs such as 10.0.0.0/8,127.0.0.1/32'),
 });
 
 export type Config = z.infer<typeof configSchema>;

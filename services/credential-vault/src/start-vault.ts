@@ -1,4 +1,5 @@
 import { openKv } from '@latchkey/bus';
+import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { proxyContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
@@ -77,6 +78,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const logs = createRefreshLogRepo(mongo);
   await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
 
+  // Token endpoints are reached under the proxy's address policy and its operator allow-list.
+  const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
+  runtime.onShutdown(() => http.close());
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
@@ -85,6 +89,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS) }),
     logs,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
+    http,
     lockTtlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS),
   });
   const deps: VaultDeps = { ...base, refresher, audit, cache };
@@ -114,7 +119,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
-  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS };
+  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS, http };
   bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler(oauthDeps));
   bus.serve(vaultContracts.connectClientCredentials, connectClientCredentialsHandler(oauthDeps));
   bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));

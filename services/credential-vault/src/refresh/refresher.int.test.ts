@@ -4,6 +4,7 @@ import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
+import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
   startMongo,
   startNats,
@@ -71,6 +72,7 @@ function replica(keys: Connection): { refresher: Refresher; connections: ReturnT
     locks: kv,
     logs: createRefreshLogRepo(connection),
     timeoutMs: 500,
+    http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
     lockTtlMs: LOCK_TTL_MS,
   });
   return { refresher, connections };

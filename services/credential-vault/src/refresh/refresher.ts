@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JsonKv } from '@latchkey/bus';
+import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -19,6 +20,8 @@ export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | '
   locks: JsonKv<{ owner: string }>;
   logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
   timeoutMs: number;
+  /** The outbound client with the address policy (libs/net). */
+  http: HttpClient;
   /** Longer than `timeoutMs` (start-vault sees to it): a renewed lock outlives the provider call. */
   lockTtlMs: number;
 }
@@ -81,6 +84,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         credentials,
         now,
         timeoutMs: deps.timeoutMs,
+        http: deps.http,
       });
       const fields = {
         credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(doc), fresh),
