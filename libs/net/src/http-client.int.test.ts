@@ -27,7 +27,7 @@ async function startUpstream(host: string, handler?: (url: string) => { status: 
       upstream.bodies.push(body);
       const answer = handler?.(req.url ?? '/') ?? { status: 200 };
       res.writeHead(answer.status, answer.location ? { location: answer.location } : {});
-      res.end('{"ok":true}');
+      res.end(req.url === '/big' ? 'x'.repeat(256 * 1024) : '{"ok":true}');
     });
   });
   upstream.server.listen(0, host);
@@ -97,6 +97,12 @@ describe('the outbound HTTP client', () => {
     expect(error.reason).toBe('upstream_not_allowed');
     expect(forbidden.connections).toBe(0);
     expect(forbidden.bodies.join()).not.toContain(CANARY);
+  });
+
+  it('keeps the status but not a body larger than the limit', async () => {
+    const response = await client.request(`${allowed.url}/big`, { timeoutMs: 2000, maxResponseBytes: 1024 });
+    expect(response).toMatchObject({ statusCode: 200, body: '', truncated: true });
+    expect((await client.request(`${allowed.url}/big`, { timeoutMs: 2000 })).body).toHaveLength(256 * 1024);
   });
 
   it('refuses schemes other than http and https', async () => {

@@ -1,4 +1,4 @@
-import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
+import { Agent as HttpAgent, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import got, { type Method } from 'got';
 import type { AddressPolicy } from './address-policy.js';
@@ -25,13 +25,19 @@ export interface OutboundRequest {
   timeoutMs: number;
   /** Off by default: a redirect would carry secrets wherever the answer points. On: each hop is checked. */
   followRedirects?: boolean;
+  /** The most of the answer's body kept in memory (default 1 MiB); past it the rest is dropped and `truncated` set. */
+  maxResponseBytes?: number;
 }
 
 export interface OutboundResponse {
   statusCode: number;
   headers: IncomingHttpHeaders;
+  /** Empty when the body was larger than `maxResponseBytes`. */
   body: string;
+  truncated: boolean;
 }
+
+const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /**
  * Why no answer came. `reason` is a short code (upstream_not_allowed, invalid_url, timeout,
@@ -126,18 +132,37 @@ export function createHttpClient(options: HttpClientOptions): HttpClient {
       } catch (error) {
         throw new OutboundRequestError('upstream_not_allowed', error as UpstreamNotAllowedError);
       }
-      try {
-        const response = await client(target, {
-          method: request.method ?? 'GET',
-          ...(request.headers ? { headers: request.headers } : {}),
-          ...(request.body === undefined ? {} : { body: request.body }),
-          ...(request.form === undefined ? {} : { form: request.form }),
-          ...(request.json === undefined ? {} : { json: request.json }),
-          followRedirect: request.followRedirects ?? false,
-          timeout: { request: request.timeoutMs },
+      const limit = request.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+      const call = client(target, {
+        method: request.method ?? 'GET',
+        ...(request.headers ? { headers: request.headers } : {}),
+        ...(request.body === undefined ? {} : { body: request.body }),
+        ...(request.form === undefined ? {} : { form: request.form }),
+        ...(request.json === undefined ? {} : { json: request.json }),
+        followRedirect: request.followRedirects ?? false,
+        timeout: { request: request.timeoutMs },
+      });
+      // A receiver cannot make us hold an unbounded answer: past the limit the download stops
+      // and only the status and headers are kept.
+      let head: Pick<OutboundResponse, 'statusCode' | 'headers'> | undefined;
+      let tooLarge = false;
+      // got announces the response only once its body is read; the socket's request says it at once.
+      call.on('request', (outgoing: ClientRequest) => {
+        outgoing.once('response', (response: IncomingMessage) => {
+          head = { statusCode: response.statusCode ?? 0, headers: response.headers };
         });
-        return { statusCode: response.statusCode, headers: response.headers, body: response.body };
+      });
+      call.on('downloadProgress', (progress: { transferred: number }) => {
+        if (progress.transferred > limit && !tooLarge) {
+          tooLarge = true;
+          call.cancel();
+        }
+      });
+      try {
+        const response = await call;
+        return { statusCode: response.statusCode, headers: response.headers, body: response.body, truncated: false };
       } catch (error) {
+        if (tooLarge && head) return { ...head, body: '', truncated: true };
         const refusal = refusalIn(error);
         if (refusal) throw new OutboundRequestError('upstream_not_allowed', refusal);
         if (error instanceof OutboundRequestError) throw error;
