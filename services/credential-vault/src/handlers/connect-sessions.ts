@@ -218,11 +218,12 @@ export function sessionConnectionConfig(
   );
   const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
   for (const [key, value] of Object.entries(given)) {
-    if (!declared.has(key)) throw notAllowed(key, 'not_allowed', 'is not a connection config field of this provider');
     const preset = defaults[key];
-    if (preset !== undefined && preset !== null && preset !== '' && value !== preset) {
-      throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
-    }
+    const customerSet = preset !== undefined && preset !== null && preset !== '';
+    // The customer's own value coming back (a flow's saved config, a page echoing it) is theirs.
+    if (customerSet && value === preset) continue;
+    if (customerSet) throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
+    if (!declared.has(key)) throw notAllowed(key, 'not_allowed', 'is not a connection config field of this provider');
     const pattern = provider?.connection_config?.[key]?.pattern;
     if (pattern !== undefined && value !== '' && !new RegExp(`^(?:${pattern})$`).test(String(value))) {
       throw notAllowed(key, 'invalid_value', "does not match the provider's pattern");
