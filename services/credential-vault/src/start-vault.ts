@@ -84,13 +84,20 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog };
+  const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
+  const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
+  // A bucket made before keeps the TTL it was made with: the refresher works with the real one.
+  const lockTtlMs = (await locks.kv.status()).ttl || wantedLockTtlMs;
+  if (lockTtlMs < wantedLockTtlMs) {
+    logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
+  }
   const refresher = createRefresher({
     ...base,
-    locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS) }),
+    locks,
     logs,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
     http,
-    lockTtlMs: refreshLockTtlMs(config.REFRESH_TIMEOUT_MS),
+    lockTtlMs,
   });
   const deps: VaultDeps = { ...base, refresher, audit, cache };
   runtime.onShutdown(() => audit.stop());
