@@ -91,6 +91,13 @@ beforeAll(async () => {
       '  auth_mode: OAUTH2',
       `  authorization_url: ${oauth.authorizationUrl}`,
       `  token_url: ${trapUrl}`,
+      'sec-trap-oauth1:',
+      '  display_name: OAuth 1 endpoints on a refused address',
+      '  categories: [test]',
+      '  auth_mode: OAUTH1',
+      `  authorization_url: ${oauth.authorizationUrl}`,
+      `  request_url: ${trapUrl}`,
+      `  token_url: ${trapUrl}`,
       'sec-trap-cc:',
       '  display_name: Client credentials on a refused address',
       '  categories: [test]',
@@ -105,6 +112,7 @@ beforeAll(async () => {
     ['tenant', 'sec-tenant', TENANT_CLIENT_SECRET],
     ['trap', 'sec-trap-token', TRAP_CLIENT_SECRET],
     ['trap-cc', 'sec-trap-cc', TRAP_CLIENT_SECRET],
+    ['trap-oauth1', 'sec-trap-oauth1', TRAP_CLIENT_SECRET],
   ] as const) {
     expect((await api('POST', '/integrations', { provider, unique_key, credentials: { client_id: 'sec-client', client_secret: secret } })).status).toBe(201);
   }
@@ -182,6 +190,14 @@ test('case 3: client credentials with a token endpoint on an address the operato
   answers.push(JSON.stringify(saved.json));
   expect(saved.status).toBe(400);
   expect(saved.json.error.code).toBe('upstream_not_allowed');
+  expect(trapSeen.connections).toBe(0);
+});
+
+test('case 3: an OAuth 1 temporary-token request to an address the operator did not allow is refused before any socket opens', async () => {
+  const token = await session({ allowed_integrations: ['trap-oauth1'] });
+  const started = await get(`${stack.url}/oauth/connect/trap-oauth1?connect_session_token=${token}`);
+  expect(started.status).toBe(400);
+  expect(started.text).toContain('upstream_not_allowed');
   expect(trapSeen.connections).toBe(0);
 });
 
