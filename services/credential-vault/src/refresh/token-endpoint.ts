@@ -26,8 +26,9 @@ export async function callTokenEndpoint(
     return { statusCode: response.statusCode, body: response.body };
   } catch (error) {
     if (error instanceof OutboundRequestError && error.refusal) {
-      // The address and range, never the URL: its path or query may carry secrets.
-      throw new AppError('upstream_not_allowed', `The provider's endpoint is not allowed: ${error.refusal.message}`);
+      // The range only: never the URL (its path or query may carry secrets), nor the address a
+      // name resolved to (end users reach this answer, and internal DNS is not theirs to map).
+      throw new AppError('upstream_not_allowed', `The provider's endpoint is at an address that is not allowed (${error.refusal.reason})`);
     }
     const reason = error instanceof OutboundRequestError ? error.reason : 'network_error';
     throw new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", {
