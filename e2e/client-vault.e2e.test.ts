@@ -54,7 +54,7 @@ const ids = (connections: Array<{ connection_id: string }>) => connections.map((
 
 beforeAll(async () => {
   oauth = await startOAuthServer();
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile() } });
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile(), PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
   latchkey = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
 }, 60_000);
 

@@ -14,7 +14,7 @@ beforeAll(async () => {
   const providersFile = writeProvidersFile(
     `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n  default_scopes: [read, write]\n`,
   );
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
   await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
   await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'not-allowed', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
 }, 60_000);

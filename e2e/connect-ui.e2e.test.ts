@@ -16,7 +16,7 @@ beforeAll(async () => {
   const providersFile = writeProvidersFile(
     `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n`,
   );
-  [stack, browser] = await Promise.all([startStack({ env: { PROVIDERS_FILE: providersFile } }), launchBrowser()]);
+  [stack, browser] = await Promise.all([startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } }), launchBrowser()]);
   const apiKeyProvider = (await api('GET', '/providers')).json.data.find((entry: { auth_mode: string; connection_configuration: string[] }) => entry.auth_mode === 'API_KEY' && entry.connection_configuration.length === 0);
   await api('POST', '/integrations', { provider: apiKeyProvider.name, unique_key: 'keys', display_name: 'Acme API' });
   await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth', display_name: 'Loopback OAuth', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });

@@ -204,7 +204,7 @@ loopback-signature:
 beforeAll(async () => {
   provider = await startLoopbackProvider();
   const providersFile = writeProvidersFile(providersYaml(provider.url));
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
   const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
     method: 'POST',
     token: stack.adminToken,

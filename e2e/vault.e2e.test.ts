@@ -49,7 +49,7 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile } });
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
   readKey = await newKey(['environment:connections:read_credentials', 'environment:connections:list']);
   plainKey = await newKey(['environment:connections:read', 'environment:integrations:read']);
 }, 60_000);

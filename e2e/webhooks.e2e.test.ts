@@ -28,7 +28,7 @@ beforeAll(async () => {
   const tokenUrl = `http://127.0.0.1:${(tokenEndpoint.address() as AddressInfo).port}/token`;
   stack = await startStack({
     serviceEnv: {
-      'credential-vault': { PROVIDERS_FILE: writeProvidersFile(ACME_PROVIDER_YAML + acmeOAuthProviderYaml(tokenUrl)) },
+      'credential-vault': { PROVIDERS_FILE: writeProvidersFile(ACME_PROVIDER_YAML + acmeOAuthProviderYaml(tokenUrl)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
       'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_BASE_MS: '100', WEBHOOK_RETRY_CAP_MS: '500' },
     },
   });

@@ -17,7 +17,11 @@ export interface JsonKv<T> {
   get(key: string): Promise<KvEntryOf<T> | null>;
   create(key: string, value: T): Promise<number | null>;
   update(key: string, value: T, revision: number): Promise<number | null>;
-  delete(key: string): Promise<void>;
+  /**
+   * Deletes the key; with `revision`, only if it still holds that revision (a lock is released
+   * only by its owner, never after it expired and another took it). False: it had changed.
+   */
+  delete(key: string, revision?: number): Promise<boolean>;
 }
 
 export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
@@ -47,10 +51,14 @@ export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number 
         throw unavailable(`kv ${bucket.name}`, error);
       }
     },
-    async delete(key) {
-      await kv.delete(key).catch((error: unknown) => {
+    async delete(key, revision) {
+      try {
+        await kv.delete(key, revision === undefined ? undefined : { previousSeq: revision });
+        return true;
+      } catch (error) {
+        if (revision !== undefined && isConflict(error)) return false;
         throw unavailable(`kv ${bucket.name}`, error);
-      });
+      }
     },
   };
 }

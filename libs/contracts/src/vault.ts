@@ -330,7 +330,8 @@ export const vaultContracts = {
   /** Completes it: checks the single-use state, exchanges the code, saves the connection. */
   finishOAuth: defineRequest(
     'vault.oauth.finish',
-    z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096) }),
+    /** `iss`: the authorization response's issuer (RFC 9207), when the provider sent one. */
+    z.object({ state: z.string().min(1).max(256), code: z.string().min(1).max(4096), iss: z.string().min(1).max(2048).optional() }),
     // environment_id: the gateway posts the outcome page's message to that environment's registered origins only.
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']), environment_id: z.string().optional() }),
   ),

@@ -2,7 +2,8 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /**
- * Which IP addresses the proxy (upstreams) and the webhook router (customer webhook URLs) may connect to (ARCHITECTURE.md, Security model): only
+ * Which IP addresses outbound calls may connect to: the proxy's upstreams, the vault's token
+ * endpoints, the webhook router's customer URLs (ARCHITECTURE.md, Security model): only
  * globally routable unicast, so a caller cannot aim the proxy, and the credentials it injects, at
  * our own network or a cloud metadata service. An operator may open CIDRs (`PROXY_ALLOW_CIDRS`),
  * for example for an upstream on a private network.

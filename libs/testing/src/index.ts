@@ -26,3 +26,4 @@ export {
   type UpstreamRequestRecord,
 } from './upstream-api.js';
 export { startOAuth1Server, type OAuth1Consumer, type TestOAuth1Server } from './oauth1-server.js';
+export { startTcpRelay, type TestTcpRelay } from './tcp-relay.js';

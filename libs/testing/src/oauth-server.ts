@@ -43,6 +43,8 @@ export interface OAuthServerSettings {
   codeTtlMs?: number;
   /** The user that every authorization consents as (`sub` at /userinfo). Default `test-user`. */
   subject?: string;
+  /** Authorization responses carry `iss` (RFC 9207), and the metadata says so. Default false. */
+  sendIssuer?: boolean;
 }
 
 export interface OAuthServerOptions extends OAuthServerSettings {
@@ -158,6 +160,7 @@ export const OAUTH_SERVER_DEFAULTS: Readonly<Required<OAuthServerSettings>> = {
   requirePkce: false,
   codeTtlMs: 60_000,
   subject: 'test-user',
+  sendIssuer: false,
 };
 
 export async function startOAuthServer(options: OAuthServerOptions = {}): Promise<TestOAuthServer> {
@@ -233,6 +236,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
       const target = new URL(redirectUri);
       for (const [name, value] of Object.entries(params)) target.searchParams.set(name, value);
       if (state !== null) target.searchParams.set('state', state);
+      if (settings.sendIssuer) target.searchParams.set('iss', base);
       res.writeHead(302, { location: target.toString(), 'cache-control': 'no-store' }).end();
     };
 
@@ -497,6 +501,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
       grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: authMethods[settings.clientAuth],
+      authorization_response_iss_parameter_supported: settings.sendIssuer,
     };
   }
 

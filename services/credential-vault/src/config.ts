@@ -1,5 +1,6 @@
 import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
 import { versionedKeys } from '@latchkey/crypto';
+import { parseCidrList } from '@latchkey/net';
 import { z } from 'zod';
 
 /**
@@ -16,6 +17,21 @@ export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   REFRESH_TIMEOUT_MS: positiveInt(10_000),
   /** The gateway's public address: providers' logos are served there (`/logos/<provider>.svg`). */
   PUBLIC_URL: z.url().default('http://localhost:3003'),
+  /**
+   * CIDRs providers' token endpoints may be reached at although private, loopback… The proxy's
+   * setting, read by both: one operator decision for a provider's API and its token endpoint.
+   */
+  PROXY_ALLOW_CIDRS: z
+    .string()
+    .default('')
+    .refine((text) => {
+      try {
+        parseCidrList(text);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be comma-separated CIDRs such as 10.0.0.0/8,127.0.0.1/32'),
 });
 
 export type Config = z.infer<typeof configSchema>;

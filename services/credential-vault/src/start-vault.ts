@@ -1,4 +1,5 @@
 import { consume, openKv } from '@latchkey/bus';
+import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import { loadCatalog } from './catalog/load-catalog.js';
@@ -49,8 +50,12 @@ import { createRefresher } from './refresh/refresher.js';
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
 const CONNECTION_CACHE_TTL_MS = 30_000;
 
-/** Locks live this long at most: a replica that dies mid-refresh frees the connection. */
-const REFRESH_LOCK_TTL_MS = 30_000;
+/**
+ * Locks live this long at most: a replica that dies mid-refresh frees the connection. A holder
+ * renews its lock just before calling the provider, so the TTL must outlast that call's deadline
+ * (`REFRESH_TIMEOUT_MS`) with room to store the result.
+ */
+const refreshLockTtlMs = (timeoutMs: number) => Math.max(30_000, 2 * timeoutMs + 5_000);
 
 /** Wires the vault onto a started runtime: repositories, keyring, catalog, refresher, subjects. */
 export async function startVault(runtime: Runtime, config: Config): Promise<void> {
@@ -74,15 +79,26 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const logs = createRefreshLogRepo(mongo);
   await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
 
+  // Token endpoints are reached under the proxy's address policy and its operator allow-list.
+  const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
+  runtime.onShutdown(() => http.close());
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
-  const audit = createReadAudit({ insertMany: reads.insertMany, logger });
+  const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
+  const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
+  const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
+  // A bucket made before keeps the TTL it was made with: the refresher works with the real one.
+  const lockTtlMs = (await locks.kv.status()).ttl || wantedLockTtlMs;
+  if (lockTtlMs < wantedLockTtlMs) {
+    logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
+  }
   const refresher = createRefresher({
     ...base,
-    locks: await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: REFRESH_LOCK_TTL_MS }),
+    locks,
     logs,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
-    lockTtlMs: REFRESH_LOCK_TTL_MS,
+    http,
+    lockTtlMs,
   });
   const deps: VaultDeps = { ...base, refresher, audit, cache };
   runtime.onShutdown(() => audit.stop());
@@ -111,7 +127,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
-  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS };
+  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS, http };
   bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler(oauthDeps));
   bus.serve(vaultContracts.connectClientCredentials, connectClientCredentialsHandler(oauthDeps));
   bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));

@@ -81,7 +81,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   });
   runtime.onShutdown(() => givenUpRecords.stop());
 
-    bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
+  bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
   bus.serve(gatewayContracts.getSigningKeys, answeringUnavailable(getSigningKeysHandler({ environments })));
   const knownEnvironments = createKnownEnvironments(
     { exists: async (publicId) => (await environments.findByPublicId(publicId)) !== null },

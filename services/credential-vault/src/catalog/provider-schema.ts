@@ -195,6 +195,13 @@ export const providerSchema = z
     /** OAuth 1 only: where the temporary request token is obtained. */
     request_url: urlTemplate.optional(),
     connection_configuration: z.array(z.string().regex(/^[A-Za-z0-9_-]+$/)).default([]),
+    /**
+     * RFC 9207 (mix-up defence): the authorization server's issuer identifier. When an
+     * authorization response carries `iss`, it must equal this (filled like the other URLs).
+     */
+    issuer: urlTemplate.optional(),
+    /** The provider always sends `iss` in authorization responses: one without it is refused. Needs `issuer`. */
+    authorization_response_iss_parameter_supported: z.boolean().optional(),
     post_connection_script: z.string().min(1).optional(),
     webhook_routing_script: z.string().min(1).optional(),
     docs: z.url({ protocol: /^https?$/ }).optional(),
@@ -224,6 +231,9 @@ export const providerSchema = z
       requireField('token_url');
     }
     if (provider.auth_mode === 'OAUTH1') requireField('request_url');
+    if (provider.authorization_response_iss_parameter_supported && provider.issuer === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['issuer'], message: 'is required with authorization_response_iss_parameter_supported' });
+    }
     if (provider.auth_mode === 'OAUTH2_CC') requireField('token_url');
     if (provider.verification && REDIRECT_OR_GRANT_MODES.has(provider.auth_mode)) {
       ctx.addIssue({ code: 'custom', path: ['verification'], message: `applies to form-based auth modes, not ${provider.auth_mode}` });
@@ -262,7 +272,7 @@ export const providerSchema = z
 
 function templatesOf(provider: z.output<typeof providerSchema>): Array<[Array<string>, string]> {
   const found: Array<[Array<string>, string]> = [];
-  for (const field of ['authorization_url', 'token_url', 'request_url'] as const) {
+  for (const field of ['authorization_url', 'token_url', 'request_url', 'issuer'] as const) {
     const value = provider[field];
     if (value !== undefined) found.push([[field], value]);
   }

@@ -23,6 +23,13 @@ export interface ConnectionDoc {
   credentials_type: string;
   /** The credentials object, encrypted as one JSON blob bound to environment, connection and field. */
   credentials: string;
+  /**
+   * Bumped by every write of `credentials` (connection-repo `replaceCredentials`), which
+   * succeeds only if it still holds the value read: the fence that stops a refresher that lost
+   * its lock, or a stale replica, from overwriting newer tokens. Absent on documents stored
+   * before it existed, which reads as 0.
+   */
+  credentials_version?: number;
   /** When the token expires, in clear: refresh decisions need it before decrypting. */
   expires_at: Date | null;
   metadata: Record<string, unknown>;
@@ -59,6 +66,7 @@ const connectionSchema = new Schema<ConnectionDoc>(
     connection_id: { type: String, required: true },
     credentials_type: { type: String, required: true },
     credentials: { type: String, required: true },
+    credentials_version: { type: Number, default: 0 },
     expires_at: { type: Date, default: null },
     metadata: { type: Schema.Types.Mixed, default: {} },
     connection_config: { type: Schema.Types.Mixed, default: {} },

@@ -11,6 +11,16 @@ export interface ConnectionFilter {
   search?: string;
 }
 
+/** What `update` may write: never the credentials or their version (see `replaceCredentials`). */
+export type ConnectionFields = Partial<Omit<ConnectionDoc, '_id' | 'environment_id' | 'credentials' | 'credentials_version'>>;
+
+/** The version a document holds; documents older than the field hold none, which counts as 0. */
+export const credentialsVersionOf = (doc: Pick<ConnectionDoc, 'credentials_version'>): number => doc.credentials_version ?? 0;
+
+function atVersion(version: number) {
+  return version === 0 ? { $or: [{ credentials_version: 0 }, { credentials_version: { $exists: false } }] } : { credentials_version: version };
+}
+
 const escapeRegex = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 export function createConnectionRepo(connection: Connection) {
@@ -45,8 +55,18 @@ export function createConnectionRepo(connection: Connection) {
     },
     countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),
     listForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.find(environment, { integration_id: integrationId }),
-    update: (environment: EnvironmentId, id: string, fields: Partial<Omit<ConnectionDoc, '_id' | 'environment_id'>>) =>
-      scoped.updateOne(environment, { _id: id }, { $set: fields }),
+    /** Fields other than the credentials; those change only through `replaceCredentials`. */
+    update: (environment: EnvironmentId, id: string, fields: ConnectionFields) => scoped.updateOne(environment, { _id: id }, { $set: fields }),
+    /**
+     * Writes new credentials (and any other fields) only if the connection still holds
+     * `readVersion`, bumping it: a compare-and-set on one document, which MongoDB 7 and FerretDB
+     * both do atomically. False when another writer got there first; its credentials stay.
+     */
+    replaceCredentials: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>) =>
+      scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: { ...fields, credentials_version: readVersion + 1 } }),
+    /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
+    updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
+      scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields }),
     remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
     /**
      * Replaces the credentials blob only if it is still `previous`: a refresh that stored new

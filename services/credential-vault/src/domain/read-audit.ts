@@ -1,58 +1,84 @@
 import { randomUUID } from 'node:crypto';
+import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialReadDoc } from '../db/credential-read-model.js';
 
+export type ReadEntry = Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'>;
+
+interface Batch {
+  groups: Map<string, CredentialReadDoc>;
+  waiters: Array<{ resolve: () => void; reject: (error: AppError) => void }>;
+}
+
 /**
- * Records every read of plaintext credentials. Reads are counted in memory per connection, key
- * and purpose, and written once per flush interval (one document per group, one insert per
- * flush), so the fetch hot path never waits on the audit and a busy connection costs the
- * database one document a second, not one per read.
+ * Records every read of plaintext credentials, durably and failing closed: `record` resolves
+ * only once the database has acknowledged a document that counts this read, and a caller must
+ * await it before the plaintext leaves the vault. If the write fails or outlasts `timeoutMs`,
+ * it rejects with 503 `service_unavailable` and the read is refused: no audit, no plaintext.
+ *
+ * Group commit keeps the hot path cheap: while one insert is in flight, the reads that arrive
+ * gather in the next batch (one document per connection, key and purpose, with their count),
+ * written by one insert as soon as the previous one ends. A busy connection costs one document
+ * per round trip to the database, not one per read, and nothing waits for a timer.
  */
-export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): Promise<unknown>; logger: Logger }, flushMs = 1000) {
-  let groups = new Map<string, CredentialReadDoc>();
-  const flush = async () => {
-    if (groups.size === 0) return;
-    const batch = [...groups.values()];
-    groups = new Map();
+export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): Promise<unknown>; logger: Logger }, options: { timeoutMs: number }) {
+  let next: Batch | undefined;
+  let writing: Promise<void> | undefined;
+
+  async function write(batch: Batch): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
+    });
     try {
-      await deps.insertMany(batch);
+      await Promise.race([deps.insertMany([...batch.groups.values()]), late]);
+      for (const waiter of batch.waiters) waiter.resolve();
     } catch (error) {
-      deps.logger.error('could not write the credential-read audit', { error, entries: batch.length });
-      for (const doc of batch) {
-        const pending = groups.get(groupOf(doc));
-        if (pending) {
-          pending.count += doc.count;
-          pending.at = doc.at;
-        } else {
-          groups.set(groupOf(doc), doc);
-        }
-      }
+      deps.logger.error('could not write the credential-read audit; the reads it covers are refused', { error, reads: batch.waiters.length });
+      const refusal = new AppError('service_unavailable', 'The credential-read audit could not be written, so no credentials are served; try again');
+      for (const waiter of batch.waiters) waiter.reject(refusal);
+    } finally {
+      clearTimeout(timer);
     }
-  };
-  const timer = setInterval(() => void flush(), flushMs);
-  timer.unref();
+  }
+
+  /** Writes the gathered batches one after the other until none is left. */
+  function drain(): void {
+    if (writing !== undefined || next === undefined) return;
+    const batch = next;
+    next = undefined;
+    writing = write(batch).finally(() => {
+      writing = undefined;
+      drain();
+    });
+  }
+
   return {
-    record(entry: Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'>): void {
-      const group = groupOf(entry);
+    record(entry: ReadEntry): Promise<void> {
+      if (next === undefined) next = { groups: new Map(), waiters: [] };
+      const batch = next;
+      const group = `${entry.connection}|${entry.key_id}|${entry.purpose}`;
       const now = new Date();
-      const existing = groups.get(group);
+      const existing = batch.groups.get(group);
       if (existing) {
         existing.count++;
         existing.last_at = now;
       } else {
-        groups.set(group, { _id: randomUUID(), ...entry, at: now, last_at: now, count: 1 });
+        batch.groups.set(group, { _id: randomUUID(), ...entry, at: now, last_at: now, count: 1 });
+      }
+      const recorded = new Promise<void>((resolve, reject) => batch.waiters.push({ resolve, reject }));
+      // Reads of this same tick join the batch before it is written.
+      queueMicrotask(drain);
+      return recorded;
+    },
+    /** Waits for every record asked for so far to be written (or refused). */
+    async stop(): Promise<void> {
+      while (writing !== undefined || next !== undefined) {
+        drain();
+        await writing;
       }
     },
-    flush,
-    stop: async () => {
-      clearInterval(timer);
-      await flush();
-    },
   };
-}
-
-function groupOf(entry: Pick<CredentialReadDoc, 'connection' | 'key_id' | 'purpose'>): string {
-  return `${entry.connection}|${entry.key_id}|${entry.purpose}`;
 }
 
 export type ReadAudit = ReturnType<typeof createReadAudit>;

@@ -15,11 +15,19 @@ export interface ProviderEntry {
   display_name: string;
   auth_mode: string;
   logo_url?: string | undefined;
+  authorization_url?: string | undefined;
   token_url?: string | undefined;
+  request_url?: string | undefined;
   token_params?: Record<string, string> | undefined;
   refresh_params?: Record<string, string> | undefined;
   token_request_auth_method?: 'basic' | 'body' | undefined;
   connection_configuration?: string[] | undefined;
+  /** The catalog's rules per connection config field (a `pattern` for host-bearing ones). */
+  connection_config?: Readonly<Record<string, { pattern?: string | undefined }>> | undefined;
+  /** RFC 9207: the issuer the authorization response's `iss` must equal. */
+  issuer?: string | undefined;
+  /** The provider always sends `iss` in authorization responses: a response without it is refused. */
+  authorization_response_iss_parameter_supported?: boolean | undefined;
   webhook?:
     | {
         signature_header: string;

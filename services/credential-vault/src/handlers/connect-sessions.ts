@@ -1,13 +1,16 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { vaultContracts, webhookContracts, type ConnectSession, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
+import type { HttpClient } from '@latchkey/net';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
-import type { VaultDeps } from '../domain/vault-deps.js';
+import { credentialsVersionOf } from '../db/connection-repo.js';
+import type { ProviderEntry, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf, normalizeTags } from '../domain/views.js';
 import { CREDENTIALS_PLACE, insertConnection } from './connections.js';
 import type { Provider } from '../catalog/provider-schema.js';
+import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { requestFreshCredentials } from '../refresh/token-requests.js';
 import { findIntegration, integrationCredentials } from './integrations.js';
 import { verifyCredentials } from './verify-credentials.js';
@@ -108,6 +111,9 @@ export function deleteConnectSessionHandler(deps: Pick<Deps, 'sessions'>) {
   };
 }
 
+/** A reconnect that loses the credentials compare-and-set this often in a row gives up. */
+const RECONNECT_ATTEMPTS = 5;
+
 /**
  * Saves credentials an end user gave in a connect flow, for an integration the session allows.
  * New connections get a server-chosen id and the session's tags and end user; a reconnect
@@ -130,27 +136,35 @@ export async function saveSessionConnection(
   }
   const now = new Date();
   if (session.reconnect) {
-    const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
-    if (!existing || existing.provider_config_key !== integration.unique_key) {
-      throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+    // The end user's new credentials replace whatever is stored, a refresh that lands meanwhile
+    // included: the compare-and-set on the credentials version is retried on a fresh read.
+    for (let attempt = 1; ; attempt++) {
+      const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
+      if (!existing || existing.provider_config_key !== integration.unique_key) {
+        throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+      }
+      const tags = { ...existing.tags, ...session.tags };
+      const replaced = await deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
+        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
+        credentials_type: String(credentials['type']),
+        expires_at: expiryOf(credentials),
+        errors: existing.errors.filter((error) => error.type !== 'auth'),
+        refresh_failure: null,
+        tags,
+        updated_at: now,
+      });
+      if (!replaced) {
+        if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
+        continue;
+      }
+      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
+      return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
     }
-    const tags = { ...existing.tags, ...session.tags };
-    await deps.connections.update(environment, existing._id, {
-      credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(existing), credentials),
-      credentials_type: String(credentials['type']),
-      expires_at: expiryOf(credentials),
-      errors: existing.errors.filter((error) => error.type !== 'auth'),
-      refresh_failure: null,
-      tags,
-      updated_at: now,
-    });
-    await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
-    return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
   }
   const doc = await insertConnection(deps, environment, integration, credentials, {
     connection_id: randomUUID(),
     metadata: {},
-    connection_config: sessionConnectionConfig(session, integration.unique_key, connectionConfig),
+    connection_config: sessionConnectionConfig(session, integration.unique_key, deps.providers.get(integration.provider), connectionConfig),
     tags: session.tags,
     end_user: session.end_user,
     created_via_session: true,
@@ -172,10 +186,57 @@ type SaveDeps = Deps & Pick<VaultDeps, 'bus' | 'cipher' | 'providers'>;
 
 type FormDeps = SaveDeps & { catalog: { get(name: string): Provider | undefined } };
 
-/** The connection config a flow starts from: the session's defaults for the integration, minus the client-override markers, then the end user's. */
-export function sessionConnectionConfig(session: ConnectSessionDoc, integrationKey: string, given: Record<string, unknown> = {}): Record<string, unknown> {
-  const { oauth_client_id_override: _id, oauth_client_secret_override: _secret, ...defaults } = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
-  return { ...defaults, ...given };
+/** Markers in the session's defaults that offer the end user their own OAuth client; not config. */
+const CLIENT_OVERRIDE_MARKERS = new Set(['oauth_client_id_override', 'oauth_client_secret_override']);
+
+type ConfigRules = Pick<ProviderEntry, 'connection_configuration' | 'connection_config' | 'authorization_url' | 'token_url' | 'request_url'>;
+
+function notAllowed(key: string, code: string, why: string): AppError {
+  return new AppError('invalid_body', `connection_config.${key} ${why}`, { errors: [{ code, message: why, path: `connection_config.${key}` }] });
+}
+
+/**
+ * The connection config of a connect flow: the customer's values from the session's
+ * `integrations_config_defaults` (minus the client-override markers), then what the end user
+ * filled in. This is the one gate for end-user config, and it is strict, because these values
+ * build the URLs the vault sends client secrets, codes and PKCE verifiers to:
+ * - the end user may fill only fields the provider's catalog entry declares;
+ * - a field the customer set (to anything but an empty string) is theirs: a different value
+ *   from the end user is refused, never merged over it;
+ * - a value must match the field's catalog pattern, and every value that lands in the host of
+ *   the provider's authorization, token or request URL must pass the host rules
+ *   (catalog/provider-url.ts), whoever set it.
+ */
+export function sessionConnectionConfig(
+  session: ConnectSessionDoc,
+  integrationKey: string,
+  provider: ConfigRules | undefined,
+  given: Record<string, unknown> = {},
+): Record<string, unknown> {
+  const defaults = Object.fromEntries(
+    Object.entries((session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>).filter(([key]) => !CLIENT_OVERRIDE_MARKERS.has(key)),
+  );
+  const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
+  for (const [key, value] of Object.entries(given)) {
+    const preset = defaults[key];
+    const customerSet = preset !== undefined && preset !== null && preset !== '';
+    // The customer's own value coming back (a flow's saved config, a page echoing it) is theirs.
+    if (customerSet && value === preset) continue;
+    if (customerSet) throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
+    if (!declared.has(key)) throw notAllowed(key, 'not_allowed', 'is not a connection config field of this provider');
+    const pattern = provider?.connection_config?.[key]?.pattern;
+    if (pattern !== undefined && value !== '' && !new RegExp(`^(?:${pattern})$`).test(String(value))) {
+      throw notAllowed(key, 'invalid_value', "does not match the provider's pattern");
+    }
+  }
+  const config = { ...defaults, ...given };
+  for (const template of [provider?.authorization_url, provider?.token_url, provider?.request_url]) {
+    if (template === undefined) continue;
+    for (const key of hostBearingKeys(template)) {
+      if (config[key] !== undefined) checkHostValue(key, config[key], provider?.connection_config);
+    }
+  }
+  return config;
 }
 
 /**
@@ -189,7 +250,7 @@ export function connectWithSessionHandler(deps: FormDeps) {
     const integration = await allowedIntegration(deps, session, request.integration);
     const entry = deps.catalog.get(integration.provider);
     if (entry?.verification && entry.auth_mode === credentials['type']) {
-      const connectionConfig = sessionConnectionConfig(session, integration.unique_key, request.connection_config);
+      const connectionConfig = sessionConnectionConfig(session, integration.unique_key, entry, request.connection_config);
       await verifyCredentials(deps, { name: integration.provider, entry }, await integrationCredentials(deps, integration), connectionConfig, credentials);
     }
     return saveSessionConnection(deps, session, request.integration, credentials, request.connection_config);
@@ -201,7 +262,7 @@ export function connectWithSessionHandler(deps: FormDeps) {
  * user's client buys a token at the provider's token endpoint first; a refusal is 400
  * `connection_test_failed` with the provider's error code only, and nothing is stored.
  */
-export function connectClientCredentialsHandler(deps: FormDeps & { timeoutMs: number }) {
+export function connectClientCredentialsHandler(deps: FormDeps & { timeoutMs: number; http: HttpClient }) {
   return async (request: RequestOf<typeof vaultContracts.connectClientCredentials>) => {
     const session = await liveSession(deps, { token: request.token });
     const integration = await allowedIntegration(deps, session, request.integration);
@@ -214,10 +275,11 @@ export function connectClientCredentialsHandler(deps: FormDeps & { timeoutMs: nu
       credentials = await requestFreshCredentials('OAUTH2_CC', {
         provider,
         client: {},
-        connectionConfig: sessionConnectionConfig(session, integration.unique_key, request.connection_config),
+        connectionConfig: sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config),
         credentials: { client_id: request.client_id, client_secret: request.client_secret },
         now: new Date(),
         timeoutMs: deps.timeoutMs,
+        http: deps.http,
       });
     } catch (error) {
       const appError = toAppError(error);

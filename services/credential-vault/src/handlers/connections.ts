@@ -29,6 +29,7 @@ export async function insertConnection(
     provider: integration.provider,
     credentials_type: String(credentials['type']),
     credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
+    credentials_version: 0,
     expires_at: expiryOf(credentials),
     errors: [],
     refresh_failure: null,
@@ -91,7 +92,7 @@ export function createConnectionHandler(deps: VaultDeps) {
     });
     await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
     await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
-    if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
+    if (request.include_credentials) await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
     return connectionView(doc, request.include_credentials ? credentials : undefined, true);
   };
 }
@@ -158,7 +159,7 @@ export function getConnectionHandler(deps: VaultDeps) {
       );
     }
     if (!request.include_credentials) return connectionView(doc);
-    deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'fetch' });
+    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'fetch' });
     return connectionView(doc, credentials, request.include_refresh_token);
   };
 }

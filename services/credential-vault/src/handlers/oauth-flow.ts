@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { RequestOf, vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
+import type { HttpClient } from '@latchkey/net';
 import { oauth1Header } from '@latchkey/oauth1';
 import { interpolate } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
@@ -10,7 +11,8 @@ import type { IntegrationDoc } from '../db/integration-model.js';
 import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { callTokenEndpoint } from '../refresh/token-endpoint.js';
-import { expiryFrom, fillUrl, postToken } from '../refresh/token-requests.js';
+import { expiryFrom, postToken } from '../refresh/token-requests.js';
+import { fillProviderUrl } from '../catalog/provider-url.js';
 import { allowedIntegration, liveSession, saveSessionConnection, sessionConnectionConfig } from './connect-sessions.js';
 import { integrationCredentials } from './integrations.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
@@ -28,6 +30,7 @@ type Deps = VaultDeps & {
   oauthSessions: OAuthSessionRepo;
   catalog: { get(name: string): Provider | undefined };
   timeoutMs: number;
+  http: HttpClient;
 };
 
 /**
@@ -68,7 +71,7 @@ export function startOAuthHandler(deps: Deps) {
     const override = clientOverrideFor(session, integration.unique_key, request.client_override);
     const client = override ?? (await integrationCredentials(deps, integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
-    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, request.connection_config) as Record<string, string>;
+    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config) as Record<string, string>;
     const environment = environmentId(session.environment_id);
     const now = new Date();
     const flow = {
@@ -90,7 +93,7 @@ export function startOAuthHandler(deps: Deps) {
         code_verifier: null,
         request_token_secret: await deps.cipher.encrypt(environment, { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, temporary.secret),
       });
-      const url = new URL(fillUrl(provider.authorization_url, connectionConfig));
+      const url = new URL(fillProviderUrl(provider.authorization_url, connectionConfig, provider.connection_config));
       for (const [name, template] of Object.entries(provider.authorization_params ?? {})) url.searchParams.set(name, interpolate(template, { connectionConfig }));
       for (const [name, value] of Object.entries(request.authorization_params ?? {})) url.searchParams.set(name, value);
       url.searchParams.set('oauth_token', temporary.token);
@@ -103,7 +106,7 @@ export function startOAuthHandler(deps: Deps) {
       state,
       code_verifier: verifier ? await deps.cipher.encrypt(environment, { integrationId: integration._id, ...VERIFIER_PLACE }, verifier) : null,
     });
-    const url = new URL(fillUrl(provider.authorization_url, connectionConfig));
+    const url = new URL(fillProviderUrl(provider.authorization_url, connectionConfig, provider.connection_config));
     const params = url.searchParams;
     for (const [name, template] of Object.entries(provider.authorization_params ?? {})) params.set(name, interpolate(template, { connectionConfig }));
     for (const [name, value] of Object.entries(request.authorization_params ?? {})) params.set(name, value);
@@ -146,6 +149,25 @@ function refusedAuthorization(error: unknown): AppError {
 }
 
 /**
+ * RFC 9207: an authorization response that names its issuer must name the provider's, and a
+ * provider that declares it always does so must have. Checked before the code is exchanged: a
+ * response from another authorization server (a mix-up attack) never gets the client secret or
+ * the PKCE verifier. The flow's state is already spent, so a refused response cannot be retried.
+ */
+function checkIssuer(provider: Provider, connectionConfig: Record<string, unknown>, iss: string | undefined): void {
+  if (iss === undefined) {
+    if (provider.authorization_response_iss_parameter_supported) {
+      throw new AppError('invalid_query_params', 'The authorization response did not name its issuer (iss); start again');
+    }
+    return;
+  }
+  if (provider.issuer === undefined) return;
+  if (iss !== fillProviderUrl(provider.issuer, connectionConfig, provider.connection_config)) {
+    throw new AppError('invalid_query_params', 'The authorization response came from another issuer than the provider; start again');
+  }
+}
+
+/**
  * `vault.oauth.finish`: the provider sent the end user back. The code is exchanged (with the
  * PKCE verifier and the client that started the flow) and the connection saved with the tokens,
  * `expires_at`, the raw answer and, for an end user's own client, `config_override` so that
@@ -155,6 +177,7 @@ export function finishOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.finishOAuth>) => {
     const { flow, session, integration, provider, override } = await consumeFlow(deps, request.state);
     if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
+    checkIssuer(provider, flow.connection_config, request.iss);
     const client = override ?? (await integrationCredentials(deps, integration));
     const now = new Date();
     const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
@@ -162,7 +185,7 @@ export function finishOAuthHandler(deps: Deps) {
       form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
     }
     const raw = await postToken(
-      { provider, client, connectionConfig: flow.connection_config, credentials: {}, now, timeoutMs: deps.timeoutMs },
+      { provider, client, connectionConfig: flow.connection_config, credentials: {}, now, timeoutMs: deps.timeoutMs, http: deps.http },
       form,
       client['client_id'],
       client['client_secret'],
@@ -197,16 +220,16 @@ function oauth1Refusal(step: string, status: number, body: string): AppError {
 
 /** RFC 5849, 2.1: temporary credentials, with `oauth_callback` signed in. */
 async function requestTemporaryCredentials(
-  deps: Pick<Deps, 'timeoutMs'>,
+  deps: Pick<Deps, 'timeoutMs' | 'http'>,
   provider: Provider,
   consumer: { key: string; secret: string },
   connectionConfig: Record<string, string>,
   callback: string,
 ): Promise<{ token: string; secret: string }> {
   if (!provider.request_url) throw new AppError('invalid_uri_params', 'The provider has no request token URL');
-  const url = fillUrl(provider.request_url, connectionConfig);
+  const url = fillProviderUrl(provider.request_url, connectionConfig, provider.connection_config);
   const authorization = oauth1Header({ method: 'POST', url, consumerKey: consumer.key, consumerSecret: consumer.secret, protocolParams: { oauth_callback: callback } });
-  const response = await callTokenEndpoint(url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
+  const response = await callTokenEndpoint(deps.http, url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
   if (response.statusCode >= 300) throw oauth1Refusal('request for a temporary token', response.statusCode, response.body);
   const answer = formAnswer(response.body);
   if (!answer['oauth_token'] || !answer['oauth_token_secret']) {
@@ -236,7 +259,7 @@ export function finishOAuth1Handler(deps: Deps) {
 }
 
 async function exchangeVerifier(
-  deps: Pick<Deps, 'timeoutMs'>,
+  deps: Pick<Deps, 'timeoutMs' | 'http'>,
   provider: Provider,
   integration: IntegrationDoc,
   client: Record<string, string>,
@@ -244,7 +267,7 @@ async function exchangeVerifier(
   temporary: { token: string; secret: string },
   verifier: string,
 ) {
-  const url = fillUrl(provider.token_url ?? '', flow.connection_config);
+  const url = fillProviderUrl(provider.token_url ?? '', flow.connection_config, provider.connection_config);
   const authorization = oauth1Header({
     method: 'POST',
     url,
@@ -254,7 +277,7 @@ async function exchangeVerifier(
     tokenSecret: temporary.secret,
     protocolParams: { oauth_verifier: verifier },
   });
-  const response = await callTokenEndpoint(url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
+  const response = await callTokenEndpoint(deps.http, url, { headers: { authorization, accept: 'application/x-www-form-urlencoded, application/json' }, timeoutMs: deps.timeoutMs });
   if (response.statusCode >= 300) throw oauth1Refusal(`authorization of "${integration.unique_key}"`, response.statusCode, response.body);
   const raw = formAnswer(response.body);
   if (!raw['oauth_token'] || !raw['oauth_token_secret']) {

@@ -99,7 +99,7 @@ export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name:
     if (!provider) throw new AppError('unknown_provider', `Provider "${doc.provider}" is no longer in the catalog`);
     const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
     const client = await integrationCredentials(deps, integration);
-    deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
+    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
     return {
       id: doc._id,
       provider: doc.provider,

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JsonKv } from '@latchkey/bus';
+import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -9,14 +10,19 @@ import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { CREDENTIALS_PLACE, decryptCredentials } from '../handlers/connections.js';
 import { integrationCredentials } from '../handlers/integrations.js';
+import { credentialsVersionOf } from '../db/connection-repo.js';
+import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
 import { requestFreshCredentials } from './token-requests.js';
 
-export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | 'cache'> {
+export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | 'cache' | 'logoUrl'> {
   /** NATS KV bucket whose entries expire on their own: a crashed holder frees its lock. */
   locks: JsonKv<{ owner: string }>;
   logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
   timeoutMs: number;
+  /** The outbound client with the address policy (libs/net). */
+  http: HttpClient;
+  /** Longer than `timeoutMs` (start-vault sees to it): a renewed lock outlives the provider call. */
   lockTtlMs: number;
 }
 
@@ -29,7 +35,7 @@ const POLL_MS = 25;
  * key to go and read what was stored. Within a replica, concurrent fetches share one attempt.
  */
 export function createRefresher(deps: RefresherDeps): Refresher {
-  const owner = randomUUID();
+  const locks = createRefreshLocks(deps.locks);
   const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>>();
 
   async function reread(doc: ConnectionDoc) {
@@ -53,20 +59,32 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     return undefined;
   }
 
-  async function refreshNow(doc: ConnectionDoc, credentials: Record<string, unknown>, vendorJwt: boolean) {
+  /**
+   * Calls the provider and stores its answer, fenced twice. Before the call the lock is renewed
+   * by compare-and-set: a holder paused past the TTL learns it lost the lock before it presents
+   * a refresh token another holder may already have used (`null`: the caller waits and reads).
+   * The write is a compare-and-set on the credentials version read under the lock: whatever
+   * happened meanwhile, an older result never replaces newer credentials, and a failure is not
+   * recorded against credentials that have changed since; both then answer what is stored.
+   */
+  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: Record<string, unknown>, vendorJwt: boolean) {
     const environment = environmentId(doc.environment_id);
+    const version = credentialsVersionOf(doc);
     const integration = await deps.integrations.findByKey(environment, doc.provider_config_key);
     const provider = deps.providers.get(doc.provider);
     if (!integration || !provider) throw new AppError('unknown_provider_config', `Integration "${doc.provider_config_key}" is gone`);
+    const client = await integrationCredentials(deps, integration);
+    if (!(await locks.renew(lock))) return null;
     const now = new Date();
     try {
       const fresh = await requestFreshCredentials(doc.credentials_type, {
         provider,
-        client: await integrationCredentials(deps, integration),
+        client,
         connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
         credentials,
         now,
         timeoutMs: deps.timeoutMs,
+        http: deps.http,
       });
       const fields = {
         credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(doc), fresh),
@@ -75,18 +93,22 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         refresh_failure: null,
         updated_at: now,
       };
-      await deps.connections.update(environment, doc._id, fields);
+      if (!(await deps.connections.replaceCredentials(environment, doc._id, version, fields))) {
+        deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
+        return reread(doc);
+      }
       await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
-      return { doc: { ...doc, ...fields }, credentials: fresh };
+      return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
     } catch (error) {
       const appError = toAppError(error);
       const logId = randomUUID();
       const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
       await deps.logs.insert({ _id: logId, environment_id: doc.environment_id, connection: doc._id, at: now, code: appError.code, message: appError.message, payload: appError.payload ?? null });
-      await deps.connections.update(environment, doc._id, {
+      const recorded = await deps.connections.updateAtVersion(environment, doc._id, version, {
         errors: [...doc.errors.filter((item) => item.type !== 'auth'), { type: 'auth', log_id: logId }],
         refresh_failure: recordFailure(doc.refresh_failure, now, lastError),
       });
+      if (!recorded) return reread(doc);
       await deps.bus
         .publish(vaultContracts.connectionRefreshFailed, { ...connectionEvent(doc), tags: doc.tags, log_id: logId, error: { code: appError.code, message: appError.message } })
         .catch(() => undefined);
@@ -98,7 +120,8 @@ export function createRefresher(deps: RefresherDeps): Refresher {
   async function underLock(doc: ConnectionDoc, force: boolean, vendorJwt: boolean, startedAt: number) {
     const key = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     for (;;) {
-      if ((await deps.locks.create(key, { owner })) !== null) {
+      const lock = await locks.acquire(key);
+      if (lock !== null) {
         try {
           const current = await reread(doc);
           const alreadyDone = current.doc.updated_at.getTime() >= startedAt && !current.doc.refresh_failure;
@@ -106,14 +129,16 @@ export function createRefresher(deps: RefresherDeps): Refresher {
           if (force && alreadyDone) return current;
           const refused = force ? undefined : refusal(current.doc);
           if (refused) throw refused;
-          return await refreshNow(current.doc, current.credentials, vendorJwt);
+          const done = await refreshNow(lock, current.doc, current.credentials, vendorJwt);
+          if (done !== null) return done;
+          deps.logger.warn('the refresh lock expired before the provider was called; reading what its new holder stores', { connection: doc._id });
         } finally {
-          await deps.locks.delete(key).catch(() => undefined);
+          await locks.release(lock).catch(() => undefined);
         }
       }
       // Another replica is refreshing: wait for its lock to go, then read what it stored.
       const deadline = Date.now() + deps.lockTtlMs;
-      while ((await deps.locks.get(key)) !== null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      while ((await locks.isHeld(key)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
       const current = await reread(doc);
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);

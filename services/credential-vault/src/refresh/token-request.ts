@@ -1,6 +1,7 @@
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
 import { interpolate, type TemplateContext } from '../catalog/interpolate.js';
+import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
 import type { RefreshContext } from './token-requests.js';
 
@@ -147,8 +148,10 @@ export async function refreshWithTokenRequest(type: TokenRequestType, context: R
       payload: { error: 'no_token_request' },
     });
   }
+  // The host of the token request's URL is checked like every provider URL's (catalog/provider-url.ts).
+  for (const key of hostBearingKeys(spec.url)) checkHostValue(key, context.connectionConfig[key], context.provider.connection_config);
   const request = buildTokenRequest(spec, templateContextOf(type, context.credentials, context.connectionConfig));
-  const response = await callTokenEndpoint(request.url, {
+  const response = await callTokenEndpoint(context.http, request.url, {
     method: request.method,
     headers: request.headers,
     ...(request.body === undefined ? {} : request.body.format === 'json' ? { json: request.body.fields } : { form: request.body.fields as Record<string, string> }),

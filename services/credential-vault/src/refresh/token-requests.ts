@@ -3,6 +3,8 @@ import jwt from 'jsonwebtoken';
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
 import type { ProviderEntry } from '../domain/vault-deps.js';
+import type { HttpClient } from '@latchkey/net';
+import { fillProviderUrl } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
 import { refreshWithTokenRequest } from './token-request.js';
 
@@ -15,17 +17,8 @@ export interface RefreshContext {
   credentials: Record<string, unknown>;
   now: Date;
   timeoutMs: number;
-}
-
-/** Fills `${connectionConfig.KEY}` placeholders of a provider URL. */
-export function fillUrl(template: string, connectionConfig: Record<string, unknown>): string {
-  return template.replace(/\$\{connectionConfig\.([A-Za-z0-9_.-]+)\}/g, (_, key: string) => {
-    const value = connectionConfig[key];
-    if (value === undefined || value === null) {
-      throw new AppError('invalid_body', `connection_config.${key} is needed by the provider's token URL`);
-    }
-    return encodeURIComponent(String(value));
-  });
+  /** The outbound client (libs/net) with the address policy: the only way to a token endpoint. */
+  http: HttpClient;
 }
 
 /** The provider's error answer, reduced to fields that carry no secrets. */
@@ -58,7 +51,7 @@ export async function postToken(context: RefreshContext, form: Record<string, st
       if (clientSecret !== undefined) body['client_secret'] = clientSecret;
     }
   }
-  const response = await callTokenEndpoint(fillUrl(url, context.connectionConfig), { form: body, headers, timeoutMs: context.timeoutMs });
+  const response = await callTokenEndpoint(context.http, fillProviderUrl(url, context.connectionConfig, context.provider.connection_config), { form: body, headers, timeoutMs: context.timeoutMs });
   if (response.statusCode >= 300) throw providerError(response.statusCode, response.body);
   let raw: Record<string, unknown>;
   try {
@@ -176,7 +169,7 @@ async function refreshApp(context: RefreshContext): Promise<Record<string, unkno
   }
   const url = context.provider.token_url;
   if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
-  const response = await callTokenEndpoint(fillUrl(url, context.connectionConfig), {
+  const response = await callTokenEndpoint(context.http, fillProviderUrl(url, context.connectionConfig, context.provider.connection_config), {
     headers: { authorization: `Bearer ${appJwt}`, accept: 'application/json' },
     timeoutMs: context.timeoutMs,
   });

@@ -36,7 +36,8 @@ export function createLease(kv: JsonKv<{ owner: string }>, key: string, owner: s
       if (revision === null) return;
       const current = await kv.get(key);
       revision = null;
-      if (current?.value.owner === owner) await kv.delete(key);
+      // Deleted only at the revision read: a lease that expired and was taken meanwhile stays.
+      if (current?.value.owner === owner) await kv.delete(key, current.revision);
     },
   };
 }

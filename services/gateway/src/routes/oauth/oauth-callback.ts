@@ -31,8 +31,10 @@ export const oauthCallback = defineRoute({
   auth: 'public',
   scope: null,
   schemas: {
-    // Providers add their own parameters (scope, iss, session_state…): accept and ignore them.
+    // Providers add their own parameters (scope, session_state…): accept and ignore them. `iss`
+    // (RFC 9207) goes to the vault, which checks it against the provider's issuer.
     query: z.looseObject({
+      iss: z.string().max(2048).optional(),
       code: z.string().max(4096).optional(),
       state: z.string().max(256).optional(),
       error: z.string().max(256).optional(),
@@ -54,7 +56,7 @@ export const oauthCallback = defineRoute({
       try {
         const saved = oauth1
           ? await deps.bus.request(vaultContracts.finishOAuth1, oauth1)
-          : await deps.bus.request(vaultContracts.finishOAuth, { state: query.state ?? '', code: query.code ?? '' });
+          : await deps.bus.request(vaultContracts.finishOAuth, { state: query.state ?? '', code: query.code ?? '', ...(query.iss ? { iss: query.iss } : {}) });
         environmentId = saved.environment_id;
         outcome = { ok: true, connectionId: saved.connectionId, providerConfigKey: saved.providerConfigKey };
       } catch (error) {

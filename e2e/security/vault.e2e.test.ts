@@ -1,0 +1,238 @@
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
+import { writeProvidersFile } from '../support/providers.js';
+import { http, startStack, type Stack } from '../support/stack.js';
+
+/**
+ * The vault's part of the security run, written as the attacks. The stack allows only
+ * 127.0.0.1/32 (PROXY_ALLOW_CIDRS, the proxy's and the vault's); a "provider" listening on
+ * 127.0.0.3 stands for an address the operator did not allow, and counts every connection that
+ * reaches it: each refusal must come before a socket opens. Canary secrets are planted in the
+ * integrations' client secrets, the end user's client and a refresh token, and must never come
+ * back in an answer, reach a host they must not, or show up in a service's output.
+ */
+
+const canary = (what: string) => `canary-${what}-${randomBytes(10).toString('hex')}`;
+const CLIENT_SECRET = canary('client-secret');
+const TENANT_CLIENT_SECRET = canary('tenant-client-secret');
+const TRAP_CLIENT_SECRET = canary('trap-client-secret');
+const CC_CLIENT_SECRET = canary('cc-client-secret');
+const REFRESH_TOKEN = canary('refresh-token');
+const CANARIES = [CLIENT_SECRET, TENANT_CLIENT_SECRET, TRAP_CLIENT_SECRET, CC_CLIENT_SECRET, REFRESH_TOKEN];
+
+let stack: Stack;
+let oauth: TestOAuthServer;
+/** A token endpoint on 127.0.0.3, which the operator did not allow. */
+let trap: Server;
+const trapSeen = { connections: 0, bodies: [] as string[] };
+/** Every body the tests received from the stack, to look for canaries in. */
+const answers: string[] = [];
+
+const api = async (method: string, path: string, body?: unknown) => {
+  const result = await http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
+  answers.push(JSON.stringify(result.json ?? null));
+  return result;
+};
+
+async function get(url: string | URL): Promise<{ status: number; location: string | null; text: string }> {
+  const response = await fetch(url, { redirect: 'manual' });
+  const text = await response.text();
+  answers.push(text, response.headers.get('location') ?? '');
+  return { status: response.status, location: response.headers.get('location'), text };
+}
+
+async function session(body: Record<string, unknown>): Promise<string> {
+  const created = await api('POST', '/connect/sessions', body);
+  expect(created.status).toBe(201);
+  return created.json.data.token as string;
+}
+
+beforeAll(async () => {
+  oauth = await startOAuthServer({ sendIssuer: true, clients: [{ client_id: 'sec-client', client_secret: CLIENT_SECRET }] });
+  trap = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      trapSeen.bodies.push(body);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"access_token":"trap-token","expires_in":3600}');
+    });
+  });
+  trap.on('connection', () => (trapSeen.connections += 1));
+  await new Promise<void>((resolve) => trap.listen(0, '127.0.0.3', resolve));
+  const trapUrl = `http://127.0.0.3:${(trap.address() as AddressInfo).port}/token`;
+
+  const providersFile = writeProvidersFile(
+    [
+      'sec-oauth:',
+      '  display_name: Security OAuth',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2',
+      `  authorization_url: ${oauth.authorizationUrl}`,
+      `  token_url: ${oauth.tokenUrl}`,
+      `  issuer: ${oauth.url}`,
+      '  authorization_response_iss_parameter_supported: true',
+      'sec-tenant:',
+      '  display_name: Security tenant OAuth',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2',
+      "  authorization_url: 'https://${connectionConfig.subdomain}.provider.example/authorize'",
+      "  token_url: 'https://${connectionConfig.subdomain}.provider.example/token'",
+      '  connection_configuration: [subdomain]',
+      '  connection_config:',
+      '    subdomain:',
+      '      type: string',
+      "      pattern: '^[A-Za-z0-9-]+$'",
+      'sec-trap-token:',
+      '  display_name: Token endpoint on a refused address',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2',
+      `  authorization_url: ${oauth.authorizationUrl}`,
+      `  token_url: ${trapUrl}`,
+      'sec-trap-oauth1:',
+      '  display_name: OAuth 1 endpoints on a refused address',
+      '  categories: [test]',
+      '  auth_mode: OAUTH1',
+      `  authorization_url: ${oauth.authorizationUrl}`,
+      `  request_url: ${trapUrl}`,
+      `  token_url: ${trapUrl}`,
+      'sec-trap-cc:',
+      '  display_name: Client credentials on a refused address',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2_CC',
+      `  token_url: ${trapUrl}`,
+      '',
+    ].join('\n'),
+  );
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } });
+  for (const [unique_key, provider, secret] of [
+    ['oauth', 'sec-oauth', CLIENT_SECRET],
+    ['tenant', 'sec-tenant', TENANT_CLIENT_SECRET],
+    ['trap', 'sec-trap-token', TRAP_CLIENT_SECRET],
+    ['trap-cc', 'sec-trap-cc', TRAP_CLIENT_SECRET],
+    ['trap-oauth1', 'sec-trap-oauth1', TRAP_CLIENT_SECRET],
+  ] as const) {
+    expect((await api('POST', '/integrations', { provider, unique_key, credentials: { client_id: 'sec-client', client_secret: secret } })).status).toBe(201);
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+  await oauth?.close();
+  trap?.close();
+});
+
+test('case 3: an end user cannot override the subdomain the customer set for the session', async () => {
+  const token = await session({ allowed_integrations: ['tenant'], integrations_config_defaults: { tenant: { connection_config: { subdomain: 'acme' } } } });
+
+  const overridden = await get(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}&params[subdomain]=attacker`);
+  expect(overridden.status).toBe(400);
+  expect(overridden.text).toContain('connection_config.subdomain');
+  const viaPage = await http(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}`, { method: 'POST', body: { connection_config: { subdomain: 'attacker' } } });
+  answers.push(JSON.stringify(viaPage.json));
+  expect(viaPage.status).toBe(400);
+  expect(viaPage.json.error.code).toBe('invalid_body');
+
+  // The customer's value is what the flow uses.
+  const started = await get(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}`);
+  expect(started.status).toBe(302);
+  expect(new URL(started.location!).host).toBe('acme.provider.example');
+});
+
+test.each(['evil.example/x?', '127.0.0.1:4701', 'evil.example#', 'user@evil.example'])(
+  'case 3: a host-bearing connection config value %j is refused before the flow starts',
+  async (value) => {
+    const token = await session({ allowed_integrations: ['tenant'] });
+    const refused = await get(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}&params[subdomain]=${encodeURIComponent(value)}`);
+    expect(refused.status).toBe(400);
+    expect(refused.location).toBeNull();
+    expect(refused.text).toContain('connection_config.subdomain');
+    // A single DNS label that matches the catalog's pattern is what works.
+    const accepted = await get(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}&params[subdomain]=acme`);
+    expect(new URL(accepted.location!).host).toBe('acme.provider.example');
+  },
+);
+
+test('case 3: a code exchange with a token endpoint on an address the operator did not allow is refused before any socket opens', async () => {
+  const token = await session({ allowed_integrations: ['trap'] });
+  const started = await get(`${stack.url}/oauth/connect/trap?connect_session_token=${token}`);
+  expect(started.status).toBe(302);
+  const consent = await get(started.location!);
+  const callback = await get(consent.location!);
+  expect(callback.status).toBe(400);
+  expect(callback.text).toContain('not allowed');
+  expect(trapSeen.connections).toBe(0);
+});
+
+test('case 3: a refresh with a token endpoint on an address the operator did not allow is refused before any socket opens', async () => {
+  // The import's own answer echoes what the customer sent; it is not among the answers searched.
+  const imported = await http(`${stack.url}/connections`, {
+    method: 'POST',
+    token: stack.bootstrapKey,
+    body: {
+      provider_config_key: 'trap',
+    connection_id: 'trap-refresh',
+      credentials: { type: 'OAUTH2', access_token: 'old', refresh_token: REFRESH_TOKEN, expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} },
+    },
+  });
+  expect(imported.status).toBe(201);
+  const fetched = await api('GET', '/connections/trap-refresh?provider_config_key=trap&force_refresh=true');
+  expect(fetched.status).toBe(400);
+  expect(fetched.json.error.code).toBe('upstream_not_allowed');
+  expect(trapSeen.connections).toBe(0);
+});
+
+test('case 3: client credentials with a token endpoint on an address the operator did not allow are refused before any socket opens', async () => {
+  const token = await session({ allowed_integrations: ['trap-cc'] });
+  const saved = await http(`${stack.url}/auth/oauth2_cc/trap-cc?connect_session_token=${token}`, { method: 'POST', body: { client_id: 'sec-client', client_secret: CC_CLIENT_SECRET } });
+  answers.push(JSON.stringify(saved.json));
+  expect(saved.status).toBe(400);
+  expect(saved.json.error.code).toBe('upstream_not_allowed');
+  expect(trapSeen.connections).toBe(0);
+});
+
+test('case 3: an OAuth 1 temporary-token request to an address the operator did not allow is refused before any socket opens', async () => {
+  const token = await session({ allowed_integrations: ['trap-oauth1'] });
+  const started = await get(`${stack.url}/oauth/connect/trap-oauth1?connect_session_token=${token}`);
+  expect(started.status).toBe(400);
+  expect(started.text).toContain('upstream_not_allowed');
+  expect(trapSeen.connections).toBe(0);
+});
+
+test('case 3: an authorization response with a mismatching or missing iss is refused before the code is exchanged', async () => {
+  const runTo = async (token: string): Promise<URL> => {
+    const started = await get(`${stack.url}/oauth/connect/oauth?connect_session_token=${token}`);
+    const consent = await get(started.location!);
+    return new URL(consent.location!);
+  };
+  const exchanges = () => oauth.stats.grants.authorization_code;
+  const before = exchanges();
+
+  const mixedUp = await runTo(await session({ allowed_integrations: ['oauth'] }));
+  expect(mixedUp.searchParams.get('iss')).toBe(oauth.url);
+  mixedUp.searchParams.set('iss', 'https://attacker.example');
+  const refused = await get(mixedUp);
+  expect(refused.status).toBe(400);
+  expect(refused.text).toContain('another issuer');
+
+  const withoutIss = await runTo(await session({ allowed_integrations: ['oauth'] }));
+  withoutIss.searchParams.delete('iss');
+  expect((await get(withoutIss)).status).toBe(400);
+  expect(exchanges()).toBe(before);
+
+  // The provider's own iss completes the flow.
+  const honest = await get(await runTo(await session({ allowed_integrations: ['oauth'] })));
+  expect(honest.status).toBe(200);
+  expect(exchanges()).toBe(before + 1);
+});
+
+test('case 3: the canary secrets never reach a host they must not, an answer, or a service log', async () => {
+  expect(trapSeen.connections).toBe(0);
+  expect(trapSeen.bodies).toEqual([]);
+  // The only token endpoint that saw a client secret is the provider that owns it.
+  for (const record of oauth.stats.tokenRequestLog) expect(record.body['client_secret'] ?? CLIENT_SECRET).toBe(CLIENT_SECRET);
+  const everything = [...answers, ...[...stack.gateways, ...stack.services].map((process) => process.output())].join('\n');
+  for (const secret of CANARIES) expect(everything).not.toContain(secret);
+});

@@ -1,0 +1,92 @@
+import { AppError } from '@latchkey/errors';
+
+/** What the catalog says about one connection config field (its `connection_config` entry). */
+export type ConfigFieldRules = Readonly<Record<string, { pattern?: string | undefined }>> | undefined;
+
+const PLACEHOLDER = /\$\{connectionConfig\.([A-Za-z0-9_.-]+)\}/g;
+/** One DNS label: what a host-bearing value must be when the catalog gives no pattern. */
+const DNS_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+/**
+ * Never part of a host-bearing value, whatever a pattern allows: each could end the authority
+ * early or smuggle userinfo (`@`), a query or fragment (`?`, `#`), a backslash (read as `/`),
+ * an escape the URL parser would decode (`%`), or a break.
+ */
+const NEVER_IN_HOST = /[@?#\\%\s]/;
+
+/** The authority of a URL template (between `scheme://` and the first `/`, `?` or `#`). */
+function authorityOf(template: string): string {
+  return /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(template)?.[1] ?? '';
+}
+
+/** The connection config keys a URL template places in its host (or port). */
+export function hostBearingKeys(template: string): string[] {
+  return [...authorityOf(template).matchAll(PLACEHOLDER)].map((match) => match[1] ?? '');
+}
+
+/** The fixed text after the last placeholder of the authority (`.okta.com`), lower-cased; '' if none. */
+function fixedSuffixOf(template: string): string {
+  const authority = authorityOf(template);
+  const parts = authority.split(PLACEHOLDER);
+  // split with a capture group alternates literal, key, literal…; the last literal follows the last key.
+  return parts.length > 1 ? (parts[parts.length - 1] ?? '').toLowerCase() : '';
+}
+
+function refused(key: string, why: string): AppError {
+  // The message names the field and the rule, never the value (it may be an attacker's URL).
+  return new AppError('invalid_body', `connection_config.${key} ${why}`, {
+    errors: [{ code: 'invalid_host', message: why, path: `connection_config.${key}` }],
+  });
+}
+
+/**
+ * Checks one host-bearing value: it matches the catalog's pattern for the field (anchored), or
+ * is a single DNS label where the catalog has none, and never holds a character that could move
+ * the URL's host elsewhere.
+ */
+export function checkHostValue(key: string, value: unknown, fields: ConfigFieldRules): void {
+  if (typeof value !== 'string' && typeof value !== 'number') throw refused(key, 'must be a host name');
+  const text = String(value);
+  if (text === '' || NEVER_IN_HOST.test(text)) throw refused(key, 'is not a valid host name for this provider');
+  const pattern = fields?.[key]?.pattern;
+  const allowed = pattern === undefined ? DNS_LABEL.test(text) : new RegExp(`^(?:${pattern})$`).test(text);
+  if (!allowed) throw refused(key, pattern === undefined ? 'must be a single DNS label' : "does not match the provider's pattern");
+}
+
+/**
+ * Fills a provider URL template (authorization, token, OAuth 1 request URL) with connection
+ * config. This is the one place such a URL gets its host: host-bearing values are checked
+ * (`checkHostValue`) and inserted as they are; other values are percent-encoded for their place.
+ * The result must keep the template's scheme and the fixed suffix of its host (a
+ * `https://${connectionConfig.subdomain}.okta.com/…` URL always ends up at a host under
+ * `.okta.com`), else it is refused.
+ */
+export function fillProviderUrl(template: string, connectionConfig: Record<string, unknown>, fields: ConfigFieldRules): string {
+  const hostKeys = new Set(hostBearingKeys(template));
+  const filled = template.replace(PLACEHOLDER, (_, key: string) => {
+    const value = connectionConfig[key];
+    if (value === undefined || value === null) {
+      throw new AppError('invalid_body', `connection_config.${key} is needed by the provider's URL`, {
+        errors: [{ code: 'required', message: 'is required by this provider', path: `connection_config.${key}` }],
+      });
+    }
+    if (hostKeys.has(key)) {
+      checkHostValue(key, value, fields);
+      return String(value);
+    }
+    return encodeURIComponent(String(value));
+  });
+  if (hostKeys.size === 0) return filled;
+  let url: URL;
+  let scheme: string;
+  try {
+    url = new URL(filled);
+    scheme = new URL(template.replace(PLACEHOLDER, 'x')).protocol;
+  } catch {
+    throw refused([...hostKeys].join(', '), 'does not make a valid URL');
+  }
+  const suffix = fixedSuffixOf(template);
+  if (url.protocol !== scheme || url.username !== '' || url.password !== '' || (suffix !== '' && !(url.host.endsWith(suffix) && url.host.length > suffix.length))) {
+    throw refused([...hostKeys].join(', '), "moves the URL off the provider's host");
+  }
+  return filled;
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from '@jest/globals';
+import type { ConnectSessionDoc } from '../db/connect-session-model.js';
+import { sessionConnectionConfig } from './connect-sessions.js';
+
+const provider = {
+  authorization_url: 'https://${connectionConfig.subdomain}.provider.example/authorize',
+  token_url: 'https://${connectionConfig.subdomain}.provider.example/token',
+  connection_configuration: ['subdomain', 'region'],
+  connection_config: { subdomain: { pattern: '^[A-Za-z0-9-]+$' } },
+};
+
+function session(defaults: Record<string, unknown>): ConnectSessionDoc {
+  return { integrations_config_defaults: { tenant: { connection_config: defaults } } } as unknown as ConnectSessionDoc;
+}
+
+const refusal = (run: () => unknown) => {
+  try {
+    run();
+    return undefined;
+  } catch (error) {
+    return (error as { code: string; errors?: Array<{ code: string; path: string }> }).errors?.[0];
+  }
+};
+
+describe("a connect flow's connection config", () => {
+  it("starts from the customer's values and takes the end user's for the fields left open", () => {
+    expect(sessionConnectionConfig(session({ subdomain: 'acme', oauth_client_id_override: '' }), 'tenant', provider, { region: 'eu' })).toEqual({ subdomain: 'acme', region: 'eu' });
+    expect(sessionConnectionConfig(session({ subdomain: '' }), 'tenant', provider, { subdomain: 'mine' })).toEqual({ subdomain: 'mine' });
+  });
+
+  it('case 3: refuses an end user changing a value the customer set, and accepts the same value back', () => {
+    expect(refusal(() => sessionConnectionConfig(session({ subdomain: 'acme' }), 'tenant', provider, { subdomain: 'attacker' }))).toMatchObject({ code: 'not_allowed', path: 'connection_config.subdomain' });
+    expect(sessionConnectionConfig(session({ subdomain: 'acme', custom: 'x' }), 'tenant', provider, { subdomain: 'acme', custom: 'x' })).toEqual({ subdomain: 'acme', custom: 'x' });
+  });
+
+  it('case 3: refuses fields the provider does not declare and values off its pattern', () => {
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', provider, { token_host: 'evil.example' }))).toMatchObject({ code: 'not_allowed' });
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', provider, { oauth_client_id_override: 'x' }))).toMatchObject({ code: 'not_allowed' });
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'evil.example/x?' }))).toMatchObject({ path: 'connection_config.subdomain' });
+  });
+
+  it('case 3: checks host-bearing values whoever set them', () => {
+    expect(refusal(() => sessionConnectionConfig(session({ subdomain: '127.0.0.1:4701' }), 'tenant', provider, {}))).toMatchObject({ code: 'invalid_host' });
+  });
+});

@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Connection } from 'mongoose';
+import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import { createLogger } from '@latchkey/logger';
+import { connectMongo, environmentId } from '@latchkey/mongo';
+import { createAddressPolicy, createHttpClient } from '@latchkey/net';
+import {
+  startMongo,
+  startNats,
+  startOAuthServer,
+  startTcpRelay,
+  uniqueDbName,
+  type TestMongo,
+  type TestNats,
+  type TestOAuthServer,
+  type TestTcpRelay,
+} from '@latchkey/testing';
+import { createKeyring } from '../crypto/keyring.js';
+import { createConnectionRepo } from '../db/connection-repo.js';
+import { createDataKeyRepo } from '../db/data-key-repo.js';
+import { createIntegrationRepo } from '../db/integration-repo.js';
+import { createRefreshLogRepo } from '../db/refresh-log-repo.js';
+import type { Refresher } from '../domain/vault-deps.js';
+import { decryptCredentials, insertConnection } from '../handlers/connections.js';
+import { INTEGRATION_PLACES } from '../handlers/integrations.js';
+import { createRefreshLocks } from './refresh-lock.js';
+import { createRefresher } from './refresher.js';
+
+jest.setTimeout(60_000);
+
+/**
+ * Case 13 of the security run: a vault replica paused past its refresh lock's TTL resumed,
+ * presented a refresh token that another replica had already used, and overwrote that
+ * replica's newer tokens with its stale result. Two replicas here share NATS, the database and a
+ * real OAuth 2 server on loopback; replica A loads its data keys through a relay that can hold
+ * its requests, which pauses A where a stopped process would be: holding the connection it read
+ * under the lock, with the lock running out.
+ */
+
+const logger = createLogger({ service: 'test', silent: true });
+const LOCK_TTL_MS = 1_000;
+const CANARY_CLIENT_SECRET = `canary-client-secret-${randomBytes(8).toString('hex')}`;
+
+let nats: TestNats;
+let mongo: TestMongo;
+let oauth: TestOAuthServer;
+let bus: Bus;
+let kv: JsonKv<{ owner: string }>;
+let direct: Connection;
+let relayed: Connection;
+let relay: TestTcpRelay;
+const keks = [{ version: 'v1', key: randomBytes(32) }];
+
+/**
+ * A vault replica. `keys` is the database connection its keyring loads data keys through: a
+ * fresh keyring loads the environment's data key when it first decrypts, right after the
+ * connection was read under the lock, which is where replica A is paused.
+ */
+function replica(keys: Connection): { refresher: Refresher; connections: ReturnType<typeof createConnectionRepo> } {
+  const connection = direct;
+  const connections = createConnectionRepo(connection);
+  const integrations = createIntegrationRepo(connection);
+  const cipher = createKeyring({ keks, dataKeys: createDataKeyRepo(keys) });
+  const refresher = createRefresher({
+    bus,
+    logger,
+    integrations,
+    connections,
+    cipher,
+    providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: oauth.tokenUrl }) },
+    locks: kv,
+    logs: createRefreshLogRepo(connection),
+    timeoutMs: 500,
+    http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
+    lockTtlMs: LOCK_TTL_MS,
+  });
+  return { refresher, connections };
+}
+
+/** A refresh token the OAuth server really issued, by its authorization-code grant. */
+async function issuedRefreshToken(client: { client_id: string; client_secret: string }): Promise<string> {
+  const redirectUri = 'http://127.0.0.1/callback';
+  const authorize = new URL(oauth.authorizationUrl);
+  authorize.search = new URLSearchParams({ response_type: 'code', client_id: client.client_id, redirect_uri: redirectUri, state: 's' }).toString();
+  const consent = await fetch(authorize, { redirect: 'manual' });
+  const code = new URL(consent.headers.get('location') ?? '').searchParams.get('code') ?? '';
+  const token = await fetch(oauth.tokenUrl, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, ...client }),
+  });
+  const body = (await token.json()) as { refresh_token: string };
+  return body.refresh_token;
+}
+
+beforeAll(async () => {
+  [nats, mongo, oauth] = await Promise.all([startNats(), startMongo(), startOAuthServer()]);
+  bus = await createBus({ servers: nats.url, service: 'credential-vault', logger, requestTimeoutMs: 5_000 });
+  await ensureStreams(bus);
+  kv = await openKv<{ owner: string }>(bus, { name: `refresh_locks_${randomBytes(4).toString('hex')}`, ttlMs: LOCK_TTL_MS });
+  const dbName = uniqueDbName('vault_refresh');
+  const mongoPort = Number(new URL(mongo.uri).port);
+  relay = await startTcpRelay({ port: mongoPort });
+  direct = await connectMongo({ uri: mongo.uri, dbName, logger });
+  relayed = await connectMongo({ uri: `mongodb://127.0.0.1:${relay.port}/?directConnection=true`, dbName, logger });
+  await Promise.all([createConnectionRepo(direct).init(), createIntegrationRepo(direct).init(), createDataKeyRepo(direct).init(), createRefreshLogRepo(direct).init()]);
+});
+
+afterAll(async () => {
+  await relayed?.close().catch(() => undefined);
+  await direct?.close();
+  await relay?.close();
+  await bus?.drain();
+  await Promise.all([nats?.dispose(), mongo?.dispose(), oauth?.close()]);
+});
+
+/** An integration and an OAUTH2 connection whose access token has expired, in a fresh environment. */
+async function seedExpiredConnection(refreshToken: string, client: { client_id: string; client_secret: string }) {
+  const environment = environmentId(`env_${randomBytes(6).toString('hex')}`);
+  const cipher = createKeyring({ keks, dataKeys: createDataKeyRepo(direct) });
+  const integrationId = `int_${randomUUID()}`;
+  const now = new Date();
+  const integration = await createIntegrationRepo(direct).insert(environment, {
+    _id: integrationId,
+    unique_key: 'loopback',
+    provider: 'loopback-oauth',
+    display_name: null,
+    credentials: await cipher.encryptJson(environment, { integrationId, ...INTEGRATION_PLACES.credentials }, client),
+    integration_config: {},
+    custom: {},
+    forward_webhooks: false,
+    accept_unsigned_webhooks: false,
+    webhook_secret: null,
+    created_at: now,
+    updated_at: now,
+  });
+  const expired = new Date(Date.now() - 60_000).toISOString();
+  return insertConnection({ connections: createConnectionRepo(direct), cipher }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired }, {
+    connection_id: 'conn-1',
+    metadata: {},
+    connection_config: {},
+    tags: {},
+    end_user: null,
+    created_via_session: false,
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+it('case 13: a refresher whose lock expired while it waited cannot present the used refresh token again nor overwrite the newer tokens', async () => {
+  const client = oauth.addClient({ client_secret: CANARY_CLIENT_SECRET });
+  const firstRefreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(firstRefreshToken, client);
+  const a = replica(relayed);
+  const b = replica(direct);
+  oauth.stats.reset();
+
+  // Replica A takes the lock and reads the connection; its keyring's read of the data key is
+  // held, so A stays paused with the old refresh token in hand while its lock runs out.
+  relay.hold();
+  const aResult = a.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+  for (let waited = 0; (await kv.get(lockKey)) === null && waited < 5_000; waited += 10) await sleep(10);
+  expect(await kv.get(lockKey)).not.toBeNull();
+
+  // Replica B waits for A's lock to expire, takes it, refreshes and stores the newer tokens.
+  const bResult = await b.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  expect(bResult.credentials['refresh_token']).not.toBe(firstRefreshToken);
+
+  // A resumes with what it read before B's refresh.
+  relay.release();
+  const aAnswer = await aResult;
+
+  const presented = oauth.stats.tokenRequestLog.filter((record) => record.grantType === 'refresh_token').map((record) => record.body['refresh_token']);
+  expect(presented).toEqual([firstRefreshToken]);
+  const stored = await createConnectionRepo(direct).findById(environmentId(doc.environment_id), doc._id);
+  const storedCredentials = await decryptCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }, stored!);
+  expect(storedCredentials['access_token']).toBe(bResult.credentials['access_token']);
+  expect(storedCredentials['refresh_token']).toBe(bResult.credentials['refresh_token']);
+  expect(stored!.refresh_failure).toBeNull();
+  expect(stored!.credentials_version).toBe(1);
+  expect(aAnswer.credentials['access_token']).toBe(bResult.credentials['access_token']);
+  // The client secret went only to the token endpoint, in the one request B made.
+  expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+});
+
+it('case 13: a stale write loses the compare-and-set on the credentials version', async () => {
+  const client = oauth.addClient();
+  const doc = await seedExpiredConnection(await issuedRefreshToken(client), client);
+  const connections = createConnectionRepo(direct);
+  const environment = environmentId(doc.environment_id);
+  const newer = { credentials: 'newer-blob', updated_at: new Date() };
+  expect(await connections.replaceCredentials(environment, doc._id, 0, newer)).toBe(true);
+  expect(await connections.replaceCredentials(environment, doc._id, 0, { credentials: 'stale-blob', updated_at: new Date() })).toBe(false);
+  const stored = await connections.findById(environment, doc._id);
+  expect(stored?.credentials).toBe('newer-blob');
+  expect(stored?.credentials_version).toBe(1);
+});
+
+it('case 13: a lock is released only by its holder, never after it expired and another took it', async () => {
+  const locks = createRefreshLocks(kv);
+  const key = `release_${randomBytes(4).toString('hex')}`;
+  const first = await locks.acquire(key);
+  expect(first).not.toBeNull();
+  for (let waited = 0; (await locks.isHeld(key)) && waited < 5_000; waited += 50) await sleep(50);
+  const second = await locks.acquire(key);
+  expect(second).not.toBeNull();
+  expect(await locks.renew(first!)).toBe(false);
+  expect(await locks.release(first!)).toBe(false);
+  expect(await locks.isHeld(key)).toBe(true);
+  expect(await locks.release(second!)).toBe(true);
+  expect(await locks.isHeld(key)).toBe(false);
+});
