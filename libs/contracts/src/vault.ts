@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineRequest } from './define.js';
 import { anyCredentials } from './credentials.js';
+import { allowedHostsSchema } from './proxy.js';
 
 const environment_id = z.string().min(1);
 const uniqueKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ., _ and -; up to 128');
@@ -78,6 +79,7 @@ export const integrationListItem = z.object({
 
 export const integration = integrationListItem.extend({
   forward_webhooks: z.boolean(),
+  allowed_hosts: z.array(z.string()),
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
   credentials: stringMap.optional(),
@@ -91,6 +93,8 @@ export const integrationWrite = z.strictObject({
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
   forward_webhooks: z.boolean().optional(),
+  /** Hosts a `Base-Url-Override` may name and still get this integration's connections' credentials. */
+  allowed_hosts: allowedHostsSchema.optional(),
 });
 
 // ---- connections

@@ -11,6 +11,8 @@ export interface IntegrationDoc {
   integration_config: Record<string, string>;
   custom: Record<string, string>;
   forward_webhooks: boolean;
+  /** Hosts besides the provider's where a `Base-Url-Override` still gets credentials (lower-case). */
+  allowed_hosts: string[];
   /** Shared secret that providers sign webhooks with; encrypted; made on first request. */
   webhook_secret: string | null;
   created_at: Date;
@@ -28,6 +30,7 @@ const integrationSchema = new Schema<IntegrationDoc>(
     integration_config: { type: Schema.Types.Mixed, default: {} },
     custom: { type: Schema.Types.Mixed, default: {} },
     forward_webhooks: { type: Boolean, default: true },
+    allowed_hosts: { type: [String], default: [] },
     webhook_secret: { type: String, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },

@@ -1,6 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { AppError } from '@latchkey/errors';
+import { interpolateUrl } from '../catalog/interpolate.js';
 import type { TokenRequest } from '../catalog/provider-schema.js';
 import type { ProviderEntry } from '../domain/vault-deps.js';
 import { callTokenEndpoint } from './token-endpoint.js';
@@ -17,15 +18,14 @@ export interface RefreshContext {
   timeoutMs: number;
 }
 
-/** Fills `${connectionConfig.KEY}` placeholders of a provider URL. */
+/** Fills the `${connectionConfig.KEY}` placeholders of a provider URL, each checked for its place in the URL. */
 export function fillUrl(template: string, connectionConfig: Record<string, unknown>): string {
-  return template.replace(/\$\{connectionConfig\.([A-Za-z0-9_.-]+)\}/g, (_, key: string) => {
-    const value = connectionConfig[key];
-    if (value === undefined || value === null) {
-      throw new AppError('invalid_body', `connection_config.${key} is needed by the provider's token URL`);
-    }
-    return encodeURIComponent(String(value));
-  });
+  try {
+    return interpolateUrl(template, { connectionConfig });
+  } catch (error) {
+    // The message names the placeholder, never a value.
+    throw new AppError('invalid_body', `The provider's URL cannot be built from the connection config: ${(error as Error).message}`);
+  }
 }
 
 /** The provider's error answer, reduced to fields that carry no secrets. */
