@@ -34,17 +34,18 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * A host the proxy may send a connection's credentials to besides its provider's base URL
- * (`Base-Url-Override`): a DNS name with an optional port (`api.example.com`,
- * `api.example.com:8443`), or `*.` and a name of at least two labels for its subdomains
- * (`*.example.com`); letter case does not matter. Matched against the override URL's host exactly, so no port means the
- * scheme's default port. Declared by the catalog (`proxy.allowed_hosts`) and per integration.
+ * (`Base-Url-Override`): a DNS name, an IPv4 address or a bracketed IPv6 one (as a URL writes
+ * it), with an optional port (`api.example.com`, `api.example.com:8443`), or `*.` and a name of
+ * at least two labels for its subdomains (`*.example.com`); letter case does not matter. Matched
+ * against the override URL's host exactly, so no port means the scheme's default port. Declared
+ * by the catalog (`proxy.allowed_hosts`) and per integration. The address policy still applies.
  */
 export const allowedHostSchema = z
   .string()
   .max(260)
   .regex(
-    /^(\*\.(?=[a-z0-9-]+\.))?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[0-9]{1,5})?$/i,
-    'a host name with an optional port, or *. and a domain (api.example.com, api.example.com:8443, *.example.com)',
+    /^((\*\.(?=[a-z0-9-]+\.))?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/i,
+    'a host name or [IPv6] with an optional port, or *. and a domain (api.example.com, api.example.com:8443, *.example.com)',
   );
 export const allowedHostsSchema = z.array(allowedHostSchema).max(50);
 
