@@ -56,6 +56,8 @@ export interface IntegrationListItem {
 
 export interface Integration extends IntegrationListItem {
   forward_webhooks: boolean;
+  /** Hosts besides the provider's where a `baseUrlOverride` still gets the connection's credentials. */
+  allowed_hosts: string[];
   integration_config?: Record<string, string>;
   custom?: Record<string, string>;
   credentials?: Record<string, string>;
@@ -68,6 +70,8 @@ export interface IntegrationInput {
   credentials?: Record<string, string>;
   integration_config?: Record<string, string>;
   forward_webhooks?: boolean;
+  /** Hosts besides the provider's where a `baseUrlOverride` still gets the connection's credentials (`api.example.com`, `*.example.com`). */
+  allowed_hosts?: string[];
 }
 
 export interface ConnectionListItem {
