@@ -27,7 +27,10 @@ const BASIC_PASSWORD = canary('basic-password');
 const SUB_KEY = canary('subdomain-key');
 const STORE_KEY = canary('store-key');
 const ALLOWED_KEY = canary('allowed-key');
-const CANARIES = [API_KEY, SCOPED_KEY, BASIC_PASSWORD, SUB_KEY, STORE_KEY, ALLOWED_KEY];
+const QUERY_KEY = canary('query-key');
+/** In every service's environment: nothing a caller sends may bring it out. */
+const ENV_SECRET = canary('environment');
+const CANARIES = [API_KEY, QUERY_KEY, SCOPED_KEY, BASIC_PASSWORD, SUB_KEY, STORE_KEY, ALLOWED_KEY, ENV_SECRET];
 
 interface Answer {
   status: number;
@@ -96,6 +99,14 @@ sec-scoped:
     base_url: ${provider.url}/api
     headers:
       X-Api-Key: \${apiKey}
+sec-query:
+  display_name: Security query key
+  categories: [test]
+  auth_mode: API_KEY
+  proxy:
+    base_url: ${provider.url}
+    query:
+      api_key: \${apiKey}
 sec-basic:
   display_name: Security basic
   categories: [test]
@@ -121,7 +132,9 @@ sec-store:
     headers:
       X-Api-Key: \${apiKey}
 `);
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '3000' } });
+  stack = await startStack({
+    env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '3000', LATCHKEY_SECURITY_CANARY: ENV_SECRET },
+  });
 
   const key = await http(`${stack.url}/admin/environments/dev/api-keys`, {
     method: 'POST',
@@ -134,6 +147,8 @@ sec-store:
   await created('/connections', { provider_config_key: 'api', connection_id: 'api', credentials: { type: 'API_KEY', apiKey: API_KEY } });
   await created('/integrations', { provider: 'sec-scoped', unique_key: 'scoped' });
   await created('/connections', { provider_config_key: 'scoped', connection_id: 'scoped', credentials: { type: 'API_KEY', apiKey: SCOPED_KEY } });
+  await created('/integrations', { provider: 'sec-query', unique_key: 'query' });
+  await created('/connections', { provider_config_key: 'query', connection_id: 'query', credentials: { type: 'API_KEY', apiKey: QUERY_KEY } });
   await created('/integrations', { provider: 'sec-basic', unique_key: 'basic' });
   await created('/connections', { provider_config_key: 'basic', connection_id: 'basic', credentials: { type: 'BASIC', username: 'ada', password: BASIC_PASSWORD } });
   await created('/integrations', { provider: 'sec-subdomain', unique_key: 'subdomain' });
@@ -168,6 +183,7 @@ describe('what the proxy sends, and where', () => {
     }
     expect(foreign.requests).toHaveLength(0);
     expect(foreignSaw()).not.toContain(API_KEY);
+    expect(JSON.stringify(provider.requests)).not.toContain(ENV_SECRET);
   });
 
   test("case 8: an override reaches a host only once the integration's allowed_hosts names it", async () => {
@@ -239,7 +255,7 @@ describe('what the proxy sends, and where', () => {
     expect(seen['x-api-key']).toBe(API_KEY);
   });
 
-  test("case 9: the caller's Authorization and headers named like the injected credential never override it", async () => {
+  test("case 9: the caller's Authorization and headers or query parameters named like the injected credential never override it", async () => {
     provider.reset();
     await proxy('/echo', 'api', [['service-proxy-Authorization', 'Bearer attacker'], ['service-proxy-x-api-key', 'attacker'], ['X-API-KEY', 'attacker']]);
     answers.splice(-2);
@@ -250,6 +266,13 @@ describe('what the proxy sends, and where', () => {
     await proxy('/echo', 'basic', [['service-proxy-authorization', 'Basic YXR0YWNrZXI6eA=='], ['AUTHORIZATION', 'Basic x']]);
     answers.splice(-2);
     expect(provider.requests[0]!.headers['authorization']).toBe(`Basic ${Buffer.from(`ada:${BASIC_PASSWORD}`).toString('base64')}`);
+    // A query credential likewise: the provider sees one api_key, ours.
+    provider.reset();
+    await proxy('/echo?api_key=attacker&x=1', 'query');
+    answers.splice(-2);
+    const query = new URL(provider.requests[0]!.url, provider.url).searchParams;
+    expect(query.getAll('api_key')).toEqual([QUERY_KEY]);
+    expect(query.get('x')).toBe('1');
   });
 
   test('case 16: a malformed percent escape in a path is a 400 on every route', async () => {
@@ -307,6 +330,7 @@ describe('what the proxy sends, and where', () => {
     }
     expect(foreign.requests).toHaveLength(0);
     expect(foreignSaw()).not.toContain(SUB_KEY);
+    expect(foreignSaw()).not.toContain(ENV_SECRET);
   });
 
   test('case 20: a connection config value in the base path is one encoded segment', async () => {

@@ -72,6 +72,11 @@ describe('targetUrl', () => {
     expect(targetUrl(meta('items?limit=2'), credentials).toString()).toBe('https://api.example.com/v2/items?limit=2');
   });
 
+  it('drops a caller query parameter named like an injected one', () => {
+    const url = targetUrl(meta('x', undefined, 'api_key=attacker&b=1'), { ...credentials, query: { api_key: 'k' } });
+    expect(url.search).toBe('?b=1&api_key=k');
+  });
+
   it('takes an override only on the provider or allowed hosts, over https', () => {
     expect(targetUrl(meta('x', 'https://api.example.com/v3'), credentials).toString()).toBe('https://api.example.com/v3/x');
     expect(targetUrl(meta('x', 'https://eu.example.com'), credentials).host).toBe('eu.example.com');

@@ -5,6 +5,7 @@ import { AppError } from '@latchkey/errors';
 const DECODE_ROUNDS = 4;
 const SEPARATORS = /[/\\]/;
 const CONTROL = /[\u0000-\u001f\u007f#]/;
+const MAY_HIDE_DOT_SEGMENT = /[.%\\]/;
 
 /** Whether a path segment, at any depth of percent-decoding, is or holds a `.` or `..` segment. */
 function hidesDotSegment(segment: string): boolean {
@@ -33,6 +34,8 @@ function hidesDotSegment(segment: string): boolean {
 export function checkedPath(path: string): string {
   if (CONTROL.test(path)) throw new AppError('invalid_uri_params', 'The path holds a control character or a fragment');
   const trimmed = path.replace(/^[/\\]+/, '');
+  // Most paths hold no dot, escape or backslash: nothing to look through.
+  if (!MAY_HIDE_DOT_SEGMENT.test(trimmed)) return trimmed;
   if (trimmed.split(SEPARATORS).some(hidesDotSegment)) {
     throw new AppError('invalid_uri_params', "The path may not hold . or .. segments, encoded or not: it must stay under the provider's base path");
   }
@@ -80,6 +83,8 @@ export function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials)
   if (!baseUrl.pathname.startsWith(`${basePath}/`)) throw new AppError('invalid_uri_params', "The path must stay under the provider's base path");
   const url = baseUrl;
   if (query) url.search = query;
+  // A caller's parameter named like an injected one goes, as a header would: the provider sees one value, ours.
+  for (const name of Object.keys(credentials.query)) url.searchParams.delete(name);
   for (const [name, value] of Object.entries(credentials.query)) url.searchParams.append(name, value);
   return url;
 }
