@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
-import { startUpstreamApi, type TestUpstreamApi, type UpstreamEcho } from '@latchkey/testing';
+import { repoRoot, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { join } from 'node:path';
+import { deployWithCli } from '../support/functions.js';
 import { writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
 
@@ -45,7 +47,7 @@ const answers: string[] = [];
  * A request exactly as given: `node:http` sends the target and headers unnormalised (fetch
  * would resolve `..` and refuse some headers before anything left).
  */
-function raw(path: string, headers: Array<[string, string]>, method = 'GET'): Promise<Answer> {
+function raw(path: string, headers: Array<[string, string]>, method = 'GET', body?: string): Promise<Answer> {
   const url = new URL(stack.url);
   return new Promise((resolve, reject) => {
     // Raw headers (an array) are sent as they are: Host too must be given.
@@ -60,7 +62,7 @@ function raw(path: string, headers: Array<[string, string]>, method = 'GET'): Pr
       });
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -274,6 +276,28 @@ describe('what the proxy sends, and where', () => {
     expect(query.getAll('api_key')).toEqual([QUERY_KEY]);
     expect(query.get('x')).toBe('1');
   });
+
+  test('case 9: hostile function code gets the same header, path and host rules through ctx.proxy', async () => {
+    await deployWithCli(join(repoRoot(), 'e2e', 'security', 'functions'), stack);
+    provider.reset();
+    foreign.reset();
+    const response = await raw('/action/trigger', [
+      ['Authorization', `Bearer ${stack.bootstrapKey}`],
+      ['Content-Type', 'application/json'],
+      ['Connection-Id', 'scoped'],
+      ['Provider-Config-Key', 'scoped'],
+    ], 'POST', JSON.stringify({ action_name: 'hostile', input: { foreign: foreign.url } }));
+    expect(response.status).toBe(200);
+    expect(response.json()).toEqual({ headers: { status: 404 }, escape: { error: 'invalid_uri_params' }, foreign: { error: 'upstream_not_allowed' } });
+    // One call reached the provider, under its base path, with only the headers it may see.
+    expect(provider.requests.map((request) => request.path)).toEqual(['/api/echo']);
+    const seen = provider.requests[0]!.headers;
+    expect(seen.host).toBe(new URL(provider.url).host);
+    expect(seen['x-api-key']).toBe(SCOPED_KEY);
+    expect(seen['x-kept']).toBe('kept');
+    for (const name of ['cookie', 'x-forwarded-for', 'forwarded', 'x-hop-secret', 'authorization', 'proxy-foo']) expect([name, seen[name]]).toEqual([name, undefined]);
+    expect(foreign.requests).toHaveLength(0);
+  }, 120_000);
 
   test('case 16: a malformed percent escape in a path is a 400 on every route', async () => {
     provider.reset();
