@@ -278,7 +278,7 @@ describe('what the proxy sends, and where', () => {
   });
 
   test('case 9: hostile function code gets the same header, path and host rules through ctx.proxy', async () => {
-    await deployWithCli(join(repoRoot(), 'e2e', 'security', 'functions'), stack);
+    await deployWithCli(join(repoRoot(), 'e2e', 'security', 'proxy-functions'), stack);
     provider.reset();
     foreign.reset();
     const response = await raw('/action/trigger', [
