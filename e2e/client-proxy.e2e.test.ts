@@ -39,6 +39,9 @@ async function readAll(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** A port nothing listens on. */
+let closedPort: number;
+
 beforeAll(async () => {
   upstream = await startUpstreamApi();
   other = await startUpstreamApi();
@@ -59,7 +62,15 @@ beforeAll(async () => {
   );
   stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000' } });
   const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });
-  await api('/integrations', { provider: 'loopback-api', unique_key: 'api', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
+  closedPort = await freePort();
+  // baseUrlOverride gets credentials only on these hosts (10.0.0.1 for the address policy to refuse).
+  const allowedHosts = [new URL(other.url).host, `127.0.0.1:${heldPort}`, `127.0.0.1:${closedPort}`, '10.0.0.1'];
+  await api('/integrations', {
+    provider: 'loopback-api',
+    unique_key: 'api',
+    credentials: { client_id: 'test-client', client_secret: 'test-secret' },
+    allowed_hosts: allowedHosts,
+  });
   await api('/connections', { provider_config_key: 'api', connection_id: 'api', credentials: { type: 'API_KEY', apiKey: 'upstream-key-123' } });
   latchkey = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
 }, 60_000);
@@ -93,7 +104,7 @@ describe('the SDK proxy', () => {
     expect(searchParams.data.query).toEqual({ q: 'ü' });
   });
 
-  it('headers reach the provider as sent, without replacing our Authorization or the injected key', async () => {
+  it('headers reach the provider as sent, less the caller Authorization, without replacing the injected key', async () => {
     const { data } = await latchkey.get<UpstreamEcho>({
       ...target,
       endpoint: '/echo',
@@ -101,8 +112,9 @@ describe('the SDK proxy', () => {
     });
     expect(data.headers['x-trace']).toBe('abc');
     expect(data.headers['x-count']).toBe('3');
-    // What the auth mode injects wins over the caller's header of the same name.
-    expect(data.headers['authorization']).toBe('Bearer upstream-key-123');
+    // The caller's Authorization never goes; the key goes where the catalog places it, and only
+    // there; what is injected wins over the caller's header of the same name.
+    expect(data.headers['authorization']).toBeUndefined();
     expect(data.headers['x-api-key']).toBe('upstream-key-123');
     expect(data.headers['user-agent']).toBe('my-agent/1.0');
     expect(data.headers['x-skip']).toBeUndefined();
@@ -287,7 +299,7 @@ describe('the SDK proxy', () => {
     const gatewayTimeout = await rejection(latchkey.get({ ...target, endpoint: '/status/504' }));
     expect(gatewayTimeout).toMatchObject({ status: 504, code: 'provider_error', payload: { status: 504 } });
 
-    const closed = await rejection(latchkey.get({ ...target, endpoint: '/echo', baseUrlOverride: `http://127.0.0.1:${await freePort()}` }));
+    const closed = await rejection(latchkey.get({ ...target, endpoint: '/echo', baseUrlOverride: `http://127.0.0.1:${closedPort}` }));
     expect(closed).toMatchObject({ status: 502, code: 'upstream_unreachable' });
     const notAllowed = await rejection(latchkey.get({ ...target, endpoint: '/echo', baseUrlOverride: 'http://10.0.0.1' }));
     expect(notAllowed).toMatchObject({ status: 400, code: 'upstream_not_allowed' });

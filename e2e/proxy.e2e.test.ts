@@ -12,6 +12,8 @@ let upstream: TestUpstreamApi;
 let oauth: TestOAuthServer;
 let custom: Server;
 let customUrl: string;
+/** A port nothing listens on. */
+let closedPort: number;
 const binary = randomBytes(4096);
 
 function proxy(path: string, init: { method?: string; headers?: Record<string, string>; body?: string | Uint8Array; connection?: string; integration?: string } = {}) {
@@ -42,6 +44,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => custom.listen(customPort, '127.0.0.1', resolve));
   customUrl = `http://127.0.0.1:${customPort}`;
+  closedPort = await freePort();
 
   const providersFile = writeProvidersFile(
     `${apiKeyProviderYaml(upstream.url)}loopback-query:
@@ -71,8 +74,17 @@ loopback-oauth:
   stack = await startStack({
     env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000' },
   });
+  // Base-Url-Override gets credentials only on these hosts: the custom server, a closed port, and
+  // addresses the address policy must refuse on its own.
+  const upstreamPort = new URL(upstream.url).port;
+  const allowedHosts = [`127.0.0.1:${customPort}`, `127.0.0.1:${closedPort}`, `127.0.0.2:${upstreamPort}`, '10.0.0.1', '169.254.169.254', '[::1]'];
   for (const [key, provider] of [['api', 'loopback-api'], ['query', 'loopback-query'], ['basic', 'loopback-basic'], ['oauth', 'loopback-oauth']]) {
-    await api('POST', '/integrations', { provider, unique_key: key, credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
+    await api('POST', '/integrations', {
+      provider,
+      unique_key: key,
+      credentials: { client_id: 'test-client', client_secret: 'test-secret' },
+      ...(key === 'api' ? { allowed_hosts: allowedHosts } : {}),
+    });
   }
   await api('POST', '/connections', { provider_config_key: 'api', connection_id: 'api', credentials: { type: 'API_KEY', apiKey: 'upstream-key-123' } });
   await api('POST', '/connections', { provider_config_key: 'query', connection_id: 'query', credentials: { type: 'API_KEY', apiKey: 'query-key-456' } });
@@ -216,7 +228,7 @@ describe('the proxy', () => {
     const slow = await proxy('/slow/5000');
     expect(slow.status).toBe(504);
     expect(((await slow.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
-    const closed = await proxy('/echo', { headers: { 'base-url-override': `http://127.0.0.1:${await freePort()}` } });
+    const closed = await proxy('/echo', { headers: { 'base-url-override': `http://127.0.0.1:${closedPort}` } });
     expect(closed.status).toBe(502);
     expect(((await closed.json()) as { error: { code: string } }).error.code).toBe('upstream_unreachable');
   });

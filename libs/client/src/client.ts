@@ -59,6 +59,8 @@ export interface Integration extends IntegrationListItem {
   forward_webhooks: boolean;
   /** Whether provider webhooks without any signature are taken (default false: refused). */
   accept_unsigned_webhooks: boolean;
+  /** Hosts besides the provider's where a `baseUrlOverride` still gets the connection's credentials. */
+  allowed_hosts: string[];
   integration_config?: Record<string, string>;
   custom?: Record<string, string>;
   credentials?: Record<string, string>;
@@ -73,6 +75,8 @@ export interface IntegrationInput {
   forward_webhooks?: boolean;
   /** Take provider webhooks that carry no signature; only for providers that cannot sign. */
   accept_unsigned_webhooks?: boolean;
+  /** Hosts besides the provider's where a `baseUrlOverride` still gets the connection's credentials (`api.example.com`, `*.example.com`). */
+  allowed_hosts?: string[];
 }
 
 export interface ConnectionListItem {

@@ -32,6 +32,23 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   'upgrade',
 ]);
 
+/**
+ * A host the proxy may send a connection's credentials to besides its provider's base URL
+ * (`Base-Url-Override`): a DNS name, an IPv4 address or a bracketed IPv6 one (as a URL writes
+ * it), with an optional port (`api.example.com`, `api.example.com:8443`), or `*.` and a name of
+ * at least two labels for its subdomains (`*.example.com`); letter case does not matter. Matched
+ * against the override URL's host exactly, so no port means the scheme's default port. Declared
+ * by the catalog (`proxy.allowed_hosts`) and per integration. The address policy still applies.
+ */
+export const allowedHostSchema = z
+  .string()
+  .max(260)
+  .regex(
+    /^((\*\.(?=[a-z0-9-]+\.))?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/i,
+    'a host name or [IPv6] with an optional port, or *. and a domain (api.example.com, api.example.com:8443, *.example.com)',
+  );
+export const allowedHostsSchema = z.array(allowedHostSchema).max(50);
+
 const headerList = z.array(z.tuple([z.string(), z.string()]));
 const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
 
@@ -80,6 +97,11 @@ export const proxyCredentials = z.object({
   /** When the injected token expires; the proxy asks again inside the refresh window. */
   expires_at: z.string().nullable(),
   base_url: z.string().optional(),
+  /**
+   * Hosts besides `base_url`'s that a `Base-Url-Override` may name and still get the credentials
+   * (the catalog's and the integration's `allowed_hosts`). The proxy refuses any other.
+   */
+  allowed_hosts: z.array(z.string()).optional(),
   headers: z.record(z.string(), z.string()),
   query: z.record(z.string(), z.string()),
   oauth1: z

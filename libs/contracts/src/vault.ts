@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineRequest } from './define.js';
 import { anyCredentials } from './credentials.js';
+import { allowedHostsSchema } from './proxy.js';
 
 const environment_id = z.string().min(1);
 const uniqueKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'letters, digits, ., _ and -; up to 128');
@@ -80,6 +81,7 @@ export const integration = integrationListItem.extend({
   display_name: z.string().optional(),
   forward_webhooks: z.boolean(),
   accept_unsigned_webhooks: z.boolean(),
+  allowed_hosts: z.array(z.string()),
   integration_config: stringMap.optional(),
   custom: stringMap.optional(),
   credentials: stringMap.optional(),
@@ -98,6 +100,8 @@ export const integrationWrite = z.strictObject({
    * catalog, whose webhooks also lack `x-<provider>-signature-256`). Default false: refused.
    */
   accept_unsigned_webhooks: z.boolean().optional(),
+  /** Hosts a `Base-Url-Override` may name and still get this integration's connections' credentials. */
+  allowed_hosts: allowedHostsSchema.optional(),
 });
 
 // ---- connections

@@ -1,6 +1,5 @@
 import { proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
 import {
-  HOP_BY_HOP_HEADERS,
   proxyDeadlineMs,
   gatewayContracts,
   metadataSchema,
@@ -70,8 +69,6 @@ const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
 /** Request bodies up to this size ride inside the NATS message. */
 const INLINE_BODY_BYTES = 512 * 1024;
 /** Never sent upstream from a function (the proxy injects credentials itself). */
-const NOT_FORWARDED = new Set(['authorization', 'host', 'content-length', 'cookie']);
-
 const proxyConfig = z.object({
   endpoint: z.string().min(1).max(8192),
   method: z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']).default('GET'),
@@ -262,9 +259,8 @@ export function guardHost(methods: Record<CtxMethod, (...args: any[]) => Promise
 
 async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
   const nc = deps.bus.nc;
-  const headers: Array<[string, string]> = Object.entries(config.headers ?? {}).filter(
-    ([name]) => !NOT_FORWARDED.has(name.toLowerCase()) && !HOP_BY_HOP_HEADERS.has(name.toLowerCase()),
-  );
+  // As given, `Connection` included: the proxy service applies the one header policy to every caller's call.
+  const headers: Array<[string, string]> = Object.entries(config.headers ?? {});
   let body: Buffer = Buffer.alloc(0);
   if (config.data !== undefined && config.method !== 'GET' && config.method !== 'HEAD') {
     if (typeof config.data === 'string') body = Buffer.from(config.data);

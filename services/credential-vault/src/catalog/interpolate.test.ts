@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { credentialFieldsOf, interpolate, placeholdersOf, unknownPlaceholdersOf, usesCredentials } from './interpolate.js';
+import { credentialFieldsOf, interpolate, interpolateUrl, placeholdersOf, unknownPlaceholdersOf, usesCredentials } from './interpolate.js';
 
 describe('interpolate', () => {
   it('fills every kind of placeholder', () => {
@@ -60,5 +60,45 @@ describe('template checks used by the catalog schema', () => {
     expect(usesCredentials('Token token=${apiKey}')).toBe(true);
     expect(usesCredentials('${credentials.secret}')).toBe(true);
     expect(usesCredentials('https://${connectionConfig.subdomain}.example.com')).toBe(false);
+  });
+});
+
+describe('interpolateUrl', () => {
+  const config = (connectionConfig: Record<string, unknown>) => ({ connectionConfig });
+
+  it('fills each place of a URL with a value fit for it', () => {
+    expect(interpolateUrl('https://${connectionConfig.subdomain}.zendesk.com/api', config({ subdomain: 'acme-1' }))).toBe('https://acme-1.zendesk.com/api');
+    expect(interpolateUrl('https://api.${connectionConfig.site}', config({ site: 'us3.datadoghq.com' }))).toBe('https://api.us3.datadoghq.com');
+    expect(interpolateUrl('https://${connectionConfig.host}/oauth/token', config({ host: 'sso.example.com:8443' }))).toBe('https://sso.example.com:8443/oauth/token');
+    expect(interpolateUrl('https://x.example.com:${connectionConfig.port}/a', config({ port: 8443 }))).toBe('https://x.example.com:8443/a');
+    expect(interpolateUrl('https://api.telegram.org/bot${apiKey}', { apiKey: '123:AB-c' })).toBe('https://api.telegram.org/bot123:AB-c');
+    expect(interpolateUrl('https://x.example.com/stores/${connectionConfig.id}?q=${connectionConfig.q}', config({ id: 'a b/c?d#e%', q: 'x&y=z#' }))).toBe(
+      'https://x.example.com/stores/a%20b%2Fc%3Fd%23e%25?q=x%26y%3Dz%23',
+    );
+  });
+
+  it('refuses a value that would change the host, and names the placeholder only', () => {
+    const attacks = ['127.0.0.1:4701/x?', 'evil.example/', 'a@evil.example', 'evil.example#', 'a.b', '', 'a\\b', '-a'];
+    for (const subdomain of attacks) {
+      expect(() => interpolateUrl('https://${connectionConfig.subdomain}.zendesk.com/api', config({ subdomain }))).toThrow('${connectionConfig.subdomain}');
+    }
+    for (const host of ['evil.example/x?', 'evil.example:1:2', 'user@evil.example', 'evil.example:99999', '[::1]']) {
+      expect(() => interpolateUrl('https://${connectionConfig.host}/api', config({ host }))).toThrow('must be a host name');
+    }
+    expect(() => interpolateUrl('https://api.${connectionConfig.site}', config({ site: 'evil.example/x' }))).toThrow('must be a DNS name');
+    expect(() => interpolateUrl('https://x.example.com:${connectionConfig.port}', config({ port: '1@evil' }))).toThrow('port');
+    try {
+      interpolateUrl('https://${connectionConfig.subdomain}.zendesk.com', config({ subdomain: 'canary-7f3a/x?' }));
+    } catch (error) {
+      expect((error as Error).message).not.toContain('canary-7f3a');
+    }
+  });
+
+  it('refuses dot segments in the path and placeholders in the scheme', () => {
+    for (const id of ['..', '.', '']) {
+      expect(() => interpolateUrl('https://x.example.com/stores/${connectionConfig.id}/items', config({ id }))).toThrow('${connectionConfig.id}');
+    }
+    expect(interpolateUrl('https://x.example.com/stores/${connectionConfig.id}', config({ id: '../..' }))).toBe('https://x.example.com/stores/..%2F..');
+    expect(() => interpolateUrl('${connectionConfig.scheme}://x.example.com', config({ scheme: 'https' }))).toThrow('scheme');
   });
 });

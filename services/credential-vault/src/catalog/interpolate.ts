@@ -4,8 +4,9 @@
  * closed, so a typo in a catalog entry is caught when the catalog is validated, not when a
  * request is proxied.
  *
- * Values are inserted as they are: a caller that builds a URL from a template must check the
- * result (host, scheme) itself, since connection config comes from end users.
+ * Values come from end users (connection config, credentials), so a URL is never filled with
+ * `interpolate`: `interpolateUrl` fills each placeholder for its place in the URL and refuses a
+ * value that would change the URL's structure (its scheme, host, path or query).
  */
 
 export type TemplateContext = {
@@ -62,6 +63,84 @@ export function interpolate(template: string, context: TemplateContext): string 
     if (typeof value === 'number' || typeof value === 'boolean') return String(value);
     throw new Error(`value for ${whole} must be a string, number or boolean`);
   });
+}
+
+/** Where in a URL template a placeholder stands, which decides what its value may be. */
+type UrlPart = 'host-label' | 'host-name' | 'host' | 'port' | 'path' | 'query';
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i;
+const isDnsName = (value: string) => value.length <= 253 && value.split('.').every((label) => DNS_LABEL.test(label));
+const URL_END = /^([/?#]|$)/;
+
+/**
+ * The part of the URL a placeholder stands in, from the template's own text around it (values
+ * cannot move it: none may hold a delimiter of the part it fills).
+ */
+function urlPartOf(before: string, after: string): UrlPart {
+  const schemeEnd = before.indexOf('://');
+  if (schemeEnd < 0) throw new Error('placeholders may not stand in a URL scheme');
+  const rest = before.slice(schemeEnd + 3);
+  if (/[?#]/.test(rest)) return 'query';
+  if (rest.includes('/')) return 'path';
+  if (rest.includes('@')) throw new Error('placeholders may not stand in URL user information');
+  if (rest.includes(':')) return 'port';
+  // A placeholder followed by more of the host fills one label of a domain the template fixes;
+  // one that ends the host names the domain (`api.${site}`), or the whole host and port.
+  const endsHost = URL_END.test(after) || after.startsWith(':');
+  if (!endsHost) return 'host-label';
+  return rest === '' && URL_END.test(after) ? 'host' : 'host-name';
+}
+
+/** A path value percent-encoded but for the characters a segment may hold as they are (RFC 3986 pchar). */
+const encodePathValue = (value: string) => encodeURIComponent(value).replace(/%3A/gi, ':').replace(/%40/gi, '@');
+
+function urlValue(part: UrlPart, value: string, whole: string): string {
+  switch (part) {
+    case 'host-label':
+      if (!DNS_LABEL.test(value)) throw new Error(`value for ${whole} must be a DNS label (letters, digits and "-")`);
+      return value;
+    case 'host-name':
+      if (!isDnsName(value)) throw new Error(`value for ${whole} must be a DNS name`);
+      return value;
+    case 'host': {
+      const [, name = '', port] = /^([^:]*)(?::(\d{1,5}))?$/.exec(value) ?? [];
+      if (!isDnsName(name) || (port !== undefined && Number(port) > 65535)) throw new Error(`value for ${whole} must be a host name, with an optional port`);
+      return value;
+    }
+    case 'port':
+      if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new Error(`value for ${whole} must be a port number`);
+      return value;
+    case 'path':
+      // Percent-encoded, a value cannot add a segment or a query; alone it must not be a dot segment either.
+      if (value === '' || value === '.' || value === '..') throw new Error(`value for ${whole} must be a non-empty path segment other than . and ..`);
+      return encodePathValue(value);
+    case 'query':
+      return encodeURIComponent(value);
+  }
+}
+
+/**
+ * Fills a URL template (a provider's API base URL, token, authorization or verification URL):
+ * each value is checked or encoded for where it stands, so that no value can change where the
+ * URL points beyond the part the template gives it. A value in the host must be a DNS label
+ * (`${connectionConfig.subdomain}.zendesk.com`), a DNS name where it ends the host
+ * (`api.${connectionConfig.site}`), or a host name and port where it is the whole host; one in
+ * the path is percent-encoded and may not be `.` or `..`; one in the query is percent-encoded.
+ * Throws an Error naming the placeholder, never the value.
+ */
+export function interpolateUrl(template: string, context: TemplateContext): string {
+  const filled = template.replace(placeholderPattern, (whole, expression: string, offset: number) => {
+    const before = template.slice(0, offset).replace(placeholderPattern, 'x');
+    const after = template.slice(offset + whole.length);
+    const part = urlPartOf(before, after);
+    return urlValue(part, interpolate(whole, context), whole);
+  });
+  try {
+    new URL(filled);
+  } catch {
+    throw new Error('the filled URL is not valid');
+  }
+  return filled;
 }
 
 /** The connection config keys a template uses, each once, in order of appearance. */

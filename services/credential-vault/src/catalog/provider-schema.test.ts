@@ -27,6 +27,14 @@ const messagesOf = (input: unknown) => {
 };
 
 describe('providerSchema', () => {
+  it('takes proxy.allowed_hosts as host names, ports and subdomain wildcards only', () => {
+    const withHosts = (allowed_hosts: string[]) => ({ display_name: 'K', auth_mode: 'BASIC', proxy: { base_url: 'https://k.test', allowed_hosts } });
+    expect(providerSchema.parse(withHosts(['eu.k.test', 'k.test:8443', '*.sandbox.k.test'])).proxy?.allowed_hosts).toEqual(['eu.k.test', 'k.test:8443', '*.sandbox.k.test']);
+    for (const host of ['https://k.test', 'k.test/path', '*.test', '*', 'k.test:', 'user@k.test']) {
+      expect(messagesOf(withHosts([host]))).toHaveLength(1);
+    }
+  });
+
   it('takes a verification request for form-based modes only, with a base URL to call', () => {
     const apiKey = { display_name: 'K', auth_mode: 'API_KEY', proxy: { base_url: 'https://k.test', headers: { 'X-Key': '${apiKey}' } } };
     expect(providerSchema.parse({ ...apiKey, verification: { endpoints: ['/me'] } }).verification).toEqual({ method: 'GET', endpoints: ['/me'] });

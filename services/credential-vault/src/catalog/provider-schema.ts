@@ -1,4 +1,4 @@
-import { CREDENTIAL_TYPES } from '@latchkey/contracts';
+import { CREDENTIAL_TYPES, allowedHostSchema } from '@latchkey/contracts';
 import { z } from 'zod';
 import { credentialFieldsOf, placeholdersOf, unknownPlaceholdersOf, usesCredentials } from './interpolate.js';
 
@@ -62,6 +62,8 @@ export const proxySchema = z.strictObject({
   paginate: paginateSchema.optional(),
   headers: templateMap.optional(),
   query: templateMap.optional(),
+  /** Hosts besides base_url's where a `Base-Url-Override` still gets the credentials (regional or sandbox APIs). */
+  allowed_hosts: z.array(allowedHostSchema).max(50).optional(),
   retry: z
     .strictObject({
       /** Response header holding the time the rate limit resets (epoch seconds or a date). */

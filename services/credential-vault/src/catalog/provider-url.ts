@@ -1,4 +1,5 @@
 import { AppError } from '@latchkey/errors';
+import { interpolateUrl } from './interpolate.js';
 
 /** What the catalog says about one connection config field (its `connection_config` entry). */
 export type ConfigFieldRules = Readonly<Record<string, { pattern?: string | undefined }>> | undefined;
@@ -9,9 +10,9 @@ const DNS_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 /**
  * Never part of a host-bearing value, whatever a pattern allows: each could end the authority
  * early or smuggle userinfo (`@`), a query or fragment (`?`, `#`), a backslash (read as `/`),
- * an escape the URL parser would decode (`%`), or a break.
+ * an escape the URL parser would decode (`%`), a break, or the start of another placeholder.
  */
-const NEVER_IN_HOST = /[@?#\\%\s]/;
+const NEVER_IN_HOST = /[@?#\\%\s${}]/;
 
 /** The authority of a URL template (between `scheme://` and the first `/`, `?` or `#`). */
 function authorityOf(template: string): string {
@@ -62,19 +63,25 @@ export function checkHostValue(key: string, value: unknown, fields: ConfigFieldR
  */
 export function fillProviderUrl(template: string, connectionConfig: Record<string, unknown>, fields: ConfigFieldRules): string {
   const hostKeys = new Set(hostBearingKeys(template));
-  const filled = template.replace(PLACEHOLDER, (_, key: string) => {
+  for (const [, key = ''] of template.matchAll(PLACEHOLDER)) {
     const value = connectionConfig[key];
     if (value === undefined || value === null) {
       throw new AppError('invalid_body', `connection_config.${key} is needed by the provider's URL`, {
         errors: [{ code: 'required', message: 'is required by this provider', path: `connection_config.${key}` }],
       });
     }
-    if (hostKeys.has(key)) {
-      checkHostValue(key, value, fields);
-      return String(value);
-    }
-    return encodeURIComponent(String(value));
-  });
+    if (hostKeys.has(key)) checkHostValue(key, value, fields);
+  }
+  // A host-bearing value the provider's pattern accepted goes in as it is (a self-hosted server's
+  // host may carry a path prefix); every other value is placed by the one URL filler, which
+  // encodes it for its part of the URL.
+  const withHosts = template.replace(PLACEHOLDER, (whole, key: string) => (hostKeys.has(key) ? String(connectionConfig[key]) : whole));
+  let filled: string;
+  try {
+    filled = interpolateUrl(withHosts, { connectionConfig });
+  } catch (error) {
+    throw refused([...template.matchAll(PLACEHOLDER)].map((match) => match[1]).join(', '), `cannot be placed in the provider's URL (${(error as Error).message})`);
+  }
   if (hostKeys.size === 0) return filled;
   let url: URL;
   let scheme: string;

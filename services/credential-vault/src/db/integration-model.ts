@@ -13,6 +13,8 @@ export interface IntegrationDoc {
   forward_webhooks: boolean;
   /** Provider webhooks without any signature are taken only when the customer turned this on. */
   accept_unsigned_webhooks: boolean;
+  /** Hosts besides the provider's where a `Base-Url-Override` still gets credentials (lower-case). */
+  allowed_hosts: string[];
   /** Shared secret that providers sign webhooks with; encrypted; made on first request. */
   webhook_secret: string | null;
   created_at: Date;
@@ -32,6 +34,7 @@ const integrationSchema = new Schema<IntegrationDoc>(
     forward_webhooks: { type: Boolean, default: true },
     // Integrations stored before this field existed read as false: unsigned webhooks refused.
     accept_unsigned_webhooks: { type: Boolean, default: false },
+    allowed_hosts: { type: [String], default: [] },
     webhook_secret: { type: String, default: null },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },

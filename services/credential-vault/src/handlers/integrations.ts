@@ -17,6 +17,9 @@ const CREDENTIALS = INTEGRATION_PLACES.credentials;
 const WEBHOOK_SECRET = INTEGRATION_PLACES.webhook_secret;
 const stringMap = z.record(z.string(), z.string());
 
+/** Allowed hosts as the proxy compares them: lower-case, each once. */
+const normalHosts = (hosts: readonly string[]) => [...new Set(hosts.map((host) => host.toLowerCase()))];
+
 /** The integration, or `unknown_provider_config`. */
 export async function findIntegration(deps: Pick<VaultDeps, 'integrations'>, environment: EnvironmentId, uniqueKey: string) {
   const integration = await deps.integrations.findByKey(environment, uniqueKey);
@@ -65,6 +68,7 @@ export function createIntegrationHandler(deps: VaultDeps) {
       custom: request.custom ?? {},
       forward_webhooks: request.forward_webhooks ?? true,
       accept_unsigned_webhooks: request.accept_unsigned_webhooks ?? false,
+      allowed_hosts: normalHosts(request.allowed_hosts ?? []),
       webhook_secret: null,
       created_at: now,
       updated_at: now,
@@ -82,6 +86,7 @@ export function getIntegrationHandler(deps: VaultDeps) {
       ...(doc.display_name ? { display_name: doc.display_name } : {}),
       forward_webhooks: doc.forward_webhooks,
       accept_unsigned_webhooks: doc.accept_unsigned_webhooks === true,
+      allowed_hosts: doc.allowed_hosts ?? [],
       integration_config: doc.integration_config ?? {},
       custom: doc.custom ?? {},
     };
@@ -120,12 +125,20 @@ export function updateIntegrationHandler(deps: VaultDeps) {
     if (patch.display_name !== undefined) fields.display_name = patch.display_name;
     if (patch.forward_webhooks !== undefined) fields.forward_webhooks = patch.forward_webhooks;
     if (patch.accept_unsigned_webhooks !== undefined) fields.accept_unsigned_webhooks = patch.accept_unsigned_webhooks;
+    if (patch.allowed_hosts !== undefined) fields.allowed_hosts = normalHosts(patch.allowed_hosts);
     if (patch.integration_config !== undefined) fields.integration_config = patch.integration_config;
     if (patch.custom !== undefined) fields.custom = patch.custom;
     if (patch.credentials !== undefined) {
       fields.credentials = await deps.cipher.encryptJson(environment, { integrationId: doc._id, ...CREDENTIALS }, patch.credentials);
     }
     await deps.integrations.update(environment, doc._id, fields);
+    // Proxy replicas cache what a call injects and where it may go: what changes either drops
+    // the cached credentials of every connection of the integration.
+    if (fields.allowed_hosts !== undefined || fields.credentials !== undefined) {
+      for (const connection of await deps.connections.listForIntegration(environment, doc._id)) {
+        deps.bus.broadcast(vaultContracts.connectionChanged, { id: connection._id });
+      }
+    }
     const updated = await findIntegration(deps, environment, fields.unique_key ?? unique_key);
     return integrationListItem(updated, logoOf(deps, updated));
   };

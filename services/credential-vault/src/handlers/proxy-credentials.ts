@@ -1,7 +1,7 @@
 import type { ProxyCredentials, RequestOf, proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
-import { interpolate, type TemplateContext } from '../catalog/interpolate.js';
+import { interpolate, interpolateUrl, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import { fetchConnection } from './connections.js';
@@ -14,17 +14,30 @@ function tokenOf(credentials: Record<string, unknown>): string | undefined {
   return str(credentials['access_token']) ?? str(credentials['token']) ?? str(credentials['session_id']);
 }
 
-function fill(templates: Record<string, string> | undefined, context: TemplateContext): Record<string, string> {
+function fill(templates: Record<string, string> | undefined, context: TemplateContext, filler = interpolate): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, template] of Object.entries(templates ?? {})) {
     try {
-      out[name] = interpolate(template, context);
+      out[name] = filler(template, context);
     } catch (error) {
-      // The message names the placeholder, never a value.
-      throw new AppError('invalid_headers', `Cannot build the ${name} the provider needs: ${(error as Error).message}`);
+      // The message names the placeholder, never a value. A value refused for its place in a URL
+      // would have sent the call elsewhere: that is an upstream not allowed, not a missing value.
+      const message = (error as Error).message;
+      const code = message.startsWith('missing value') || filler === interpolate ? 'invalid_headers' : 'upstream_not_allowed';
+      throw new AppError(code, `Cannot build the ${name} the provider needs: ${message}`);
     }
   }
   return out;
+}
+
+/**
+ * Whether the catalog entry says where the credential goes (a header, a query parameter or the
+ * base URL): then it goes there only, never also in a default `Authorization`.
+ */
+function placesCredentials(provider: Provider): boolean {
+  const proxy = provider.proxy;
+  if (!proxy) return false;
+  return [proxy.base_url, ...Object.values(proxy.headers ?? {}), ...Object.values(proxy.query ?? {})].some(usesCredentials);
 }
 
 /**
@@ -54,7 +67,7 @@ export function injectionFor(
   if (!hasAuthorization) {
     if (type === 'BASIC' && context.username !== undefined) {
       headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
-    } else if (type === 'API_KEY' && context.apiKey !== undefined && !provider.proxy?.query) {
+    } else if (type === 'API_KEY' && context.apiKey !== undefined && !placesCredentials(provider)) {
       headers['Authorization'] = `Bearer ${context.apiKey}`;
     } else if (token !== undefined && type !== 'OAUTH1' && type !== 'TBA') {
       headers['Authorization'] = `Bearer ${token}`;
@@ -71,9 +84,11 @@ export function injectionFor(
     };
   }
   const baseUrl = provider.proxy?.base_url;
+  const allowedHosts = provider.proxy?.allowed_hosts;
   return {
     auth_mode: provider.auth_mode,
-    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig })['base_url']! }),
+    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig, credentials, apiKey: context.apiKey }, interpolateUrl)['base_url']! }),
+    ...(allowedHosts === undefined ? {} : { allowed_hosts: [...allowedHosts] }),
     headers,
     query: fill(provider.proxy?.query, context),
     ...(oauth1 ? { oauth1 } : {}),
@@ -100,11 +115,13 @@ export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name:
     const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
     const client = await integrationCredentials(deps, integration);
     await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
+    const injection = injectionFor(provider, client, doc.connection_config ?? {}, credentials);
     return {
       id: doc._id,
       provider: doc.provider,
       expires_at: doc.expires_at ? new Date(doc.expires_at).toISOString() : null,
-      ...injectionFor(provider, client, doc.connection_config ?? {}, credentials),
+      ...injection,
+      allowed_hosts: [...(injection.allowed_hosts ?? []), ...(integration.allowed_hosts ?? [])],
     };
   };
 }

@@ -1,7 +1,7 @@
 import type { Bus } from '@latchkey/bus';
 import { proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { interpolate } from '../catalog/interpolate.js';
+import { interpolateUrl } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
 import { injectionFor } from './proxy-credentials.js';
 
@@ -29,7 +29,7 @@ export async function verifyCredentials(
   let baseUrlOverride: string | undefined;
   if (verification.base_url_override) {
     try {
-      baseUrlOverride = interpolate(verification.base_url_override, { connectionConfig });
+      baseUrlOverride = interpolateUrl(verification.base_url_override, { connectionConfig });
     } catch (error) {
       throw new AppError('invalid_body', `Cannot build the provider's verification URL: ${(error as Error).message}`);
     }
@@ -37,7 +37,14 @@ export async function verifyCredentials(
   const { results } = await deps.bus.request(
     proxyContracts.verifyCredentials,
     {
-      credentials: { id: 'verification', provider: provider.name, expires_at: null, ...injection },
+      credentials: {
+        id: 'verification',
+        provider: provider.name,
+        expires_at: null,
+        ...injection,
+        // The catalog's verification URL is one of the provider's own hosts.
+        allowed_hosts: [...(injection.allowed_hosts ?? []), ...(baseUrlOverride === undefined ? [] : [new URL(baseUrlOverride).host])],
+      },
       method: verification.method,
       endpoints: verification.endpoints,
       ...(baseUrlOverride === undefined ? {} : { base_url_override: baseUrlOverride }),

@@ -130,6 +130,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     custom: {},
     forward_webhooks: false,
     accept_unsigned_webhooks: false,
+    allowed_hosts: [],
     webhook_secret: null,
     created_at: now,
     updated_at: now,

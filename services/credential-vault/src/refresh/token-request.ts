@@ -1,6 +1,6 @@
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
-import { interpolate, type TemplateContext } from '../catalog/interpolate.js';
+import { interpolate, interpolateUrl, type TemplateContext } from '../catalog/interpolate.js';
 import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
 import type { RefreshContext } from './token-requests.js';
@@ -37,15 +37,6 @@ export function templateContextOf(type: TokenRequestType, credentials: Record<st
   return { connectionConfig, credentials: fields, username: text('username'), password: text('password') };
 }
 
-/** Every scalar of a map URL-encoded, so that a value cannot change a URL's host, path or query structure. */
-function encodedForUrl(values: Record<string, unknown> | undefined): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.entries(values ?? {}).map(([key, value]) =>
-      typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? [key, encodeURIComponent(String(value))] : [key, value],
-    ),
-  );
-}
-
 export interface BuiltTokenRequest {
   method: TokenRequest['method'];
   url: string;
@@ -54,26 +45,22 @@ export interface BuiltTokenRequest {
   body?: { format: TokenRequest['body_format']; fields: Record<string, string> };
 }
 
-function fill(template: string, context: TemplateContext): string {
+function fill(template: string, context: TemplateContext, filler = interpolate): string {
   try {
-    return interpolate(template, context);
+    return filler(template, context);
   } catch (error) {
     // The message names the placeholder only, never a value.
-    throw new AppError('refresh_token_external_error', `The provider's token request cannot be built: ${(error as Error).message}`, {
-      payload: { error: 'missing_value', message: (error as Error).message },
+    const message = (error as Error).message;
+    throw new AppError('refresh_token_external_error', `The provider's token request cannot be built: ${message}`, {
+      payload: { error: message.startsWith('missing value') ? 'missing_value' : 'invalid_token_url', message },
     });
   }
 }
 
 /** The HTTP request the provider entry describes, with this connection's values filled in. */
 export function buildTokenRequest(spec: TokenRequest, context: TemplateContext): BuiltTokenRequest {
-  const url = fill(spec.url, {
-    ...context,
-    connectionConfig: encodedForUrl(context.connectionConfig),
-    credentials: encodedForUrl(context.credentials),
-    username: context.username === undefined ? undefined : encodeURIComponent(context.username),
-    password: context.password === undefined ? undefined : encodeURIComponent(context.password),
-  });
+  // Each value checked or encoded for its place in the URL.
+  const url = fill(spec.url, context, interpolateUrl);
   let parsed: URL;
   try {
     parsed = new URL(url);

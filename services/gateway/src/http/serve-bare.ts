@@ -1,4 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { AppError } from '@latchkey/errors';
 import { runWithContext } from '@latchkey/logger';
 import { authorize } from './authenticate.js';
 import type { BareRoute } from './define-route.js';
@@ -14,15 +15,37 @@ function under(url: string, prefix: string): boolean {
 }
 
 /**
- * The server's request listener: bare routes first, by prefix, and everything else to the
+ * Whether the path part of a request target percent-decodes: a malformed escape
+ * (`/connections/a%E0%A4%A`) is the caller's mistake, answered 400 for every route here, once,
+ * before any route or express's parameter decoding sees it.
+ */
+function pathDecodes(url: string): boolean {
+  const queryAt = url.indexOf('?');
+  const path = queryAt < 0 ? url : url.slice(0, queryAt);
+  if (!path.includes('%')) return true;
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The server's request listener: a malformed path refused first, then bare routes, by prefix, and everything else to the
  * express app. A bare route gets what the express stack gives every route: the request id
  * (echoed, and carried in async context into logs and NATS hops), the API key, the rate limit,
  * the scope check (unless the route is public), and errors in the one envelope.
  */
 export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[], deps: GatewayDeps): RequestListener {
-  if (routes.length === 0) return app;
   return (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
+    if (!pathDecodes(url)) {
+      runWithContext({ requestId: assignRequestId(req, res) }, () =>
+        sendError(deps.logger, new AppError('invalid_uri_params', 'The path holds a malformed percent escape'), req, res),
+      );
+      return;
+    }
     const route = routes.find((candidate) => under(url, candidate.prefix));
     if (!route) {
       app(req, res);

@@ -7,6 +7,8 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialCache } from '../domain/credential-cache.js';
+import { connectionListed, upstreamHeaders } from '../domain/header-policy.js';
+import { targetUrl } from '../domain/upstream-target.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
 import { oauth1Header } from '@latchkey/oauth1';
@@ -40,27 +42,15 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
   return credentials;
 }
 
-/** The upstream URL: base (override or provider's) + path + the caller's query + the provider's. */
-function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials): URL {
-  const base = meta.base_url_override ?? credentials.base_url;
-  if (!base) throw new AppError('invalid_headers', `Provider "${credentials.provider}" has no API base URL: send Base-Url-Override`);
-  let url: URL;
-  try {
-    url = new URL(`${base.replace(/\/+$/, '')}/${meta.path.replace(/^\/+/, '')}`);
-  } catch {
-    throw new AppError('invalid_headers', 'The upstream URL is not valid');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('upstream_not_allowed', 'Only http and https upstreams are allowed');
-  if (meta.query) url.search = meta.query;
-  for (const [name, value] of Object.entries(credentials.query)) url.searchParams.append(name, value);
-  return url;
-}
-
+/**
+ * The call to send: where (`targetUrl`: the checked path, and an override only on an allowed
+ * host) and with which headers (`upstreamHeaders`: the one header policy, whoever the caller).
+ */
 export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
   const url = targetUrl(meta, credentials);
   const injected = Object.entries(credentials.headers);
   const names = new Set(injected.map(([name]) => name.toLowerCase()));
-  const headers: Array<[string, string]> = [...meta.headers.filter(([name]) => !names.has(name.toLowerCase())), ...injected];
+  const headers = upstreamHeaders(meta.headers, injected, names);
   let sign: UpstreamCall['sign'];
   const oauth1 = credentials.oauth1;
   if (oauth1) {
@@ -162,9 +152,10 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
   const { meta } = call;
   const decompress = meta.decompress ?? credentials.decompress;
   const decoder = decompress ? decoderFor(response.header('content-encoding')) : undefined;
+  const listed = connectionListed(response.headers);
   const headers = response.headers.filter(([name]) => {
     const lower = name.toLowerCase();
-    return !HOP_BY_HOP_HEADERS.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
+    return !HOP_BY_HOP_HEADERS.has(lower) && !listed.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
   });
   if (meta.method === 'HEAD') {
     call.respond({ ok: true, status: response.status, headers, body: 'inline' }, new Uint8Array(0));

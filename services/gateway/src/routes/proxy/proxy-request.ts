@@ -1,11 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
-import { HOP_BY_HOP_HEADERS, proxyDeadlineMs, type ProxyRequestMeta } from '@latchkey/contracts';
+import { proxyDeadlineMs, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
 
-/** Ours: never forwarded to the provider (nor are hop-by-hop headers). */
+/**
+ * Ours: not passed to the proxy. Every other header goes as it came, `Connection` included:
+ * the proxy service applies the one header policy (hop-by-hop, Host, Cookie, forwarding
+ * headers, credentials) to every caller's call.
+ */
 const NOT_FORWARDED = new Set([
   'authorization',
   'host',
@@ -58,14 +62,14 @@ function configuration(req: IncomingMessage) {
   };
 }
 
-/** The caller's headers as the provider should see them. */
+/** The caller's headers, less ours; the proxy decides which reach the provider. */
 function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
   const headers: Array<[string, string]> = [];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i]!;
     const lower = name.toLowerCase();
     if (lower.startsWith(FORWARD_PREFIX)) headers.push([name.slice(FORWARD_PREFIX.length), req.rawHeaders[i + 1]!]);
-    else if (!NOT_FORWARDED.has(lower) && !HOP_BY_HOP_HEADERS.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
+    else if (!NOT_FORWARDED.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
   }
   return headers;
 }

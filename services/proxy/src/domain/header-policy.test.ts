@@ -1,0 +1,38 @@
+import { describe, expect, it } from '@jest/globals';
+import { upstreamHeaders } from './header-policy.js';
+
+describe('upstreamHeaders', () => {
+  it('drops hop-by-hop, Connection-listed, Host, Cookie, forwarding, Proxy-* and the caller Authorization', () => {
+    const caller: Array<[string, string]> = [
+      ['Host', 'evil.example'],
+      ['Cookie', 'session=1'],
+      ['X-Forwarded-For', '10.0.0.1'],
+      ['x-forwarded-host', 'evil.example'],
+      ['Forwarded', 'for=10.0.0.1'],
+      ['Proxy-Authorization', 'Basic x'],
+      ['Proxy-Foo', '1'],
+      ['Connection', 'close, X-Hidden'],
+      ['X-Hidden', 'secret'],
+      ['Keep-Alive', 'timeout=5'],
+      ['TE', 'trailers'],
+      ['Authorization', 'Bearer attacker'],
+      ['Accept', 'application/json'],
+      ['X-Trace', 'abc'],
+    ];
+    expect(upstreamHeaders(caller, [['X-Api-Key', 'k']], new Set(['x-api-key']))).toEqual([
+      ['Accept', 'application/json'],
+      ['X-Trace', 'abc'],
+      ['X-Api-Key', 'k'],
+    ]);
+  });
+
+  it('never lets a caller header override an injected one, whatever its case', () => {
+    const headers = upstreamHeaders([['x-API-key', 'attacker'], ['X-Api-Key', 'attacker']], [['X-Api-Key', 'k']], new Set(['x-api-key']));
+    expect(headers).toEqual([['X-Api-Key', 'k']]);
+  });
+
+  it('refuses a header that is not valid HTTP', () => {
+    expect(() => upstreamHeaders([['X-A', 'a\r\nHost: evil']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
+    expect(() => upstreamHeaders([['X A', 'a']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
+  });
+});

@@ -1,0 +1,65 @@
+import { HOP_BY_HOP_HEADERS } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+
+/**
+ * The one rule for which of a caller's headers reach a provider, applied by the proxy to every
+ * call whoever sent it (the gateway, the action-runner's functions): callers are not trusted to
+ * have stripped anything. Never forwarded:
+ * - hop-by-hop headers (RFC 9110 §7.6.1) and every header the caller's `Connection` names;
+ * - `Host` (the URL decides it), `Content-Length` (the body decides it), `Expect`;
+ * - the caller's `Authorization` and `Cookie`: the provider sees only the connection's credentials;
+ * - `Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*`: they would speak for our network;
+ * - any header the injected credentials set, whatever its letter case, so none can be overridden.
+ */
+const NEVER_FORWARDED: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP_HEADERS,
+  'host',
+  'content-length',
+  'expect',
+  'authorization',
+  'cookie',
+  'forwarded',
+  'x-real-ip',
+  'via',
+]);
+const NEVER_FORWARDED_PREFIXES = ['x-forwarded-', 'proxy-'];
+
+/** RFC 9110 field names are tokens; values hold no line breaks or NUL. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const UNSAFE_VALUE = /[\r\n\0]/;
+
+/** The header names a message's `Connection` headers list, lower-case. */
+export function connectionListed(headers: ReadonlyArray<readonly [string, string]>): Set<string> {
+  const listed = new Set<string>();
+  for (const [name, value] of headers) {
+    if (name.toLowerCase() !== 'connection') continue;
+    for (const token of value.split(',')) {
+      const trimmed = token.trim().toLowerCase();
+      if (trimmed) listed.add(trimmed);
+    }
+  }
+  return listed;
+}
+
+/**
+ * The caller's headers the provider may see, followed by the injected ones. `injectedNames` are
+ * lower-case. Refuses (400 `invalid_headers`) a header that is not valid HTTP, rather than let
+ * the HTTP client fail on it.
+ */
+export function upstreamHeaders(
+  caller: ReadonlyArray<readonly [string, string]>,
+  injected: ReadonlyArray<[string, string]>,
+  injectedNames: ReadonlySet<string>,
+): Array<[string, string]> {
+  const listed = connectionListed(caller);
+  const headers: Array<[string, string]> = [];
+  for (const [name, value] of caller) {
+    if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) throw new AppError('invalid_headers', 'A header to forward is not a valid HTTP header');
+    const lower = name.toLowerCase();
+    if (NEVER_FORWARDED.has(lower) || listed.has(lower) || injectedNames.has(lower)) continue;
+    if (NEVER_FORWARDED_PREFIXES.some((prefix) => lower.startsWith(prefix))) continue;
+    headers.push([name, value]);
+  }
+  headers.push(...injected);
+  return headers;
+}

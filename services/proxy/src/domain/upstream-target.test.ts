@@ -1,0 +1,91 @@
+import { describe, expect, it } from '@jest/globals';
+import type { ProxyCredentials, ProxyRequestMeta } from '@latchkey/contracts';
+import { checkedPath, hostAllowed, targetUrl } from './upstream-target.js';
+
+const credentials: ProxyCredentials = {
+  id: 'c',
+  provider: 'p',
+  auth_mode: 'API_KEY',
+  expires_at: null,
+  base_url: 'https://api.example.com/v2',
+  allowed_hosts: ['eu.example.com', '*.sandbox.example.com', 'other.example.com:8443'],
+  headers: { 'X-Api-Key': 'k' },
+  query: {},
+  decompress: false,
+};
+const meta = (path: string, override?: string, query = ''): ProxyRequestMeta => ({
+  environment_id: 'e',
+  key_id: 'k',
+  connection_id: 'c',
+  provider_config_key: 'i',
+  method: 'GET',
+  path,
+  query,
+  headers: [],
+  retries: 0,
+  retry_on: [],
+  ...(override === undefined ? {} : { base_url_override: override }),
+  body: 'inline',
+});
+const code = (run: () => unknown) => {
+  try {
+    run();
+  } catch (error) {
+    return (error as { code?: string }).code;
+  }
+  return undefined;
+};
+
+describe('checkedPath', () => {
+  it('keeps ordinary paths, encoded slashes and percent signs', () => {
+    expect(checkedPath('/items/42')).toBe('items/42');
+    expect(checkedPath('projects/group%2Fproject')).toBe('projects/group%2Fproject');
+    expect(checkedPath('a/100%25/b..c/.well-known')).toBe('a/100%25/b..c/.well-known');
+  });
+
+  it('refuses every form of dot segment', () => {
+    for (const path of ['../x', 'a/../../x', '%2e%2e/x', '%2e%2E/x', '.%2e/x', '..%2fx', '..%2Fx', '..\\x', 'a\\..\\x', '%252e%252e/x', '%25252e%25252e%25252fx', './x', 'a/.']) {
+      expect(code(() => checkedPath(path))).toBe('invalid_uri_params');
+    }
+  });
+
+  it('refuses malformed escapes, control characters and fragments', () => {
+    for (const path of ['a%E0%A4%A', 'a%zz', 'a\nb', 'a#b']) expect(code(() => checkedPath(path))).toBe('invalid_uri_params');
+  });
+});
+
+describe('hostAllowed', () => {
+  it('matches exact hosts and subdomain wildcards, port included', () => {
+    const allowed = ['api.example.com', '*.example.org', 'x.example.net:8443'];
+    expect(hostAllowed('api.example.com', allowed)).toBe(true);
+    expect(hostAllowed('a.b.example.org', allowed)).toBe(true);
+    expect(hostAllowed('x.example.net:8443', allowed)).toBe(true);
+    for (const host of ['example.org', 'evilexample.org', 'api.example.com:444', 'api.example.com.evil.example', 'x.example.net']) {
+      expect(hostAllowed(host, allowed)).toBe(false);
+    }
+  });
+});
+
+describe('targetUrl', () => {
+  it('joins the base path and the checked path, with the query', () => {
+    expect(targetUrl(meta('/items', undefined, 'a=1'), credentials).toString()).toBe('https://api.example.com/v2/items?a=1');
+    expect(targetUrl(meta('items?limit=2'), credentials).toString()).toBe('https://api.example.com/v2/items?limit=2');
+  });
+
+  it('drops a caller query parameter named like an injected one', () => {
+    const url = targetUrl(meta('x', undefined, 'api_key=attacker&b=1'), { ...credentials, query: { api_key: 'k' } });
+    expect(url.search).toBe('?b=1&api_key=k');
+  });
+
+  it('takes an override only on the provider or allowed hosts, over https', () => {
+    expect(targetUrl(meta('x', 'https://api.example.com/v3'), credentials).toString()).toBe('https://api.example.com/v3/x');
+    expect(targetUrl(meta('x', 'https://eu.example.com'), credentials).host).toBe('eu.example.com');
+    expect(targetUrl(meta('x', 'https://a.sandbox.example.com'), credentials).host).toBe('a.sandbox.example.com');
+    expect(targetUrl(meta('x', 'https://other.example.com:8443'), credentials).host).toBe('other.example.com:8443');
+    for (const override of ['https://evil.example', 'https://api.example.com.evil.example', 'https://api.example.com:444', 'http://api.example.com', 'https://other.example.com']) {
+      expect(code(() => targetUrl(meta('x', override), credentials))).toBe('upstream_not_allowed');
+    }
+    const { allowed_hosts: _, ...bare } = credentials;
+    expect(code(() => targetUrl(meta('x', 'https://eu.example.com'), bare))).toBe('upstream_not_allowed');
+  });
+});
