@@ -105,7 +105,8 @@ beforeAll(async () => {
   process.env['MONGODB_URI'] = mongo.uri;
   try {
     stack = await startStack({
-      env: { PROVIDERS_FILE: providersFile },
+      // The OAuth server is on loopback: the vault's token calls may reach 127.0.0.1 only.
+      env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
       serviceEnv: { gateway: { MONGODB_URI: mongo.uri.replace(`:${mongoPort}`, `:${relay.port}`), TRUSTED_PROXY_HOPS: '1', AUTH_FAILURES_PER_MINUTE: '30', SETTINGS_ENCRYPTION_KEYS: `v1:${settingsKey.toString('base64')}` } },
     });
   } finally {

@@ -80,6 +80,26 @@ export const syncContracts = {
     }),
     z.object({ recorded: z.boolean() }),
   ),
+  /**
+   * A sync's `onWebhook` ran for a provider webhook: the scheduler announces it as a run of the
+   * sync's `base` variant (`sync.run.completed` / `failed`, once per `run_id`), so changed
+   * records send the `sync` webhook and a failure shows on the connection, as after `exec`.
+   */
+  webhookRunFinished: defineRequest(
+    'sync.webhook_run.finish',
+    z.object({
+      environment_id,
+      run_id: z.string().min(1).max(200),
+      provider_config_key,
+      connection_id,
+      sync_name: syncName,
+      started_at: z.string(),
+      status: z.enum(SYNC_RUN_STATUSES),
+      results: modelCounts,
+      error: z.object({ code: z.string(), message: z.string().max(2000) }).optional(),
+    }),
+    z.object({ published: z.literal(true) }),
+  ),
   /** `POST /sync/trigger`: one run now of each named sync (all when empty) for one or all connections. */
   trigger: defineRequest(
     'sync.trigger',

@@ -1,4 +1,4 @@
-import { actionContracts, functionsContracts, vaultContracts, webhookContracts, type FunctionType, type PayloadOf, type RequestOf } from '@latchkey/contracts';
+import { actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts, type FunctionType, type ModelCounts, type ModelField, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
@@ -134,12 +134,31 @@ export function webhookHandler(deps: FunctionDeps) {
     const type = webhookType(event.payload);
     const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
     for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
+      // Writes go to the records store as in `exec`: the sync's models, its `base` variant.
+      const counts: ModelCounts = {};
+      const startedAt = new Date().toISOString();
+      let failure: { code: string; message: string } | undefined;
       try {
         const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
-        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, grants: ENVIRONMENT_GRANTS });
+        const models = new Map<string, ModelField[]>(fn.description.type === 'sync' ? fn.description.models.map((model) => [model.name, model.fields]) : []);
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, sync: { variant: 'base', models, counts }, grants: ENVIRONMENT_GRANTS });
       } catch (error) {
         const appError = toAppError(error);
+        failure = { code: appError.code, message: appError.message.slice(0, 2000) };
         deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });
+      }
+      // Announced like a run (once per webhook and sync): changed models send the `sync` webhook, a failure shows on the connection.
+      if (failure || Object.keys(counts).length > 0) {
+        await deps.bus.request(syncContracts.webhookRunFinished, {
+          environment_id: event.environment_id,
+          run_id: `webhook-${event.inbound_id}-${sync.name}`,
+          provider_config_key: event.provider_config_key,
+          connection_id: event.connection_id,
+          sync_name: sync.name,
+          started_at: startedAt,
+          results: counts,
+          ...(failure ? { status: 'ERROR' as const, error: failure } : { status: 'SUCCESS' as const }),
+        });
       }
     }
   };

@@ -270,6 +270,26 @@ export function finishRunHandler(deps: SyncsDeps) {
   };
 }
 
+/** A sync's `onWebhook` run, announced like a run of its `base` variant (see the contract). */
+export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus'>) {
+  return async (request: RequestOf<typeof syncContracts.webhookRunFinished>): Promise<ResponseOf<typeof syncContracts.webhookRunFinished>> => {
+    const event: PayloadOf<typeof syncContracts.runCompleted> = {
+      environment_id: request.environment_id,
+      run_id: request.run_id,
+      provider_config_key: request.provider_config_key,
+      connection_id: request.connection_id,
+      sync_name: request.sync_name,
+      variant: 'base',
+      results: request.results,
+      started_at: request.started_at,
+      finished_at: new Date().toISOString(),
+      ...(request.error ? { error: request.error } : {}),
+    };
+    await deps.bus.publish(request.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${request.run_id}` });
+    return { published: true };
+  };
+}
+
 /** A deployment's syncs get a schedule for every connection of the integration; syncs it no longer has lose theirs. */
 export function deployedHandler(deps: SyncsDeps) {
   return async (event: { environment_id: string; provider_config_key: string }) => {
