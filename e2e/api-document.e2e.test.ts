@@ -17,7 +17,8 @@ const api = (method: string, path: string, body?: unknown) => http(`${stack.url}
 beforeAll(async () => {
   upstream = await startUpstreamApi();
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
+    // `refused-api` is on a loopback address the operator did not allow.
+    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${apiKeyProviderYaml('http://127.0.0.9:9', 'refused-api')}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
     // Two vaults: a connection's last_fetched_at must read the same whichever answers.
     replicas: { 'credential-vault': 2 },
   });
@@ -149,5 +150,30 @@ describe('last_fetched_at', () => {
       seen.push(at);
     }
     expect([...seen].sort((a, b) => a - b)).toEqual(seen);
+  });
+});
+
+describe('the first steps of a new user', () => {
+  it("the bootstrap environment's webhook signing key is readable through the operator API, and it is the one a rotation replaces", async () => {
+    const read = await http(`${stack.url}/admin/environments/dev/webhook-signing-key`, { token: stack.adminToken });
+    expect(read.status).toBe(200);
+    expect(read.json.data.signing_key).toMatch(/^whsec_/);
+    expect((await http(`${stack.url}/admin/environments/dev/webhook-signing-key`, { token: stack.bootstrapKey })).status).toBe(401);
+    const rotated = await http(`${stack.url}/admin/environments/dev/webhook-signing-key/rotate`, { method: 'POST', token: stack.adminToken });
+    const after = await http(`${stack.url}/admin/environments/dev/webhook-signing-key`, { token: stack.adminToken });
+    expect(after.json.data.signing_key).toBe(rotated.json.data.signing_key);
+    expect(after.json.data.signing_key).not.toBe(read.json.data.signing_key);
+  });
+
+  it('a refused upstream address names the setting that allows it', async () => {
+    expect((await api('POST', '/integrations', { provider: 'refused-api', unique_key: 'refused' })).status).toBe(201);
+    expect((await api('POST', '/connections', { provider_config_key: 'refused', connection_id: 'r1', credentials: { type: 'API_KEY', apiKey: 'k' } })).status).toBe(201);
+    const refused = await fetch(`${stack.url}/proxy/anything`, {
+      headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'r1', 'provider-config-key': 'refused' },
+    });
+    expect(refused.status).toBe(400);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('upstream_not_allowed');
+    expect(body.error.message).toContain('PROXY_ALLOW_CIDRS');
   });
 });

@@ -20,6 +20,12 @@ import ipaddr from 'ipaddr.js';
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 type Cidr = [Address, number];
 
+/**
+ * What a refusal tells its reader to do about it: an operator decides which private ranges are
+ * reachable (a local test server, an on-premises provider).
+ */
+export const ALLOW_CIDRS_HINT = 'an operator can allow a range with PROXY_ALLOW_CIDRS (for example 127.0.0.1/32 for a test server on this machine)';
+
 export type AddressVerdict = { allowed: true } | { allowed: false; reason: string };
 
 export interface AddressPolicy {

@@ -1,5 +1,5 @@
 import { AppError } from '@latchkey/errors';
-import { OutboundRequestError, type HttpClient } from '@latchkey/net';
+import { ALLOW_CIDRS_HINT, OutboundRequestError, type HttpClient } from '@latchkey/net';
 
 /**
  * One call to a provider's token endpoint (OAuth 2 grants, OAuth 1 temporary and token
@@ -28,7 +28,7 @@ export async function callTokenEndpoint(
     if (error instanceof OutboundRequestError && error.refusal) {
       // The range only: never the URL (its path or query may carry secrets), nor the address a
       // name resolved to (end users reach this answer, and internal DNS is not theirs to map).
-      throw new AppError('upstream_not_allowed', `The provider's endpoint is at an address that is not allowed (${error.refusal.reason})`);
+      throw new AppError('upstream_not_allowed', `The provider's endpoint is at an address that is not allowed (${error.refusal.reason}); ${ALLOW_CIDRS_HINT}`);
     }
     const reason = error instanceof OutboundRequestError ? error.reason : 'network_error';
     throw new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", {

@@ -6,6 +6,7 @@ import { listApiKeys } from './admin/list-api-keys.js';
 import { listEnvironments } from './admin/list-environments.js';
 import { listGivenUp } from './admin/list-given-up.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
+import { getSigningKey } from './admin/get-signing-key.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
 import { saveApiKey, saveBasic, saveTypedCredentials } from './auth/session-credentials.js';
@@ -119,6 +120,7 @@ export const routes: readonly AnyRoute[] = [
   createEnvironment,
   listEnvironments,
   updateEnvironment,
+  getSigningKey,
   rotateSigningKey,
   createApiKey,
   listApiKeys,

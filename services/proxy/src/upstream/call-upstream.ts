@@ -2,7 +2,7 @@ import type { LookupFunction } from 'node:net';
 import { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { AppError } from '@latchkey/errors';
-import { checkUrlHost, UpstreamNotAllowedError, type AddressPolicy } from '@latchkey/net';
+import { ALLOW_CIDRS_HINT, checkUrlHost, UpstreamNotAllowedError, type AddressPolicy } from '@latchkey/net';
 
 export interface UpstreamCall {
   method: string;
@@ -241,7 +241,7 @@ export async function callUpstream(call: UpstreamCall, options: UpstreamOptions)
       response = await send(current, options);
     } catch (error) {
       if (error instanceof UpstreamNotAllowedError) {
-        throw new AppError('upstream_not_allowed', `The upstream address is not allowed: ${error.reason}`);
+        throw new AppError('upstream_not_allowed', `The upstream address is not allowed: ${error.reason}; ${ALLOW_CIDRS_HINT}`);
       }
       throw error;
     }
