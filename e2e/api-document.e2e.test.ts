@@ -63,6 +63,31 @@ describe('error bodies the API document gives per endpoint', () => {
   });
 });
 
+describe('GET /providers', () => {
+  it('answers the key profiles that read the catalog and a connect-session token; other keys get 403', async () => {
+    const key = async (scopes: string[]) =>
+      (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } })).json.data
+        .secret as string;
+    const session = (await api('POST', '/connect/sessions', {})).json.data.token as string;
+    for (const token of [
+      await key(['environment:integrations:list']),
+      await key(['environment:integrations:read']),
+      await key(['environment:connect_sessions:write']),
+      session,
+    ]) {
+      const list = await http(`${stack.url}/providers?search=github`, { token });
+      expect(list.status).toBe(200);
+      expect(list.json.data.map((provider: { name: string }) => provider.name)).toContain('github');
+      expect((await http(`${stack.url}/providers/github`, { token })).status).toBe(200);
+    }
+    const refused = await http(`${stack.url}/providers`, { token: await key(['environment:proxy']) });
+    expect(refused.status).toBe(403);
+    expect(refused.json.error.message).toContain('environment:integrations:list');
+    // A session token opens the catalog, nothing of the environment.
+    expect((await http(`${stack.url}/connections`, { token: session })).status).toBe(401);
+  });
+});
+
 describe('what clients of the peer API send', () => {
   it('ignores unknown query parameters on read routes, and still refuses unknown body keys', async () => {
     const read = await api('GET', '/connections/c1?provider_config_key=api&refresh_github_app_jwt_token=true');

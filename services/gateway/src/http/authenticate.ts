@@ -27,7 +27,7 @@ export function authorize(
   deps: Pick<GatewayDeps, 'authenticateKey' | 'rateLimiter' | 'lastUsed' | 'config'>,
   req: IncomingMessage,
   res: ServerResponse,
-  scope: Scope,
+  scope: Scope | readonly Scope[],
 ): ResolvedKey | Promise<ResolvedKey> {
   const checked = deps.authenticateKey(bearerToken(req), () => clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS)), req.socket);
   if (checked instanceof Promise) return checked.then((check) => admit(deps, res, check, scope));
@@ -38,7 +38,7 @@ function admit(
   deps: Pick<GatewayDeps, 'rateLimiter' | 'lastUsed'>,
   res: ServerResponse,
   check: KeyCheck,
-  scope: Scope,
+  scope: Scope | readonly Scope[],
 ): ResolvedKey | Promise<ResolvedKey> {
   if ('blocked' in check) {
     res.setHeader('Retry-After', check.blocked);
@@ -52,7 +52,7 @@ function admit(
   return enforce(res, key, scope, decision);
 }
 
-function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope, decision: RateLimitDecision): ResolvedKey {
+function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope | readonly Scope[], decision: RateLimitDecision): ResolvedKey {
   res.setHeader('X-RateLimit-Limit', decision.limit);
   res.setHeader('X-RateLimit-Remaining', decision.remaining);
   res.setHeader('X-RateLimit-Reset', decision.resetAt);
@@ -60,7 +60,10 @@ function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope, decision: 
     res.setHeader('Retry-After', decision.retryAfter);
     throw new AppError('too_many_requests', `Rate limit of ${decision.limit} requests per minute reached; retry in ${decision.retryAfter} s`);
   }
-  if (!key.scopes.has(scope)) throw new AppError('forbidden', `This API key lacks the scope ${scope}`, { payload: { scope } });
+  if (typeof scope === 'string' ? !key.scopes.has(scope) : !scope.some((one) => key.scopes.has(one))) {
+    const named = typeof scope === 'string' ? scope : scope.join(' or ');
+    throw new AppError('forbidden', `This API key lacks the scope ${named}`, { payload: { scope: named } });
+  }
   return key;
 }
 
@@ -71,6 +74,13 @@ export function authorizeAdmin(deps: Pick<GatewayDeps, 'config'>, req: IncomingM
 
 /** What the vault issues as a connect-session token: `lk_cs_` and 32 random bytes, base64url. */
 const SESSION_TOKEN = /^lk_cs_[A-Za-z0-9_-]{43}$/;
+
+/** Whether a request carries a connect-session token rather than an API key (by its shape). */
+export function carriesSessionToken(req: Request): boolean {
+  const fromQuery = req.query['connect_session_token'];
+  if (typeof fromQuery === 'string' && fromQuery !== '') return true;
+  return /^Bearer lk_cs_/.test(req.headers.authorization ?? '');
+}
 
 /**
  * Connect-flow routes: the end user's session token, from the `connect_session_token` query

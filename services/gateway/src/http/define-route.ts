@@ -49,7 +49,12 @@ interface Schemas<PS, QS, BS> {
 export type RouteAccess<PS, QS, BS> =
   | { auth: 'api_key'; scope: Scope; handler: (ctx: KeyedContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
   | { auth: 'connect_session'; scope: null; handler: (ctx: SessionContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
-  | { auth: 'admin' | 'public'; scope: null; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
+  | { auth: 'admin' | 'public'; scope: null; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> }
+  /**
+   * Data every environment shares (the provider catalog): an API key with any one of the
+   * scopes, or an end user's connect-session token (the Connect UI reads the catalog).
+   */
+  | { auth: 'api_key_or_session'; scope: readonly Scope[]; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
 
 export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete' | 'all';

@@ -2,7 +2,7 @@ import express, { type Express, type Request, type RequestHandler, type Response
 import { AppError } from '@latchkey/errors';
 import type { ConnectSession } from '@latchkey/contracts';
 import type { ResolvedKey } from '../domain/key-cache.js';
-import { authorize, authorizeAdmin, authorizeSession } from './authenticate.js';
+import { authorize, authorizeAdmin, authorizeSession, carriesSessionToken } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
 import { parsePart, querySchemaFor } from './validate.js';
@@ -61,12 +61,14 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
     if (route.errorShape) res.locals['errorShape'] = route.errorShape;
     try {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;
-      if (route.auth === 'api_key') key = authorize(deps, req, res, route.scope);
+      // A route open to either an API key or an end user's session asks whichever the token is.
+      const bySession = route.auth === 'connect_session' || (route.auth === 'api_key_or_session' && carriesSessionToken(req));
+      if (route.auth === 'api_key' || (route.auth === 'api_key_or_session' && !bySession)) key = authorize(deps, req, res, route.scope);
       else if (route.auth === 'admin') authorizeAdmin(deps, req);
-      if (key instanceof Promise || json || route.auth === 'connect_session') {
+      if (key instanceof Promise || json || bySession) {
         (async () => {
           const resolved = await key;
-          const session = route.auth === 'connect_session' ? await authorizeSession(deps, req, res) : undefined;
+          const session = bySession ? await authorizeSession(deps, req, res) : undefined;
           if (json) await readBody(req, res);
           await respond(req, res, resolved, session);
         })().catch(next);

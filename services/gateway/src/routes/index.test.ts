@@ -5,9 +5,12 @@ import { bareRoutes, routes } from './index.js';
 describe('routes', () => {
   it('each declare who may call them, and API-key routes a scope from the closed list', () => {
     for (const route of routes) {
-      expect(['api_key', 'connect_session', 'admin', 'public']).toContain(route.auth);
+      expect(['api_key', 'api_key_or_session', 'connect_session', 'admin', 'public']).toContain(route.auth);
       if (route.auth === 'api_key') expect(isScope(route.scope)).toBe(true);
-      else expect(route.scope).toBeNull();
+      else if (route.auth === 'api_key_or_session') {
+        expect(route.scope.length).toBeGreaterThan(0);
+        for (const scope of route.scope) expect(isScope(scope)).toBe(true);
+      } else expect(route.scope).toBeNull();
     }
   });
 
