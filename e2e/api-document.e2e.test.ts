@@ -63,6 +63,18 @@ describe('error bodies the API document gives per endpoint', () => {
   });
 });
 
+describe('reads change nothing', () => {
+  it("reading an integration's webhook data does not move its updated_at: the secret was made with it", async () => {
+    const created = await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'read-only' });
+    expect(created.status).toBe(201);
+    const first = await api('GET', '/integrations/read-only?include=webhook');
+    const second = await api('GET', '/integrations/read-only?include=webhook');
+    expect(first.json.data.webhookSecret).toMatch(/^[0-9a-f]{64}$/);
+    expect(second.json.data.webhookSecret).toBe(first.json.data.webhookSecret);
+    expect([first.json.data.updated_at, second.json.data.updated_at]).toEqual([created.json.data.updated_at, created.json.data.updated_at]);
+  });
+});
+
 describe('GET /providers', () => {
   it('answers the key profiles that read the catalog and a connect-session token; other keys get 403', async () => {
     const key = async (scopes: string[]) =>
@@ -157,8 +169,9 @@ describe('logos', () => {
     expect(monogram.status).toBe(200);
     expect(await monogram.text()).toContain('>ZW</text>');
 
-    const integrations = (await api('GET', '/integrations')).json.data as Array<{ logo: string }>;
-    expect(integrations.map((item) => item.logo)).toEqual([`${stack.url}/logos/loopback-api.svg`]);
+    const integrations = (await api('GET', '/integrations')).json.data as Array<{ provider: string; logo: string }>;
+    expect(integrations.length).toBeGreaterThan(0);
+    for (const item of integrations) expect(item.logo).toBe(`${stack.url}/logos/${item.provider}.svg`);
     expect((await fetch(`${stack.url}/logos/..%2Fetc%2Fpasswd.svg`)).status).toBe(404);
   });
 });

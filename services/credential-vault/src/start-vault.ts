@@ -33,6 +33,7 @@ import {
   writeMetadataHandler,
 } from './handlers/connections.js';
 import {
+  backfillWebhookSecrets,
   createIntegrationHandler,
   deleteIntegrationHandler,
   getIntegrationHandler,
@@ -154,5 +155,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     ),
   );
   runtime.onShutdown(() => Promise.all(syncRuns.map((consumer) => consumer.stop())).then(() => undefined));
+  const backfilled = await backfillWebhookSecrets(deps);
+  if (backfilled > 0) logger.info('gave older integrations their webhook secrets', { integrations: backfilled });
   logger.info('catalog loaded', { providers: catalog.size });
 }

@@ -33,6 +33,14 @@ export function createIntegrationRepo(connection: Connection) {
     swapField: (environment: EnvironmentId, id: string, field: 'credentials' | 'webhook_secret', previous: string, next: string) =>
       scoped.updateOne(environment, { _id: id, [field]: previous }, { $set: { [field]: next } }),
     environments: () => model.distinct('environment_id').exec() as Promise<string[]>,
+    /** Integrations stored before each got its webhook secret at creation (the one-time backfill). */
+    withoutWebhookSecret: (environment: EnvironmentId) => scoped.find(environment, { webhook_secret: null }),
+    /**
+     * Gives an integration its webhook secret unless it has one (the first writer wins). Not an
+     * update of the integration: `updated_at` stays.
+     */
+    setWebhookSecretIfMissing: (environment: EnvironmentId, id: string, sealed: string) =>
+      scoped.updateOne(environment, { _id: id, webhook_secret: null }, { $set: { webhook_secret: sealed } }),
   };
 }
 

@@ -69,7 +69,7 @@ export function createIntegrationHandler(deps: VaultDeps) {
       forward_webhooks: request.forward_webhooks ?? true,
       accept_unsigned_webhooks: request.accept_unsigned_webhooks ?? false,
       allowed_hosts: normalHosts(request.allowed_hosts ?? []),
-      webhook_secret: null,
+      webhook_secret: await newWebhookSecret(deps, environmentId(environment_id), id),
       created_at: now,
       updated_at: now,
     });
@@ -98,15 +98,38 @@ export function getIntegrationHandler(deps: VaultDeps) {
   };
 }
 
-/** The integration's webhook secret, made on first request; the same for all its connections. */
-export async function webhookSecretOf(deps: VaultDeps, environment: EnvironmentId, doc: IntegrationDoc): Promise<string> {
+/** A new webhook secret, sealed for its integration. */
+function newWebhookSecret(deps: Pick<VaultDeps, 'cipher'>, environment: EnvironmentId, integrationId: string): Promise<string> {
+  return deps.cipher.encrypt(environment, { integrationId, ...WEBHOOK_SECRET }, randomBytes(32).toString('hex'));
+}
+
+/**
+ * The integration's webhook secret, the same for all its connections. Every integration gets
+ * one when it is created (older ones once, at start: `backfillWebhookSecrets`); a read never
+ * writes, so it never moves `updated_at`.
+ */
+export async function webhookSecretOf(deps: Pick<VaultDeps, 'cipher' | 'integrations'>, environment: EnvironmentId, doc: IntegrationDoc): Promise<string> {
   const place = { integrationId: doc._id, ...WEBHOOK_SECRET };
-  if (doc.webhook_secret) return deps.cipher.decrypt(environment, place, doc.webhook_secret);
-  const secret = randomBytes(32).toString('hex');
-  await deps.integrations.update(environment, doc._id, { webhook_secret: await deps.cipher.encrypt(environment, place, secret) });
-  // Two first requests may race: read back whichever secret was stored last.
-  const stored = await deps.integrations.findByKey(environment, doc.unique_key);
-  return stored?.webhook_secret ? deps.cipher.decrypt(environment, place, stored.webhook_secret) : secret;
+  let sealed = doc.webhook_secret;
+  if (!sealed) {
+    // Only an integration made by an older vault while this one started can lack it.
+    await deps.integrations.setWebhookSecretIfMissing(environment, doc._id, await newWebhookSecret(deps, environment, doc._id));
+    sealed = (await deps.integrations.findByKey(environment, doc.unique_key))?.webhook_secret ?? null;
+    if (!sealed) throw new AppError('unknown_provider_config', `No integration with unique_key "${doc.unique_key}"`);
+  }
+  return deps.cipher.decrypt(environment, place, sealed);
+}
+
+/** Once at start: integrations stored before secrets were made at creation get theirs. */
+export async function backfillWebhookSecrets(deps: Pick<VaultDeps, 'cipher' | 'integrations'>): Promise<number> {
+  let filled = 0;
+  for (const id of await deps.integrations.environments()) {
+    const environment = environmentId(id);
+    for (const doc of await deps.integrations.withoutWebhookSecret(environment)) {
+      if (await deps.integrations.setWebhookSecretIfMissing(environment, doc._id, await newWebhookSecret(deps, environment, doc._id))) filled++;
+    }
+  }
+  return filled;
 }
 
 export function updateIntegrationHandler(deps: VaultDeps) {
