@@ -21,8 +21,10 @@ let client: Bus;
 
 beforeAll(async () => {
   nats = await startNats();
-  server = await createBus({ servers: nats.url, service: 'server', logger, requestTimeoutMs: 500 });
-  client = await createBus({ servers: nats.url, service: 'client', logger, requestTimeoutMs: 500 });
+  // Test subjects belong to no service: both ends log in as the test server's observer.
+  const identity = nats.credentials('observer');
+  server = await createBus({ servers: nats.url, service: 'server', identity, logger, requestTimeoutMs: 500 });
+  client = await createBus({ servers: nats.url, service: 'client', identity, logger, requestTimeoutMs: 500 });
   await ensureStreams(server);
   server.serve(echo, ({ text }) => ({ text, requestId: currentRequestId() ?? '' }));
   server.serve(fails, ({ code }) => {

@@ -11,3 +11,4 @@ export * from './webhooks.js';
 export * from './functions.js';
 export * from './syncs.js';
 export { allContracts } from './registry.js';
+export * from './nats-access.js';
