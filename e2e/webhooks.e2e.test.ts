@@ -93,7 +93,7 @@ describe('provider webhooks in, customer webhooks out', () => {
   });
 
   it('find connections in batches, and one at a time as routers of earlier versions ask, with the same answers', async () => {
-    const bus = await createBus({ servers: stack.nats.url, service: 'webhooks-test', logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
+    const bus = await createBus({ servers: stack.nats.url, service: 'webhooks-test', identity: stack.nats.credentials('webhook-router'), logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
     try {
       const environment_id = (await bus.request(gatewayContracts.getEnvironment, { public_id: env.publicId })).id;
       const lookups: RequestOf<typeof vaultWebhookContracts.matchConnections>['lookups'] = [

@@ -32,7 +32,7 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
   const timer = setInterval(() => void flush(), flushMs);
   timer.unref();
   return {
-    record(entry: Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'>): void {
+    record(entry: Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'> & Pick<Partial<CredentialReadDoc>, 'caller'>): void {
       const group = groupOf(entry);
       const now = new Date();
       const existing = groups.get(group);
@@ -51,8 +51,8 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
   };
 }
 
-function groupOf(entry: Pick<CredentialReadDoc, 'connection' | 'key_id' | 'purpose'>): string {
-  return `${entry.connection}|${entry.key_id}|${entry.purpose}`;
+function groupOf(entry: Pick<CredentialReadDoc, 'connection' | 'key_id' | 'purpose' | 'caller'>): string {
+  return `${entry.connection}|${entry.key_id}|${entry.purpose}|${entry.caller ?? ''}`;
 }
 
 export type ReadAudit = ReturnType<typeof createReadAudit>;
