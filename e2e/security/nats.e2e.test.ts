@@ -139,9 +139,13 @@ describe('NATS identities', () => {
       code: ErrorCode.PermissionsViolation,
     });
 
+    // A customer's own read through the gateway (full-access key): attributed to the gateway.
+    const fetched = await http(`${stack.url}/connections/conn-1?provider_config_key=canary-api`, { token: stack.bootstrapKey });
+    expect(fetched.status).toBe(200);
+
     let reads: Awaited<ReturnType<typeof auditedReads>> = [];
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && !reads.some((read) => read.key_id === 'key-claimed-by-the-payload')) {
+    while (Date.now() < deadline && !(reads.some((read) => read.key_id === 'key-claimed-by-the-payload') && reads.some((read) => read.purpose === 'fetch'))) {
       await new Promise((resolve) => setTimeout(resolve, 300));
       reads = await auditedReads();
     }
@@ -150,6 +154,7 @@ describe('NATS identities', () => {
     ]);
     // Every proxy read of the stack is attributed to the proxy; the router's forged read never happened.
     expect(reads.filter((read) => read.purpose === 'proxy').every((read) => read.caller === 'proxy')).toBe(true);
+    expect(reads.filter((read) => read.purpose === 'fetch').map((read) => read.caller)).toEqual(['gateway']);
     expect(reads.some((read) => read.key_id.startsWith('key-claimed-by-the-router') || read.key_id.startsWith('forged-by-'))).toBe(false);
   });
 

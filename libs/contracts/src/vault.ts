@@ -204,6 +204,8 @@ export const vaultContracts = {
       end_user: endUserSchema.optional(),
     }),
     connection,
+    // May answer with plaintext credentials: the vault audits the caller NATS authenticated.
+    { perCaller: true },
   ),
   listConnections: defineRequest(
     'vault.connections.list',
@@ -232,6 +234,7 @@ export const vaultContracts = {
       refresh_vendor_app_jwt_token: z.boolean(),
     }),
     connection,
+    { perCaller: true },
   ),
   /** Names a connection for other services (records, runs): no credentials, no refresh, no stamp. */
   resolveConnection: defineRequest(
