@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import mongoose from 'mongoose';
 import { connect, ErrorCode, type NatsConnection } from 'nats';
-import { gatewayContracts, inboxPrefixOf, proxyContracts, type ServiceName } from '@latchkey/contracts';
+import { gatewayContracts, inboxPrefixOf, proxyContracts, vaultContracts, type ServiceName } from '@latchkey/contracts';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type NatsSnoop, type Stack } from '../support/stack.js';
@@ -160,13 +160,15 @@ describe('NATS identities', () => {
 
   it('case 5: no attacker identity ever received the canary credential, and NATS carried it only where the design allows', async () => {
     expect(attackerSaw.join('\n')).not.toContain(CANARY);
-    // Allowed: the customer's own import (the request and its answer) and the vault's replies to the proxy.
-    const importReplies = new Set(snoop.messages.filter((message) => message.subject === 'vault.connections.create').map((message) => message.reply));
+    // Allowed: the customer's own import and fetch through the gateway (requests and answers),
+    // and the vault's replies to the proxy.
+    const customerSubjects = new Set([`${vaultContracts.createConnection.subject}.gateway`, `${vaultContracts.getConnection.subject}.gateway`]);
+    const customerReplies = new Set(snoop.messages.filter((message) => customerSubjects.has(message.subject)).map((message) => message.reply));
     const elsewhere = snoop.messages.filter(
       (message) =>
         (message.data.includes(CANARY) || message.headers.includes(CANARY)) &&
-        message.subject !== 'vault.connections.create' &&
-        !importReplies.has(message.subject) &&
+        !customerSubjects.has(message.subject) &&
+        !customerReplies.has(message.subject) &&
         !message.subject.startsWith(`${inboxPrefixOf('proxy')}.`),
     );
     expect(elsewhere.map((message) => message.subject)).toEqual([]);
