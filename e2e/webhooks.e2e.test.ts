@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import mongoose from 'mongoose';
-import { AckPolicy, connect, DeliverPolicy, StringCodec } from 'nats';
+import { AckPolicy, DeliverPolicy, StringCodec } from 'nats';
 import { createBus } from '@latchkey/bus';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { gatewayContracts, vaultWebhookContracts, type RequestOf } from '@latchkey/contracts';
@@ -247,7 +247,7 @@ describe('a secondary webhook URL', () => {
 describe('lifecycle events', () => {
   /** Every event of one kind on the EVENTS stream so far. */
   async function eventsOf(name: string): Promise<any[]> {
-    const nc = await connect({ servers: stack.nats.url });
+    const nc = await stack.connectNats();
     try {
       const jsm = await nc.jetstreamManager();
       const info = await jsm.consumers.add('EVENTS', { filter_subject: `events.${name}`, ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });

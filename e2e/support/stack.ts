@@ -2,8 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect } from 'nats';
-import { inboxPrefixOf, SERVICE_NAMES, type ServiceName } from '@latchkey/contracts';
+import { connect, type NatsConnection } from 'nats';
+import { inboxPrefixOf, SERVICE_NAMES, type NatsIdentityName, type ServiceName } from '@latchkey/contracts';
 import { freePort, repoRoot, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 
 export interface StackProcess {
@@ -34,6 +34,11 @@ export interface Stack {
    * for canaries. Call `stop()` before `dispose()`.
    */
   snoop(): Promise<NatsSnoop>;
+  /**
+   * A raw NATS connection as `identity` (the test-only `observer` by default, which may use
+   * every subject), with that identity's own inboxes; the caller closes it.
+   */
+  connectNats(identity?: NatsIdentityName): Promise<NatsConnection>;
   /** Stops a (non-gateway) service and starts it again with `env` added, then waits until it is ready. */
   restart(service: Exclude<ServiceName, 'gateway'>, env?: Record<string, string>): Promise<void>;
   dispose(): Promise<void>;
@@ -179,9 +184,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await dispose();
     throw error;
   }
+  const connectNats = async (identity: NatsIdentityName = 'observer') => {
+    const { user, password } = nats.credentials(identity);
+    return connect({ servers: nats.url, user, pass: password, inboxPrefix: inboxPrefixOf(user) });
+  };
   const snoop = async (): Promise<NatsSnoop> => {
-    const { user, password } = nats.credentials('observer');
-    const nc = await connect({ servers: nats.url, user, pass: password, inboxPrefix: inboxPrefixOf(user), name: 'e2e-snoop' });
+    const nc = await connectNats();
     const messages: SnoopedMessage[] = [];
     const decoder = new TextDecoder();
     nc.subscribe('>', {
@@ -200,7 +208,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       },
     };
   };
-  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, snoop, restart, dispose };
+  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, snoop, connectNats, restart, dispose };
 }
 
 /** A small JSON client for the tests. */
