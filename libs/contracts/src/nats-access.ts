@@ -14,6 +14,17 @@ import { vaultWebhookContracts, webhookContracts } from './webhooks.js';
  * which services may call (or consume) it; the NATS server's authorization config is generated
  * from this table alone (`natsPermissions`, `renderNatsAuthorization`), so a subject missing
  * here is a subject nobody may use, and the contracts test fails until it is added.
+ *
+ * Deliberately broader than one contract, and why:
+ * - replies: a service may answer any request NATS delivered to it (`allow_responses`, many
+ *   messages for 15 minutes: proxied calls send keepalives and answer late), only to that
+ *   request's reply subject;
+ * - pull streams: a service may ask for the chunks of any other identity's streams
+ *   (`_INBOX.<owner>.s.*`); their names are random and only travel inside messages;
+ * - JetStream: every service may look up, create and update (never delete or purge) EVENTS and
+ *   JOBS, as whichever starts first creates them, and ask `$JS.API.INFO`; consumers, acks and KV
+ *   buckets are per service and per durable, each durable pinned to its subject;
+ * - the system account: services live in the default account and no permission names `$SYS`.
  */
 type Service = ServiceName;
 
