@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
+import { natsPasswordVariable, renderNatsAuthorization } from '@latchkey/contracts';
 
 /**
  * The deployment files must give every service the settings its config.ts reads, with required
@@ -19,7 +20,7 @@ interface ComposeService {
 }
 
 interface HelmValues {
-  services: Record<string, { replicas?: unknown; port?: unknown }>;
+  services: Record<string, { replicas?: unknown; port?: unknown; secretEnv?: Array<{ name: string; key?: string }> }>;
 }
 
 function readYaml<T>(relativePath: string): T {
@@ -31,7 +32,7 @@ const compose = readYaml<{ services: Record<string, ComposeService> }>('../docke
 const helmValues = readYaml<HelmValues>('./helm/latchkey/values.yaml');
 
 const SERVICES = ['gateway', 'credential-vault', 'proxy', 'sync-scheduler', 'action-runner', 'webhook-router'];
-const COMMON = ['NATS_URL', 'MONGODB_URI', 'MONGODB_DB', 'LOG_LEVEL', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS'];
+const COMMON = ['NATS_URL', 'NATS_PASSWORD', 'MONGODB_URI', 'MONGODB_DB', 'LOG_LEVEL', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS'];
 const HEALTH_PORTS: Record<string, string> = {
   'credential-vault': '3010',
   proxy: '3011',
@@ -94,6 +95,21 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  it.each(SERVICES)('logs %s in to NATS with its own password, which NATS alone also gets', (name) => {
+    const variable = natsPasswordVariable(name);
+    expect(environment(name)['NATS_PASSWORD']).toMatch(new RegExp(`^\\$\\{${variable}:\\?[^}]+\\}$`));
+    for (const other of SERVICES.filter((candidate) => candidate !== name)) {
+      expect(Object.values(environment(other)).join('\n')).not.toContain(variable);
+    }
+    expect(environment('nats')[variable]).toMatch(new RegExp(`^\\$\\{${variable}:\\?[^}]+\\}$`));
+  });
+
+  it('runs NATS with the authorization generated from the contracts, and gives it no other secret', () => {
+    expect(Object.keys(environment('nats')).sort()).toEqual(SERVICES.map(natsPasswordVariable).sort());
+    expect((service('nats') as { volumes?: string[] }).volumes).toContain('./deploy/nats/auth.conf:/etc/nats/auth.conf:ro');
+    expect(readFileSync(new URL('./nats/nats.conf', import.meta.url), 'utf8')).toMatch(/^include "auth\.conf"$/m);
+  });
+
   it('publishes the gateway on 3003 and nothing else', () => {
     expect(service('gateway').ports).toEqual(['3003:3003']);
     for (const name of ['mongo', 'nats', ...SERVICES.filter((other) => other !== 'gateway')]) {
@@ -110,7 +126,19 @@ describe('docker-compose.yml', () => {
   });
 });
 
+describe('NATS authorization', () => {
+  // Generated files: a contract added without regenerating them (npm run nats-auth) fails here.
+  it.each(['./nats/auth.conf', './helm/latchkey/files/nats-auth.conf'])('%s is what the contracts generate', (file) => {
+    expect(readFileSync(new URL(file, import.meta.url), 'utf8')).toBe(renderNatsAuthorization());
+  });
+});
+
 describe('helm values.yaml', () => {
+  it.each(SERVICES)('gives %s its own NATS password and no other', (name) => {
+    const entries = (helmValues.services[name]?.secretEnv ?? []).filter((entry) => entry.name === 'NATS_PASSWORD' || entry.key?.startsWith('LATCHKEY_NATS_PASSWORD_'));
+    expect(entries).toEqual([{ name: 'NATS_PASSWORD', key: natsPasswordVariable(name) }]);
+  });
+
   it('lists the six services, each with a replica count and its port', () => {
     expect(Object.keys(helmValues.services).sort()).toEqual([...SERVICES].sort());
     for (const name of SERVICES) {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { connect, type NatsConnection } from 'nats';
+import type { NatsConnection } from 'nats';
 import { Latchkey } from '@latchkey/client';
 import { freePort, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
@@ -27,7 +27,7 @@ beforeAll(async () => {
   await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } });
   const rotated = await http(`${stack.url}/admin/environments/dev/webhook-signing-key/rotate`, { method: 'POST', token: stack.adminToken });
   signingKey = rotated.json.data.signing_key as string;
-  nc = await connect({ servers: stack.nats.url });
+  nc = await stack.connectNats();
   await seedApiKeyConnection(stack, 'api', 'conn-1', 'k');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);

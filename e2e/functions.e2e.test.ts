@@ -3,7 +3,6 @@ import { bundleFunction, describeBundle } from '@latchkey/cli';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { join } from 'node:path';
-import { connect } from 'nats';
 import { deployWithCli, eventually, FUNCTIONS_DIR, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
@@ -322,7 +321,8 @@ describe('lifecycle functions', () => {
 describe('webhook functions', () => {
   it('hands a routed provider webhook to the onWebhook of each sync subscribed to its type', async () => {
     const environment = (await http(`${stack.url}/admin/environments`, { token: stack.adminToken })).json.data.find((item: { name: string }) => item.name === 'dev');
-    const nc = await connect({ servers: stack.nats.url });
+    // As the webhook router, under its own NATS identity.
+    const nc = await stack.connectNats('webhook-router');
     try {
       // As the webhook router announces a verified and routed provider webhook.
       const announce = (connectionId: string | null, payload: unknown) =>

@@ -56,7 +56,7 @@ beforeAll(async () => {
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   await client.createIntegration({ provider: 'loopback-api', unique_key: 'tickets' });
   await client.createConnection({ provider_config_key: 'tickets', connection_id: 'acme', credentials: { type: 'API_KEY', apiKey: 'k' } });
-  bus = await createBus({ servers: stack.nats.url, service: 'records-test', logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
+  bus = await createBus({ servers: stack.nats.url, service: 'records-test', identity: stack.nats.credentials('action-runner'), logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
   const environments = await http(`${stack.url}/admin/environments`, { token: stack.adminToken });
   const dev = (environments.json.data as Array<{ name: string; public_id: string }>).find((environment) => environment.name === 'dev')!;
   environmentId = (await bus.request(gatewayContracts.getEnvironment, { public_id: dev.public_id })).id;

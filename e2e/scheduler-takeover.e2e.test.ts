@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { connect, type NatsConnection } from 'nats';
+import type { NatsConnection } from 'nats';
 import { Latchkey, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
 import { deployWithCli, eventually } from './support/functions.js';
@@ -65,7 +65,7 @@ beforeAll(async () => {
     serviceEnv: { 'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000' } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  nc = await connect({ servers: stack.nats.url });
+  nc = await stack.connectNats();
   await seedApiKeyConnection(stack, 'clock', 'conn-1', 'clock-key');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import mongoose from 'mongoose';
-import { AckPolicy, connect, DeliverPolicy, StringCodec } from 'nats';
+import { AckPolicy, DeliverPolicy, StringCodec } from 'nats';
 import { createBus } from '@latchkey/bus';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { gatewayContracts, vaultWebhookContracts, type RequestOf } from '@latchkey/contracts';
@@ -93,7 +93,7 @@ describe('provider webhooks in, customer webhooks out', () => {
   });
 
   it('find connections in batches, and one at a time as routers of earlier versions ask, with the same answers', async () => {
-    const bus = await createBus({ servers: stack.nats.url, service: 'webhooks-test', logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
+    const bus = await createBus({ servers: stack.nats.url, service: 'webhooks-test', identity: stack.nats.credentials('webhook-router'), logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
     try {
       const environment_id = (await bus.request(gatewayContracts.getEnvironment, { public_id: env.publicId })).id;
       const lookups: RequestOf<typeof vaultWebhookContracts.matchConnections>['lookups'] = [
@@ -247,7 +247,7 @@ describe('a secondary webhook URL', () => {
 describe('lifecycle events', () => {
   /** Every event of one kind on the EVENTS stream so far. */
   async function eventsOf(name: string): Promise<any[]> {
-    const nc = await connect({ servers: stack.nats.url });
+    const nc = await stack.connectNats();
     try {
       const jsm = await nc.jetstreamManager();
       const info = await jsm.consumers.add('EVENTS', { filter_subject: `events.${name}`, ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });

@@ -2,6 +2,8 @@
 # Starts Latchkey natively: NATS (unless NATS_URL is given), FerretDB (unless MONGODB_URI is
 # given) and the six services, with data, logs and pids under .data/. Secrets that the caller
 # does not set are generated once into .data/secrets.env; the caller's environment always wins.
+# Each process gets only its own secrets (deploy/local/secrets.sh says which), and each service
+# logs in to NATS as its own user, allowed only its contracts' subjects (deploy/nats/auth.conf).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -19,31 +21,19 @@ if [ -n "$(ls "$data"/run/*.pid 2>/dev/null)" ]; then
   rm -f "$data"/run/*.pid
 fi
 
+# shellcheck source=secrets.sh
+source deploy/local/secrets.sh
 secrets=$data/secrets.env
-if [ ! -f "$secrets" ]; then
-  umask 077
-  {
-    echo "ADMIN_TOKEN=$(head -c 32 /dev/urandom | base64 | tr -d '=+/' | head -c 43)"
-    echo "API_KEY_DIGEST_SECRET=$(head -c 32 /dev/urandom | base64)"
-    echo "ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
-    echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)"
-    echo "BOOTSTRAP_SECRET_KEY=lk_sk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
-  } > "$secrets"
-  echo "Generated local secrets in .data/secrets.env"
-fi
-# Added after the first release: a secrets file from an earlier run gets it appended once.
-if ! grep -q '^SETTINGS_ENCRYPTION_KEYS=' "$secrets"; then
-  echo "SETTINGS_ENCRYPTION_KEYS=v1:$(head -c 32 /dev/urandom | base64)" >> "$secrets"
-fi
-# Values from the file only fill in what the caller left unset.
-while IFS='=' read -r name value; do
-  [ -n "$name" ] && [ -z "${!name:-}" ] && export "$name=$value"
-done < "$secrets"
+[ -f "$secrets" ] || echo "Generating local secrets in .data/secrets.env"
+generate_secrets "$secrets"
+# Values from the file only fill in what the caller left unset; nothing is exported.
+load_secrets "$secrets"
 
-start() { # name, command...
-  local name=$1
-  shift
-  nohup "$@" > "$data/logs/$name.log" 2>&1 &
+start() { # name, whose secrets (a service, nats or none), command...
+  local name=$1 who=$2 env_args=()
+  shift 2
+  mapfile -t env_args < <(service_env "$who")
+  nohup env "${env_args[@]}" "$@" > "$data/logs/$name.log" 2>&1 &
   echo $! > "$data/run/$name.pid"
 }
 
@@ -59,14 +49,16 @@ wait_for_port() { # port, what
 if [ -z "${NATS_URL:-}" ]; then
   nats_port=${LOCAL_NATS_PORT:-4322}
   command -v nats-server > /dev/null || { echo "nats-server not found: apt-get install nats-server, or set NATS_URL" >&2; exit 1; }
-  start nats nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$data/nats"
+  # The authorization generated from the contracts; include paths are relative to this file.
+  echo 'include "../deploy/nats/auth.conf"' > "$data/nats.conf"
+  start nats nats nats-server -c "$data/nats.conf" -a 127.0.0.1 -p "$nats_port" -js -sd "$data/nats"
   wait_for_port "$nats_port" "NATS"
   export NATS_URL=nats://127.0.0.1:$nats_port
 fi
 
 if [ -z "${MONGODB_URI:-}" ]; then
   mongo_port=${LOCAL_MONGODB_PORT:-27018}
-  start ferretdb "$data/bin/ferretdb" -listen "127.0.0.1:$mongo_port" -sqlite "$data/ferretdb"
+  start ferretdb none "$data/bin/ferretdb" -listen "127.0.0.1:$mongo_port" -sqlite "$data/ferretdb"
   wait_for_port "$mongo_port" "FerretDB"
   export MONGODB_URI="mongodb://127.0.0.1:$mongo_port/?directConnection=true"
 fi
@@ -92,27 +84,35 @@ else
   echo "action-runner: no OS memory cap here (no systemd user scope); isolate limits and a ${runner_heap_mb} MiB host heap apply"
 fi
 
+# The gateway's address, which the vault also names (providers' logo URLs).
+export PUBLIC_URL=${PUBLIC_URL:-http://localhost:${PORT:-3003}}
+
 for service in credential-vault proxy sync-scheduler action-runner webhook-router gateway; do
   # --no-node-snapshot: isolated-vm (the action-runner's sandbox) requires it on Node 20.
   if [ "$service" = action-runner ]; then
-    start "$service" "${runner_cap[@]}" node --no-node-snapshot "--max-old-space-size=$runner_heap_mb" "services/$service/dist/main.js"
+    start "$service" "$service" "${runner_cap[@]}" node --no-node-snapshot "--max-old-space-size=$runner_heap_mb" "services/$service/dist/main.js"
   else
-    start "$service" node --no-node-snapshot "services/$service/dist/main.js"
+    start "$service" "$service" node --no-node-snapshot "services/$service/dist/main.js"
   fi
 done
 
 port=${PORT:-3003}
 for _ in $(seq 1 300); do
   if curl -fsS "http://127.0.0.1:$port/ready" > /dev/null 2>&1; then
+    # The key webhooks to the customer are signed with, for verifyIncomingWebhookRequest.
+    signing_key=$(curl -fsS -H "Authorization: Bearer ${SECRETS[ADMIN_TOKEN]}" \
+      "http://127.0.0.1:$port/admin/environments/${BOOTSTRAP_ENVIRONMENT:-dev}/webhook-signing-key" 2>/dev/null |
+      sed -n 's/.*"signing_key":"\([^"]*\)".*/\1/p')
     cat <<MSG
 
 Latchkey is up.
-  Gateway:  ${PUBLIC_URL:-http://localhost:$port}
-  API key:  $BOOTSTRAP_SECRET_KEY   (environment ${BOOTSTRAP_ENVIRONMENT:-dev}, full access)
+  Gateway:  $PUBLIC_URL
+  API key:  ${SECRETS[BOOTSTRAP_SECRET_KEY]}   (environment ${BOOTSTRAP_ENVIRONMENT:-dev}, full access)
+  Webhook signing key: ${signing_key:-(GET /admin/environments/${BOOTSTRAP_ENVIRONMENT:-dev}/webhook-signing-key)}
   Admin:    Authorization: Bearer \$ADMIN_TOKEN (in .data/secrets.env)
   Logs:     .data/logs/        Stop: make down
 
-Try: curl -H "Authorization: Bearer $BOOTSTRAP_SECRET_KEY" ${PUBLIC_URL:-http://localhost:$port}/environment-variables
+Try: curl -H "Authorization: Bearer ${SECRETS[BOOTSTRAP_SECRET_KEY]}" $PUBLIC_URL/environment-variables
 MSG
     exit 0
   fi

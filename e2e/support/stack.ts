@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICE_NAMES, type ServiceName } from '@latchkey/contracts';
+import { connect, type NatsConnection } from 'nats';
+import { inboxPrefixOf, SERVICE_NAMES, type NatsIdentityName, type ServiceName } from '@latchkey/contracts';
 import { freePort, repoRoot, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 
 export interface StackProcess {
@@ -27,9 +28,34 @@ export interface Stack {
   url: string;
   /** The database a service of this stack uses. */
   dbName(service: ServiceName): string;
+  /**
+   * Records every message on this stack's NATS from now on (as the test-only `observer`, which
+   * may subscribe to everything): subject, reply subject, headers and body as text, to search
+   * for canaries. Call `stop()` before `dispose()`.
+   */
+  snoop(): Promise<NatsSnoop>;
+  /**
+   * A raw NATS connection as `identity` (the test-only `observer` by default, which may use
+   * every subject), with that identity's own inboxes; the caller closes it.
+   */
+  connectNats(identity?: NatsIdentityName): Promise<NatsConnection>;
   /** Stops a (non-gateway) service and starts it again with `env` added, then waits until it is ready. */
   restart(service: Exclude<ServiceName, 'gateway'>, env?: Record<string, string>): Promise<void>;
   dispose(): Promise<void>;
+}
+
+export interface SnoopedMessage {
+  subject: string;
+  reply: string | undefined;
+  headers: string;
+  data: string;
+}
+
+export interface NatsSnoop {
+  readonly messages: readonly SnoopedMessage[];
+  /** Everything seen so far as one string (subjects, headers, bodies), for `not.toContain(canary)`. */
+  text(): string;
+  stop(): Promise<void>;
 }
 
 export interface StackOptions {
@@ -116,7 +142,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
     for (let replica = 0; replica < (options.replicas?.[service] ?? 1); replica++) {
       const port = await freePort();
-      const env: Record<string, string> = { ...common, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
+      // Each service gets only its own secrets: its NATS password, and the vault its keys.
+      const env: Record<string, string> = { ...common, NATS_PASSWORD: nats.credentials(service).password, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
       if (service === 'credential-vault') Object.assign(env, { ENCRYPTION_KEYS: encryptionKeys, PUBLIC_URL: publicUrl });
       services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`, options.onOutput));
     }
@@ -128,6 +155,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         'gateway',
         {
           ...common,
+          NATS_PASSWORD: nats.credentials('gateway').password,
           MONGODB_DB: dbOf('gateway'),
           PORT: String(port),
           PUBLIC_URL: `http://127.0.0.1:${port}`,
@@ -171,7 +199,31 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     await dispose();
     throw error;
   }
-  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, restart, dispose };
+  const connectNats = async (identity: NatsIdentityName = 'observer') => {
+    const { user, password } = nats.credentials(identity);
+    return connect({ servers: nats.url, user, pass: password, inboxPrefix: inboxPrefixOf(user) });
+  };
+  const snoop = async (): Promise<NatsSnoop> => {
+    const nc = await connectNats();
+    const messages: SnoopedMessage[] = [];
+    const decoder = new TextDecoder();
+    nc.subscribe('>', {
+      callback: (_error, msg) => {
+        const headers = msg.headers ? [...msg.headers].map(([name, values]) => `${name}: ${values.join(', ')}`).join('\n') : '';
+        messages.push({ subject: msg.subject, reply: msg.reply, headers, data: decoder.decode(msg.data) });
+      },
+    });
+    await nc.flush();
+    return {
+      messages,
+      text: () => messages.map((message) => `${message.subject} ${message.reply ?? ''}\n${message.headers}\n${message.data}`).join('\n'),
+      stop: async () => {
+        await nc.flush();
+        await nc.close();
+      },
+    };
+  };
+  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, snoop, connectNats, restart, dispose };
 }
 
 /** A small JSON client for the tests. */

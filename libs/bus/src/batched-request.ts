@@ -1,6 +1,6 @@
 import { createInbox, ErrorCode, NatsError, type Msg, type NatsConnection } from 'nats';
 import type { BatchedPublisher } from './batched-publish.js';
-import { outgoingHeaders } from './wire.js';
+import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
 
 /**
  * Request/reply whose requests leave through a `batchedPublisher`: the requests a process makes
@@ -10,7 +10,7 @@ import { outgoingHeaders } from './wire.js';
  * nobody listens, `Timeout` at the deadline.
  */
 export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher) {
-  const prefix = createInbox();
+  const prefix = createInbox(inboxPrefixOfConnection(nc));
   const pending = new Map<string, { resolve(msg: Msg): void; reject(error: unknown): void; timer: NodeJS.Timeout }>();
   nc.subscribe(`${prefix}.*`, {
     callback: (error, msg) => {

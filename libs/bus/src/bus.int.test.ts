@@ -23,8 +23,10 @@ let client: Bus;
 
 beforeAll(async () => {
   nats = await startNats();
-  server = await createBus({ servers: nats.url, service: 'server', logger, requestTimeoutMs: 500 });
-  client = await createBus({ servers: nats.url, service: 'client', logger, requestTimeoutMs: 500 });
+  // Test subjects belong to no service: both ends log in as the test server's observer.
+  const identity = nats.credentials('observer');
+  server = await createBus({ servers: nats.url, service: 'server', identity, logger, requestTimeoutMs: 500 });
+  client = await createBus({ servers: nats.url, service: 'client', identity, logger, requestTimeoutMs: 500 });
   await ensureStreams(server);
   server.serve(echo, ({ text }) => ({ text, requestId: currentRequestId() ?? '' }));
   server.serve(fails, ({ code }) => {
@@ -232,7 +234,7 @@ describe('batch consumers', () => {
 
 describe('replies larger than a NATS message', () => {
   it('arrive whole (as a pull stream) and quickly; past maxReplyBytes they are payload_too_large at once', async () => {
-    const bounded = await createBus({ servers: nats.url, service: 'bounded', logger, requestTimeoutMs: 2_000, maxReplyBytes: 2 * 1024 * 1024 });
+    const bounded = await createBus({ servers: nats.url, service: 'bounded', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2_000, maxReplyBytes: 2 * 1024 * 1024 });
     try {
       bounded.serve(large, ({ bytes }) => ({ text: 'x'.repeat(bytes) }));
       await bounded.nc.flush();

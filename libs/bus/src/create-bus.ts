@@ -10,14 +10,15 @@ import {
   type NatsConnection,
   type Subscription,
 } from 'nats';
-import type {
-  BroadcastContract,
-  EventContract,
-  JobContract,
-  PayloadOf,
-  RequestContract,
-  RequestOf,
-  ResponseOf,
+import {
+  inboxPrefixOf,
+  type BroadcastContract,
+  type EventContract,
+  type JobContract,
+  type PayloadOf,
+  type RequestContract,
+  type RequestOf,
+  type ResponseOf,
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
@@ -32,6 +33,12 @@ export interface BusOptions {
   servers: string;
   /** The service name: the connection name and the default queue group. */
   service: string;
+  /**
+   * The NATS identity to connect as: a service's own user (its name) and password. NATS allows
+   * it only the subjects its contracts name (`natsPermissions` in @latchkey/contracts), and its
+   * inboxes live under its own prefix, which no other identity may subscribe to.
+   */
+  identity: NatsIdentity;
   logger: Logger;
   /** The deadline of a request and of JetStream API calls. */
   requestTimeoutMs: number;
@@ -46,6 +53,11 @@ export interface BusOptions {
 /** Room left in a message for the reply's headers (the request id) and the protocol line. */
 const REPLY_HEADROOM_BYTES = 4 * 1024;
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
+
+export interface NatsIdentity {
+  user: string;
+  password: string;
+}
 
 export interface RequestOptions {
   timeoutMs?: number;
@@ -96,6 +108,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const connectionOptions: ConnectionOptions = {
     servers: options.servers.split(',').map((server) => server.trim()),
     name: `${service}-${randomUUID().slice(0, 8)}`,
+    user: options.identity.user,
+    pass: options.identity.password,
+    inboxPrefix: inboxPrefixOf(options.identity.user),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     waitOnFirstConnect: true,
@@ -130,7 +145,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
     let msg: Msg;
     try {
-      msg = await send(contract.subject, encodeJson(body), requestOptions.timeoutMs ?? requestTimeoutMs);
+      msg = await send(contract.perCaller ? `${contract.subject}.${options.identity.user}` : contract.subject, encodeJson(body), requestOptions.timeoutMs ?? requestTimeoutMs);
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -156,7 +171,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
     serveOptions: ServeOptions = {},
   ): Subscription {
-    const subscription = nc.subscribe(contract.subject, {
+    const subscription = nc.subscribe(contract.perCaller ? `${contract.subject}.*` : contract.subject, {
       queue: serveOptions.queue ?? service,
       callback: (error, msg) => {
         if (error) {
@@ -281,6 +296,17 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
+}
+
+/**
+ * Who sent a request of a `perCaller` contract: the last token of the subject, which NATS lets
+ * only that identity publish. Never take a caller from the payload.
+ */
+export function callerOf(contract: RequestContract, msg: Pick<Msg, 'subject'>): string {
+  if (!contract.perCaller || !msg.subject.startsWith(`${contract.subject}.`)) {
+    throw new AppError('internal_error', `${contract.subject} does not name its caller`);
+  }
+  return msg.subject.slice(contract.subject.length + 1);
 }
 
 /** A deadline passed, nobody answered, or NATS is away: the caller may retry later. */

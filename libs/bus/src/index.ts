@@ -1,4 +1,4 @@
-export { createBus, unavailable, type Bus, type BusOptions, type PublishOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
+export { callerOf, createBus, unavailable, type Bus, type BusOptions, type NatsIdentity, type PublishOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
 export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
 export { ensureStreams } from './streams.js';

@@ -1,4 +1,5 @@
 import { createInbox, type MsgHdrs, type NatsConnection } from 'nats';
+import { inboxPrefixOfConnection } from './wire.js';
 import { batchedPublisher } from './batched-publish.js';
 
 export interface JetStreamPublisher {
@@ -25,7 +26,7 @@ const decoder = new TextDecoder();
  */
 export function jetStreamPublisher(nc: NatsConnection, timeoutMs: number): JetStreamPublisher {
   const sender = batchedPublisher(nc);
-  const inbox = createInbox();
+  const inbox = createInbox(inboxPrefixOfConnection(nc));
   const pending = new Map<string, { resolve: () => void; reject: (error: Error) => void; deadline: number }>();
   let next = 0;
   let sweep: NodeJS.Timeout | undefined;

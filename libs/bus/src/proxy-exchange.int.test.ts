@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createInbox, type NatsConnection } from 'nats';
-import { PROXY_SUBJECT, type ProxyRequestMeta } from '@latchkey/contracts';
+import { inboxPrefixOf, PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
@@ -26,10 +26,16 @@ const meta = (path: string): ProxyRequestMeta => ({
   body: 'inline',
 });
 
+const login = (service: ServiceName | 'observer') => {
+  const { user, password } = nats.credentials(service);
+  return { user, pass: password, inboxPrefix: inboxPrefixOf(user) };
+};
+
 beforeAll(async () => {
   nats = await startNats();
-  caller = await connect({ servers: nats.url });
-  replica = await connect({ servers: nats.url });
+  // The two ends log in as the services that play them, with their own inboxes, as in production.
+  caller = await connect({ servers: nats.url, ...login('gateway') });
+  replica = await connect({ servers: nats.url, ...login('proxy') });
   serveProxyCalls(replica, async (call) => behaviour(call));
   await replica.flush();
 });
@@ -44,8 +50,10 @@ describe('proxy exchange', () => {
   it('carries the calls of one turn in few messages (within the payload limit, 8 calls at most), each answered with its own body and handled under its request id', async () => {
     behaviour = (call) => call.respond({ ok: true, status: 201, headers: [['x-request-id', currentRequestId() ?? '']], body: 'inline' }, call.body);
     const messages: number[] = [];
-    const watcher = caller.subscribe(PROXY_SUBJECT, { callback: (_error, msg) => messages.push(msg.data.length) });
-    await caller.flush();
+    // Only the observer (test servers only) may watch a subject it does not serve.
+    const observer = await connect({ servers: nats.url, ...login('observer') });
+    const watcher = observer.subscribe(PROXY_SUBJECT, { callback: (_error, msg) => messages.push(msg.data.length) });
+    await observer.flush();
 
     // 8 bodies of 200 KiB: more than one message can hold (1 MiB), so two messages; then 16
     // small ones: two more.
@@ -60,10 +68,11 @@ describe('proxy exchange', () => {
     expect(messages).toHaveLength(4);
     expect(Math.max(...messages)).toBeLessThanOrEqual(caller.info!.max_payload);
     watcher.unsubscribe();
+    await observer.close();
   });
 
   it('answers a call whose meta is not valid with invalid_body', async () => {
-    const inbox = createInbox();
+    const inbox = createInbox(inboxPrefixOf('gateway'));
     const answered = new Promise<Uint8Array>((resolve) => caller.subscribe(inbox, { max: 1, callback: (_error, msg) => resolve(msg.data) }));
     const text = Buffer.from(JSON.stringify({ method: 'TRACE' }));
     const frame = Buffer.alloc(12 + text.length);

@@ -8,6 +8,7 @@ import {
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
+import { inboxPrefixOfConnection } from './wire.js';
 import { currentRequestId, requestIdFrom, runWithContext } from '@latchkey/logger';
 import { unavailable } from './create-bus.js';
 
@@ -151,7 +152,7 @@ interface PendingCall {
  * the caller gets a 503 within seconds rather than at its deadline.
  */
 function createProxyCaller(nc: NatsConnection) {
-  const inbox = createInbox();
+  const inbox = createInbox(inboxPrefixOfConnection(nc));
   const pending = new Map<number, PendingCall>();
   const settle = (id: number): PendingCall | undefined => {
     const call = pending.get(id);

@@ -1,4 +1,6 @@
 import { createInbox, headers as natsHeaders, type NatsConnection } from 'nats';
+import { pullStreamPrefixOf } from '@latchkey/contracts';
+import { inboxPrefixOfConnection } from './wire.js';
 import { AppError } from '@latchkey/errors';
 
 /**
@@ -23,7 +25,8 @@ export function servePullStream(
   source: AsyncIterable<Uint8Array>,
   options: PullStreamOptions & { onAbandon?: () => void },
 ): { inbox: string; done: Promise<void> } {
-  const inbox = createInbox();
+  // Under the connection's own stream prefix: readers may publish there, not into its reply inboxes.
+  const inbox = createInbox(pullStreamPrefixOf(inboxPrefixOfConnection(nc)));
   const subscription = nc.subscribe(inbox);
   const iterator = source[Symbol.asyncIterator]();
   let pending: Uint8Array = new Uint8Array(0);

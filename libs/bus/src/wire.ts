@@ -1,4 +1,4 @@
-import { headers as natsHeaders, type MsgHdrs } from 'nats';
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from 'nats';
 import { currentRequestId, newRequestId, requestIdFrom } from '@latchkey/logger';
 import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
 import type { z } from 'zod';
@@ -50,4 +50,12 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, wha
   if (result.success) return result.data;
   // `what` names internals (subjects): it goes to the log, the caller sees a plain message.
   throw new AppError('invalid_body', 'The request is invalid', { errors: toErrorItems(result.error.issues), cause: what });
+}
+
+/**
+ * The inbox prefix the connection was opened with (`createBus` sets the identity's own). nats.js
+ * keeps its options on the connection object without declaring them on the interface.
+ */
+export function inboxPrefixOfConnection(nc: NatsConnection): string {
+  return (nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix ?? '_INBOX';
 }

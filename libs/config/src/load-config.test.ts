@@ -6,7 +6,7 @@ const schema = baseServiceSchema('credential-vault', 3010).extend({ ENCRYPTION_K
 
 describe('parseConfig', () => {
   it('applies defaults and coerces numbers', () => {
-    const config = parseConfig(schema, { ENCRYPTION_KEYS: 'x'.repeat(32), PORT: '80' });
+    const config = parseConfig(schema, { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' });
     expect(config).toMatchObject({ NATS_URL: 'nats://127.0.0.1:4222', MONGODB_DB: 'latchkey_credential_vault', PORT: 80, HEALTH_PORT: 3010 });
   });
 
@@ -20,6 +20,7 @@ describe('parseConfig', () => {
     expect(caught).toBeInstanceOf(ConfigError);
     const problems = (caught as ConfigError).problems.join('\n');
     expect(problems).toMatch(/ENCRYPTION_KEYS: is required/);
+    expect(problems).toMatch(/NATS_PASSWORD: is required/);
     expect(problems).toMatch(/PORT:/);
     expect(problems).toMatch(/MONGODB_URI: must be a mongodb/);
   });

@@ -1,5 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
-import { SCOPES, STREAMS, allContracts, expandScopes } from './index.js';
+import {
+  CONTRACT_ACCESS,
+  SCOPES,
+  SERVICE_NAMES,
+  STREAMS,
+  allContracts,
+  expandScopes,
+  inboxPrefixOf,
+  natsPermissions,
+  proxyContracts,
+  renderNatsAuthorization,
+} from './index.js';
 
 describe('contracts', () => {
   it('write every subject once', () => {
@@ -31,5 +42,48 @@ describe('scopes', () => {
 
   it('give full access every scope', () => {
     expect(expandScopes('full_access').size).toBe(SCOPES.length);
+  });
+});
+
+describe('NATS access', () => {
+  it('names the server and callers (or publishers and consumers) of every contract, and nothing else', () => {
+    for (const contract of allContracts) expect([contract.subject, CONTRACT_ACCESS.has(contract)]).toEqual([contract.subject, true]);
+    expect(CONTRACT_ACCESS.size).toBe(allContracts.length);
+  });
+
+  it('lets only the proxy ask for plaintext credentials, on a subject naming it', () => {
+    const subject = proxyContracts.getCredentials.subject;
+    for (const service of SERVICE_NAMES) {
+      const { publish, subscribe } = natsPermissions(service);
+      const asks = publish.filter((allowed) => allowed.startsWith(subject));
+      expect([service, asks]).toEqual([service, service === 'proxy' ? [`${subject}.proxy`] : []]);
+      expect([service, subscribe.filter((allowed) => allowed.startsWith(subject))]).toEqual([service, service === 'credential-vault' ? [`${subject}.*`] : []]);
+    }
+  });
+
+  it('keeps every identity to its own inboxes, and gives none a full wildcard', () => {
+    for (const service of SERVICE_NAMES) {
+      const { publish, subscribe } = natsPermissions(service);
+      const inboxes = subscribe.filter((allowed) => allowed.startsWith('_INBOX'));
+      expect([service, inboxes]).toEqual([service, [`${inboxPrefixOf(service)}.>`]]);
+      // Into other identities' inboxes, only their pull streams (never their reply inboxes).
+      for (const allowed of publish.filter((candidate) => candidate.startsWith('_INBOX'))) expect(allowed).toMatch(/^_INBOX\.[a-z-]+\.s\.\*$/);
+      for (const allowed of [...publish, ...subscribe]) {
+        expect(allowed).not.toMatch(/^(>|\*|[^.]*\.>|\$JS\.API\.>|\$KV\.>|\$SYS.*)$/);
+      }
+    }
+  });
+
+  it('pins each durable consumer to its own subject', () => {
+    const scheduler = natsPermissions('sync-scheduler').publish.filter((allowed) => allowed.startsWith('$JS.API.CONSUMER.CREATE.'));
+    expect(scheduler).toContain('$JS.API.CONSUMER.CREATE.EVENTS.sync-scheduler-connection-created.events.connection.created');
+    expect(natsPermissions('proxy').publish.filter((allowed) => allowed.startsWith('$JS.API.CONSUMER'))).toEqual([]);
+  });
+
+  it('renders a server config with one user per service, and the observer only for tests', () => {
+    const production = renderNatsAuthorization();
+    for (const service of SERVICE_NAMES) expect(production).toContain(`user: "${service}"`);
+    expect(production).not.toContain('observer');
+    expect(renderNatsAuthorization({ testIdentities: true })).toContain('user: "observer"');
   });
 });

@@ -6,6 +6,12 @@ export interface RequestContract<Req extends z.ZodType = z.ZodType, Res extends 
   readonly subject: string;
   readonly request: Req;
   readonly response: Res;
+  /**
+   * Callers send to `<subject>.<their NATS identity>` and only that identity may publish there,
+   * so the server learns who asks from the subject NATS authorised, never from the payload
+   * (`callerOf` in the bus). For requests whose answers must be attributed (credential reads).
+   */
+  readonly perCaller?: true;
 }
 
 /** A fact, published on the EVENTS JetStream stream; past tense (`connection.created`). */
@@ -41,8 +47,9 @@ export function defineRequest<Req extends z.ZodType, Res extends z.ZodType>(
   subject: string,
   request: Req,
   response: Res,
+  options: { perCaller?: true } = {},
 ): RequestContract<Req, Res> {
-  return { kind: 'request', subject, request, response };
+  return { kind: 'request', subject, request, response, ...options };
 }
 
 export function defineEvent<P extends z.ZodType>(name: string, payload: P): EventContract<P> {

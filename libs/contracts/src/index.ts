@@ -12,3 +12,4 @@ export * from './functions.js';
 export * from './syncs.js';
 export * from './bus.js';
 export { allContracts } from './registry.js';
+export * from './nats-access.js';

@@ -87,7 +87,7 @@ export type ProxyReplyMeta = z.infer<typeof proxyReplyMeta>;
  * How to authenticate calls for a connection, worked out by the vault from the connection's
  * credentials and the provider entry: the base URL with connection config filled in, headers
  * and query parameters to add, and OAuth 1 material when requests must be signed. It carries
- * plaintext secrets, so only the vault answers it and only the proxy asks.
+ * plaintext secrets, so only the vault answers it and only the proxy asks (`nats-access.ts`).
  */
 export const proxyCredentials = z.object({
   /** The connection's internal id: `vault.connection.changed` names it when it must be dropped. */
@@ -123,6 +123,8 @@ export const proxyContracts = {
       force_refresh: z.boolean(),
     }),
     proxyCredentials,
+    // The vault audits every answer under the caller NATS authenticated.
+    { perCaller: true },
   ),
   /**
    * Candidate credentials tried at the provider before a connect flow saves them: each endpoint

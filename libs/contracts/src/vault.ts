@@ -216,6 +216,8 @@ export const vaultContracts = {
       end_user: endUserSchema.optional(),
     }),
     connection,
+    // May answer with plaintext credentials: the vault audits the caller NATS authenticated.
+    { perCaller: true },
   ),
   listConnections: defineRequest(
     'vault.connections.list',
@@ -244,6 +246,7 @@ export const vaultContracts = {
       refresh_vendor_app_jwt_token: z.boolean(),
     }),
     connection,
+    { perCaller: true },
   ),
   /** Names a connection for other services (records, runs): no credentials, no refresh, no stamp. */
   resolveConnection: defineRequest(

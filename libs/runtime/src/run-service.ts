@@ -9,6 +9,7 @@ import { connectMongo, isMongoConnected } from '@latchkey/mongo';
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
 export interface BaseConfig {
   NATS_URL: string;
+  NATS_PASSWORD: string;
   MONGODB_URI: string;
   MONGODB_DB: string;
   LOG_LEVEL: string;
@@ -67,7 +68,13 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let stopping = false;
 
   logger.info('starting', { nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
-  const bus = await createBus({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.REQUEST_TIMEOUT_MS });
+  const bus = await createBus({
+    servers: config.NATS_URL,
+    service,
+    identity: { user: service, password: config.NATS_PASSWORD },
+    logger,
+    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+  });
   await ensureStreams(bus);
   const failFast = config.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
   const mongo = await connectMongo({

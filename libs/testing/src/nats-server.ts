@@ -1,12 +1,25 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { natsPasswordVariable, renderNatsAuthorization, SERVICE_NAMES, TEST_IDENTITIES, type NatsIdentityName } from '@latchkey/contracts';
 import { dockerAvailable } from './docker.js';
 import { freePort, untilListening } from './ports.js';
 
+export interface NatsCredentials {
+  user: string;
+  password: string;
+}
+
 export interface TestNats {
   url: string;
+  /**
+   * The user and password of an identity of this server: a service's own (allowed only its
+   * contracts' subjects, as in production), or `observer`, which may publish and subscribe to
+   * everything and exists only in test servers (to watch every message, or to play a client).
+   */
+  credentials(identity: NatsIdentityName): NatsCredentials;
   /** Stops the server (its data stays, so start() brings the same streams back). */
   stop(): Promise<void>;
   /** Starts it again on the same port. */
@@ -17,21 +30,34 @@ export interface TestNats {
 
 /**
  * A NATS server with JetStream, private to the caller: a container where Docker answers,
- * otherwise the local `nats-server` binary on a free loopback port.
+ * otherwise the local `nats-server` binary on a free loopback port. It runs the authorization
+ * deployments run (generated from the contracts), with fresh passwords, plus the test-only
+ * `observer`: every client must log in as some identity.
  */
 export async function startNats(): Promise<TestNats> {
-  if (await dockerAvailable()) return startNatsContainer();
-  return startNatsProcess();
+  const identities = [...SERVICE_NAMES, ...TEST_IDENTITIES];
+  const passwords = new Map<string, string>(identities.map((identity) => [identity, randomBytes(24).toString('base64url')]));
+  const environment = Object.fromEntries(identities.map((identity) => [natsPasswordVariable(identity), passwords.get(identity)!]));
+  const credentials = (identity: NatsIdentityName): NatsCredentials => {
+    const password = passwords.get(identity);
+    if (password === undefined) throw new Error(`no NATS identity ${identity}`);
+    return { user: identity, password };
+  };
+  const authorization = renderNatsAuthorization({ testIdentities: true });
+  if (await dockerAvailable()) return { ...(await startNatsContainer(authorization, environment)), credentials };
+  return { ...(await startNatsProcess(authorization, environment)), credentials };
 }
 
-async function startNatsProcess(): Promise<TestNats> {
+async function startNatsProcess(authorization: string, environment: Record<string, string>): Promise<Omit<TestNats, 'credentials'>> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'latchkey-nats-'));
+  const configFile = join(dataDir, 'nats.conf');
+  writeFileSync(configFile, `${authorization}\njetstream { store_dir: ${JSON.stringify(join(dataDir, 'js'))} }\n`, { mode: 0o600 });
   const binary = process.env['NATS_SERVER_BIN'] ?? 'nats-server';
   let child: ChildProcess | undefined;
 
   async function start(): Promise<void> {
-    child = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dataDir], { stdio: 'ignore' });
+    child = spawn(binary, ['-c', configFile, '-a', '127.0.0.1', '-p', String(port), '-js'], { stdio: 'ignore', env: { ...process.env, ...environment } });
     await untilListening(child, port, binary);
   }
 
@@ -57,10 +83,12 @@ async function startNatsProcess(): Promise<TestNats> {
   };
 }
 
-async function startNatsContainer(): Promise<TestNats> {
+async function startNatsContainer(authorization: string, environment: Record<string, string>): Promise<Omit<TestNats, 'credentials'>> {
   const { GenericContainer, Wait } = await import('testcontainers');
   const container = await new GenericContainer('nats:2.10')
-    .withCommand(['-js'])
+    .withCopyContentToContainer([{ content: `${authorization}\njetstream { store_dir: "/data" }\n`, target: '/etc/nats/test.conf' }])
+    .withEnvironment(environment)
+    .withCommand(['-c', '/etc/nats/test.conf', '-js'])
     .withExposedPorts(4222)
     .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
     .start();

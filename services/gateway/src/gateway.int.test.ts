@@ -47,6 +47,7 @@ beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   const config = parseConfig(configSchema, {
     NATS_URL: nats.url,
+    NATS_PASSWORD: nats.credentials('gateway').password,
     MONGODB_URI: mongo.uri,
     MONGODB_DB: DB_NAME,
     PORT: '0',
@@ -59,7 +60,7 @@ beforeAll(async () => {
   });
   gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
   base = `http://127.0.0.1:${gateway.started.port}`;
-  bus = await createBus({ servers: nats.url, service: 'gateway', logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
 });
 
 afterAll(async () => {

@@ -10,6 +10,11 @@ export interface CredentialReadDoc {
   environment_id: string;
   connection: string;
   key_id: string;
+  /**
+   * The NATS identity that asked, from the subject NATS authorised (`callerOf`), never from the
+   * payload: `key_id` is what that caller vouches for, `caller` is who it is.
+   */
+  caller?: string;
   purpose: 'fetch' | 'import' | 'proxy';
   at: Date;
   last_at: Date;
@@ -22,6 +27,7 @@ const credentialReadSchema = new Schema<CredentialReadDoc>(
     environment_id: { type: String, required: true },
     connection: { type: String, required: true },
     key_id: { type: String, required: true },
+    caller: { type: String },
     purpose: { type: String, required: true },
     at: { type: Date, required: true },
     last_at: { type: Date, required: true },

@@ -37,6 +37,7 @@ async function startVault(): Promise<ChildProcess> {
     env: {
       PATH: process.env['PATH'] ?? '',
       NATS_URL: nats.url,
+      NATS_PASSWORD: nats.credentials('credential-vault').password,
       MONGODB_URI: `mongodb://127.0.0.1:${relay.port}/?directConnection=true`,
       MONGODB_DB: dbName,
       ENCRYPTION_KEYS: encryptionKeys,
@@ -92,7 +93,8 @@ beforeAll(async () => {
   relay = await startTcpRelay({ port: Number(new URL(mongo.uri).port) });
   dbName = uniqueDbName('vault_audit');
   db = await connectMongo({ uri: mongo.uri, dbName, logger });
-  bus = await createBus({ servers: nats.url, service: 'test-caller', logger, requestTimeoutMs: 10_000 });
+  // The test reads as the gateway does, with the gateway's NATS identity.
+  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger, requestTimeoutMs: 10_000 });
   vault = await startVault();
   await bus.request(vaultContracts.createIntegration, { environment_id, provider: 'airtable-pat', unique_key: 'airtable' });
   await bus.request(vaultContracts.createConnection, {

@@ -3,7 +3,7 @@ import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialReadDoc } from '../db/credential-read-model.js';
 
-export type ReadEntry = Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'>;
+export type ReadEntry = Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'> & Pick<Partial<CredentialReadDoc>, 'caller'>;
 
 interface Batch {
   groups: Map<string, CredentialReadDoc>;
@@ -57,7 +57,7 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
     record(entry: ReadEntry): Promise<void> {
       if (next === undefined) next = { groups: new Map(), waiters: [] };
       const batch = next;
-      const group = `${entry.connection}|${entry.key_id}|${entry.purpose}`;
+      const group = groupOf(entry);
       const now = new Date();
       const existing = batch.groups.get(group);
       if (existing) {
@@ -79,6 +79,10 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
       }
     },
   };
+}
+
+function groupOf(entry: Pick<CredentialReadDoc, 'connection' | 'key_id' | 'purpose' | 'caller'>): string {
+  return `${entry.connection}|${entry.key_id}|${entry.purpose}|${entry.caller ?? ''}`;
 }
 
 export type ReadAudit = ReturnType<typeof createReadAudit>;

@@ -1,4 +1,6 @@
 import { randomInt, randomUUID } from 'node:crypto';
+import type { Msg } from 'nats';
+import { callerOf } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { z } from 'zod';
@@ -63,7 +65,7 @@ export async function decryptCredentials(deps: Pick<VaultDeps, 'cipher'>, doc: C
 
 /** `POST /connections`: imports credentials of any type for an existing integration. */
 export function createConnectionHandler(deps: VaultDeps) {
-  return async (request: RequestOf<typeof vaultContracts.createConnection>) => {
+  return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<Msg, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     const integration = await findIntegration(deps, environment, request.provider_config_key);
     const provider = deps.providers.get(integration.provider);
@@ -92,7 +94,7 @@ export function createConnectionHandler(deps: VaultDeps) {
     });
     await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
     await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
-    if (request.include_credentials) await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'import' });
+    if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, caller: callerOf(vaultContracts.createConnection, msg), purpose: 'import' });
     return connectionView(doc, request.include_credentials ? credentials : undefined, true);
   };
 }
@@ -139,7 +141,7 @@ export async function fetchConnection(
  */
 export function getConnectionHandler(deps: VaultDeps) {
   const stamped = new Map<string, number>();
-  return async (request: RequestOf<typeof vaultContracts.getConnection>) => {
+  return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<Msg, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     let { doc, credentials } = await fetchConnection(deps, {
       environment_id: request.environment_id,
@@ -159,7 +161,7 @@ export function getConnectionHandler(deps: VaultDeps) {
       );
     }
     if (!request.include_credentials) return connectionView(doc);
-    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, purpose: 'fetch' });
+    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, caller: callerOf(vaultContracts.getConnection, msg), purpose: 'fetch' });
     return connectionView(doc, credentials, request.include_refresh_token);
   };
 }

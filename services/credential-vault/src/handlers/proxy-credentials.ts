@@ -1,4 +1,6 @@
-import type { ProxyCredentials, RequestOf, proxyContracts } from '@latchkey/contracts';
+import type { Msg } from 'nats';
+import { callerOf } from '@latchkey/bus';
+import { proxyContracts, type ProxyCredentials, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { interpolate, interpolateUrl, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
@@ -102,7 +104,9 @@ export function injectionFor(
  * plaintext credentials leave the vault; every answer is audited.
  */
 export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name: string): Provider | undefined } }) {
-  return async (request: RequestOf<typeof proxyContracts.getCredentials>): Promise<ProxyCredentials> => {
+  return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<Msg, 'subject'>): Promise<ProxyCredentials> => {
+    // Who asks is the identity NATS authenticated for this subject; the payload only vouches for a key.
+    const caller = callerOf(proxyContracts.getCredentials, msg);
     const { doc, credentials } = await fetchConnection(deps, {
       environment_id: request.environment_id,
       provider_config_key: request.provider_config_key,
@@ -114,7 +118,7 @@ export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name:
     if (!provider) throw new AppError('unknown_provider', `Provider "${doc.provider}" is no longer in the catalog`);
     const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
     const client = await integrationCredentials(deps, integration);
-    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, purpose: 'proxy' });
+    await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, caller, purpose: 'proxy' });
     const injection = injectionFor(provider, client, doc.connection_config ?? {}, credentials);
     return {
       id: doc._id,

@@ -95,7 +95,7 @@ async function issuedRefreshToken(client: { client_id: string; client_secret: st
 
 beforeAll(async () => {
   [nats, mongo, oauth] = await Promise.all([startNats(), startMongo(), startOAuthServer()]);
-  bus = await createBus({ servers: nats.url, service: 'credential-vault', logger, requestTimeoutMs: 5_000 });
+  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
   await ensureStreams(bus);
   kv = await openKv<{ owner: string }>(bus, { name: `refresh_locks_${randomBytes(4).toString('hex')}`, ttlMs: LOCK_TTL_MS });
   const dbName = uniqueDbName('vault_refresh');

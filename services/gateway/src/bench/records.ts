@@ -14,6 +14,8 @@ import { createLogger } from '@latchkey/logger';
  */
 export interface RecordsBenchOptions {
   natsUrl: string;
+  /** Records are written as the action-runner writes them, under its identity. */
+  natsIdentity: { user: string; password: string };
   mongoUri: string;
   /** The sync-scheduler's database: the baseline writes beside its records. */
   dbName: string;
@@ -45,7 +47,7 @@ const perSecond = (count: number, startedAt: bigint) => count / (Number(process.
 
 export async function benchRecords(options: RecordsBenchOptions) {
   const logger = createLogger({ service: 'bench', silent: true });
-  const bus = await createBus({ servers: options.natsUrl, service: 'bench-records', logger, requestTimeoutMs: 60_000 });
+  const bus = await createBus({ servers: options.natsUrl, service: 'bench-records', identity: options.natsIdentity, logger, requestTimeoutMs: 60_000 });
   const db = await mongoose.createConnection(options.mongoUri, { dbName: options.dbName }).asPromise();
   try {
     const environments = (await (await fetch(`${options.gatewayUrl}/admin/environments`, { headers: { authorization: `Bearer ${options.adminToken}` } })).json()) as {

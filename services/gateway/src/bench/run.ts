@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { connect } from 'nats';
 import { benchRecords } from './records.js';
 import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
+import type { ServiceName } from '@latchkey/contracts';
 
 /**
  * `make bench`: throughput and latency of a do-nothing handler behind the gateway's real key,
@@ -101,18 +102,22 @@ const token = `lk_sk_${randomBytes(32).toString('base64url')}`;
 const plain = await startServer('express', {});
 const reverseProxy = await startServer('reverse-proxy', {}, [upstream.url]);
 // The proxy's process hops with none of its work: an HTTP front and two NATS forwarders.
-const hopFront = await startServer('hop-front', {}, [nats.url]);
-const hopBacks = [0, 1].map(() => spawn(process.execPath, [here('./servers.js'), 'hop-back', nats.url, upstream.url], { stdio: ['ignore', 'ignore', 'inherit'] }));
+// The hop servers use subjects of their own: they log in as the test server's observer.
+const observer = nats.credentials('observer');
+const observerUrl = nats.url.replace('nats://', `nats://${observer.user}:${observer.password}@`);
+const hopFront = await startServer('hop-front', {}, [observerUrl]);
+const hopBacks = [0, 1].map(() => spawn(process.execPath, [here('./servers.js'), 'hop-back', observerUrl, upstream.url], { stdio: ['ignore', 'ignore', 'inherit'] }));
 const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-bench-')), 'providers.yaml');
 writeFileSync(
   providersFile,
   `bench-upstream:\n  display_name: Bench upstream\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${upstream.url}\n    headers:\n      X-Api-Key: \${apiKey}\n`,
 );
 const serviceEnv = { NATS_URL: nats.url, MONGODB_URI: mongo.uri, HEALTH_PORT: '0', LOG_LEVEL: 'error' };
+const natsPassword = (service: ServiceName) => ({ NATS_PASSWORD: nats.credentials(service).password });
 // Two proxy replicas, as operators would run them.
 const proxies = [0, 1].map(() =>
   spawn(process.execPath, [here('../../../proxy/dist/main.js')], {
-    env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName('bench_proxy'), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
+    env: { ...process.env, ...serviceEnv, ...natsPassword('proxy'), MONGODB_DB: uniqueDbName('bench_proxy'), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
 );
@@ -121,6 +126,7 @@ const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main
   env: {
     ...process.env,
     NATS_URL: nats.url,
+    ...natsPassword('credential-vault'),
     MONGODB_URI: mongo.uri,
     MONGODB_DB: uniqueDbName('bench_vault'),
     ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
@@ -135,12 +141,13 @@ const adminToken = randomBytes(24).toString('base64url');
 const functionDbs = { 'sync-scheduler': uniqueDbName('bench_sync_scheduler'), 'action-runner': uniqueDbName('bench_action_runner') };
 const functionServices = (['sync-scheduler', 'action-runner'] as const).map((service) =>
   spawn(process.execPath, ['--no-node-snapshot', here(`../../../${service}/dist/main.js`)], {
-    env: { ...process.env, ...serviceEnv, MONGODB_DB: functionDbs[service] },
+    env: { ...process.env, ...serviceEnv, ...natsPassword(service), MONGODB_DB: functionDbs[service] },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
 );
 const gateway = await startServer('gateway', {
   NATS_URL: nats.url,
+  ...natsPassword('gateway'),
   MONGODB_URI: mongo.uri,
   MONGODB_DB: uniqueDbName('bench_gateway'),
   ADMIN_TOKEN: adminToken,
@@ -254,7 +261,7 @@ async function webhookIngestTarget(base: string) {
  * for the router to catch up before the next target is measured, and no measurement pays for
  * another's backlog.
  */
-const benchNats = await connect({ servers: nats.url });
+const benchNats = await connect({ servers: nats.url, user: observer.user, pass: observer.password });
 async function settleIngest(): Promise<void> {
   const jsm = await benchNats.jetstreamManager();
   const deadline = Date.now() + 120_000;
@@ -373,6 +380,7 @@ try {
   if (!only || only.includes('records')) {
     const records = await benchRecords({
       natsUrl: nats.url,
+      natsIdentity: nats.credentials('action-runner'),
       mongoUri: mongo.uri,
       dbName: functionDbs['sync-scheduler'],
       gatewayUrl: `http://127.0.0.1:${gateway.port}`,

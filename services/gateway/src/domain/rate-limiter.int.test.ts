@@ -8,7 +8,7 @@ let nats: TestNats;
 const buses: Bus[] = [];
 
 async function replica(limit: number, bucket: string, now?: () => number) {
-  const bus = await createBus({ servers: nats.url, service: 'gateway', logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  const bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
   return createRateLimiter({ store, ...(now ? { now } : {}) }, { limit, windowMs: 60_000 });
