@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleFunction } from '@latchkey/cli';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import { connect, type NatsConnection } from 'nats';
+import type { NatsConnection } from 'nats';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
 
@@ -72,7 +72,7 @@ beforeAll(async () => {
     env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '4000', FUNCTION_MEMORY_MB: '64' },
     serviceEnv: { 'sync-scheduler': canaryEnv, 'action-runner': canaryEnv, gateway: canaryEnv },
   });
-  spy = await connect({ servers: stack.nats.url });
+  spy = await stack.connectNats();
   spy.subscribe('>', { callback: (_error, msg) => natsTraffic.push(new TextDecoder().decode(msg.data)) });
   await seedApiKeyConnection(stack, 'api', 'conn-1', CREDENTIAL_CANARY);
   compileKey = await keyWith(['environment:functions:compile']);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHmac, randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
-import { AckPolicy, connect, DeliverPolicy } from 'nats';
+import { AckPolicy, DeliverPolicy } from 'nats';
 import { writeProvidersFile } from '../support/providers.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { ACME_PROVIDER_YAML, acmeSignature, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from '../support/webhooks.js';
@@ -86,7 +86,7 @@ async function recordsOf(filter: Record<string, unknown>, count: number): Promis
 
 /** Every message of a JetStream stream so far, as text. */
 async function streamText(stream: string): Promise<string[]> {
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.connectNats();
   try {
     const jsm = await nc.jetstreamManager();
     const info = await jsm.consumers.add(stream, { ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });

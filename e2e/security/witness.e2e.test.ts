@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { connect, StringCodec } from 'nats';
+import { StringCodec } from 'nats';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
 import { http } from '../support/stack.js';
@@ -40,7 +40,7 @@ describe('the canary witness', () => {
   it('catches a canary on a subject where no secret may travel', async () => {
     const { stack } = security;
     const probe = security.canary('probe');
-    const nc = await connect({ servers: stack.nats.url });
+    const nc = await stack.connectNats();
     nc.publish('events.witness.probe', StringCodec().encode(`leaked ${probe}`));
     await nc.flush();
     await nc.close();

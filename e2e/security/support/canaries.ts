@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { connect, type NatsConnection } from 'nats';
+import type { NatsConnection } from 'nats';
 import type { ServiceName } from '@latchkey/contracts';
 import { startStack, type Stack, type StackOptions } from '../../support/stack.js';
 
@@ -57,7 +57,7 @@ function matchesSubject(list: readonly string[], subject: string): boolean {
   return list.some((name) => subject === name || subject.startsWith(`${name}.`));
 }
 
-export async function startSecurityStack(options: StackOptions & { natsAuth?: (stack: Stack) => Record<string, unknown> } = {}): Promise<SecurityStack> {
+export async function startSecurityStack(options: StackOptions = {}): Promise<SecurityStack> {
   const canaries = new Map<string, string>();
   const make = (label: string) => {
     const value = `lkcanary${randomBytes(12).toString('hex')}`;
@@ -82,7 +82,8 @@ export async function startSecurityStack(options: StackOptions & { natsAuth?: (s
 
   let snoop: NatsConnection;
   try {
-    snoop = await connect({ servers: stack.nats.url, name: 'security-witness', ...options.natsAuth?.(stack) });
+    // The test servers' observer: the one identity allowed to see every subject.
+    snoop = await stack.connectNats('observer');
   } catch (error) {
     await stack.dispose();
     throw error;
