@@ -52,6 +52,8 @@ generate_secrets() { # file
         API_KEY_DIGEST_SECRET) echo "$name=$(head -c 32 /dev/urandom | base64)" ;;
         ENCRYPTION_KEYS | SETTINGS_ENCRYPTION_KEYS) echo "$name=v1:$(head -c 32 /dev/urandom | base64)" ;;
         BOOTSTRAP_SECRET_KEY) echo "$name=lk_sk_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')" ;;
+        # NATS reads these from its environment as config values: a leading digit would make a number.
+        LATCHKEY_NATS_PASSWORD_*) echo "$name=nats$(random_secret)" ;;
         *) echo "$name=$(random_secret)" ;;
       esac >> "$file"
     done

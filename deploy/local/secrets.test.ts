@@ -51,6 +51,8 @@ describe('make up secrets', () => {
     for (const name of ['ADMIN_TOKEN', 'API_KEY_DIGEST_SECRET', 'ENCRYPTION_KEYS', 'BOOTSTRAP_SECRET_KEY', ...SERVICES.map(passwordName)]) {
       expect(generated[name]?.length).toBeGreaterThanOrEqual(32);
     }
+    // NATS reads its passwords as config values: a leading digit or '-' would make a number.
+    for (const service of SERVICES) expect(generated[passwordName(service)]).toMatch(/^[A-Za-z][A-Za-z0-9_-]+$/);
     const older = join(dir, 'older.env');
     writeFileSync(older, 'ADMIN_TOKEN=kept-admin-token-0123456789abcdefghijklmnop\n');
     execFileSync('bash', ['-c', 'source "$0"; generate_secrets "$1"', script, older]);

@@ -23,8 +23,12 @@ export const logLevel = z.enum(['error', 'warn', 'info', 'http', 'verbose', 'deb
 export function baseServiceSchema(service: string, healthPort: number) {
   return z.object({
     NATS_URL: z.string().default('nats://127.0.0.1:4222'),
-    /** This service's own NATS password (its user is its name); NATS allows it only its contracts' subjects. */
-    NATS_PASSWORD: secret(32),
+    /**
+     * This service's own NATS password (its user is its name); NATS allows it only its contracts'
+     * subjects. The server reads it from its environment into its config, where a value starting
+     * with a digit or `-` is taken for a number: it must start with a letter.
+     */
+    NATS_PASSWORD: secret(32).regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'must start with a letter and hold only letters, digits, _ and - (the NATS server reads it as a config value)'),
     MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must be a mongodb:// URI').default('mongodb://127.0.0.1:27017/?directConnection=true'),
     MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,63}$/).default(`latchkey_${service.replace(/-/g, '_')}`),
     LOG_LEVEL: logLevel,

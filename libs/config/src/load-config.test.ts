@@ -24,4 +24,10 @@ describe('parseConfig', () => {
     expect(problems).toMatch(/PORT:/);
     expect(problems).toMatch(/MONGODB_URI: must be a mongodb/);
   });
+
+  it('refuses a NATS password the NATS server would read as a number', () => {
+    for (const password of [`1${'a'.repeat(40)}`, `-${'a'.repeat(40)}`, '9'.repeat(40)]) {
+      expect(() => parseConfig(schema, { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: password, PORT: '80' })).toThrow(/NATS_PASSWORD: must start with a letter/);
+    }
+  });
 });

@@ -36,7 +36,9 @@ export interface TestNats {
  */
 export async function startNats(): Promise<TestNats> {
   const identities = [...SERVICE_NAMES, ...TEST_IDENTITIES];
-  const passwords = new Map<string, string>(identities.map((identity) => [identity, randomBytes(24).toString('base64url')]));
+  // A letter first: the server reads each from its environment as a config value, and one that
+  // starts with a digit or `-` would be taken for a number (and fail the server now and then).
+  const passwords = new Map<string, string>(identities.map((identity) => [identity, `p${randomBytes(24).toString('hex')}`]));
   const environment = Object.fromEntries(identities.map((identity) => [natsPasswordVariable(identity), passwords.get(identity)!]));
   const credentials = (identity: NatsIdentityName): NatsCredentials => {
     const password = passwords.get(identity);
