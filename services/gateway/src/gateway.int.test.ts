@@ -60,7 +60,8 @@ beforeAll(async () => {
   });
   gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
   base = `http://127.0.0.1:${gateway.started.port}`;
-  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  // The test asks what other services ask the gateway: as the test server's observer.
+  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
 });
 
 afterAll(async () => {

@@ -95,7 +95,8 @@ async function issuedRefreshToken(client: { client_id: string; client_secret: st
 
 beforeAll(async () => {
   [nats, mongo, oauth] = await Promise.all([startNats(), startMongo(), startOAuthServer()]);
-  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+  // Test buckets are no service's: the test server's observer may open them.
+  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
   await ensureStreams(bus);
   kv = await openKv<{ owner: string }>(bus, { name: `refresh_locks_${randomBytes(4).toString('hex')}`, ttlMs: LOCK_TTL_MS });
   const dbName = uniqueDbName('vault_refresh');

@@ -8,7 +8,8 @@ let nats: TestNats;
 const buses: Bus[] = [];
 
 async function replica(limit: number, bucket: string, now?: () => number) {
-  const bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  // Test buckets are no service's: the test server's observer may open them.
+  const bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
   return createRateLimiter({ store, ...(now ? { now } : {}) }, { limit, windowMs: 60_000 });
