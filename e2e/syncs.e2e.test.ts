@@ -135,6 +135,9 @@ beforeAll(async () => {
     serviceEnv: {
       'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000', SCHEDULER_TICK_MS: '300' },
       'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32', WEBHOOK_RETRY_BASE_MS: '100', WEBHOOK_RETRY_CAP_MS: '500' },
+      // Pages read while a run writes 10,000 records wait on FerretDB's SQLite writer: on a busy
+      // two-core machine one can take longer than the default 5 s deadline.
+      gateway: { REQUEST_TIMEOUT_MS: '20000' },
     },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
