@@ -229,7 +229,7 @@ type Target = string;
 // meanwhile (the environment has no webhook URL, so nothing is forwarded). Compared with the
 // do-nothing route without auth, since webhooks carry no API key either.
 const webhookRouter = spawn(process.execPath, [here('../../../webhook-router/dist/main.js')], {
-  env: { ...process.env, ...serviceEnv, MONGODB_DB: uniqueDbName('bench_webhooks') },
+  env: { ...process.env, ...serviceEnv, ...natsPassword('webhook-router'), MONGODB_DB: uniqueDbName('bench_webhooks') },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 targets['ingest'] = await webhookIngestTarget(`http://127.0.0.1:${gateway.port}`);

@@ -26,6 +26,15 @@ const doNothing = { ok: true };
  *   `/bench-open` without it, so one process serves both sides of the comparison.
  * Prints the port it listens on, then serves until killed.
  */
+/** Connects with the login a `nats://user:password@host:port` URL carries (the client does not read it there). */
+function connectAs(url: string) {
+  const parsed = new URL(url);
+  return connect({
+    servers: `${parsed.hostname}:${parsed.port}`,
+    ...(parsed.username ? { user: decodeURIComponent(parsed.username), pass: decodeURIComponent(parsed.password) } : {}),
+  });
+}
+
 const mode = process.argv[2];
 if (mode === 'express') {
   const app = express();
@@ -52,7 +61,7 @@ if (mode === 'express') {
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
 } else if (mode === 'hop-front') {
-  const nc = await connect({ servers: process.argv[3] ?? 'nats://127.0.0.1:4222' });
+  const nc = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
   const inbox = createInbox();
   const waiting = new Map<string, http.ServerResponse>();
   let sequence = 0;
@@ -72,7 +81,7 @@ if (mode === 'express') {
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
 } else if (mode === 'hop-back') {
-  const nc = await connect({ servers: process.argv[3] ?? 'nats://127.0.0.1:4222' });
+  const nc = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
   const pool = new Pool(process.argv[4] ?? 'http://127.0.0.1:1', { connections: 128 });
   const publisher = batchedPublisher(nc);
   nc.subscribe('bench.hop', {
