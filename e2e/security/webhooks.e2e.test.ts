@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHmac, randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
 import { AckPolicy, DeliverPolicy } from 'nats';
-import { writeProvidersFile } from '../support/providers.js';
+import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { ACME_PROVIDER_YAML, acmeSignature, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from '../support/webhooks.js';
 
@@ -15,26 +15,10 @@ import { ACME_PROVIDER_YAML, acmeSignature, sendProviderWebhook, startReceiver, 
  */
 
 /** A provider with no `webhook` block: the spec's `x-plain-signature-256` is all it can sign with. */
-const PLAIN_PROVIDER_YAML = `plain:
-  display_name: Plain
-  categories: [test]
-  auth_mode: API_KEY
-  proxy:
-    base_url: http://127.0.0.1:9
-    headers:
-      X-Api-Key: \${apiKey}
-`;
+const PLAIN_PROVIDER_YAML = apiKeyProviderYaml('http://127.0.0.1:9', 'plain');
 
 /** A provider signing as Standard Webhooks does: HMAC over `{id}.{timestamp}.{body}`, base64, `v1,`. */
-const STANDARD_PROVIDER_YAML = `acme-std:
-  display_name: Acme Standard
-  categories: [test]
-  auth_mode: API_KEY
-  proxy:
-    base_url: http://127.0.0.1:9
-    headers:
-      X-Api-Key: \${apiKey}
-  webhook:
+const STANDARD_PROVIDER_YAML = `${apiKeyProviderYaml('http://127.0.0.1:9', 'acme-std')}  webhook:
     signature_header: webhook-signature
     algorithm: sha256
     encoding: base64
