@@ -1,13 +1,13 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, Socket } from 'node:net';
 
-const RANGE = 500;
+const RANGE = 350;
 // Below Linux's ephemeral range (32768+), so no outgoing connection holds one of these ports;
 // each jest worker draws from its own slice, so parallel test files never pick the same port
 // in the moment between choosing it and their server binding it. LATCHKEY_TEST_PORT_SLICE
-// (0-5) moves a whole jest run to other slices, for several runs on one machine at once.
+// (0-7) moves a whole jest run to other slices, for several runs on one machine at once.
 const worker = Number(process.env['JEST_WORKER_ID'] ?? 0) % 4;
-const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 6;
+const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 8;
 const base = 20000 + (run * 4 + worker) * RANGE;
 let cursor = Math.floor(Math.random() * RANGE);
 
