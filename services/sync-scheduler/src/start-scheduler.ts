@@ -1,4 +1,4 @@
-import { createCompiler } from '@latchkey/cli';
+import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { consume, openKv } from '@latchkey/bus';
