@@ -46,8 +46,9 @@ e2e: build ferretdb ## black-box tests against the running stack
 bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
 	node services/gateway/dist/bench/run.js
 
-lint: node_modules/.package-lock.json ## type-check everything
+lint: node_modules/.package-lock.json ## type-check everything, then check import boundaries and cycles (ESLint)
 	npx tsc -b --force --noEmit false
+	npx eslint .
 
 clean: ## remove build output (not .data/)
 	npx tsc -b --clean
