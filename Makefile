@@ -44,7 +44,7 @@ e2e: build ferretdb ## black-box tests against the running stack
 	$(JEST) --selectProjects e2e
 
 bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
-	node services/gateway/dist/bench/run.js
+	node bench/dist/run.js
 
 lint: node_modules/.package-lock.json ## type-check everything
 	npx tsc -b --force --noEmit false
