@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Connection } from 'mongoose';
+import type { Connection, mongo as driver } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
-import { recordModel, recordSequenceModel } from './record-model.js';
+import { recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
 import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope } from './record-repo.js';
 
 let mongo: TestMongo;
@@ -40,7 +40,7 @@ afterAll(async () => {
  */
 describe('record lookups are index lookups', () => {
   it('a record by scope and id (the re-sync lookup, and the upsert filter)', async () => {
-    const records = recordModel(connection).collection;
+    const records = recordModel(connection).collection as unknown as driver.Collection<RecordDoc>;
     const verdict = await explainUntilIndexed(() => records.find(recordQueries.byId(scope, 'r250')));
     expect(verdict).toMatchObject({ indexed: true });
     const found = await repo.findByIds(scope, ['r250', 'r3', 'missing']);
@@ -50,7 +50,7 @@ describe('record lookups are index lookups', () => {
   }, 20_000);
 
   it("a scope's sequence counter (reserving sequence numbers)", async () => {
-    const sequences = recordSequenceModel(connection).collection;
+    const sequences = recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string; seq: number }>;
     const verdict = await explainUntilIndexed(() => sequences.find(recordQueries.sequence(scope)));
     expect(verdict).toMatchObject({ indexed: true });
   }, 20_000);
