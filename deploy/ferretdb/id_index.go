@@ -21,7 +21,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -73,18 +72,16 @@ func indexSQLite(ctx context.Context, dir string) error {
 }
 
 func indexSQLiteFile(ctx context.Context, file string) error {
-	if _, err := os.Stat(file); err != nil {
-		return nil // dropped meanwhile
-	}
-	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
+	// mode=rw: a database dropped meanwhile must not come back as an empty file.
+	db, err := sql.Open("sqlite", "file:"+file+"?mode=rw&_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT table_name FROM "_ferretdb_collections" WHERE table_name || ? NOT IN (SELECT name FROM sqlite_master WHERE type = 'index')`, idIndexSuffix)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such table") {
-			return nil // FerretDB is still creating the file
+		if strings.Contains(err.Error(), "no such table") || strings.Contains(err.Error(), "unable to open") {
+			return nil // FerretDB is still creating the file, or dropped it
 		}
 		return err
 	}
