@@ -1,25 +1,10 @@
 import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { AppError } from '@latchkey/errors';
-import type { TokenRequest } from '../catalog/provider-schema.js';
-import type { ProviderEntry } from '../domain/vault-deps.js';
-import type { HttpClient } from '@latchkey/net';
 import { fillProviderUrl } from '../catalog/provider-url.js';
+import { refreshWithTokenRequest } from './catalog-token-request.js';
+import type { RefreshContext } from './refresh-context.js';
 import { callTokenEndpoint } from './token-endpoint.js';
-import { refreshWithTokenRequest } from './token-request.js';
-
-export interface RefreshContext {
-  /** The catalog entry; `token_request` is read by TWO_STEP, BILL and SIGNATURE. */
-  provider: ProviderEntry & { token_request?: TokenRequest | undefined };
-  /** The integration's client credentials (client_id, client_secret, app_id, private_key…). */
-  client: Record<string, string>;
-  connectionConfig: Record<string, unknown>;
-  credentials: Record<string, unknown>;
-  now: Date;
-  timeoutMs: number;
-  /** The outbound client (libs/net) with the address policy: the only way to a token endpoint. */
-  http: HttpClient;
-}
 
 /** The provider's error answer, reduced to fields that carry no secrets. */
 function providerError(status: number, body: string): AppError {

@@ -3,7 +3,7 @@ import type { TokenRequest } from '../catalog/provider-schema.js';
 import { interpolate, interpolateUrl, type TemplateContext } from '../catalog/interpolate.js';
 import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
-import type { RefreshContext } from './token-requests.js';
+import type { RefreshContext } from './refresh-context.js';
 
 /** The credential types whose token is bought through the provider's `token_request`. */
 export type TokenRequestType = 'TWO_STEP' | 'BILL' | 'SIGNATURE';

@@ -3,7 +3,7 @@ import { proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { interpolateUrl } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
-import { injectionFor } from './proxy-credentials.js';
+import { injectionFor } from './credential-injection.js';
 
 /** One verification, all endpoints included: well inside the gateway's deadline for the connect request. */
 const VERIFY_TIMEOUT_MS = 3_500;
