@@ -8,7 +8,7 @@ import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
-import type { ConnectionCredentials } from './connection-credentials.js';
+import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
 import { insertConnection } from './connections.js';
 import type { IntegrationService } from './integrations.js';
 import type { ProviderEntry, VaultDeps } from './vault-deps.js';
@@ -118,7 +118,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
     async saveConnection(
       session: ConnectSessionDoc,
       integrationKey: string,
-      credentials: Record<string, unknown>,
+      credentials: StoredCredentials,
       connectionConfig: Record<string, unknown> = {},
     ): Promise<{ connectionId: string; providerConfigKey: string; operation: 'creation' | 'override' }> {
       const environment = environmentId(session.environment_id);

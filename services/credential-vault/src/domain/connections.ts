@@ -5,7 +5,7 @@ import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
-import type { ConnectionCredentials } from './connection-credentials.js';
+import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
 import type { IntegrationService } from './integrations.js';
 import type { VaultDeps } from './vault-deps.js';
 import { connectionEvent, expiryOf } from './views.js';
@@ -35,7 +35,7 @@ export async function announcePreDeletion(deps: Pick<VaultDeps, 'bus' | 'logger'
 type InsertArgs = [
   environment: EnvironmentId,
   integration: Pick<IntegrationDoc, '_id' | 'unique_key' | 'provider'>,
-  credentials: Record<string, unknown>,
+  credentials: StoredCredentials,
   fields: Pick<ConnectionDoc, 'connection_id' | 'metadata' | 'connection_config' | 'tags' | 'end_user' | 'created_via_session'>,
 ];
 
@@ -99,10 +99,11 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
      * A connection with its decrypted credentials: from the replica's cache, else one indexed read
      * and a decryption; refreshed first when inside the window (or forced), under the lock.
      */
-    async fetch(request: FetchRequest): Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }> {
+    async fetch(request: FetchRequest): Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }> {
       const flags = { force: request.force, vendorJwt: request.vendorJwt };
       const cached = deps.cache.get(request.environment_id, request.provider_config_key, request.connection_id);
-      if (cached) return deps.refresher.ensureFresh(cached.doc, cached.credentials, flags);
+      // The cache holds only what `open` returned, below.
+      if (cached) return deps.refresher.ensureFresh(cached.doc, cached.credentials as StoredCredentials, flags);
       const readAt = deps.cache.generation();
       const doc = await find(environmentId(request.environment_id), request.provider_config_key, request.connection_id);
       const credentials = await deps.credentials.open(doc);

@@ -2,6 +2,7 @@ import type { ProxyCredentials } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { interpolate, interpolateUrl, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
+import type { StoredCredentials } from './connection-credentials.js';
 
 const str = (value: unknown) => (typeof value === 'string' ? value : undefined);
 
@@ -46,7 +47,7 @@ export function injectionFor(
   provider: Provider,
   client: Record<string, string>,
   connectionConfig: Record<string, unknown>,
-  credentials: Record<string, unknown>,
+  credentials: StoredCredentials,
 ): Omit<ProxyCredentials, 'id' | 'provider' | 'expires_at'> {
   const token = tokenOf(credentials);
   const context: TemplateContext = {
@@ -59,7 +60,7 @@ export function injectionFor(
   };
   const headers = fill(provider.proxy?.headers, context);
   const hasAuthorization = Object.keys(headers).some((name) => name.toLowerCase() === 'authorization');
-  const type = String(credentials['type']);
+  const type = credentials.type;
   if (!hasAuthorization) {
     if (type === 'BASIC' && context.username !== undefined) {
       headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
@@ -70,11 +71,12 @@ export function injectionFor(
     }
   }
   let oauth1: ProxyCredentials['oauth1'];
-  if (type === 'OAUTH1' || type === 'TBA') {
-    const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
+  if (credentials.type === 'OAUTH1' || credentials.type === 'TBA') {
+    // The end user's own client, when they authorized with one, signs instead of the integration's.
+    const override = credentials.config_override;
     oauth1 = {
-      consumer_key: override.client_id ?? client['client_id'] ?? '',
-      consumer_secret: override.client_secret ?? client['client_secret'] ?? '',
+      consumer_key: override?.client_id ?? client['client_id'] ?? '',
+      consumer_secret: override?.client_secret ?? client['client_secret'] ?? '',
       token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
       token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
     };

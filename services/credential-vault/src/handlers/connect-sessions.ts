@@ -6,12 +6,13 @@ import { environmentId } from '@latchkey/mongo';
 import type { Provider } from '../catalog/provider-schema.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
+import type { StoredCredentials } from '../domain/connection-credentials.js';
 import { SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
 import { verifyCredentials } from '../domain/verify-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { normalizeTags } from '../domain/views.js';
-import { requestFreshCredentials } from '../refresh/fresh-credentials.js';
+import { clientCredentialsToken } from '../refresh/fresh-credentials.js';
 
 type Deps = Pick<VaultDeps, 'connections'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
 
@@ -99,7 +100,7 @@ type FormDeps = Pick<VaultDeps, 'bus' | 'providers'> &
 export function connectWithSessionHandler(deps: FormDeps) {
   return async (request: RequestOf<typeof vaultContracts.connectWithSession>) => {
     const session = await deps.sessionService.live({ token: request.token });
-    const credentials = request.credentials as Record<string, unknown>;
+    const credentials = request.credentials;
     const integration = await deps.sessionService.allowedIntegration(session, request.integration);
     const entry = deps.catalog.get(integration.provider);
     if (entry?.verification && entry.auth_mode === credentials['type']) {
@@ -123,17 +124,18 @@ export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers'
     if (provider?.auth_mode !== 'OAUTH2_CC') {
       throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth 2 client credentials`);
     }
-    let credentials: Record<string, unknown>;
+    let credentials: StoredCredentials;
     try {
-      credentials = await requestFreshCredentials('OAUTH2_CC', {
-        provider,
-        client: {},
-        connectionConfig: sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config),
-        credentials: { client_id: request.client_id, client_secret: request.client_secret },
-        now: new Date(),
-        timeoutMs: deps.timeoutMs,
-        http: deps.http,
-      });
+      credentials = await clientCredentialsToken(
+        {
+          provider,
+          connectionConfig: sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config),
+          now: new Date(),
+          timeoutMs: deps.timeoutMs,
+          http: deps.http,
+        },
+        { client_id: request.client_id, client_secret: request.client_secret },
+      );
     } catch (error) {
       const appError = toAppError(error);
       if (appError.code !== 'refresh_token_external_error') throw appError;

@@ -22,8 +22,8 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
     const environment = environmentId(request.environment_id);
     const integration = await deps.integrationService.find(environment, request.provider_config_key);
     const provider = deps.providers.get(integration.provider);
-    const credentials = request.credentials as Record<string, unknown>;
-    const type = String(credentials['type']);
+    const credentials = request.credentials;
+    const type = credentials.type;
     const expected = provider?.auth_mode;
     if (expected && expected !== type) {
       throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials, not ${type}`, {

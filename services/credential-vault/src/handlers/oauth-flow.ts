@@ -11,6 +11,7 @@ import type { IntegrationDoc } from '../db/integration-model.js';
 import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import { sessionConnectionConfig } from '../domain/connect-sessions.js';
+import type { StoredCredentials } from '../domain/connection-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { callTokenEndpoint } from '../refresh/token-endpoint.js';
@@ -184,7 +185,7 @@ export function finishOAuthHandler(deps: Deps) {
       form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
     }
     const raw = await postToken(
-      { provider, client, connectionConfig: flow.connection_config, credentials: {}, now, timeoutMs: deps.timeoutMs, http: deps.http },
+      { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
       form,
       client['client_id'],
       client['client_secret'],
@@ -192,7 +193,7 @@ export function finishOAuthHandler(deps: Deps) {
       throw refusedAuthorization(error);
     });
     const expiresAt = expiryFrom(raw, now);
-    const credentials = {
+    const credentials: StoredCredentials = {
       type: 'OAUTH2',
       access_token: raw['access_token'],
       ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
@@ -282,5 +283,5 @@ async function exchangeVerifier(
   if (!raw['oauth_token'] || !raw['oauth_token_secret']) {
     throw new AppError('refresh_token_external_error', 'The provider answered without token credentials', { payload: { error: 'no_token' } });
   }
-  return { type: 'OAUTH1', oauth_token: raw['oauth_token'], oauth_token_secret: raw['oauth_token_secret'], raw };
+  return { type: 'OAUTH1' as const, oauth_token: raw['oauth_token'], oauth_token_secret: raw['oauth_token_secret'], raw };
 }

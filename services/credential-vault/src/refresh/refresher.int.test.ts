@@ -139,7 +139,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     updated_at: now,
   });
   const expired = new Date(Date.now() - 60_000).toISOString();
-  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired }, {
+  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired, raw: {} }, {
     connection_id: 'conn-1',
     metadata: {},
     connection_config: {},
@@ -162,13 +162,13 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   // Replica A takes the lock and reads the connection; its keyring's read of the data key is
   // held, so A stays paused with the old refresh token in hand while its lock runs out.
   relay.hold();
-  const aResult = a.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  const aResult = a.refresher.ensureFresh(doc, { type: 'OAUTH2', access_token: 'expired', refresh_token: firstRefreshToken, raw: {} }, { force: false, vendorJwt: false });
   const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
   for (let waited = 0; (await kv.get(lockKey)) === null && waited < 5_000; waited += 10) await sleep(10);
   expect(await kv.get(lockKey)).not.toBeNull();
 
   // Replica B waits for A's lock to expire, takes it, refreshes and stores the newer tokens.
-  const bResult = await b.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  const bResult = await b.refresher.ensureFresh(doc, { type: 'OAUTH2', access_token: 'expired', refresh_token: firstRefreshToken, raw: {} }, { force: false, vendorJwt: false });
   expect(bResult.credentials['refresh_token']).not.toBe(firstRefreshToken);
 
   // A resumes with what it read before B's refresh.

@@ -7,7 +7,7 @@ import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
-import type { ConnectionCredentials } from '../domain/connection-credentials.js';
+import type { ConnectionCredentials, StoredCredentials } from '../domain/connection-credentials.js';
 import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
@@ -40,7 +40,7 @@ const POLL_MS = 25;
  */
 export function createRefresher(deps: RefresherDeps): Refresher {
   const locks = createRefreshLocks(deps.locks);
-  const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>>();
+  const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>>();
 
   async function reread(doc: ConnectionDoc) {
     const fresh = await deps.connections.findById(environmentId(doc.environment_id), doc._id);
@@ -71,7 +71,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
    * happened meanwhile, an older result never replaces newer credentials, and a failure is not
    * recorded against credentials that have changed since; both then answer what is stored.
    */
-  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: Record<string, unknown>, vendorJwt: boolean) {
+  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: StoredCredentials, vendorJwt: boolean) {
     const environment = environmentId(doc.environment_id);
     const version = credentialsVersionOf(doc);
     const integration = await deps.integrations.findByKey(environment, doc.provider_config_key);
