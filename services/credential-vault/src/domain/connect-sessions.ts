@@ -124,7 +124,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
       const environment = environmentId(session.environment_id);
       const integration = await allowedIntegration(session, integrationKey);
       const expected = deps.providers.get(integration.provider)?.auth_mode;
-      if (expected && expected !== credentials['type']) {
+      if (expected && expected !== credentials.type) {
         throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials`, {
           errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
         });
@@ -141,7 +141,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
           const tags = { ...existing.tags, ...session.tags };
           const replaced = await deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
             credentials: await deps.credentials.seal(existing, credentials),
-            credentials_type: String(credentials['type']),
+            credentials_type: credentials.type,
             expires_at: expiryOf(credentials),
             errors: existing.errors.filter((error) => error.type !== 'auth'),
             refresh_failure: null,

@@ -52,7 +52,7 @@ export async function insertConnection(
     integration_id: integration._id,
     provider_config_key: integration.unique_key,
     provider: integration.provider,
-    credentials_type: String(credentials['type']),
+    credentials_type: credentials.type,
     credentials: await deps.credentials.seal({ _id: id, environment_id: environment }, credentials),
     credentials_version: 0,
     expires_at: expiryOf(credentials),

@@ -103,7 +103,7 @@ export function connectWithSessionHandler(deps: FormDeps) {
     const credentials = request.credentials;
     const integration = await deps.sessionService.allowedIntegration(session, request.integration);
     const entry = deps.catalog.get(integration.provider);
-    if (entry?.verification && entry.auth_mode === credentials['type']) {
+    if (entry?.verification && entry.auth_mode === credentials.type) {
       const connectionConfig = sessionConnectionConfig(session, integration.unique_key, entry, request.connection_config);
       await verifyCredentials(deps, { name: integration.provider, entry }, await deps.integrationService.clientCredentials(integration), connectionConfig, credentials);
     }
