@@ -1,8 +1,8 @@
 import { CREDENTIAL_TYPES, type Credentials } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
 import { z } from 'zod';
+import type { Keyring } from '../crypto/keyring.js';
 import type { ConnectionDoc } from '../db/connection-model.js';
-import type { CredentialCipher } from './vault-deps.js';
 
 /** An end user's own OAuth client, kept with the credentials it was authorized with. */
 type ClientOverride = { client_id: string; client_secret: string };
@@ -31,7 +31,7 @@ export const CREDENTIALS_PLACE = (doc: Pick<ConnectionDoc, '_id'>) => ({ connect
  * A connection's credentials sealed and opened under the environment's data key, bound to the
  * connection: the one way the vault turns them into ciphertext and back.
  */
-export function createConnectionCredentials(deps: { cipher: Pick<CredentialCipher, 'encryptJson' | 'decryptJson'> }) {
+export function createConnectionCredentials(deps: { cipher: Pick<Keyring, 'encryptJson' | 'decryptJson'> }) {
   return {
     seal(doc: Pick<ConnectionDoc, '_id' | 'environment_id'>, credentials: StoredCredentials): Promise<string> {
       return deps.cipher.encryptJson(environmentId(doc.environment_id), CREDENTIALS_PLACE(doc), credentials);
