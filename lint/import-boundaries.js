@@ -53,12 +53,6 @@ export function importBoundaries(root) {
       },
     },
     {
-      // TODO(issue 18, item 1): the vault's handlers import each other (connections ↔
-      // integrations); remove this exception when that cycle is gone.
-      files: ['services/credential-vault/src/handlers/connections.ts', 'services/credential-vault/src/handlers/integrations.ts'],
-      rules: { 'import-x/no-cycle': 'off' },
-    },
-    {
       files: ['services/**/*.ts'],
       rules: {
         'no-restricted-imports': refuse(
