@@ -98,6 +98,7 @@ if (mode === 'express') {
     path: '/bench',
     auth: 'api_key',
     scope: 'environment:variables:read',
+    doc: { summary: 'Benchmark: a do-nothing route behind an API key' },
     schemas: {},
     handler: async () => ({ body: doNothing }),
   });
@@ -106,6 +107,7 @@ if (mode === 'express') {
     path: '/bench-open',
     auth: 'public',
     scope: null,
+    doc: { summary: 'Benchmark: a do-nothing public route' },
     schemas: {},
     handler: async () => ({ body: doNothing }),
   });

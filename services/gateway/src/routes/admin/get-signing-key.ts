@@ -11,6 +11,7 @@ export const getSigningKey = defineRoute({
   path: '/admin/environments/:name/webhook-signing-key',
   auth: 'admin',
   scope: null,
+  doc: { summary: "The environment's webhook signing key", errors: ['unknown_environment'] },
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

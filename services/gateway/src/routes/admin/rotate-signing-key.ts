@@ -8,6 +8,7 @@ export const rotateSigningKey = defineRoute({
   path: '/admin/environments/:name/webhook-signing-key/rotate',
   auth: 'admin',
   scope: null,
+  doc: { summary: "Rotate the environment's webhook signing key", errors: ['unknown_environment'] },
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

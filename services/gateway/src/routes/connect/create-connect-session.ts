@@ -19,6 +19,7 @@ export const createConnectSession = defineRoute({
   path: '/connect/sessions',
   auth: 'api_key',
   scope: 'environment:connect_sessions:write',
+  doc: { summary: 'Create a connect session for an end user', status: 201, errors: ['unknown_provider_config'] },
   schemas: { body: sessionBody },
   handler: async ({ deps, key, body }) => {
     return sessionCreated(deps, await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId }));

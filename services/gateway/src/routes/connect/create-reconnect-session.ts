@@ -8,6 +8,7 @@ export const createReconnectSession = defineRoute({
   path: '/connect/sessions/reconnect',
   auth: 'api_key',
   scope: 'environment:connect_sessions:write',
+  doc: { summary: 'Create a session that reconnects an existing connection', status: 201, errors: ['unknown_connection', 'unknown_provider_config'] },
   schemas: { body: reconnectBody },
   handler: async ({ deps, key, body }) => {
     const { connection_id: connectionId, integration_id: integrationId, ...rest } = body;

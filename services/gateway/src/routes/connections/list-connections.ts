@@ -9,6 +9,7 @@ export const listConnections = defineRoute({
   path: '/connections',
   auth: 'api_key',
   scope: 'environment:connections:list',
+  doc: { summary: 'List connections' },
   schemas: {
     query: z.strictObject({
       connectionId: z.string().max(255).optional(),

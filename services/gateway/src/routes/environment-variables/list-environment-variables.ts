@@ -7,6 +7,7 @@ export const listEnvironmentVariables = defineRoute({
   path: '/environment-variables',
   auth: 'api_key',
   scope: 'environment:variables:read',
+  doc: { summary: "The environment's variables" },
   schemas: {},
   handler: async ({ deps, key }) => {
     const environment = await deps.environments.findById(key.environmentId);

@@ -14,6 +14,7 @@ export const deployFunctions = defineRoute({
   path: '/functions/deployments',
   auth: 'api_key',
   scope: 'environment:deploy',
+  doc: { summary: "Deploy an integration's functions as its next version", status: 201, errors: ['unknown_provider_config'] },
   schemas: { body: deploymentBody },
   handler: async ({ deps, key, body }) => {
     const upload = serveBytes(deps.bus.nc, Buffer.from(JSON.stringify(body)), { idleTimeoutMs: DEPLOY_TIMEOUT_MS });

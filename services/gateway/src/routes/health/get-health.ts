@@ -6,6 +6,7 @@ export const getHealth = defineRoute({
   path: '/health',
   auth: 'public',
   scope: null,
+  doc: { summary: 'Liveness: the process runs' },
   schemas: {},
   handler: async () => ({ body: { status: 'ok' } }),
 });

@@ -12,6 +12,7 @@ export const getReady = defineRoute({
   path: '/ready',
   auth: 'public',
   scope: null,
+  doc: { summary: 'Readiness: NATS and MongoDB connected, every service answering' },
   schemas: {},
   handler: async ({ deps }) => {
     const self = deps.isReady();

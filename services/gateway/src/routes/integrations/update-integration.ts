@@ -8,6 +8,7 @@ export const updateIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:update',
+  doc: { summary: 'Update or rename an integration', errors: ['unknown_provider_config', 'duplicate_provider_config', 'integration_has_connections'] },
   schemas: { params: uniqueKeyParams, body: integrationWrite.partial() },
   handler: async ({ deps, key, params, body }) => ({
     body: {

@@ -24,6 +24,7 @@ export const listRecords = defineRoute({
   path: '/records',
   auth: 'api_key',
   scope: 'environment:records:read',
+  doc: { summary: 'Read synced records in change order', headers: ['Connection-Id', 'Provider-Config-Key'], errors: ['unknown_connection', 'unknown_provider_config'] },
   schemas: {
     query: z.strictObject({
       model: z.string().min(1).max(64),

@@ -9,6 +9,7 @@ export const pauseSyncs = defineRoute({
   path: '/sync/pause',
   auth: 'api_key',
   scope: 'environment:syncs:execute',
+  doc: { summary: 'Pause syncs', errors: ['unknown_sync', 'unknown_connection', 'unknown_provider_config'] },
   schemas: { body: z.strictObject(syncSelection) },
   handler: async ({ deps, key, body }) => {
     await deps.bus.request(syncContracts.setPaused, { environment_id: key.environmentId, ...body, paused: true });
