@@ -13,9 +13,10 @@ help: ## list targets
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
-build: node_modules/.package-lock.json ## compile every workspace (tsc -b) and the Connect UI bundle
+build: node_modules/.package-lock.json ## compile every workspace (tsc -b), the Connect UI bundle and docs/openapi.json
 	npx tsc -b
 	npm run --silent build:ui -w @latchkey/gateway
+	npm run --silent openapi
 
 $(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.sum
 	cd deploy/ferretdb && go build -trimpath -o ../../$(FERRETDB) .
