@@ -21,7 +21,7 @@ export const getReferencePage = defineRoute({
   schemas: {},
   doc: { summary: 'This reference as a page', contentType: 'text/html' },
   handler: async ({ res }) => {
-    sendHtmlPage(res, () => PAGE);
+    sendHtmlPage(res, () => PAGE, { stylesheets: 'self' });
     return { streamed: true };
   },
 });
