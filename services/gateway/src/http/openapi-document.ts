@@ -67,10 +67,11 @@ function templatePath(path: string): string {
   return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 }
 
-function jsonSchemaOf(schema: z.ZodType): JsonSchema {
+/** A request is described as the route accepts it (`input`), an answer as it is sent (`output`). */
+function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): JsonSchema {
   const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
     target: 'draft-2020-12',
-    io: 'input',
+    io,
     unrepresentable: 'any',
     cycles: 'ref',
     reused: 'inline',
@@ -154,7 +155,7 @@ function responsesOf(operation: Operation): Record<string, JsonSchema> {
   const { doc } = operation;
   const success: JsonSchema = { description: doc.status === 202 ? 'Accepted' : doc.status === 204 ? 'No content' : 'Success' };
   if (doc.contentType) success['content'] = { [doc.contentType]: {} };
-  else if (doc.answer) success['content'] = { 'application/json': { schema: jsonSchemaOf(doc.answer) } };
+  else if (doc.answer) success['content'] = { 'application/json': { schema: jsonSchemaOf(doc.answer, 'output') } };
   const responses: Record<string, JsonSchema> = { [String(doc.status ?? 200)]: success };
 
   const byStatus = new Map<number, ErrorCode[]>();

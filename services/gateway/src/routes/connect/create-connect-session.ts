@@ -19,7 +19,12 @@ export const createConnectSession = defineRoute({
   path: '/connect/sessions',
   auth: 'api_key',
   scope: 'environment:connect_sessions:write',
-  doc: { summary: 'Create a connect session for an end user', status: 201, errors: ['unknown_provider_config'] },
+  doc: {
+    summary: 'Create a connect session for an end user',
+    status: 201,
+    errors: ['unknown_provider_config'],
+    answer: z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) }),
+  },
   schemas: { body: sessionBody },
   handler: async ({ deps, key, body }) => {
     return sessionCreated(deps, await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId }));

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { reconnectBody, sessionCreated } from './create-connect-session.js';
@@ -8,7 +9,12 @@ export const createReconnectSession = defineRoute({
   path: '/connect/sessions/reconnect',
   auth: 'api_key',
   scope: 'environment:connect_sessions:write',
-  doc: { summary: 'Create a session that reconnects an existing connection', status: 201, errors: ['unknown_connection', 'unknown_provider_config'] },
+  doc: {
+    summary: 'Create a session that reconnects an existing connection',
+    status: 201,
+    errors: ['unknown_connection', 'unknown_provider_config'],
+    answer: z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) }),
+  },
   schemas: { body: reconnectBody },
   handler: async ({ deps, key, body }) => {
     const { connection_id: connectionId, integration_id: integrationId, ...rest } = body;

@@ -82,7 +82,11 @@ export const mcpEndpoint = defineRoute({
   path: '/mcp',
   auth: 'api_key',
   scope: 'environment:mcp',
-  doc: { summary: "A Model Context Protocol message (Streamable HTTP): the connection's actions as tools", headers: ['Connection-Id', 'Provider-Config-Key'], errors: ['unknown_connection', 'unknown_provider_config'] },
+  doc: {
+    summary: "A Model Context Protocol message (Streamable HTTP): the connection's actions as tools",
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: ['unknown_connection', 'unknown_provider_config'],
+  },
   schemas: { body: z.unknown() },
   handler: async ({ deps, key, body, req, res }) => {
     const where = connectionHeaders(req);
