@@ -1,6 +1,6 @@
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { sessionBody, sessionCreated } from './session-body.js';
+import { sessionBody, sessionCreated, sessionCreatedAnswer } from './session-body.js';
 
 /** A 30-minute session for one end user's connect flow. */
 export const createConnectSession = defineRoute({
@@ -12,7 +12,7 @@ export const createConnectSession = defineRoute({
     summary: 'Create a connect session for an end user',
     status: 201,
     errors: ['unknown_provider_config'],
-    answer: z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) }),
+    answer: sessionCreatedAnswer,
   },
   schemas: { body: sessionBody },
   handler: async ({ deps, key, body }) => {

@@ -1,7 +1,6 @@
-import { z } from 'zod';
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { reconnectBody, sessionCreated } from './session-body.js';
+import { reconnectBody, sessionCreated, sessionCreatedAnswer } from './session-body.js';
 
 /** A session bound to one connection made through a session: the flow replaces its credentials only. */
 export const createReconnectSession = defineRoute({
@@ -13,7 +12,7 @@ export const createReconnectSession = defineRoute({
     summary: 'Create a session that reconnects an existing connection',
     status: 201,
     errors: ['unknown_connection', 'unknown_provider_config'],
-    answer: z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) }),
+    answer: sessionCreatedAnswer,
   },
   schemas: { body: reconnectBody },
   handler: async ({ deps, key, body }) => {
