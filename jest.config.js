@@ -28,7 +28,7 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.test.ts', '<rootDir>/{deploy,lint}/**/*.test.ts'],
+      testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.test.ts', '<rootDir>/{deploy,lint}/**/*.test.ts', '<rootDir>/docs/*.test.ts'],
       testPathIgnorePatterns: ['\\.int\\.test\\.ts$'],
     },
     {

@@ -48,6 +48,11 @@ export interface BusOptions {
    * 32 MiB by default.
    */
   maxReplyBytes?: number;
+  /**
+   * Copies of each JetStream stream and KV bucket this bus creates (`ensureStreams`, `openKv`):
+   * 1 on a single NATS server (the default), 3 on a clustered one.
+   */
+  jetstreamReplicas?: number;
 }
 
 /** Room left in a message for the reply's headers (the request id) and the protocol line. */
@@ -77,6 +82,8 @@ export interface Bus {
   readonly js: JetStreamClient;
   readonly service: string;
   readonly requestTimeoutMs: number;
+  /** Copies of each stream and KV bucket this bus creates. */
+  readonly jetstreamReplicas: number;
   /** True while the connection to NATS is up. */
   isConnected(): boolean;
   /** Asks the queue group behind `contract` and returns its validated answer, or throws its AppError. */
@@ -279,6 +286,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     js,
     service,
     requestTimeoutMs,
+    jetstreamReplicas: options.jetstreamReplicas ?? 1,
     isConnected: () => connected && !nc.isClosed(),
     request,
     serve,
