@@ -1,6 +1,5 @@
 import { randomInt, randomUUID } from 'node:crypto';
-import type { Msg } from 'nats';
-import { callerOf } from '@latchkey/bus';
+import { callerOf, type BusMessage } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { z } from 'zod';
@@ -65,7 +64,7 @@ export async function decryptCredentials(deps: Pick<VaultDeps, 'cipher'>, doc: C
 
 /** `POST /connections`: imports credentials of any type for an existing integration. */
 export function createConnectionHandler(deps: VaultDeps) {
-  return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<Msg, 'subject'>) => {
+  return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<BusMessage, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     const integration = await findIntegration(deps, environment, request.provider_config_key);
     const provider = deps.providers.get(integration.provider);
@@ -141,7 +140,7 @@ export async function fetchConnection(
  */
 export function getConnectionHandler(deps: VaultDeps) {
   const stamped = new Map<string, number>();
-  return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<Msg, 'subject'>) => {
+  return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<BusMessage, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     let { doc, credentials } = await fetchConnection(deps, {
       environment_id: request.environment_id,

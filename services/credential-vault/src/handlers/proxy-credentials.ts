@@ -1,5 +1,4 @@
-import type { Msg } from 'nats';
-import { callerOf } from '@latchkey/bus';
+import { callerOf, type BusMessage } from '@latchkey/bus';
 import { proxyContracts, type ProxyCredentials, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -104,7 +103,7 @@ export function injectionFor(
  * plaintext credentials leave the vault; every answer is audited.
  */
 export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name: string): Provider | undefined } }) {
-  return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<Msg, 'subject'>): Promise<ProxyCredentials> => {
+  return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<BusMessage, 'subject'>): Promise<ProxyCredentials> => {
     // Who asks is the identity NATS authenticated for this subject; the payload only vouches for a key.
     const caller = callerOf(proxyContracts.getCredentials, msg);
     const { doc, credentials } = await fetchConnection(deps, {

@@ -5,9 +5,10 @@ import { fileURLToPath } from 'node:url';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'nats';
 import { benchRecords } from './records.js';
 import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
+import { createBus } from '@latchkey/bus';
+import { createLogger } from '@latchkey/logger';
 import type { ServiceName } from '@latchkey/contracts';
 
 /**
@@ -261,7 +262,7 @@ async function webhookIngestTarget(base: string) {
  * for the router to catch up before the next target is measured, and no measurement pays for
  * another's backlog.
  */
-const benchNats = await connect({ servers: nats.url, user: observer.user, pass: observer.password });
+const benchNats = await createBus({ servers: nats.url, service: 'bench', identity: observer, logger: createLogger({ service: 'bench', silent: true }), requestTimeoutMs: 5_000 });
 async function settleIngest(): Promise<void> {
   const jsm = await benchNats.jetstreamManager();
   const deadline = Date.now() + 120_000;

@@ -1,10 +1,10 @@
 import express from 'express';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect, createInbox } from 'nats';
 import { Pool } from 'undici';
-import { batchedPublisher } from '@latchkey/bus';
+import { batchedPublisher, createBus, type Bus } from '@latchkey/bus';
 import { parseConfig } from '@latchkey/config';
+import { createLogger } from '@latchkey/logger';
 import { runService } from '@latchkey/runtime';
 import { configSchema } from '../config.js';
 import { defineRoute } from '../http/define-route.js';
@@ -27,13 +27,19 @@ const doNothing = { ok: true };
  * Prints the port it listens on, then serves until killed.
  */
 /** Connects with the login a `nats://user:password@host:port` URL carries (the client does not read it there). */
-function connectAs(url: string) {
+function connectAs(url: string): Promise<Bus> {
   const parsed = new URL(url);
-  return connect({
+  return createBus({
     servers: `${parsed.hostname}:${parsed.port}`,
-    ...(parsed.username ? { user: decodeURIComponent(parsed.username), pass: decodeURIComponent(parsed.password) } : {}),
+    service: 'bench',
+    identity: { user: decodeURIComponent(parsed.username), password: decodeURIComponent(parsed.password) },
+    logger: createLogger({ service: 'bench', silent: true }),
+    requestTimeoutMs: 5_000,
   });
 }
+
+/** What one turn publishes leaves in one socket write, as the proxy hop's own messages do. */
+const turnPublisher = (bus: Bus) => batchedPublisher({ publish: (subject, data, options) => bus.publishRaw(subject, data, options?.reply) });
 
 const mode = process.argv[2];
 if (mode === 'express') {
@@ -61,18 +67,16 @@ if (mode === 'express') {
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
 } else if (mode === 'hop-front') {
-  const nc = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
-  const inbox = createInbox();
+  const bus = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
+  const inbox = bus.newInbox();
   const waiting = new Map<string, http.ServerResponse>();
   let sequence = 0;
-  nc.subscribe(`${inbox}.*`, {
-    callback: (_error, msg) => {
-      const res = waiting.get(msg.subject);
-      waiting.delete(msg.subject);
-      res?.writeHead(200, { 'content-type': 'application/json' }).end(msg.data);
-    },
+  bus.subscribeRaw(`${inbox}.*`, (msg) => {
+    const res = waiting.get(msg.subject);
+    waiting.delete(msg.subject);
+    res?.writeHead(200, { 'content-type': 'application/json' }).end(msg.data);
   });
-  const publisher = batchedPublisher(nc);
+  const publisher = turnPublisher(bus);
   const call = new TextEncoder().encode('{}');
   const server = http.createServer((req, res) => {
     const reply = `${inbox}.${(sequence++).toString(36)}`;
@@ -81,16 +85,17 @@ if (mode === 'express') {
   });
   server.listen(0, () => process.stdout.write(`${(server.address() as AddressInfo).port}\n`));
 } else if (mode === 'hop-back') {
-  const nc = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
+  const bus = await connectAs(process.argv[3] ?? 'nats://127.0.0.1:4222');
   const pool = new Pool(process.argv[4] ?? 'http://127.0.0.1:1', { connections: 128 });
-  const publisher = batchedPublisher(nc);
-  nc.subscribe('bench.hop', {
-    queue: 'bench-hop',
-    callback: (_error, msg) => {
+  const publisher = turnPublisher(bus);
+  bus.subscribeRaw(
+    'bench.hop',
+    (msg) => {
       void pool.request({ path: '/echo', method: 'GET' }).then(async (answer) => publisher.publish(msg.reply!, Buffer.from(await answer.body.arrayBuffer())));
     },
-  });
-  await nc.flush();
+    { queue: 'bench-hop' },
+  );
+  await bus.flush();
   process.stdout.write('0\n');
 } else if (mode === 'gateway') {
   const behindAuth = defineRoute({

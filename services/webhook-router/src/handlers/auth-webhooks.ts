@@ -1,5 +1,4 @@
-import type { JsMsg } from 'nats';
-import type { Bus } from '@latchkey/bus';
+import type { Bus, JobMessage } from '@latchkey/bus';
 import type { EnvironmentInfo, PayloadOf, vaultContracts } from '@latchkey/contracts';
 import { authBody, type AuthWebhook } from '../domain/payloads.js';
 import { enqueueDeliveries } from './enqueue-deliveries.js';
@@ -13,9 +12,9 @@ type ConnectionCreated = PayloadOf<typeof vaultContracts.connectionCreated>;
 type RefreshFailed = PayloadOf<typeof vaultContracts.connectionRefreshFailed>;
 
 /** The webhook-id of an auth webhook: from the event's place in the stream, so a redelivery reuses it. */
-const eventWebhookId = (msg: JsMsg) => `msg_evt_${msg.info.stream}_${msg.seq}`;
+const eventWebhookId = (msg: JobMessage) => `msg_evt_${msg.info.stream}_${msg.seq}`;
 
-async function send(deps: AuthDeps, environmentIdOf: string, msg: JsMsg, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
+async function send(deps: AuthDeps, environmentIdOf: string, msg: JobMessage, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
   const environment = await deps.environmentById(environmentIdOf);
   if (!environment.send_auth_webhooks) return;
   await enqueueDeliveries(deps.bus, environment, { webhookId: eventWebhookId(msg), kind: 'auth', body: authBody({ ...webhook, environment: environment.name }) });
@@ -23,7 +22,7 @@ async function send(deps: AuthDeps, environmentIdOf: string, msg: JsMsg, webhook
 
 /** `connection.created` from a connect flow (creation or override) → an auth webhook; imports send none. */
 export function connectionCreatedHandler(deps: AuthDeps) {
-  return async (event: ConnectionCreated, msg: JsMsg): Promise<void> => {
+  return async (event: ConnectionCreated, msg: JobMessage): Promise<void> => {
     if (!event.operation) return;
     await send(deps, event.environment_id, msg, {
       operation: event.operation,
@@ -38,7 +37,7 @@ export function connectionCreatedHandler(deps: AuthDeps) {
 
 /** `connection.refresh_failed` → an auth webhook with `success: false` and the error's code and message. */
 export function refreshFailedHandler(deps: AuthDeps) {
-  return async (event: RefreshFailed, msg: JsMsg): Promise<void> => {
+  return async (event: RefreshFailed, msg: JobMessage): Promise<void> => {
     await send(deps, event.environment_id, msg, {
       operation: 'refresh',
       success: false,

@@ -1,14 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { connect, createInbox, type NatsConnection } from 'nats';
-import { inboxPrefixOf, PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchkey/contracts';
+import { createBus, type Bus } from '@latchkey/bus';
+import { PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { currentRequestId, runWithContext } from '@latchkey/logger';
+import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
+import { proxyExchange } from '@latchkey/proxy-hop';
 import { startNats, type TestNats } from '@latchkey/testing';
-import { proxyExchange, serveProxyCalls, type IncomingProxyCall } from './index.js';
+import { serveProxyCalls, type IncomingProxyCall } from './serve-proxy-calls.js';
 
+const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
-let caller: NatsConnection;
-let replica: NatsConnection;
+let caller: Bus;
+let replica: Bus;
 /** What the replica does with a call; each test sets its own. */
 let behaviour: (call: IncomingProxyCall) => void;
 
@@ -26,23 +28,21 @@ const meta = (path: string): ProxyRequestMeta => ({
   body: 'inline',
 });
 
-const login = (service: ServiceName | 'observer') => {
-  const { user, password } = nats.credentials(service);
-  return { user, pass: password, inboxPrefix: inboxPrefixOf(user) };
-};
+const login = (service: ServiceName | 'observer') =>
+  createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
 
 beforeAll(async () => {
   nats = await startNats();
   // The two ends log in as the services that play them, with their own inboxes, as in production.
-  caller = await connect({ servers: nats.url, ...login('gateway') });
-  replica = await connect({ servers: nats.url, ...login('proxy') });
+  caller = await login('gateway');
+  replica = await login('proxy');
   serveProxyCalls(replica, async (call) => behaviour(call));
   await replica.flush();
 });
 
 afterAll(async () => {
   await caller?.drain();
-  if (!replica?.isClosed()) await replica?.drain();
+  await replica?.drain();
   await nats?.dispose();
 });
 
@@ -51,8 +51,8 @@ describe('proxy exchange', () => {
     behaviour = (call) => call.respond({ ok: true, status: 201, headers: [['x-request-id', currentRequestId() ?? '']], body: 'inline' }, call.body);
     const messages: number[] = [];
     // Only the observer (test servers only) may watch a subject it does not serve.
-    const observer = await connect({ servers: nats.url, ...login('observer') });
-    const watcher = observer.subscribe(PROXY_SUBJECT, { callback: (_error, msg) => messages.push(msg.data.length) });
+    const observer = await login('observer');
+    const watcher = observer.subscribeRaw(PROXY_SUBJECT, (message) => messages.push(message.data.length));
     await observer.flush();
 
     // 8 bodies of 200 KiB: more than one message can hold (1 MiB), so two messages; then 16
@@ -66,21 +66,21 @@ describe('proxy exchange', () => {
       expect(Buffer.from(answer.body).equals(bodies[n]!)).toBe(true);
     });
     expect(messages).toHaveLength(4);
-    expect(Math.max(...messages)).toBeLessThanOrEqual(caller.info!.max_payload);
+    expect(Math.max(...messages)).toBeLessThanOrEqual(caller.maxPayload);
     watcher.unsubscribe();
     await observer.close();
   });
 
   it('answers a call whose meta is not valid with invalid_body', async () => {
-    const inbox = createInbox(inboxPrefixOf('gateway'));
-    const answered = new Promise<Uint8Array>((resolve) => caller.subscribe(inbox, { max: 1, callback: (_error, msg) => resolve(msg.data) }));
+    const inbox = caller.newInbox();
+    const answered = new Promise<Uint8Array>((resolve) => caller.subscribeRaw(inbox, (message) => resolve(message.data)));
     const text = Buffer.from(JSON.stringify({ method: 'TRACE' }));
     const frame = Buffer.alloc(12 + text.length);
     frame.writeUInt32BE(7, 0);
     frame.writeUInt32BE(text.length, 4);
     text.copy(frame, 8);
     frame.writeUInt32BE(0, 8 + text.length);
-    caller.publish(PROXY_SUBJECT, frame, { reply: inbox });
+    caller.publishRaw(PROXY_SUBJECT, frame, inbox);
 
     const data = Buffer.from(await answered);
     expect(data.readUInt32BE(0)).toBe(7);
