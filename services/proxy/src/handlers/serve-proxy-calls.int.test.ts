@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createBus, type Bus } from '@latchkey/bus';
+import { createBus, pullAll, servePullStream, type Bus } from '@latchkey/bus';
 import { PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
-import { proxyExchange } from '@latchkey/proxy-hop';
+import { callProxy, proxyExchange } from '@latchkey/proxy-hop';
 import { startNats, type TestNats } from '@latchkey/testing';
 import { serveProxyCalls, type IncomingProxyCall } from './serve-proxy-calls.js';
 
@@ -87,6 +87,40 @@ describe('proxy exchange', () => {
     expect(data.readUInt8(4)).toBe(0);
     const answer = JSON.parse(data.toString('utf8', 9, 9 + data.readUInt32BE(5))) as { ok: boolean; error: { code: string } };
     expect(answer).toMatchObject({ ok: false, error: { code: 'invalid_body' } });
+  });
+
+  it('callProxy: a body over the inline limit goes as a stream either way, and an error answer is thrown with its code', async () => {
+    const { body: _ignored, ...callMeta } = meta('echo');
+    behaviour = (call) => {
+      void (async () => {
+        if (call.meta.path === 'refused') return call.respond({ ok: false, error: { code: 'upstream_not_allowed', message: 'no' } }, new Uint8Array(0));
+        const received = call.meta.body === 'inline' ? Buffer.from(call.body) : await pullAll(replica, call.meta.body.stream, 5_000, 8 * 1024 * 1024);
+        const streamed = call.meta.body === 'inline' ? 'inline' : 'stream';
+        if (received.length <= replica.inlineLimit) return call.respond({ ok: true, status: 200, headers: [['x-body', streamed]], body: 'inline' }, received);
+        const answer = servePullStream(replica, (async function* () { yield received; })(), { idleTimeoutMs: 5_000 });
+        call.respond({ ok: true, status: 200, headers: [['x-body', streamed]], body: { stream: answer.inbox } }, new Uint8Array(0));
+      })();
+    };
+    const small = Buffer.alloc(1000, 1);
+    const large = Buffer.alloc(caller.inlineLimit + 1, 2);
+    const inline = await callProxy(caller, { meta: callMeta, body: small, timeoutMs: 5_000 });
+    expect(inline.headers).toEqual([['x-body', 'inline']]);
+    expect(Buffer.from(inline.inline!).equals(small)).toBe(true);
+
+    const whole = await callProxy(caller, { meta: callMeta, body: large, timeoutMs: 5_000 });
+    expect(whole.headers).toEqual([['x-body', 'stream']]);
+    expect(whole.inline).toBeUndefined();
+    expect((await whole.read(8 * 1024 * 1024)).equals(large)).toBe(true);
+
+    // A body of unknown length (an HTTP request's chunks), read back chunk by chunk.
+    const chunked = await callProxy(caller, { meta: callMeta, body: (async function* () { yield large.subarray(0, 1000); yield large.subarray(1000); })(), timeoutMs: 5_000 });
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of chunked.chunks()) chunks.push(chunk);
+    expect(Buffer.concat(chunks).equals(large)).toBe(true);
+
+    const tooLarge = await callProxy(caller, { meta: callMeta, body: large, timeoutMs: 5_000 });
+    await expect(tooLarge.read(1000)).rejects.toMatchObject({ code: 'payload_too_large' });
+    await expect(callProxy(caller, { meta: { ...callMeta, path: 'refused' }, body: small, timeoutMs: 5_000 })).rejects.toMatchObject({ code: 'upstream_not_allowed' });
   });
 
   it('keeps a slow call alive past the silence limit, and gives a call up with 503 when its replica goes away', async () => {
