@@ -241,8 +241,8 @@ describe('replies larger than a NATS message', () => {
     const bounded = await createBus({ servers: nats.url, service: 'bounded', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2_000, maxReplyBytes: 2 * 1024 * 1024 });
     try {
       bounded.serve(large, ({ bytes }) => ({ text: 'x'.repeat(bytes) }));
-      await natsOf(bounded).flush();
-      const maxPayload = natsOf(client).info!.max_payload;
+      await bounded.flush();
+      const maxPayload = client.maxPayload;
       const started = Date.now();
       const whole = await client.request(large, { bytes: maxPayload + 1 }, { timeoutMs: 2_000 });
       expect(whole.text).toHaveLength(maxPayload + 1);

@@ -51,8 +51,6 @@ export interface BusOptions {
   maxReplyBytes?: number;
 }
 
-/** Room left in a message for its headers (the request id) and the protocol line. */
-const HEADROOM_BYTES = 4 * 1024;
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
 /** What the server allows in one message when it has not said (before the first INFO). */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -298,13 +296,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   }
 
   /**
-   * Every reply reaches its caller, whatever its size: within one message when it fits the
-   * server's max_payload, else as a pull stream the caller reads (up to `maxReplyBytes`), else
+   * Every reply reaches its caller, whatever its size: within one message up to the inline
+   * limit, else as a pull stream the caller reads (up to `maxReplyBytes`), else
    * as a `payload_too_large` error. A reply NATS still refuses becomes an error reply, so no
    * caller waits out its deadline for an answer that was dropped.
    */
   function sendReply(subject: string, inbox: string, encoded: Uint8Array): void {
-    const fits = maxPayload() - HEADROOM_BYTES;
+    const fits = bus.inlineLimit;
     const failed = (error: AppError) => {
       try {
         nc.publish(inbox, encodeJson({ ok: false, error: error.toBody() } satisfies Reply<unknown>), { headers: outgoingHeaders() });
