@@ -49,6 +49,11 @@ export interface BusOptions {
    * 32 MiB by default.
    */
   maxReplyBytes?: number;
+  /**
+   * Copies of each JetStream stream and KV bucket this bus creates (`ensureStreams`, `openKv`):
+   * 1 on a single NATS server (the default), 3 on a clustered one.
+   */
+  jetstreamReplicas?: number;
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
@@ -110,6 +115,8 @@ export interface Bus {
   readonly inlineLimit: number;
   /** The largest message the server takes (its max_payload), headers and protocol line included. */
   readonly maxPayload: number;
+  /** Copies of each stream and KV bucket this bus creates. */
+  readonly jetstreamReplicas: number;
   /** True while the connection to NATS is up. */
   isConnected(): boolean;
   /**
@@ -387,6 +394,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     get maxPayload() {
       return maxPayload();
     },
+    jetstreamReplicas: options.jetstreamReplicas ?? 1,
     isConnected: () => connected && !nc.isClosed(),
     onReconnect: (listener) => void reconnectListeners.push(listener),
     request,

@@ -25,7 +25,8 @@ export interface JsonKv<T> {
 }
 
 export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
-  const kv = await connectionOf(bus).js.views.kv(bucket.name, { ttl: bucket.ttlMs, history: 1, timeout: bus.requestTimeoutMs });
+  // Replicas apply when the bucket is created; an existing bucket keeps its own.
+  const kv = await connectionOf(bus).js.views.kv(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs });
   return {
     kv,
     async get(key) {
