@@ -103,7 +103,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const started = await definition.start(runtime, config);
   bus.serve(ping[service], () => ({ service, instance, uptime_ms: Date.now() - startedAt }));
   // Ready means subscribed: wait until the server has every subscription made above.
-  await bus.nc.flush();
+  await bus.flush();
   ready = true;
   logger.info('ready', { instance, ...(config.HEALTH_PORT ? { health_port: config.HEALTH_PORT } : {}) });
 
