@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
+# The services run on Node 24: the one deploy/local/node.sh installs into .data/node, or LATCHKEY_NODE's.
+node_bin=$(deploy/local/node.sh)
+export PATH=$node_bin:$PATH
 data=$root/.data
 mkdir -p "$data"/{logs,run}
 chmod 700 "$data"
