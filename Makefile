@@ -19,7 +19,7 @@ ifneq ($(wildcard $(NODE_BIN)/../include/node/node_version.h),)
 export npm_config_nodedir := $(abspath $(NODE_BIN)/..)
 endif
 
-.PHONY: help up down build ferretdb test test-unit test-int e2e bench lint clean
+.PHONY: help up down build ferretdb test test-unit test-int e2e bench bench-scale lint clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -58,7 +58,11 @@ e2e: build ferretdb ## black-box tests against the running stack
 	$(JEST) --selectProjects e2e
 
 bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
-	node services/gateway/dist/bench/run.js
+	node bench/dist/run.js
+
+# Sizes and backends: BENCH_SCALE_SIZES=10000,100000,1000000 BENCH_SCALE_BACKENDS=sqlite,postgresql
+bench-scale: build ferretdb ## how each hot operation's cost grows with the data beside it
+	node bench/dist/scale.js
 
 lint: node_modules/.package-lock.json ## type-check everything
 	npx tsc -b --force --noEmit false

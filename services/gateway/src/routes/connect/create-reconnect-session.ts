@@ -1,6 +1,6 @@
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { reconnectBody, sessionCreated } from './create-connect-session.js';
+import { reconnectBody, sessionCreated } from './session-body.js';
 
 /** A session bound to one connection made through a session: the flow replaces its credentials only. */
 export const createReconnectSession = defineRoute({

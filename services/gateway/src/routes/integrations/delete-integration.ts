@@ -1,6 +1,6 @@
 import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { uniqueKeyParams } from './get-integration.js';
+import { uniqueKeyParams } from './integration-params.js';
 
 /** Deletes the integration and its connections (each announced by a `connection.deleted` event). */
 export const deleteIntegration = defineRoute({

@@ -1,6 +1,6 @@
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { uniqueKeyParams } from './get-integration.js';
+import { uniqueKeyParams } from './integration-params.js';
 
 /** Only the fields passed change; a rename is refused while the integration has connections. */
 export const updateIntegration = defineRoute({

@@ -1,13 +1,6 @@
-import { z } from 'zod';
-import { BASE_VARIANT, syncContracts } from '@latchkey/contracts';
+import { syncContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { variantName } from './sync-body.js';
-
-export const variantParams = z.strictObject({
-  name: z.string().min(1).max(100),
-  variant: variantName.refine((value) => value !== BASE_VARIANT, `"${BASE_VARIANT}" is every sync's own variant`),
-});
-export const variantBody = z.strictObject({ provider_config_key: z.string().min(1).max(128), connection_id: z.string().min(1).max(255) });
+import { variantBody, variantParams } from './sync-body.js';
 
 /** `POST /sync/{name}/variant/{variant}`: the sync again for one connection under another name, with its own schedule, state and records. */
 export const createSyncVariant = defineRoute({

@@ -1,6 +1,6 @@
 import { syncContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { variantBody, variantParams } from './create-sync-variant.js';
+import { variantBody, variantParams } from './sync-body.js';
 
 /** `DELETE /sync/{name}/variant/{variant}`: the variant's schedule and records go; `base` cannot be deleted. */
 export const deleteSyncVariant = defineRoute({
