@@ -1,0 +1,1 @@
+export { createCache, type Cache, type CacheOptions, type LoadOptions, type SetOptions, type Stamp } from './create-cache.js';
