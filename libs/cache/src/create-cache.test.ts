@@ -41,6 +41,16 @@ describe('createCache', () => {
     expect(cache.has('default')).toBe(false);
   });
 
+  it('without a ttl, keeps entries until they are evicted', () => {
+    const time = clock();
+    const cache = createCache<string>({ maxEntries: 1, now: time.now });
+    cache.set('a', 'A');
+    time.advance(365 * 24 * 3600 * 1000);
+    expect(cache.get('a')).toBe('A');
+    cache.set('b', 'B');
+    expect(cache.get('a')).toBeUndefined();
+  });
+
   it('does not store a value whose life is already over', () => {
     const cache = createCache<string>({ maxEntries: 10, ttlMs: 1000 });
     cache.set('k', 'v', { ttlMs: 0 });

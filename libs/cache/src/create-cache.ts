@@ -3,8 +3,8 @@ import { LRUCache } from 'lru-cache';
 export interface CacheOptions {
   /** Bound on entries: past it, the least recently used entry goes. */
   maxEntries: number;
-  /** How long an entry lives unless its `set` says otherwise. */
-  ttlMs: number;
+  /** How long an entry lives unless its `set` says otherwise; without it, until evicted. */
+  ttlMs?: number;
   /** The clock, in milliseconds; tests pass their own. */
   now?: () => number;
 }
@@ -60,7 +60,7 @@ export function createCache<V extends NonNullable<unknown>>(options: CacheOption
   const byTag = new Map<string, Set<string>>();
   const lru = new LRUCache<string, Entry<V>>({
     max: options.maxEntries,
-    ttl: Math.max(1, lifetime(options.ttlMs)),
+    ...(options.ttlMs === undefined ? {} : { ttl: Math.max(1, lifetime(options.ttlMs)) }),
     // The injected clock is read on every check (lru-cache takes a start of 0 for "no start", so it
     // is shifted by one); the default clock may be read once a millisecond.
     ...(options.now ? { perf: { now: () => options.now!() + 1 }, ttlResolution: 0 } : {}),
@@ -95,10 +95,11 @@ export function createCache<V extends NonNullable<unknown>>(options: CacheOption
 
   function set(key: string, value: V, setOptions: SetOptions = {}): void {
     if (setOptions.since && !setOptions.since.current()) return;
-    const ttl = lifetime(setOptions.ttlMs ?? options.ttlMs);
-    if (ttl < 1) return;
+    const ms = setOptions.ttlMs ?? options.ttlMs;
+    const ttl = ms === undefined ? undefined : lifetime(ms);
+    if (ttl !== undefined && ttl < 1) return;
     const tags = setOptions.tags && setOptions.tags.length > 0 ? setOptions.tags : undefined;
-    lru.set(key, { value, tags }, { ttl });
+    lru.set(key, { value, tags }, ttl === undefined ? undefined : { ttl });
     // A tiny bound can evict the entry at once; only a stored entry is indexed.
     if (!tags || !lru.has(key)) return;
     for (const tag of tags) {
