@@ -141,6 +141,8 @@ const entries: Array<[AnyContract, Access]> = [
   [w.received, event([ROUTER], [{ service: RUNNER, durable: 'action-runner-webhooks' }])],
   [w.postCreation, event([VAULT])],
   [w.preDeletion, event([VAULT])],
+  [w.listInbound, request(ROUTER, [GATEWAY])],
+  [w.listAttempts, request(ROUTER, [GATEWAY])],
   [vw.webhookIntegration, request(VAULT, [ROUTER])],
   [vw.matchConnection, request(VAULT, [ROUTER])],
   [vw.matchConnections, request(VAULT, [ROUTER])],

@@ -14,6 +14,8 @@ import { syncRunCompletedHandler } from './handlers/sync-webhooks.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
 import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
+import { listAttemptsHandler } from './handlers/list-attempts.js';
+import { listInboundLogHandler } from './handlers/list-inbound-log.js';
 
 /**
  * How long the router trusts what it asked the gateway and the vault (environment settings,
@@ -58,6 +60,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   });
   const breakers = createCircuitBreakers({ threshold: config.WEBHOOK_BREAKER_THRESHOLD, cooldownMs: config.WEBHOOK_BREAKER_COOLDOWN_MS });
   const authDeps = { bus, environmentById };
+  bus.serve(webhookContracts.listInbound, listInboundLogHandler({ inbound }));
+  bus.serve(webhookContracts.listAttempts, listAttemptsHandler({ deliveries }));
 
   const consumers: RunningConsumer[] = [
     // Provider webhooks in batches: a burst is verified, matched to its connections, announced

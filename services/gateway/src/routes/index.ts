@@ -5,6 +5,8 @@ import { deleteApiKey } from './admin/delete-api-key.js';
 import { listApiKeys } from './admin/list-api-keys.js';
 import { listEnvironments } from './admin/list-environments.js';
 import { listGivenUp } from './admin/list-given-up.js';
+import { listInboundWebhooks } from './admin/list-inbound-webhooks.js';
+import { listWebhookAttempts } from './admin/list-webhook-attempts.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
 import { getSigningKey } from './admin/get-signing-key.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
@@ -127,6 +129,8 @@ export const routes: readonly AnyRoute[] = [
   deleteApiKey,
   rotateEncryptionKeys,
   listGivenUp,
+  listInboundWebhooks,
+  listWebhookAttempts,
 ];
 
 /**
