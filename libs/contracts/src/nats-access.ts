@@ -173,6 +173,7 @@ const entries: Array<[AnyContract, Access]> = [
   [s.updateFrequency, request(SCHEDULER, [GATEWAY])],
   [s.createVariant, request(SCHEDULER, [GATEWAY])],
   [s.deleteVariant, request(SCHEDULER, [GATEWAY])],
+  [s.leader, request(SCHEDULER, [GATEWAY])],
   [s.webhookRunFinished, request(SCHEDULER, [RUNNER])],
   [s.runCompleted, event([SCHEDULER], [
     { service: ROUTER, durable: 'webhook-router-sync-completed' },

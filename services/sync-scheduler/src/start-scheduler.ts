@@ -25,6 +25,7 @@ import {
 import { createLease } from './scheduling/lease.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
 import { connectionDeletedHandler } from './handlers/connection-deleted.js';
+import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
@@ -84,11 +85,9 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
   // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.
-  const lease = createLease(
-    await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS }),
-    'leader',
-    `${hostname()}/${process.pid}/${randomUUID()}`,
-  );
+  const leaseKv = await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
+  const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
+  bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
   const loop = startSchedulerLoop({
     logger,
     lease,

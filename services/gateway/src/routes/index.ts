@@ -8,6 +8,7 @@ import { listGivenUp } from './admin/list-given-up.js';
 import { listInboundWebhooks } from './admin/list-inbound-webhooks.js';
 import { listWebhookAttempts } from './admin/list-webhook-attempts.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
+import { getSchedulerLeader } from './admin/get-scheduler-leader.js';
 import { getSigningKey } from './admin/get-signing-key.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
@@ -131,6 +132,7 @@ export const routes: readonly AnyRoute[] = [
   listGivenUp,
   listInboundWebhooks,
   listWebhookAttempts,
+  getSchedulerLeader,
 ];
 
 /**
