@@ -178,7 +178,7 @@ describe('the operator\'s webhook log', () => {
     const unknown = await env.admin('GET', '/environments/nope/webhooks/attempts');
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.code).toBe('unknown_environment');
-    for (const query of ['limit=0', 'status=lost', 'before=yesterday', 'surprise=1']) {
+    for (const query of ['limit=0', 'limit=1001', 'status=lost', 'before=yesterday']) {
       const bad = await env.admin('GET', `/environments/hooks/webhooks/inbound?${query}`);
       expect(bad.status).toBe(400);
       expect(bad.json.error.code).toBe('invalid_query_params');
