@@ -113,7 +113,7 @@ export function createKeyring(deps: KeyringDeps) {
   }
 
   async function activeVersion(environment: EnvironmentId): Promise<number> {
-    return activeVersions.load(environment, () => resolveActiveVersion(environment), { tag: environment });
+    return activeVersions.load(environment, () => resolveActiveVersion(environment), { tag: environment, place: () => ({ tags: [environment] }) });
   }
 
   async function encrypt(environment: EnvironmentId, aad: CredentialAad, plaintext: string): Promise<string> {
