@@ -13,9 +13,14 @@ import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
 import { createIntegrationRepo } from './db/integration-repo.js';
 import { createRefreshLogRepo } from './db/refresh-log-repo.js';
+import { createConnectSessionService } from './domain/connect-sessions.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
+import { createConnectionCredentials } from './domain/connection-credentials.js';
+import { createConnectionService } from './domain/connections.js';
+import { createIntegrationService } from './domain/integrations.js';
 import { createReadAudit } from './domain/read-audit.js';
 import type { VaultDeps } from './domain/vault-deps.js';
+import type { VaultServices } from './domain/vault-services.js';
 import {
   connectClientCredentialsHandler,
   connectWithSessionHandler,
@@ -33,7 +38,6 @@ import {
   writeMetadataHandler,
 } from './handlers/connections.js';
 import {
-  backfillWebhookSecrets,
   createIntegrationHandler,
   deleteIntegrationHandler,
   getIntegrationHandler,
@@ -93,15 +97,28 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   if (lockTtlMs < wantedLockTtlMs) {
     logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
   }
+  const integrationService = createIntegrationService({ integrations, cipher: keyring });
+  const credentials = createConnectionCredentials({ cipher: keyring });
   const refresher = createRefresher({
     ...base,
+    credentials,
+    integrationService,
     locks,
     logs,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
     http,
     lockTtlMs,
   });
-  const deps: VaultDeps = { ...base, refresher, audit, cache };
+  const connectionService = createConnectionService({ bus, logger, cache, refresher, connections, integrations: integrationService, credentials });
+  const sessionService = createConnectSessionService({
+    bus,
+    providers: catalog,
+    sessions,
+    connections,
+    integrationService,
+    credentials,
+  });
+  const deps: VaultDeps & VaultServices = { ...base, refresher, audit, cache, integrationService, connectionService, sessionService };
   runtime.onShutdown(() => audit.stop());
 
   const publicCatalog = {
@@ -125,10 +142,10 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));
   bus.serve(vaultContracts.deleteConnection, deleteConnectionHandler(deps));
   bus.serve(vaultContracts.writeMetadata, writeMetadataHandler(deps));
-  bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ integrations, connections, sessions }));
-  bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler({ sessions }));
+  bus.serve(vaultContracts.createConnectSession, createConnectSessionHandler({ ...deps, sessions }));
+  bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler(deps));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
-  const oauthDeps = { ...deps, sessions, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS, http };
+  const oauthDeps = { ...deps, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS, http };
   bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler(oauthDeps));
   bus.serve(vaultContracts.connectClientCredentials, connectClientCredentialsHandler(oauthDeps));
   bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));
@@ -155,7 +172,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     ),
   );
   runtime.onShutdown(() => Promise.all(syncRuns.map((consumer) => consumer.stop())).then(() => undefined));
-  const backfilled = await backfillWebhookSecrets(deps);
+  const backfilled = await integrationService.backfillWebhookSecrets();
   if (backfilled > 0) logger.info('gave older integrations their webhook secrets', { integrations: backfilled });
   logger.info('catalog loaded', { providers: catalog.size });
 }

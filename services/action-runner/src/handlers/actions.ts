@@ -1,40 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { JsMsg } from 'nats';
-import type { Bus } from '@latchkey/bus';
-import { actionContracts, vaultContracts, type PayloadOf, type RequestOf } from '@latchkey/contracts';
+import { actionContracts, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
-import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
-import type { ActionRunRepo } from '../db/action-run-repo.js';
+import type { ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 import { outputForReply } from '../domain/output.js';
-import type { KnownConnections } from '../domain/known-connections.js';
-import type { Runner } from '../domain/run-function.js';
-
-export interface ActionDeps {
-  bus: Bus;
-  logger: Logger;
-  runner: Runner;
-  runs: ActionRunRepo;
-  connections: KnownConnections;
-  /** How long a served output stream waits for the gateway to read it. */
-  streamIdleMs: number;
-}
+import { requireConnection, type ConnectionRef } from '../domain/require-connection.js';
 
 /** Async runs whose infrastructure keeps failing (not the function: it fails once) give up after this many deliveries. */
 const MAX_DELIVERIES = 8;
-
-type ConnectionRef = { environment_id: string; provider_config_key: string; connection_id: string };
-
-/** The connection must exist in the integration (404 `unknown_connection` otherwise); no credentials are read, nothing is refreshed. */
-export async function requireConnection(bus: Pick<ActionDeps['bus'], 'request'>, request: ConnectionRef): Promise<void> {
-  await bus.request(vaultContracts.resolveConnection, {
-    environment_id: request.environment_id,
-    connection_id: request.connection_id,
-    provider_config_key: request.provider_config_key,
-  });
-}
 
 async function checkConnection(deps: Pick<ActionDeps, 'bus' | 'connections'>, request: ConnectionRef) {
   if (deps.connections.has(request.environment_id, request.provider_config_key, request.connection_id)) return;

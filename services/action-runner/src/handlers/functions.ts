@@ -6,7 +6,7 @@ import type { CachedFunction } from '../domain/function-cache.js';
 import { ENVIRONMENT_GRANTS, type CtxGrants, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
 import { subscribes, webhookType } from '../domain/webhook-match.js';
-import { requireConnection } from './actions.js';
+import { requireConnection } from '../domain/require-connection.js';
 
 export interface FunctionDeps {
   bus: Bus;

@@ -1,7 +1,7 @@
 import type { JsMsg } from 'nats';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf } from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
-import type { ActionDeps } from './actions.js';
+import type { ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 
 /** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */

@@ -5,6 +5,7 @@ import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationRepo } from '../db/integration-repo.js';
 import type { Keyring } from '../crypto/keyring.js';
 import type { ConnectionCache } from './connection-cache.js';
+import type { StoredCredentials } from './connection-credentials.js';
 import type { ReadAudit } from './read-audit.js';
 
 /** Encryption at rest, as the handlers use it: the keyring (crypto/keyring.ts). */
@@ -46,9 +47,9 @@ export interface ProviderEntry {
 export interface Refresher {
   ensureFresh(
     doc: ConnectionDoc,
-    credentials: Record<string, unknown>,
+    credentials: StoredCredentials,
     options: { force: boolean; vendorJwt: boolean },
-  ): Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>;
+  ): Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>;
 }
 
 export interface VaultDeps {

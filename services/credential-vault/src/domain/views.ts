@@ -1,6 +1,7 @@
 import type { Connection } from '@latchkey/contracts';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
+import type { StoredCredentials } from './connection-credentials.js';
 
 /** The list form of an integration: exactly the fields the API document lists for it. */
 export function integrationListItem(doc: IntegrationDoc, logo: string) {
@@ -37,7 +38,7 @@ export function connectionListItem(doc: ConnectionDoc) {
  * The full form. `credentials` is left out unless given: the caller decides from the key's
  * scope. The refresh token is dropped unless asked for.
  */
-export function connectionView(doc: ConnectionDoc, credentials?: Record<string, unknown>, includeRefreshToken = false): Connection {
+export function connectionView(doc: ConnectionDoc, credentials?: StoredCredentials, includeRefreshToken = false): Connection {
   const view: Connection = {
     id: doc.id,
     connection_id: doc.connection_id,
@@ -54,7 +55,7 @@ export function connectionView(doc: ConnectionDoc, credentials?: Record<string, 
   };
   if (credentials) {
     // An unauthenticated connection's credentials are the API document's empty object.
-    if (credentials['type'] === 'NONE') return { ...view, credentials: {} };
+    if (credentials.type === 'NONE') return { ...view, credentials: {} };
     const { refresh_token: refreshToken, ...rest } = credentials;
     view.credentials = includeRefreshToken && refreshToken !== undefined ? { ...rest, refresh_token: refreshToken } : rest;
   }
@@ -67,7 +68,7 @@ export function normalizeTags(tags: Record<string, string> | undefined): Record<
 }
 
 /** The date a credentials object expires, from its `expires_at`, if any. */
-export function expiryOf(credentials: Record<string, unknown>): Date | null {
+export function expiryOf(credentials: StoredCredentials): Date | null {
   const value = credentials['expires_at'];
   if (typeof value !== 'string') return null;
   const at = new Date(value);

@@ -1,46 +1,13 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Msg } from 'nats';
 import { callerOf } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { z } from 'zod';
-import { environmentId, type EnvironmentId } from '@latchkey/mongo';
+import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
-import type { IntegrationDoc } from '../db/integration-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
-import { connectionEvent, connectionListItem, connectionView, expiryOf, normalizeTags } from '../domain/views.js';
-import { findIntegration } from './integrations.js';
-
-export const CREDENTIALS_PLACE = (doc: Pick<ConnectionDoc, '_id'>) => ({ connectionId: doc._id, field: 'connection.credentials' });
-
-/** Stores a new connection: fresh ids, the credentials encrypted for it, no errors yet. */
-export async function insertConnection(
-  deps: Pick<VaultDeps, 'connections' | 'cipher'>,
-  environment: EnvironmentId,
-  integration: Pick<IntegrationDoc, '_id' | 'unique_key' | 'provider'>,
-  credentials: Record<string, unknown>,
-  fields: Pick<ConnectionDoc, 'connection_id' | 'metadata' | 'connection_config' | 'tags' | 'end_user' | 'created_via_session'>,
-): Promise<ConnectionDoc> {
-  const id = `conn_${randomUUID()}`;
-  const now = new Date();
-  return deps.connections.insert(environment, {
-    _id: id,
-    id: randomInt(1, 2 ** 47),
-    integration_id: integration._id,
-    provider_config_key: integration.unique_key,
-    provider: integration.provider,
-    credentials_type: String(credentials['type']),
-    credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE({ _id: id }), credentials),
-    credentials_version: 0,
-    expires_at: expiryOf(credentials),
-    errors: [],
-    refresh_failure: null,
-    created_at: now,
-    updated_at: now,
-    last_fetched_at: null,
-    ...fields,
-  });
-}
+import type { VaultServices } from '../domain/vault-services.js';
+import { connectionEvent, connectionListItem, connectionView, normalizeTags } from '../domain/views.js';
 
 /**
  * A fetch answers with its own time as `last_fetched_at` (it is the latest fetch), so the value
@@ -49,28 +16,14 @@ export async function insertConnection(
  */
 const FETCH_STAMP_MS = 10_000;
 
-/** The connection, or `unknown_provider_config` / `unknown_connection`, whichever is missing. */
-async function findConnection(deps: Pick<VaultDeps, 'connections' | 'integrations'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string) {
-  const doc = await deps.connections.find(environment, providerConfigKey, connectionId);
-  if (doc) return doc;
-  await findIntegration(deps, environment, providerConfigKey);
-  throw new AppError('unknown_connection', `No connection "${connectionId}" in integration "${providerConfigKey}"`);
-}
-
-const storedCredentials = z.record(z.string(), z.unknown());
-
-export async function decryptCredentials(deps: Pick<VaultDeps, 'cipher'>, doc: ConnectionDoc): Promise<Record<string, unknown>> {
-  return deps.cipher.decryptJson(environmentId(doc.environment_id), CREDENTIALS_PLACE(doc), doc.credentials, storedCredentials);
-}
-
 /** `POST /connections`: imports credentials of any type for an existing integration. */
-export function createConnectionHandler(deps: VaultDeps) {
+export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers' | 'audit'> & Pick<VaultServices, 'integrationService' | 'connectionService'>) {
   return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<Msg, 'subject'>) => {
     const environment = environmentId(request.environment_id);
-    const integration = await findIntegration(deps, environment, request.provider_config_key);
+    const integration = await deps.integrationService.find(environment, request.provider_config_key);
     const provider = deps.providers.get(integration.provider);
-    const credentials = request.credentials as Record<string, unknown>;
-    const type = String(credentials['type']);
+    const credentials = request.credentials;
+    const type = credentials.type;
     const expected = provider?.auth_mode;
     if (expected && expected !== type) {
       throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials, not ${type}`, {
@@ -84,7 +37,7 @@ export function createConnectionHandler(deps: VaultDeps) {
         errors: missing.map((key) => ({ code: 'required', message: 'required by the provider', path: `connection_config.${key}` })),
       });
     }
-    const doc = await insertConnection(deps, environment, integration, credentials, {
+    const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
       metadata: request.metadata ?? {},
       connection_config: connectionConfig,
@@ -99,7 +52,7 @@ export function createConnectionHandler(deps: VaultDeps) {
   };
 }
 
-export function listConnectionsHandler(deps: VaultDeps) {
+export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
   return async (request: RequestOf<typeof vaultContracts.listConnections>) => {
     const docs = await deps.connections.list(
       environmentId(request.environment_id),
@@ -117,33 +70,15 @@ export function listConnectionsHandler(deps: VaultDeps) {
 }
 
 /**
- * A connection with its decrypted credentials: from the replica's cache, else one indexed read
- * and a decryption; refreshed first when inside the window (or forced), under the lock.
- */
-export async function fetchConnection(
-  deps: VaultDeps,
-  request: { environment_id: string; provider_config_key: string; connection_id: string; force: boolean; vendorJwt: boolean },
-): Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }> {
-  const flags = { force: request.force, vendorJwt: request.vendorJwt };
-  const cached = deps.cache.get(request.environment_id, request.provider_config_key, request.connection_id);
-  if (cached) return deps.refresher.ensureFresh(cached.doc, cached.credentials, flags);
-  const readAt = deps.cache.generation();
-  const doc = await findConnection(deps, environmentId(request.environment_id), request.provider_config_key, request.connection_id);
-  const credentials = await decryptCredentials(deps, doc);
-  deps.cache.set(doc, credentials, readAt);
-  return deps.refresher.ensureFresh(doc, credentials, flags);
-}
-
-/**
  * `GET /connections/{id}`: from the replica's cache, else one indexed read and a decryption; a
  * refresh only inside the window (or when forced), under the per-connection lock; plaintext
  * only for a credentials scope, and then audited.
  */
-export function getConnectionHandler(deps: VaultDeps) {
+export function getConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'logger' | 'audit'> & Pick<VaultServices, 'connectionService'>) {
   const stamped = new Map<string, number>();
   return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<Msg, 'subject'>) => {
     const environment = environmentId(request.environment_id);
-    let { doc, credentials } = await fetchConnection(deps, {
+    let { doc, credentials } = await deps.connectionService.fetch({
       environment_id: request.environment_id,
       provider_config_key: request.provider_config_key,
       connection_id: request.connection_id,
@@ -166,17 +101,17 @@ export function getConnectionHandler(deps: VaultDeps) {
   };
 }
 
-export function resolveConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'integrations'>) {
+export function resolveConnectionHandler(deps: Pick<VaultServices, 'connectionService'>) {
   return async (request: RequestOf<typeof vaultContracts.resolveConnection>) => {
-    const doc = await findConnection(deps, environmentId(request.environment_id), request.provider_config_key, request.connection_id);
+    const doc = await deps.connectionService.find(environmentId(request.environment_id), request.provider_config_key, request.connection_id);
     return { id: doc.id, connection_id: doc.connection_id, provider_config_key: doc.provider_config_key, provider: doc.provider };
   };
 }
 
-export function patchConnectionHandler(deps: VaultDeps) {
+export function patchConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'bus'> & Pick<VaultServices, 'connectionService'>) {
   return async (request: RequestOf<typeof vaultContracts.patchConnection>) => {
     const environment = environmentId(request.environment_id);
-    const doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
+    const doc = await deps.connectionService.find(environment, request.provider_config_key, request.connection_id);
     const fields: Partial<ConnectionDoc> = { updated_at: new Date() };
     if (request.tags !== undefined) fields.tags = normalizeTags(request.tags);
     if (request.end_user !== undefined) fields.end_user = request.end_user;
@@ -186,35 +121,11 @@ export function patchConnectionHandler(deps: VaultDeps) {
   };
 }
 
-/** How long a deletion waits, at most, for JetStream to store its `connection.pre_deletion`. */
-const PRE_DELETION_WAIT_MS = 1000;
-
-/**
- * Announces `connection.pre_deletion` for the functions runtime (which may, say, remove a
- * provider subscription). A deletion never fails and never waits long because of it: a lost or
- * late announcement is logged and the deletion goes on.
- */
-export async function announcePreDeletion(deps: Pick<VaultDeps, 'bus' | 'logger'>, doc: ConnectionDoc): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const announced = deps.bus.publish(webhookContracts.preDeletion, { ...connectionEvent(doc), tags: doc.tags }).then(
-    () => true,
-    (error: unknown) => {
-      deps.logger.warn('could not announce connection.pre_deletion; deleting anyway', { connection: doc._id, error });
-      return true;
-    },
-  );
-  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), PRE_DELETION_WAIT_MS)));
-  if (!(await Promise.race([announced, late]))) deps.logger.warn('connection.pre_deletion is late; deleting anyway', { connection: doc._id });
-  clearTimeout(timer);
-}
-
-export function deleteConnectionHandler(deps: VaultDeps) {
+export function deleteConnectionHandler(deps: Pick<VaultServices, 'connectionService'>) {
   return async (request: RequestOf<typeof vaultContracts.deleteConnection>) => {
     const environment = environmentId(request.environment_id);
-    const doc = await findConnection(deps, environment, request.provider_config_key, request.connection_id);
-    await announcePreDeletion(deps, doc);
-    await deps.connections.remove(environment, doc._id);
-    await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc));
+    const doc = await deps.connectionService.find(environment, request.provider_config_key, request.connection_id);
+    await deps.connectionService.remove(environment, doc);
     return { success: true as const };
   };
 }
@@ -223,10 +134,10 @@ export function deleteConnectionHandler(deps: VaultDeps) {
  * Sets (replace) or updates (shallow merge) metadata of one or many connections. Every
  * connection must exist before anything changes.
  */
-export function writeMetadataHandler(deps: VaultDeps) {
+export function writeMetadataHandler(deps: Pick<VaultDeps, 'connections' | 'bus'> & Pick<VaultServices, 'integrationService'>) {
   return async (request: RequestOf<typeof vaultContracts.writeMetadata>) => {
     const environment = environmentId(request.environment_id);
-    await findIntegration(deps, environment, request.provider_config_key);
+    await deps.integrationService.find(environment, request.provider_config_key);
     const ids = [...new Set(request.connection_ids)];
     const docs = await deps.connections.findMany(environment, request.provider_config_key, ids);
     const found = new Set(docs.map((doc) => doc.connection_id));

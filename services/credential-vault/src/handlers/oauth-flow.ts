@@ -9,14 +9,14 @@ import { interpolate } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
-import type { VaultDeps } from '../domain/vault-deps.js';
-import { callTokenEndpoint } from '../refresh/token-endpoint.js';
-import { expiryFrom, postToken } from '../refresh/token-requests.js';
-import { fillProviderUrl } from '../catalog/provider-url.js';
-import { allowedIntegration, liveSession, saveSessionConnection, sessionConnectionConfig } from './connect-sessions.js';
-import { integrationCredentials } from './integrations.js';
-import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
+import { sessionConnectionConfig } from '../domain/connect-sessions.js';
+import type { StoredCredentials } from '../domain/connection-credentials.js';
+import type { VaultDeps } from '../domain/vault-deps.js';
+import type { VaultServices } from '../domain/vault-services.js';
+import { callTokenEndpoint } from '../refresh/token-endpoint.js';
+import { expiryFrom, postToken } from '../refresh/fresh-credentials.js';
+import { fillProviderUrl } from '../catalog/provider-url.js';
 
 /** An authorization must come back within this long. */
 const STATE_LIFETIME_MS = 10 * 60 * 1000;
@@ -25,8 +25,8 @@ const REQUEST_SECRET_PLACE = { field: 'oauth1.request_token_secret' };
 const CLIENT_OVERRIDE_PLACE = { field: 'oauth.client_override' };
 const clientOverrideSchema = z.object({ client_id: z.string(), client_secret: z.string() });
 
-type Deps = VaultDeps & {
-  sessions: ConnectSessionRepo;
+type Deps = Pick<VaultDeps, 'cipher'> &
+  Pick<VaultServices, 'integrationService' | 'sessionService'> & {
   oauthSessions: OAuthSessionRepo;
   catalog: { get(name: string): Provider | undefined };
   timeoutMs: number;
@@ -62,14 +62,14 @@ function clientOverrideFor(session: ConnectSessionDoc, integrationKey: string, g
  */
 export function startOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.startOAuth>) => {
-    const session = await liveSession(deps, { token: request.token });
-    const integration = await allowedIntegration(deps, session, request.integration);
+    const session = await deps.sessionService.live({ token: request.token });
+    const integration = await deps.sessionService.allowedIntegration(session, request.integration);
     const provider = deps.catalog.get(integration.provider);
     if (!provider?.authorization_url || (provider.auth_mode !== 'OAUTH2' && provider.auth_mode !== 'OAUTH1')) {
       throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth`);
     }
     const override = clientOverrideFor(session, integration.unique_key, request.client_override);
-    const client = override ?? (await integrationCredentials(deps, integration));
+    const client = override ?? (await deps.integrationService.clientCredentials(integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
     const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config) as Record<string, string>;
     const environment = environmentId(session.environment_id);
@@ -128,8 +128,8 @@ async function consumeFlow(deps: Deps, state: string) {
   const refused = new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
   const flow = await deps.oauthSessions.consume(state);
   if (!flow || flow.expires_at.getTime() <= Date.now()) throw refused;
-  const session = await liveSession(deps, { digest: flow.session_digest });
-  const integration = await allowedIntegration(deps, session, flow.integration);
+  const session = await deps.sessionService.live({ digest: flow.session_digest });
+  const integration = await deps.sessionService.allowedIntegration(session, flow.integration);
   const provider = deps.catalog.get(integration.provider);
   if (!provider) throw new AppError('unknown_provider', `Provider "${integration.provider}" is not in the catalog`);
   const override = flow.client_override
@@ -178,14 +178,14 @@ export function finishOAuthHandler(deps: Deps) {
     const { flow, session, integration, provider, override } = await consumeFlow(deps, request.state);
     if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
     checkIssuer(provider, flow.connection_config, request.iss);
-    const client = override ?? (await integrationCredentials(deps, integration));
+    const client = override ?? (await deps.integrationService.clientCredentials(integration));
     const now = new Date();
     const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
     if (flow.code_verifier) {
       form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
     }
     const raw = await postToken(
-      { provider, client, connectionConfig: flow.connection_config, credentials: {}, now, timeoutMs: deps.timeoutMs, http: deps.http },
+      { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
       form,
       client['client_id'],
       client['client_secret'],
@@ -193,7 +193,7 @@ export function finishOAuthHandler(deps: Deps) {
       throw refusedAuthorization(error);
     });
     const expiresAt = expiryFrom(raw, now);
-    const credentials = {
+    const credentials: StoredCredentials = {
       type: 'OAUTH2',
       access_token: raw['access_token'],
       ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
@@ -202,7 +202,7 @@ export function finishOAuthHandler(deps: Deps) {
       raw,
     };
     // The environment lets the gateway post the outcome to that environment's registered origins only.
-    return { ...(await saveSessionConnection(deps, session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
+    return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
   };
 }
 
@@ -250,10 +250,10 @@ export function finishOAuth1Handler(deps: Deps) {
     if (provider.auth_mode !== 'OAUTH1' || !flow.request_token_secret) {
       throw new AppError('invalid_query_params', 'This authorization is not an OAuth 1.0a one; start again');
     }
-    const client = override ?? (await integrationCredentials(deps, integration));
+    const client = override ?? (await deps.integrationService.clientCredentials(integration));
     const temporarySecret = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, flow.request_token_secret);
     const credentials = await exchangeVerifier(deps, provider, integration, client, flow, { token: request.oauth_token, secret: temporarySecret }, request.oauth_verifier);
-    const saved = await saveSessionConnection(deps, session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
+    const saved = await deps.sessionService.saveConnection(session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
     return { ...saved, environment_id: session.environment_id };
   };
 }
@@ -283,5 +283,5 @@ async function exchangeVerifier(
   if (!raw['oauth_token'] || !raw['oauth_token_secret']) {
     throw new AppError('refresh_token_external_error', 'The provider answered without token credentials', { payload: { error: 'no_token' } });
   }
-  return { type: 'OAUTH1', oauth_token: raw['oauth_token'], oauth_token_secret: raw['oauth_token_secret'], raw };
+  return { type: 'OAUTH1' as const, oauth_token: raw['oauth_token'], oauth_token_secret: raw['oauth_token_secret'], raw };
 }

@@ -3,111 +3,23 @@ import { callerOf } from '@latchkey/bus';
 import { proxyContracts, type ProxyCredentials, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
-import { interpolate, interpolateUrl, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
+import { injectionFor } from '../domain/credential-injection.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
-import { fetchConnection } from './connections.js';
-import { findIntegration, integrationCredentials } from './integrations.js';
+import type { VaultServices } from '../domain/vault-services.js';
 
-const str = (value: unknown) => (typeof value === 'string' ? value : undefined);
-
-/** The token a credentials object carries, whatever its type calls it. */
-function tokenOf(credentials: Record<string, unknown>): string | undefined {
-  return str(credentials['access_token']) ?? str(credentials['token']) ?? str(credentials['session_id']);
-}
-
-function fill(templates: Record<string, string> | undefined, context: TemplateContext, filler = interpolate): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, template] of Object.entries(templates ?? {})) {
-    try {
-      out[name] = filler(template, context);
-    } catch (error) {
-      // The message names the placeholder, never a value. A value refused for its place in a URL
-      // would have sent the call elsewhere: that is an upstream not allowed, not a missing value.
-      const message = (error as Error).message;
-      const code = message.startsWith('missing value') || filler === interpolate ? 'invalid_headers' : 'upstream_not_allowed';
-      throw new AppError(code, `Cannot build the ${name} the provider needs: ${message}`);
-    }
-  }
-  return out;
-}
-
-/**
- * Whether the catalog entry says where the credential goes (a header, a query parameter or the
- * base URL): then it goes there only, never also in a default `Authorization`.
- */
-function placesCredentials(provider: Provider): boolean {
-  const proxy = provider.proxy;
-  if (!proxy) return false;
-  return [proxy.base_url, ...Object.values(proxy.headers ?? {}), ...Object.values(proxy.query ?? {})].some(usesCredentials);
-}
-
-/**
- * How calls made with these credentials are authenticated: the provider's base URL with
- * connection config filled in, the headers and query its entry places (else the auth mode's
- * default) and OAuth 1 material. The same rules for stored connections and for credentials an
- * end user is about to save, which are verified with them first.
- */
-export function injectionFor(
-  provider: Provider,
-  client: Record<string, string>,
-  connectionConfig: Record<string, unknown>,
-  credentials: Record<string, unknown>,
-): Omit<ProxyCredentials, 'id' | 'provider' | 'expires_at'> {
-  const token = tokenOf(credentials);
-  const context: TemplateContext = {
-    connectionConfig,
-    credentials,
-    apiKey: str(credentials['apiKey']),
-    username: str(credentials['username']),
-    password: str(credentials['password']),
-    accessToken: token,
-  };
-  const headers = fill(provider.proxy?.headers, context);
-  const hasAuthorization = Object.keys(headers).some((name) => name.toLowerCase() === 'authorization');
-  const type = String(credentials['type']);
-  if (!hasAuthorization) {
-    if (type === 'BASIC' && context.username !== undefined) {
-      headers['Authorization'] = `Basic ${Buffer.from(`${context.username}:${context.password ?? ''}`).toString('base64')}`;
-    } else if (type === 'API_KEY' && context.apiKey !== undefined && !placesCredentials(provider)) {
-      headers['Authorization'] = `Bearer ${context.apiKey}`;
-    } else if (token !== undefined && type !== 'OAUTH1' && type !== 'TBA') {
-      headers['Authorization'] = `Bearer ${token}`;
-    }
-  }
-  let oauth1: ProxyCredentials['oauth1'];
-  if (type === 'OAUTH1' || type === 'TBA') {
-    const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
-    oauth1 = {
-      consumer_key: override.client_id ?? client['client_id'] ?? '',
-      consumer_secret: override.client_secret ?? client['client_secret'] ?? '',
-      token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
-      token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
-    };
-  }
-  const baseUrl = provider.proxy?.base_url;
-  const allowedHosts = provider.proxy?.allowed_hosts;
-  return {
-    auth_mode: provider.auth_mode,
-    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig, credentials, apiKey: context.apiKey }, interpolateUrl)['base_url']! }),
-    ...(allowedHosts === undefined ? {} : { allowed_hosts: [...allowedHosts] }),
-    headers,
-    query: fill(provider.proxy?.query, context),
-    ...(oauth1 ? { oauth1 } : {}),
-    decompress: provider.proxy?.decompress ?? false,
-  };
-}
+type Deps = Pick<VaultDeps, 'audit'> & Pick<VaultServices, 'connectionService' | 'integrationService'> & { catalog: { get(name: string): Provider | undefined } };
 
 /**
  * `vault.credentials.get`: how to call the provider for a connection, with the token refreshed
  * first when it is inside the window (or on `force_refresh`, after a 401). One of the two places
  * plaintext credentials leave the vault; every answer is audited.
  */
-export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name: string): Provider | undefined } }) {
+export function proxyCredentialsHandler(deps: Deps) {
   return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<Msg, 'subject'>): Promise<ProxyCredentials> => {
     // Who asks is the identity NATS authenticated for this subject; the payload only vouches for a key.
     const caller = callerOf(proxyContracts.getCredentials, msg);
-    const { doc, credentials } = await fetchConnection(deps, {
+    const { doc, credentials } = await deps.connectionService.fetch({
       environment_id: request.environment_id,
       provider_config_key: request.provider_config_key,
       connection_id: request.connection_id,
@@ -116,8 +28,8 @@ export function proxyCredentialsHandler(deps: VaultDeps & { catalog: { get(name:
     });
     const provider = deps.catalog.get(doc.provider);
     if (!provider) throw new AppError('unknown_provider', `Provider "${doc.provider}" is no longer in the catalog`);
-    const integration = await findIntegration(deps, environmentId(request.environment_id), request.provider_config_key);
-    const client = await integrationCredentials(deps, integration);
+    const integration = await deps.integrationService.find(environmentId(request.environment_id), request.provider_config_key);
+    const client = await deps.integrationService.clientCredentials(integration);
     await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.key_id, caller, purpose: 'proxy' });
     const injection = injectionFor(provider, client, doc.connection_config ?? {}, credentials);
     return {

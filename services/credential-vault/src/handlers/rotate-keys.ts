@@ -2,8 +2,8 @@ import type { RequestOf, ResponseOf, vaultContracts } from '@latchkey/contracts'
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { Keyring } from '../crypto/keyring.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
-import { CREDENTIALS_PLACE } from './connections.js';
-import { INTEGRATION_PLACES } from './integrations.js';
+import { CREDENTIALS_PLACE } from '../domain/connection-credentials.js';
+import { INTEGRATION_PLACES } from '../domain/integrations.js';
 
 type Deps = Pick<VaultDeps, 'connections' | 'integrations' | 'logger'> & { keyring: Keyring };
 

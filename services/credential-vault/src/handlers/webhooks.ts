@@ -1,22 +1,22 @@
 import { vaultWebhookContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
 import type { VaultDeps } from '../domain/vault-deps.js';
-import { findIntegration, webhookSecretOf } from './integrations.js';
+import type { VaultServices } from '../domain/vault-services.js';
 
 /** Keys become field paths in a query: a `.` or a leading `$` could reach elsewhere. */
 const SAFE_KEY = /^[^.$][^.]*$/;
 
 /** `vault.webhooks.integration`: the integration as the webhook router needs it, secret included. */
-export function webhookIntegrationHandler(deps: VaultDeps) {
+export function webhookIntegrationHandler(deps: Pick<VaultDeps, 'providers'> & Pick<VaultServices, 'integrationService'>) {
   return async ({ environment_id, unique_key }: RequestOf<typeof vaultWebhookContracts.webhookIntegration>): Promise<ResponseOf<typeof vaultWebhookContracts.webhookIntegration>> => {
     const environment = environmentId(environment_id);
-    const doc = await findIntegration(deps, environment, unique_key);
+    const doc = await deps.integrationService.find(environment, unique_key);
     const webhook = deps.providers.get(doc.provider)?.webhook;
     return {
       provider: doc.provider,
       forward_webhooks: doc.forward_webhooks,
       accept_unsigned_webhooks: doc.accept_unsigned_webhooks === true,
-      webhook_secret: await webhookSecretOf(deps, environment, doc),
+      webhook_secret: await deps.integrationService.webhookSecret(environment, doc),
       signature: webhook
         ? {
             header: webhook.signature_header,

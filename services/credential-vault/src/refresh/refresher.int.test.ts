@@ -21,9 +21,10 @@ import { createConnectionRepo } from '../db/connection-repo.js';
 import { createDataKeyRepo } from '../db/data-key-repo.js';
 import { createIntegrationRepo } from '../db/integration-repo.js';
 import { createRefreshLogRepo } from '../db/refresh-log-repo.js';
+import { createConnectionCredentials } from '../domain/connection-credentials.js';
+import { insertConnection } from '../domain/connections.js';
+import { INTEGRATION_PLACES, createIntegrationService } from '../domain/integrations.js';
 import type { Refresher } from '../domain/vault-deps.js';
-import { decryptCredentials, insertConnection } from '../handlers/connections.js';
-import { INTEGRATION_PLACES } from '../handlers/integrations.js';
 import { createRefreshLocks } from './refresh-lock.js';
 import { createRefresher } from './refresher.js';
 
@@ -67,7 +68,8 @@ function replica(keys: Connection): { refresher: Refresher; connections: ReturnT
     logger,
     integrations,
     connections,
-    cipher,
+    credentials: createConnectionCredentials({ cipher }),
+    integrationService: createIntegrationService({ integrations, cipher }),
     providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: oauth.tokenUrl }) },
     locks: kv,
     logs: createRefreshLogRepo(connection),
@@ -137,7 +139,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     updated_at: now,
   });
   const expired = new Date(Date.now() - 60_000).toISOString();
-  return insertConnection({ connections: createConnectionRepo(direct), cipher }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired }, {
+  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired, raw: {} }, {
     connection_id: 'conn-1',
     metadata: {},
     connection_config: {},
@@ -160,13 +162,13 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   // Replica A takes the lock and reads the connection; its keyring's read of the data key is
   // held, so A stays paused with the old refresh token in hand while its lock runs out.
   relay.hold();
-  const aResult = a.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  const aResult = a.refresher.ensureFresh(doc, { type: 'OAUTH2', access_token: 'expired', refresh_token: firstRefreshToken, raw: {} }, { force: false, vendorJwt: false });
   const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
   for (let waited = 0; (await kv.get(lockKey)) === null && waited < 5_000; waited += 10) await sleep(10);
   expect(await kv.get(lockKey)).not.toBeNull();
 
   // Replica B waits for A's lock to expire, takes it, refreshes and stores the newer tokens.
-  const bResult = await b.refresher.ensureFresh(doc, { type: 'OAUTH2', refresh_token: firstRefreshToken }, { force: false, vendorJwt: false });
+  const bResult = await b.refresher.ensureFresh(doc, { type: 'OAUTH2', access_token: 'expired', refresh_token: firstRefreshToken, raw: {} }, { force: false, vendorJwt: false });
   expect(bResult.credentials['refresh_token']).not.toBe(firstRefreshToken);
 
   // A resumes with what it read before B's refresh.
@@ -176,7 +178,7 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   const presented = oauth.stats.tokenRequestLog.filter((record) => record.grantType === 'refresh_token').map((record) => record.body['refresh_token']);
   expect(presented).toEqual([firstRefreshToken]);
   const stored = await createConnectionRepo(direct).findById(environmentId(doc.environment_id), doc._id);
-  const storedCredentials = await decryptCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }, stored!);
+  const storedCredentials = await createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }).open(stored!);
   expect(storedCredentials['access_token']).toBe(bResult.credentials['access_token']);
   expect(storedCredentials['refresh_token']).toBe(bResult.credentials['refresh_token']);
   expect(stored!.refresh_failure).toBeNull();

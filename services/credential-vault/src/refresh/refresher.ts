@@ -6,16 +6,20 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
+import { credentialsVersionOf } from '../db/connection-repo.js';
+import type { ConnectionCredentials, StoredCredentials } from '../domain/connection-credentials.js';
+import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
-import { CREDENTIALS_PLACE, decryptCredentials } from '../handlers/connections.js';
-import { integrationCredentials } from '../handlers/integrations.js';
-import { credentialsVersionOf } from '../db/connection-repo.js';
 import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
-import { requestFreshCredentials } from './token-requests.js';
+import { requestFreshCredentials } from './fresh-credentials.js';
 
-export interface RefresherDeps extends Omit<VaultDeps, 'refresher' | 'audit' | 'cache' | 'logoUrl'> {
+export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'connections' | 'integrations' | 'providers'> {
+  /** Opens and seals the connection's credentials. */
+  credentials: ConnectionCredentials;
+  /** Reads the integration's client credentials. */
+  integrationService: Pick<IntegrationService, 'clientCredentials'>;
   /** NATS KV bucket whose entries expire on their own: a crashed holder frees its lock. */
   locks: JsonKv<{ owner: string }>;
   logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
@@ -36,12 +40,12 @@ const POLL_MS = 25;
  */
 export function createRefresher(deps: RefresherDeps): Refresher {
   const locks = createRefreshLocks(deps.locks);
-  const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: Record<string, unknown> }>>();
+  const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>>();
 
   async function reread(doc: ConnectionDoc) {
     const fresh = await deps.connections.findById(environmentId(doc.environment_id), doc._id);
     if (!fresh) throw new AppError('unknown_connection', `Connection "${doc.connection_id}" was deleted`);
-    return { doc: fresh, credentials: await decryptCredentials(deps, fresh) };
+    return { doc: fresh, credentials: await deps.credentials.open(fresh) };
   }
 
   function refusal(doc: ConnectionDoc): AppError | undefined {
@@ -67,13 +71,13 @@ export function createRefresher(deps: RefresherDeps): Refresher {
    * happened meanwhile, an older result never replaces newer credentials, and a failure is not
    * recorded against credentials that have changed since; both then answer what is stored.
    */
-  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: Record<string, unknown>, vendorJwt: boolean) {
+  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: StoredCredentials, vendorJwt: boolean) {
     const environment = environmentId(doc.environment_id);
     const version = credentialsVersionOf(doc);
     const integration = await deps.integrations.findByKey(environment, doc.provider_config_key);
     const provider = deps.providers.get(doc.provider);
     if (!integration || !provider) throw new AppError('unknown_provider_config', `Integration "${doc.provider_config_key}" is gone`);
-    const client = await integrationCredentials(deps, integration);
+    const client = await deps.integrationService.clientCredentials(integration);
     if (!(await locks.renew(lock))) return null;
     const now = new Date();
     try {
@@ -87,7 +91,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         http: deps.http,
       });
       const fields = {
-        credentials: await deps.cipher.encryptJson(environment, CREDENTIALS_PLACE(doc), fresh),
+        credentials: await deps.credentials.seal(doc, fresh),
         expires_at: expiryOf(fresh),
         errors: doc.errors.filter((error) => error.type !== 'auth'),
         refresh_failure: null,

@@ -7,11 +7,10 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialCache } from '../domain/credential-cache.js';
-import { connectionListed, upstreamHeaders } from '../domain/header-policy.js';
-import { targetUrl } from '../domain/upstream-target.js';
+import { connectionListed } from '../domain/header-policy.js';
+import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
-import { oauth1Header } from '@latchkey/oauth1';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 
@@ -40,44 +39,6 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
   });
   deps.cache.set(cacheKey(meta), credentials, readAt);
   return credentials;
-}
-
-/**
- * The call to send: where (`targetUrl`: the checked path, and an override only on an allowed
- * host) and with which headers (`upstreamHeaders`: the one header policy, whoever the caller).
- */
-export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials, body: UpstreamCall['body']): UpstreamCall {
-  const url = targetUrl(meta, credentials);
-  const injected = Object.entries(credentials.headers);
-  const names = new Set(injected.map(([name]) => name.toLowerCase()));
-  const headers = upstreamHeaders(meta.headers, injected, names);
-  let sign: UpstreamCall['sign'];
-  const oauth1 = credentials.oauth1;
-  if (oauth1) {
-    const form = headers.find(([name]) => name.toLowerCase() === 'content-type')?.[1]?.startsWith('application/x-www-form-urlencoded');
-    const bodyParams = form && body instanceof Uint8Array ? formParams(Buffer.from(body).toString('utf8')) : undefined;
-    sign = (method, target) => [
-      'Authorization',
-      oauth1Header({
-        method,
-        url: target,
-        consumerKey: oauth1.consumer_key,
-        consumerSecret: oauth1.consumer_secret,
-        token: oauth1.token,
-        tokenSecret: oauth1.token_secret,
-        ...(bodyParams && method === meta.method ? { bodyParams } : {}),
-      }),
-    ];
-    names.add('authorization');
-  }
-  return { method: meta.method, url, headers, body, secretHeaders: names, ...(sign ? { sign } : {}) };
-}
-
-/** Form fields with repeated names kept, as OAuth 1 signs them. */
-function formParams(text: string): Record<string, string[]> {
-  const params: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(text)) (params[name] ??= []).push(value);
-  return params;
 }
 
 /** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */

@@ -1,7 +1,7 @@
 import type { RequestOf, proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { UpstreamNetworkError, callUpstream, type UpstreamOptions } from '../upstream/call-upstream.js';
-import { buildCall } from './proxy-request.js';
+import { buildCall } from '../domain/upstream-call.js';
 
 /**
  * `proxy.verify`: calls a provider's verification endpoints with candidate credentials, injected

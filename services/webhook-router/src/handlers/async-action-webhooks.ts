@@ -1,7 +1,6 @@
 import type { actionContracts, PayloadOf } from '@latchkey/contracts';
 import { asyncActionBody } from '../domain/payloads.js';
-import type { AuthDeps } from './auth-webhooks.js';
-import { enqueueDeliveries } from './enqueue-deliveries.js';
+import { enqueueDeliveries, type DeliveryDeps } from '../domain/enqueue-deliveries.js';
 
 type AsyncCompleted = PayloadOf<typeof actionContracts.asyncCompleted>;
 
@@ -10,7 +9,7 @@ type AsyncCompleted = PayloadOf<typeof actionContracts.asyncCompleted>;
  * the environment's auth-webhook setting: the customer queued the action and waits for it. The
  * webhook-id comes from the run's id, so a redelivered event makes no second webhook.
  */
-export function asyncActionCompletedHandler(deps: AuthDeps) {
+export function asyncActionCompletedHandler(deps: DeliveryDeps) {
   return async (event: AsyncCompleted): Promise<void> => {
     const environment = await deps.environmentById(event.environment_id);
     await enqueueDeliveries(deps.bus, environment, {

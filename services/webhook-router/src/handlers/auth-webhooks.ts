@@ -1,13 +1,7 @@
 import type { JsMsg } from 'nats';
-import type { Bus } from '@latchkey/bus';
-import type { EnvironmentInfo, PayloadOf, vaultContracts } from '@latchkey/contracts';
+import type { PayloadOf, vaultContracts } from '@latchkey/contracts';
 import { authBody, type AuthWebhook } from '../domain/payloads.js';
-import { enqueueDeliveries } from './enqueue-deliveries.js';
-
-export interface AuthDeps {
-  bus: Pick<Bus, 'enqueue'>;
-  environmentById(environmentId: string): Promise<EnvironmentInfo>;
-}
+import { enqueueDeliveries, type DeliveryDeps } from '../domain/enqueue-deliveries.js';
 
 type ConnectionCreated = PayloadOf<typeof vaultContracts.connectionCreated>;
 type RefreshFailed = PayloadOf<typeof vaultContracts.connectionRefreshFailed>;
@@ -15,14 +9,14 @@ type RefreshFailed = PayloadOf<typeof vaultContracts.connectionRefreshFailed>;
 /** The webhook-id of an auth webhook: from the event's place in the stream, so a redelivery reuses it. */
 const eventWebhookId = (msg: JsMsg) => `msg_evt_${msg.info.stream}_${msg.seq}`;
 
-async function send(deps: AuthDeps, environmentIdOf: string, msg: JsMsg, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
+async function send(deps: DeliveryDeps, environmentIdOf: string, msg: JsMsg, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
   const environment = await deps.environmentById(environmentIdOf);
   if (!environment.send_auth_webhooks) return;
   await enqueueDeliveries(deps.bus, environment, { webhookId: eventWebhookId(msg), kind: 'auth', body: authBody({ ...webhook, environment: environment.name }) });
 }
 
 /** `connection.created` from a connect flow (creation or override) → an auth webhook; imports send none. */
-export function connectionCreatedHandler(deps: AuthDeps) {
+export function connectionCreatedHandler(deps: DeliveryDeps) {
   return async (event: ConnectionCreated, msg: JsMsg): Promise<void> => {
     if (!event.operation) return;
     await send(deps, event.environment_id, msg, {
@@ -37,7 +31,7 @@ export function connectionCreatedHandler(deps: AuthDeps) {
 }
 
 /** `connection.refresh_failed` → an auth webhook with `success: false` and the error's code and message. */
-export function refreshFailedHandler(deps: AuthDeps) {
+export function refreshFailedHandler(deps: DeliveryDeps) {
   return async (event: RefreshFailed, msg: JsMsg): Promise<void> => {
     await send(deps, event.environment_id, msg, {
       operation: 'refresh',

@@ -18,7 +18,7 @@ import type { WebhookClaimRepo } from '../db/webhook-claim-repo.js';
 import { forwardBody, providerPayload } from '../domain/payloads.js';
 import { refusalReason, verifyProviderSignature } from '../domain/provider-signature.js';
 import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
-import { enqueueDeliveries } from './enqueue-deliveries.js';
+import { enqueueDeliveries } from '../domain/enqueue-deliveries.js';
 
 type WebhookIntegration = ResponseOf<typeof vaultWebhookContracts.webhookIntegration>;
 

@@ -1,7 +1,7 @@
 import type { EnvironmentInfo, PayloadOf, syncContracts } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
 import { syncBody } from '../domain/payloads.js';
-import { enqueueDeliveries } from './enqueue-deliveries.js';
+import { enqueueDeliveries } from '../domain/enqueue-deliveries.js';
 
 export interface SyncWebhookDeps {
   bus: Pick<Bus, 'enqueue'>;

@@ -3,8 +3,7 @@ import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import { queryList } from '../query.js';
-
-export const uniqueKeyParams = z.strictObject({ uniqueKey: z.string().min(1).max(128) });
+import { uniqueKeyParams } from './integration-params.js';
 
 /**
  * `include=webhook` adds `webhook_url` and `webhookSecret`; `include=credentials` adds the client
@@ -15,6 +14,7 @@ export const getIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:read',
+  doc: { summary: 'Get an integration', errors: ['unknown_provider_config'] },
   schemas: {
     params: uniqueKeyParams,
     query: z.strictObject({

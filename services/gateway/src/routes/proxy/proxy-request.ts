@@ -116,6 +116,29 @@ async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>):
 export const proxyRequest = defineBareRoute({
   prefix: '/proxy',
   scope: 'environment:proxy',
+  doc: {
+    path: '/proxy/{path}',
+    methods: ['get', 'post', 'put', 'patch', 'delete'],
+    summary: "Call the provider's API with the connection's credentials injected",
+    description:
+      "`{path}` is any path on the provider's base URL (slashes included); the query, headers and body go to the provider " +
+      "and its answer comes back as it was given. Optional headers: `Retries`, `Retry-On`, `Base-Url-Override`, `Decompress`. " +
+      'HEAD and OPTIONS are proxied too.',
+    contentType: '*/*',
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: [
+      'invalid_uri_params',
+      'unknown_connection',
+      'unknown_provider_config',
+      'refresh_token_external_error',
+      'connection_refresh_backoff',
+      'connection_refresh_exhausted',
+      'upstream_not_allowed',
+      'upstream_unreachable',
+      'upstream_timeout',
+      'payload_too_large',
+    ],
+  },
   handler: async ({ deps, key, req, res }) => {
     const settings = configuration(req);
     const nc = deps.bus.nc;

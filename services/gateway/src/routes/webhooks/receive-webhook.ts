@@ -80,6 +80,14 @@ export const receiveWebhook = defineBareRoute({
   prefix: PREFIX,
   auth: 'public',
   scope: null,
+  doc: {
+    path: '/webhook/{environmentPublicId}/{integration}',
+    methods: ['post'],
+    summary: "A provider's webhook for an integration: stored, then verified and routed",
+    description: 'Any body and content type. Answered `200 {"success": true}` once stored, whatever its signature.',
+    answer: z.object({ success: z.literal(true) }),
+    errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large'],
+  },
   handler: async ({ deps, req, res }) => {
     const url = req.url ?? '/';
     const queryAt = url.indexOf('?');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { algorithmForKey } from './token-requests.js';
+import { algorithmForKey } from './fresh-credentials.js';
 
 const pkcs8 = (key: KeyObject) => key.export({ type: 'pkcs8', format: 'pem' }).toString();
 

@@ -1,6 +1,12 @@
 import type { Bus } from '@latchkey/bus';
 import { webhookContracts, type EnvironmentInfo, type WebhookDelivery } from '@latchkey/contracts';
 
+/** What a handler that sends an environment's webhooks needs: the environment's settings, and the durable queue. */
+export interface DeliveryDeps {
+  bus: Pick<Bus, 'enqueue'>;
+  environmentById(environmentId: string): Promise<EnvironmentInfo>;
+}
+
 /**
  * Makes one durable delivery per webhook URL of the environment (primary, then secondary), all
  * under one webhook-id. JetStream drops a second copy of the same delivery (a redelivered

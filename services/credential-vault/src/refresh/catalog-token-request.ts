@@ -3,7 +3,7 @@ import type { TokenRequest } from '../catalog/provider-schema.js';
 import { interpolate, interpolateUrl, type TemplateContext } from '../catalog/interpolate.js';
 import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
-import type { RefreshContext } from './token-requests.js';
+import { credentialsOfType, type CredentialsOf, type RefreshContext } from './refresh-context.js';
 
 /** The credential types whose token is bought through the provider's `token_request`. */
 export type TokenRequestType = 'TWO_STEP' | 'BILL' | 'SIGNATURE';
@@ -128,7 +128,7 @@ export function readTokenAnswer(spec: TokenRequest, answer: unknown, now: Date):
  * TWO_STEP keeps `raw` as it was: it holds the fields the next token request reads, and
  * replacing it with the provider's answer would make that request impossible.
  */
-export async function refreshWithTokenRequest(type: TokenRequestType, context: RefreshContext): Promise<Record<string, unknown>> {
+export async function refreshWithTokenRequest(type: TokenRequestType, context: RefreshContext): Promise<CredentialsOf<TokenRequestType>> {
   const spec = context.provider.token_request;
   if (!spec) {
     throw new AppError('refresh_token_external_error', `The provider entry does not say how to obtain a ${type} token (token_request)`, {
@@ -158,14 +158,19 @@ export async function refreshWithTokenRequest(type: TokenRequestType, context: R
   }
   const { token, expiresAt } = readTokenAnswer(spec, answer, context.now);
   // A lifetime the provider no longer states must not survive from the previous token.
-  const { expires_at: _previous, ...kept } = context.credentials;
   const expiry = expiresAt === undefined ? {} : { expires_at: expiresAt };
   switch (type) {
-    case 'TWO_STEP':
+    case 'TWO_STEP': {
+      const { expires_at: _previous, ...kept } = credentialsOfType(context.credentials, type);
       return { ...kept, type, token, ...expiry };
-    case 'BILL':
+    }
+    case 'BILL': {
+      const { expires_at: _previous, ...kept } = credentialsOfType(context.credentials, type);
       return { ...kept, type, session_id: token, ...expiry, raw: isRecord(answer) ? answer : { answer } };
-    case 'SIGNATURE':
+    }
+    case 'SIGNATURE': {
+      const { expires_at: _previous, ...kept } = credentialsOfType(context.credentials, type);
       return { ...kept, type, token, ...expiry };
+    }
   }
 }

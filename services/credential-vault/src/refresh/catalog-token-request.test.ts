@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { AppError } from '@latchkey/errors';
 import { tokenRequestSchema } from '../catalog/provider-schema.js';
-import { buildTokenRequest, providerErrorFields, readTokenAnswer, templateContextOf, valueAtPath } from './token-request.js';
+import { buildTokenRequest, providerErrorFields, readTokenAnswer, templateContextOf, valueAtPath } from './catalog-token-request.js';
 
 const bill = tokenRequestSchema.parse({
   url: 'https://${connectionConfig.host}.bill.test/api/v2/Login.json?org=${credentials.organization_id}',

@@ -1,25 +1,11 @@
 import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { AppError } from '@latchkey/errors';
-import type { TokenRequest } from '../catalog/provider-schema.js';
-import type { ProviderEntry } from '../domain/vault-deps.js';
-import type { HttpClient } from '@latchkey/net';
 import { fillProviderUrl } from '../catalog/provider-url.js';
+import { refreshWithTokenRequest } from './catalog-token-request.js';
+import type { StoredCredentials } from '../domain/connection-credentials.js';
+import { credentialsOfType, type CredentialsOf, type RefreshContext } from './refresh-context.js';
 import { callTokenEndpoint } from './token-endpoint.js';
-import { refreshWithTokenRequest } from './token-request.js';
-
-export interface RefreshContext {
-  /** The catalog entry; `token_request` is read by TWO_STEP, BILL and SIGNATURE. */
-  provider: ProviderEntry & { token_request?: TokenRequest | undefined };
-  /** The integration's client credentials (client_id, client_secret, app_id, private_key…). */
-  client: Record<string, string>;
-  connectionConfig: Record<string, unknown>;
-  credentials: Record<string, unknown>;
-  now: Date;
-  timeoutMs: number;
-  /** The outbound client (libs/net) with the address policy: the only way to a token endpoint. */
-  http: HttpClient;
-}
 
 /** The provider's error answer, reduced to fields that carry no secrets. */
 function providerError(status: number, body: string): AppError {
@@ -36,8 +22,11 @@ function providerError(status: number, body: string): AppError {
   });
 }
 
+/** A token endpoint's answer that carries an access token, with whatever else the provider sent. */
+export type TokenAnswer = Record<string, unknown> & { access_token: string };
+
 /** POSTs a form to the provider's token endpoint with the client authenticated its way; the parsed answer. */
-export async function postToken(context: RefreshContext, form: Record<string, string>, clientId: string | undefined, clientSecret: string | undefined) {
+export async function postToken(context: Pick<RefreshContext, 'provider' | 'connectionConfig' | 'timeoutMs' | 'http'>, form: Record<string, string>, clientId: string | undefined, clientSecret: string | undefined) {
   const url = context.provider.token_url;
   if (!url) throw new AppError('refresh_token_external_error', 'The provider has no token URL');
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -62,7 +51,7 @@ export async function postToken(context: RefreshContext, form: Record<string, st
   if (typeof raw['access_token'] !== 'string') {
     throw new AppError('refresh_token_external_error', 'The provider answered without an access_token', { payload: { error: 'no_access_token' } });
   }
-  return raw;
+  return raw as TokenAnswer;
 }
 
 export function expiryFrom(raw: Record<string, unknown>, now: Date): string | undefined {
@@ -71,13 +60,14 @@ export function expiryFrom(raw: Record<string, unknown>, now: Date): string | un
 }
 
 /** OAUTH2: refresh-token grant with the connection's client override or the integration's client. */
-async function refreshOAuth2(context: RefreshContext): Promise<Record<string, unknown>> {
-  const { credentials, client } = context;
-  const refreshToken = credentials['refresh_token'];
+async function refreshOAuth2(context: RefreshContext): Promise<CredentialsOf<'OAUTH2'>> {
+  const { client } = context;
+  const credentials = credentialsOfType(context.credentials, 'OAUTH2');
+  const refreshToken = credentials.refresh_token;
   if (typeof refreshToken !== 'string') {
     throw new AppError('refresh_token_external_error', 'The connection has no refresh token', { payload: { error: 'no_refresh_token' } });
   }
-  const override = (credentials['config_override'] ?? {}) as { client_id?: string; client_secret?: string };
+  const override = credentials.config_override ?? {};
   const raw = await postToken(
     context,
     { grant_type: 'refresh_token', refresh_token: refreshToken, ...context.provider.refresh_params },
@@ -91,25 +81,25 @@ async function refreshOAuth2(context: RefreshContext): Promise<Record<string, un
     // Providers that do not rotate refresh tokens answer without one: keep ours.
     refresh_token: typeof raw['refresh_token'] === 'string' ? raw['refresh_token'] : refreshToken,
     ...(expiresAt ? { expires_at: expiresAt } : {}),
-    ...(credentials['config_override'] ? { config_override: credentials['config_override'] } : {}),
+    ...(credentials.config_override ? { config_override: credentials.config_override } : {}),
     raw,
   };
 }
 
-/** OAUTH2_CC: a new token by the client-credentials grant. */
-async function refreshClientCredentials(context: RefreshContext): Promise<Record<string, unknown>> {
-  const { credentials } = context;
-  const raw = await postToken(
-    context,
-    { grant_type: 'client_credentials', ...context.provider.token_params },
-    String(credentials['client_id']),
-    String(credentials['client_secret']),
-  );
+/**
+ * OAUTH2_CC: a token by the client-credentials grant, for a client that has none yet (a connect
+ * flow) or to renew a connection's.
+ */
+export async function clientCredentialsToken(
+  context: Omit<RefreshContext, 'credentials' | 'client'>,
+  client: Pick<CredentialsOf<'OAUTH2_CC'>, 'client_id' | 'client_secret'>,
+): Promise<CredentialsOf<'OAUTH2_CC'>> {
+  const raw = await postToken(context, { grant_type: 'client_credentials', ...context.provider.token_params }, client.client_id, client.client_secret);
   const expiresAt = expiryFrom(raw, context.now);
   return {
     type: 'OAUTH2_CC',
-    client_id: credentials['client_id'],
-    client_secret: credentials['client_secret'],
+    client_id: client.client_id,
+    client_secret: client.client_secret,
     token: raw['access_token'],
     ...(expiresAt ? { expires_at: expiresAt } : {}),
     raw,
@@ -134,19 +124,20 @@ export function algorithmForKey(pem: string): jwt.Algorithm | undefined {
 }
 
 /** JWT: a token signed here, valid 20 minutes; an `{id, secret}` key signs HS256 with that key id. */
-function refreshJwt(context: RefreshContext): Record<string, unknown> {
-  const { credentials, now } = context;
-  const privateKey = credentials['privateKey'] as string | { id: string; secret: string };
+function refreshJwt(context: RefreshContext): CredentialsOf<'JWT'> {
+  const { now } = context;
+  const credentials = credentialsOfType(context.credentials, 'JWT');
+  const privateKey = credentials.privateKey;
   const issuedAt = Math.floor(now.getTime() / 1000);
   const expiresAt = issuedAt + 20 * 60;
-  const claims = { iat: issuedAt, exp: expiresAt, ...(credentials['issuerId'] ? { iss: String(credentials['issuerId']) } : {}) };
+  const claims = { iat: issuedAt, exp: expiresAt, ...(credentials.issuerId ? { iss: credentials.issuerId } : {}) };
   const unusable = (what: string) =>
     new AppError('refresh_token_external_error', `The connection's privateKey is not ${what}`, { payload: { error: 'invalid_private_key' } });
   let token: string;
   if (typeof privateKey === 'string') {
     const algorithm = algorithmForKey(privateKey);
     if (!algorithm) throw unusable('an RSA or EC private key in PEM form');
-    token = jwt.sign(claims, privateKey, { algorithm, ...(credentials['privateKeyId'] ? { keyid: String(credentials['privateKeyId']) } : {}) });
+    token = jwt.sign(claims, privateKey, { algorithm, ...(credentials.privateKeyId ? { keyid: credentials.privateKeyId } : {}) });
   } else {
     if (!/^(?:[0-9a-fA-F]{2})+$/.test(privateKey.secret)) throw unusable('an {id, secret} key with a hex secret');
     token = jwt.sign(claims, Buffer.from(privateKey.secret, 'hex'), { algorithm: 'HS256', keyid: privateKey.id });
@@ -155,7 +146,7 @@ function refreshJwt(context: RefreshContext): Record<string, unknown> {
 }
 
 /** APP: an installation token bought with a JWT signed by the app's private key. */
-async function refreshApp(context: RefreshContext): Promise<Record<string, unknown>> {
+async function refreshApp(context: RefreshContext): Promise<CredentialsOf<'APP'>> {
   const { client, now } = context;
   if (!client['app_id'] || !client['private_key']) {
     throw new AppError('refresh_token_external_error', 'The integration lacks app_id or private_key', { payload: { error: 'misconfigured_app' } });
@@ -188,12 +179,12 @@ async function refreshApp(context: RefreshContext): Promise<Record<string, unkno
 }
 
 /** New credentials for a connection of a refreshable type. */
-export async function requestFreshCredentials(type: string, context: RefreshContext): Promise<Record<string, unknown>> {
+export async function requestFreshCredentials(type: string, context: RefreshContext): Promise<StoredCredentials> {
   switch (type) {
     case 'OAUTH2':
       return refreshOAuth2(context);
     case 'OAUTH2_CC':
-      return refreshClientCredentials(context);
+      return clientCredentialsToken(context, credentialsOfType(context.credentials, 'OAUTH2_CC'));
     case 'JWT':
       return refreshJwt(context);
     case 'APP':

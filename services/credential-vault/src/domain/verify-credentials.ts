@@ -3,7 +3,8 @@ import { proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { interpolateUrl } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
-import { injectionFor } from './proxy-credentials.js';
+import type { StoredCredentials } from './connection-credentials.js';
+import { injectionFor } from './credential-injection.js';
 
 /** One verification, all endpoints included: well inside the gateway's deadline for the connect request. */
 const VERIFY_TIMEOUT_MS = 3_500;
@@ -21,7 +22,7 @@ export async function verifyCredentials(
   provider: { name: string; entry: Provider },
   client: Record<string, string>,
   connectionConfig: Record<string, unknown>,
-  credentials: Record<string, unknown>,
+  credentials: StoredCredentials,
 ): Promise<void> {
   const verification = provider.entry.verification;
   if (!verification) return;

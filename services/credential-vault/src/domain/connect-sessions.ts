@@ -1,0 +1,174 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { vaultContracts, webhookContracts } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
+import { environmentId } from '@latchkey/mongo';
+import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
+import type { ConnectSessionDoc } from '../db/connect-session-model.js';
+import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
+import { credentialsVersionOf } from '../db/connection-repo.js';
+import type { ConnectionRepo } from '../db/connection-repo.js';
+import type { IntegrationDoc } from '../db/integration-model.js';
+import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
+import { insertConnection } from './connections.js';
+import type { IntegrationService } from './integrations.js';
+import type { ProviderEntry, VaultDeps } from './vault-deps.js';
+import { connectionEvent, expiryOf } from './views.js';
+
+/** Session tokens start with this, and live 30 minutes. */
+export const SESSION_TOKEN_PREFIX = 'lk_cs_';
+export const SESSION_LIFETIME_MS = 30 * 60 * 1000;
+
+export const digestOf = (token: string) => createHash('sha256').update(token).digest('base64url');
+
+/** A reconnect that loses the credentials compare-and-set this often in a row gives up. */
+const RECONNECT_ATTEMPTS = 5;
+
+/** Markers in the session's defaults that offer the end user their own OAuth client; not config. */
+const CLIENT_OVERRIDE_MARKERS = new Set(['oauth_client_id_override', 'oauth_client_secret_override']);
+
+type ConfigRules = Pick<ProviderEntry, 'connection_configuration' | 'connection_config' | 'authorization_url' | 'token_url' | 'request_url'>;
+
+function notAllowed(key: string, code: string, why: string): AppError {
+  return new AppError('invalid_body', `connection_config.${key} ${why}`, { errors: [{ code, message: why, path: `connection_config.${key}` }] });
+}
+
+/**
+ * The connection config of a connect flow: the customer's values from the session's
+ * `integrations_config_defaults` (minus the client-override markers), then what the end user
+ * filled in. This is the one gate for end-user config, and it is strict, because these values
+ * build the URLs the vault sends client secrets, codes and PKCE verifiers to:
+ * - the end user may fill only fields the provider's catalog entry declares;
+ * - a field the customer set (to anything but an empty string) is theirs: a different value
+ *   from the end user is refused, never merged over it;
+ * - a value must match the field's catalog pattern, and every value that lands in the host of
+ *   the provider's authorization, token or request URL must pass the host rules
+ *   (catalog/provider-url.ts), whoever set it.
+ */
+export function sessionConnectionConfig(
+  session: ConnectSessionDoc,
+  integrationKey: string,
+  provider: ConfigRules | undefined,
+  given: Record<string, unknown> = {},
+): Record<string, unknown> {
+  const defaults = Object.fromEntries(
+    Object.entries((session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>).filter(([key]) => !CLIENT_OVERRIDE_MARKERS.has(key)),
+  );
+  const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
+  for (const [key, value] of Object.entries(given)) {
+    const preset = defaults[key];
+    const customerSet = preset !== undefined && preset !== null && preset !== '';
+    // The customer's own value coming back (a flow's saved config, a page echoing it) is theirs.
+    if (customerSet && value === preset) continue;
+    if (customerSet) throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
+    if (!declared.has(key)) throw notAllowed(key, 'not_allowed', 'is not a connection config field of this provider');
+    const pattern = provider?.connection_config?.[key]?.pattern;
+    if (pattern !== undefined && value !== '' && !new RegExp(`^(?:${pattern})$`).test(String(value))) {
+      throw notAllowed(key, 'invalid_value', "does not match the provider's pattern");
+    }
+  }
+  const config = { ...defaults, ...given };
+  for (const template of [provider?.authorization_url, provider?.token_url, provider?.request_url]) {
+    if (template === undefined) continue;
+    for (const key of hostBearingKeys(template)) {
+      if (config[key] !== undefined) checkHostValue(key, config[key], provider?.connection_config);
+    }
+  }
+  return config;
+}
+
+export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'bus' | 'providers'> {
+  sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest'>;
+  connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
+  integrationService: Pick<IntegrationService, 'find'>;
+  credentials: Pick<ConnectionCredentials, 'seal'>;
+}
+
+/** The rules of an end user's connect flow: a live session, the integrations it allows, saving what it connects. */
+export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
+  /** The integration, if the session allows it. */
+  async function allowedIntegration(session: ConnectSessionDoc, integrationKey: string): Promise<IntegrationDoc> {
+    if (session.allowed_integrations && !session.allowed_integrations.includes(integrationKey)) {
+      throw new AppError('forbidden', `This connect session does not allow the integration "${integrationKey}"`);
+    }
+    return deps.integrationService.find(environmentId(session.environment_id), integrationKey);
+  }
+
+  return {
+    /** The live session behind a token or a digest, or `unknown_connect_session_token`. */
+    async live(by: { token: string } | { digest: string }): Promise<ConnectSessionDoc> {
+      const unknown = new AppError('unknown_connect_session_token', 'Unknown or expired connect session token');
+      if ('token' in by && !by.token.startsWith(SESSION_TOKEN_PREFIX)) throw unknown;
+      const digest = 'token' in by ? digestOf(by.token) : by.digest;
+      const doc = await deps.sessions.findByDigest(digest);
+      if (!doc) throw unknown;
+      if (doc.expires_at.getTime() <= Date.now()) {
+        await deps.sessions.removeByDigest(digest);
+        throw unknown;
+      }
+      return doc;
+    },
+
+    allowedIntegration,
+
+    /**
+     * Saves credentials an end user gave in a connect flow, for an integration the session allows.
+     * New connections get a server-chosen id and the session's tags and end user; a reconnect
+     * session replaces the credentials of its one connection and nothing else.
+     */
+    async saveConnection(
+      session: ConnectSessionDoc,
+      integrationKey: string,
+      credentials: StoredCredentials,
+      connectionConfig: Record<string, unknown> = {},
+    ): Promise<{ connectionId: string; providerConfigKey: string; operation: 'creation' | 'override' }> {
+      const environment = environmentId(session.environment_id);
+      const integration = await allowedIntegration(session, integrationKey);
+      const expected = deps.providers.get(integration.provider)?.auth_mode;
+      if (expected && expected !== credentials.type) {
+        throw new AppError('invalid_body', `Integration "${integration.unique_key}" takes ${expected} credentials`, {
+          errors: [{ code: 'invalid_value', message: `expected ${expected}`, path: 'credentials.type' }],
+        });
+      }
+      const now = new Date();
+      if (session.reconnect) {
+        // The end user's new credentials replace whatever is stored, a refresh that lands meanwhile
+        // included: the compare-and-set on the credentials version is retried on a fresh read.
+        for (let attempt = 1; ; attempt++) {
+          const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
+          if (!existing || existing.provider_config_key !== integration.unique_key) {
+            throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+          }
+          const tags = { ...existing.tags, ...session.tags };
+          const replaced = await deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
+            credentials: await deps.credentials.seal(existing, credentials),
+            credentials_type: credentials.type,
+            expires_at: expiryOf(credentials),
+            errors: existing.errors.filter((error) => error.type !== 'auth'),
+            refresh_failure: null,
+            tags,
+            updated_at: now,
+          });
+          if (!replaced) {
+            if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
+            continue;
+          }
+          await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
+          return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
+        }
+      }
+      const doc = await insertConnection(deps, environment, integration, credentials, {
+        connection_id: randomUUID(),
+        metadata: {},
+        connection_config: sessionConnectionConfig(session, integration.unique_key, deps.providers.get(integration.provider), connectionConfig),
+        tags: session.tags,
+        end_user: session.end_user,
+        created_via_session: true,
+      });
+      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
+      await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
+      return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };
+    },
+  };
+}
+
+export type ConnectSessionService = ReturnType<typeof createConnectSessionService>;

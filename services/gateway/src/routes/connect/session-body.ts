@@ -1,0 +1,22 @@
+import { z } from 'zod';
+import { vaultContracts } from '@latchkey/contracts';
+import type { GatewayDeps } from '../../http/deps.js';
+
+/** The session request as customers send it: the vault's, less what the key decides. */
+export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true }).strict();
+
+/** The answer `sessionCreated` sends, for the API reference. */
+export const sessionCreatedAnswer = z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) });
+
+/** The 201 answer for a new session: its token, `connect_link` (the Connect UI with `session_token`) and expiry. */
+export function sessionCreated(deps: Pick<GatewayDeps, 'config'>, session: { token: string; expires_at: string }) {
+  const link = new URL(deps.config.CONNECT_URL ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/connect`);
+  link.searchParams.set('session_token', session.token);
+  return { status: 201, body: { data: { token: session.token, connect_link: link.toString(), expires_at: session.expires_at } } };
+}
+
+/** The reconnect request: one connection made through a session, instead of the integrations to offer. */
+export const reconnectBody = sessionBody
+  .omit({ allowed_integrations: true, overrides: true })
+  .extend({ connection_id: z.string().min(1).max(255), integration_id: z.string().min(1).max(128) })
+  .strict();
