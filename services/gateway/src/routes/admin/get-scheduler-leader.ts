@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { syncContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
@@ -11,6 +12,11 @@ export const getSchedulerLeader = defineRoute({
   path: '/admin/sync-scheduler',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: 'The sync-scheduler replica that schedules now',
+    answer: z.object({ data: z.object({ leader: z.string().nullable() }) }),
+    errors: ['service_unavailable'],
+  },
   schemas: {},
   handler: async ({ deps }) => {
     const { owner } = await deps.bus.request(syncContracts.leader, {});

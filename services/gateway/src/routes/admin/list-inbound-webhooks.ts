@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { webhookContracts } from '@latchkey/contracts';
+import { inboundLogEntry, webhookContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
@@ -13,6 +13,11 @@ export const listInboundWebhooks = defineRoute({
   path: '/admin/environments/:name/webhooks/inbound',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: "An environment's inbound provider webhooks and what became of them, newest first",
+    answer: z.object({ data: z.array(inboundLogEntry) }),
+    errors: ['unknown_environment', 'service_unavailable'],
+  },
   schemas: {
     params: environmentParams,
     query: z.strictObject({

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { webhookContracts } from '@latchkey/contracts';
+import { deliveryAttemptEntry, webhookContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
@@ -14,6 +14,11 @@ export const listWebhookAttempts = defineRoute({
   path: '/admin/environments/:name/webhooks/attempts',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: "Every attempt at an environment's customer webhooks, newest first",
+    answer: z.object({ data: z.array(deliveryAttemptEntry) }),
+    errors: ['unknown_environment', 'service_unavailable'],
+  },
   schemas: {
     params: environmentParams,
     query: z.strictObject({
