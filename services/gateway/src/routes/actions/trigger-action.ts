@@ -46,6 +46,6 @@ export const triggerAction = defineRoute({
       { timeoutMs: actionTriggerTimeoutMs(deps.config, async) },
     );
     if (reply.status === 'queued') return { status: 202, body: { id: reply.id, statusUrl: `/action/${reply.id}` } };
-    return sendOutput(deps.bus.nc, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);
+    return sendOutput(deps.bus, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);
   },
 });

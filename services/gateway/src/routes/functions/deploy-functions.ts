@@ -23,7 +23,7 @@ export const deployFunctions = defineRoute({
   },
   schemas: { body: deploymentBody },
   handler: async ({ deps, key, body }) => {
-    const upload = serveBytes(deps.bus.nc, Buffer.from(JSON.stringify(body)), { idleTimeoutMs: DEPLOY_TIMEOUT_MS });
+    const upload = serveBytes(deps.bus, Buffer.from(JSON.stringify(body)), { idleTimeoutMs: DEPLOY_TIMEOUT_MS });
     const deployed = await deps.bus.request(functionsContracts.deploy, { environment_id: key.environmentId, upload: upload.inbox }, { timeoutMs: DEPLOY_TIMEOUT_MS });
     return { status: 201, body: { data: deployed } };
   },

@@ -23,7 +23,7 @@ interface Target {
 
 async function outputText(deps: GatewayDeps, output: ActionOutput): Promise<string> {
   if ('inline' in output) return output.inline;
-  return (await pullAll(deps.bus.nc, output.stream, deps.config.REQUEST_TIMEOUT_MS, MAX_ACTION_OUTPUT_BYTES)).toString('utf8');
+  return (await pullAll(deps.bus, output.stream, deps.config.REQUEST_TIMEOUT_MS, MAX_ACTION_OUTPUT_BYTES)).toString('utf8');
 }
 
 /** An action's failure as MCP reports a tool's: a result with `isError`, never a protocol error. */
