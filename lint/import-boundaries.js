@@ -53,12 +53,6 @@ export function importBoundaries(root) {
       },
     },
     {
-      // TODO(issue 18, the libs/bus rework): create-bus.ts and pull-stream.ts import each other
-      // (pullAllFrom ↔ connectionOf); remove this exception when that cycle is gone.
-      files: ['libs/bus/src/create-bus.ts', 'libs/bus/src/pull-stream.ts'],
-      rules: { 'import-x/no-cycle': 'off' },
-    },
-    {
       files: ['services/**/*.ts'],
       rules: {
         'no-restricted-imports': refuse(

@@ -6,7 +6,7 @@ import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger
 import { startNats, type TestNats } from '@latchkey/testing';
 import { headers as natsHeaders } from 'nats';
 import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
-import { connectionOf } from './create-bus.js';
+import { connectionOf } from './bus-connection.js';
 
 /** The connection behind a bus, for what these tests do beside it. */
 const natsOf = (bus: Bus) => connectionOf(bus).nc;

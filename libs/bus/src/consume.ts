@@ -2,7 +2,8 @@ import { AckPolicy, DeliverPolicy, nanos, type JsMsg } from 'nats';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
-import { connectionOf, type Bus } from './create-bus.js';
+import { connectionOf } from './bus-connection.js';
+import type { Bus } from './create-bus.js';
 import { decodeJson, requestIdOf } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */

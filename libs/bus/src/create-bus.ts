@@ -26,6 +26,7 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
+import { registerConnection } from './bus-connection.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
 import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
@@ -165,23 +166,6 @@ export interface Bus {
   drain(): Promise<void>;
   /** Closes the connection at once, as a crash would: nothing is drained or finished. */
   close(): Promise<void>;
-}
-
-interface Connection {
-  nc: NatsConnection;
-  js: JetStreamClient;
-}
-
-const connections = new WeakMap<Bus, Connection>();
-
-/**
- * The connection behind `bus`, for this library's own modules (consumers, KV, pull streams,
- * tests of the bus); it is not exported from the package.
- */
-export function connectionOf(bus: Bus): Connection {
-  const connection = connections.get(bus);
-  if (!connection) throw new Error('not a bus made by createBus');
-  return connection;
 }
 
 export async function createBus(options: BusOptions): Promise<Bus> {
@@ -419,7 +403,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
-  connections.set(bus, { nc, js });
+  registerConnection(bus, { nc, js });
   return bus;
 }
 

@@ -1,5 +1,6 @@
 import type { KV } from 'nats';
-import { connectionOf, unavailable, type Bus } from './create-bus.js';
+import { connectionOf } from './bus-connection.js';
+import { unavailable, type Bus } from './create-bus.js';
 import { decodeJson, encodeJson } from './wire.js';
 
 export interface KvEntryOf<T> {

@@ -4,7 +4,7 @@ import { inboxPrefixOf, proxyContracts, vaultContracts, type ServiceName } from 
 import { createLogger } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
 import { callerOf, createBus, type Bus } from './index.js';
-import { connectionOf } from './create-bus.js';
+import { connectionOf } from './bus-connection.js';
 
 /** The connection behind a bus, for what these tests do beside it. */
 const natsOf = (bus: Bus) => connectionOf(bus).nc;

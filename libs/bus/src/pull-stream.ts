@@ -1,7 +1,8 @@
 import { createInbox, headers as natsHeaders, type NatsConnection } from 'nats';
 import { pullStreamPrefixOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { connectionOf, type Bus } from './create-bus.js';
+import { connectionOf } from './bus-connection.js';
+import type { Bus } from './create-bus.js';
 import { inboxPrefixOfConnection } from './wire.js';
 
 /**
