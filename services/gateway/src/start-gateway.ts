@@ -56,9 +56,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
-  void (async () => {
-    for await (const status of bus.nc.status()) if (status.type === 'reconnect') keyCache.clear();
-  })();
+  bus.onReconnect(() => keyCache.clear());
 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });

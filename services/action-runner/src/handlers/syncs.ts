@@ -1,4 +1,4 @@
-import type { JsMsg } from 'nats';
+import type { JobMessage } from '@latchkey/bus';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf } from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
 import type { ActionDeps } from '../domain/action-deps.js';
@@ -15,7 +15,7 @@ const MAX_DELIVERIES = 5;
  * and unchanged ones are not rewritten, so nothing is doubled or lost.
  */
 export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
-  return async (job: PayloadOf<typeof syncContracts.run>, msg: JsMsg) => {
+  return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
     const counts: ModelCounts = {};
