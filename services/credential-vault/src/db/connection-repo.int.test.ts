@@ -46,7 +46,7 @@ beforeAll(async () => {
   // Enough connections that a scan and a lookup differ in the plan, and another environment's.
   for (let i = 0; i < 300; i += 1) await repo.insert(environment, doc(i));
   await repo.insert(other, doc(1000, 'c5'));
-});
+}, 60_000);
 
 afterAll(async () => {
   await connection?.dropDatabase();

@@ -29,7 +29,7 @@ beforeAll(async () => {
   await repo.init();
   // Enough keys that a scan and a lookup differ in the plan.
   for (let i = 0; i < 300; i += 1) await repo.insert(environment, key(i));
-});
+}, 60_000);
 
 afterAll(async () => {
   await connection?.dropDatabase();
