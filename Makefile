@@ -5,7 +5,7 @@ SHELL := /bin/bash
 FERRETDB := .data/bin/ferretdb
 JEST := node --no-node-snapshot --experimental-vm-modules node_modules/jest/bin/jest.js
 
-.PHONY: help up down build ferretdb test test-unit test-int e2e bench lint clean
+.PHONY: help up down build ferretdb test test-unit test-int e2e bench bench-scale lint clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -13,9 +13,10 @@ help: ## list targets
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
-build: node_modules/.package-lock.json ## compile every workspace (tsc -b) and the Connect UI bundle
+build: node_modules/.package-lock.json ## compile every workspace (tsc -b), the Connect UI bundle and docs/openapi.json
 	npx tsc -b
 	npm run --silent build:ui -w @latchkey/gateway
+	npm run --silent openapi
 
 $(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.sum
 	cd deploy/ferretdb && go build -trimpath -o ../../$(FERRETDB) .
@@ -44,10 +45,33 @@ e2e: build ferretdb ## black-box tests against the running stack
 	$(JEST) --selectProjects e2e
 
 bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
-	node services/gateway/dist/bench/run.js
+	node bench/dist/run.js
+
+# Sizes and backends: BENCH_SCALE_SIZES=10000,100000,1000000 BENCH_SCALE_BACKENDS=sqlite,postgresql
+bench-scale: build ferretdb ## how each hot operation's cost grows with the data beside it
+	node bench/dist/scale.js
 
 lint: node_modules/.package-lock.json ## type-check everything
 	npx tsc -b --force --noEmit false
 
 clean: ## remove build output (not .data/)
 	npx tsc -b --clean
+
+# The Helm chart, checked as CI does: helm (from the Go module proxy) and our validator
+# (deploy/helm/validate: strict decoding into the Kubernetes API types) are built into .data/bin.
+HELM_VERSION := v3.22.0
+HELM := .data/bin/helm
+K8S_VALIDATE := .data/bin/k8s-validate
+
+.PHONY: chart-check chart-tools
+
+$(HELM):
+	GOBIN=$(CURDIR)/.data/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(K8S_VALIDATE): deploy/helm/validate/main.go deploy/helm/validate/go.mod deploy/helm/validate/go.sum
+	cd deploy/helm/validate && go build -trimpath -o ../../../$(K8S_VALIDATE) .
+
+chart-tools: $(HELM) $(K8S_VALIDATE) ## build helm and the manifest validator into .data/bin
+
+chart-check: chart-tools ## helm lint, helm template with each value set, strict validation of every object
+	@HELM=$(HELM) K8S_VALIDATE=$(K8S_VALIDATE) deploy/helm/check.sh

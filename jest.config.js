@@ -27,7 +27,7 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.test.ts', '<rootDir>/deploy/**/*.test.ts'],
+      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.test.ts', '<rootDir>/deploy/**/*.test.ts', '<rootDir>/docs/*.test.ts'],
       testPathIgnorePatterns: ['\\.int\\.test\\.ts$'],
     },
     {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -70,6 +71,7 @@ func main() {
 		<-ctx.Done()
 		logger.Info("stopping")
 	}()
+	go keepIDLookupsIndexed(ctx, logger, *handler, strings.TrimPrefix(config.SQLiteURL, "file:"), *postgresURL)
 	logger.Info("listening", "uri", *listen, "handler", *handler)
 	if err := server.Run(ctx); err != nil {
 		fail(err)

@@ -1,4 +1,4 @@
-import type { NatsConnection, PublishOptions } from 'nats';
+import type { PublishOptions } from 'nats';
 
 export interface BatchedPublisher {
   /** Queues a message; `onError` hears why it could not be sent (closed connection, too large). */
@@ -15,7 +15,7 @@ export interface BatchedPublisher {
  * path's CPU. Messages are sent in order at the end of the turn (`setImmediate`), so an idle
  * server adds no delay worth measuring.
  */
-export function batchedPublisher(nc: NatsConnection): BatchedPublisher {
+export function batchedPublisher(nc: { publish(subject: string, data: Uint8Array, options?: PublishOptions): void }): BatchedPublisher {
   let queue: Array<{ subject: string; data: Uint8Array; options: PublishOptions | undefined; onError: ((error: unknown) => void) | undefined }> = [];
   const flush = () => {
     const batch = queue;

@@ -6,6 +6,10 @@ import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger
 import { startNats, type TestNats } from '@latchkey/testing';
 import { headers as natsHeaders } from 'nats';
 import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
+import { connectionOf } from './create-bus.js';
+
+/** The connection behind a bus, for what these tests do beside it. */
+const natsOf = (bus: Bus) => connectionOf(bus).nc;
 
 const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object({ text: z.string(), requestId: z.string() }));
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
@@ -34,7 +38,7 @@ beforeAll(async () => {
     throw new AppError('unknown_connection', 'No such connection');
   });
   // Subscriptions travel to the server asynchronously: make sure they arrived.
-  await server.nc.flush();
+  await natsOf(server).flush();
 });
 
 afterAll(async () => {
@@ -72,8 +76,8 @@ describe('request/reply', () => {
     await expect(client.request(silent, {})).rejects.toMatchObject({ code: 'service_unavailable', message: 'test.silent: no service is answering' });
     expect(Date.now() - started).toBeLessThan(400);
 
-    const listener = server.nc.subscribe(hangs.subject);
-    await server.nc.flush();
+    const listener = natsOf(server).subscribe(hangs.subject);
+    await natsOf(server).flush();
     const waited = Date.now();
     await expect(client.request(hangs, {}, { timeoutMs: 300 })).rejects.toMatchObject({
       code: 'service_unavailable',
@@ -147,7 +151,7 @@ describe('messages that always fail', () => {
     });
     await client.publish(poisoned, { n: 1 });
     await client.publish(poisoned, { n: 2 });
-    await client.nc.request(`${poisoned.subject}`, new TextEncoder().encode('{"n":"not a number"}')).catch(() => undefined);
+    await natsOf(client).request(`${poisoned.subject}`, new TextEncoder().encode('{"n":"not a number"}')).catch(() => undefined);
     const deadline = Date.now() + 10_000;
     while (records.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     // Anything more would be a redelivery past the cap.
@@ -184,11 +188,11 @@ describe('JetStream publishing', () => {
   });
 
   it('rejects a message no stream takes, and one not acknowledged within the deadline', async () => {
-    const publisher = jetStreamPublisher(client.nc, 300);
+    const publisher = jetStreamPublisher(natsOf(client), 300);
     await expect(publisher.publish('nowhere.at.all', new Uint8Array(1), natsHeaders())).rejects.toThrow(/503/);
     // A plain subscriber that never answers stands in for a JetStream that does not acknowledge.
-    const silentSubscriber = server.nc.subscribe('test.unacknowledged');
-    await server.nc.flush();
+    const silentSubscriber = natsOf(server).subscribe('test.unacknowledged');
+    await natsOf(server).flush();
     const started = Date.now();
     await expect(publisher.publish('test.unacknowledged', new Uint8Array(1), natsHeaders())).rejects.toThrow(/deadline/);
     expect(Date.now() - started).toBeGreaterThanOrEqual(300);
@@ -237,8 +241,8 @@ describe('replies larger than a NATS message', () => {
     const bounded = await createBus({ servers: nats.url, service: 'bounded', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2_000, maxReplyBytes: 2 * 1024 * 1024 });
     try {
       bounded.serve(large, ({ bytes }) => ({ text: 'x'.repeat(bytes) }));
-      await bounded.nc.flush();
-      const maxPayload = client.nc.info!.max_payload;
+      await bounded.flush();
+      const maxPayload = client.maxPayload;
       const started = Date.now();
       const whole = await client.request(large, { bytes: maxPayload + 1 }, { timeoutMs: 2_000 });
       expect(whole.text).toHaveLength(maxPayload + 1);
@@ -256,14 +260,14 @@ describe('replies larger than a NATS message', () => {
 describe('batched publishing', () => {
   it('sends what one turn queued, in order, and reports a message it cannot send', async () => {
     const received: string[] = [];
-    const subscription = client.nc.subscribe('test.batched', { callback: (_error, msg) => received.push(new TextDecoder().decode(msg.data)) });
-    await client.nc.flush();
-    const publisher = batchedPublisher(server.nc);
+    const subscription = natsOf(client).subscribe('test.batched', { callback: (_error, msg) => received.push(new TextDecoder().decode(msg.data)) });
+    await natsOf(client).flush();
+    const publisher = batchedPublisher(natsOf(server));
     const failures: unknown[] = [];
     for (const text of ['one', 'two', 'three']) publisher.publish('test.batched', new TextEncoder().encode(text));
-    publisher.publish('test.batched', new Uint8Array(server.nc.info!.max_payload + 1), undefined, (error) => failures.push(error));
+    publisher.publish('test.batched', new Uint8Array(natsOf(server).info!.max_payload + 1), undefined, (error) => failures.push(error));
     expect(received).toEqual([]); // nothing leaves before the turn ends
-    await server.nc.flush();
+    await natsOf(server).flush();
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(received).toEqual(['one', 'two', 'three']);
     expect(failures).toHaveLength(1);

@@ -2,8 +2,11 @@ import { AckPolicy, DeliverPolicy, nanos, type JsMsg } from 'nats';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
-import type { Bus } from './create-bus.js';
+import { connectionOf, type Bus } from './create-bus.js';
 import { decodeJson, requestIdOf } from './wire.js';
+
+/** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
+export type JobMessage = JsMsg;
 
 export interface ConsumeOptions<C extends EventContract | JobContract> {
   bus: Bus;
@@ -168,6 +171,6 @@ export async function durableConsumer(
     // time it is handled is never settled by us, and must still stop coming back.
     max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
   });
-  return bus.js.consumers.get(stream, durable);
+  return connectionOf(bus).js.consumers.get(stream, durable);
 }
 

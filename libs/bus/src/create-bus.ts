@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   connect,
+  createInbox,
   ErrorCode,
   NatsError,
   type ConnectionOptions,
@@ -25,7 +26,7 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
-import { pullAll, serveBytes } from './pull-stream.js';
+import { pullAllFrom, serveBytesOn } from './pull-stream.js';
 import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
@@ -48,11 +49,23 @@ export interface BusOptions {
    * 32 MiB by default.
    */
   maxReplyBytes?: number;
+  /**
+   * Copies of each JetStream stream and KV bucket this bus creates (`ensureStreams`, `openKv`):
+   * 1 on a single NATS server (the default), 3 on a clustered one.
+   */
+  jetstreamReplicas?: number;
 }
 
-/** Room left in a message for the reply's headers (the request id) and the protocol line. */
-const REPLY_HEADROOM_BYTES = 4 * 1024;
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
+/** What the server allows in one message when it has not said (before the first INFO). */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+/**
+ * The one cut-off between a body that rides inside a message and one that streams (a pull
+ * stream): at most 1 MiB, and 64 KiB under the server's max_payload, which leaves room for what
+ * travels beside a body (the proxy's call metadata and headers, a reply's envelope).
+ */
+const INLINE_CEILING_BYTES = 1024 * 1024;
+const INLINE_HEADROOM_BYTES = 64 * 1024;
 
 export interface NatsIdentity {
   user: string;
@@ -72,13 +85,45 @@ export interface ServeOptions {
   queue?: string;
 }
 
+/** A message as `subscribeRaw` hands it over: bytes, with the subject to answer on, if any. */
+export interface RawMessage {
+  subject: string;
+  reply: string | undefined;
+  data: Uint8Array;
+}
+
+export interface RawSubscription {
+  /** Stops taking messages once those already received are handed over. */
+  drain(): Promise<void>;
+  unsubscribe(): void;
+}
+
+/** A message received from a subscription (its subject names a `perCaller` request's caller). */
+export type BusMessage = Msg;
+
+/**
+ * The one owner of a service's NATS connection: services (and the libraries above this one) go
+ * through it and never hold the connection themselves.
+ */
 export interface Bus {
-  readonly nc: NatsConnection;
-  readonly js: JetStreamClient;
   readonly service: string;
   readonly requestTimeoutMs: number;
+  /**
+   * Bodies up to this many bytes travel inside a message; larger ones stream (`servePullStream`,
+   * `serveBytes`). The one inline cut-off of every service, read from the server's max_payload.
+   */
+  readonly inlineLimit: number;
+  /** The largest message the server takes (its max_payload), headers and protocol line included. */
+  readonly maxPayload: number;
+  /** Copies of each stream and KV bucket this bus creates. */
+  readonly jetstreamReplicas: number;
   /** True while the connection to NATS is up. */
   isConnected(): boolean;
+  /**
+   * Calls `listener` after each reconnection to NATS: what a replica heard while it was away
+   * (cache invalidations, deletions) is lost, so caches kept in step by broadcasts start over.
+   */
+  onReconnect(listener: () => void): void;
   /** Asks the queue group behind `contract` and returns its validated answer, or throws its AppError. */
   request<C extends RequestContract>(contract: C, payload: RequestOf<C>, options?: RequestOptions): Promise<ResponseOf<C>>;
   /** Answers `contract` in this service's queue group. */
@@ -97,9 +142,46 @@ export interface Bus {
   /** Tells every live replica (core NATS, best effort). */
   broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void;
   onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription;
+  /**
+   * Hears the facts of `contract` live, as they are published (every replica hears each one,
+   * best effort, no durable consumer): for what only matters while the process runs, such as
+   * forgetting a cached entry. A payload that does not match its schema is skipped.
+   */
+  follow<C extends EventContract>(contract: C, handler: (payload: PayloadOf<C>) => void): void;
+  /**
+   * Sends bytes as they are, with an optional subject to answer on, for a wire of its own (the
+   * proxy hop's frames) that contracts do not describe. Throws what NATS refuses (a message over
+   * max_payload, a closed connection).
+   */
+  publishRaw(subject: string, data: Uint8Array, reply?: string): void;
+  /** Receives bytes as they came, in a queue group when one is given (see `publishRaw`). */
+  subscribeRaw(subject: string, handler: (message: RawMessage) => void, options?: { queue?: string }): RawSubscription;
+  /** A fresh inbox subject under this identity's own prefix, which no other identity may read. */
+  newInbox(): string;
   jetstreamManager(): Promise<JetStreamManager>;
+  /** Resolves once the server has processed everything sent so far (subscriptions included). */
+  flush(): Promise<void>;
   /** Stops taking messages, lets in-flight handlers finish, flushes, closes. */
   drain(): Promise<void>;
+  /** Closes the connection at once, as a crash would: nothing is drained or finished. */
+  close(): Promise<void>;
+}
+
+interface Connection {
+  nc: NatsConnection;
+  js: JetStreamClient;
+}
+
+const connections = new WeakMap<Bus, Connection>();
+
+/**
+ * The connection behind `bus`, for this library's own modules (consumers, KV, pull streams,
+ * tests of the bus); it is not exported from the package.
+ */
+export function connectionOf(bus: Bus): Connection {
+  const connection = connections.get(bus);
+  if (!connection) throw new Error('not a bus made by createBus');
+  return connection;
 }
 
 export async function createBus(options: BusOptions): Promise<Bus> {
@@ -121,6 +203,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   };
   const nc = await connect(connectionOptions);
   let connected = true;
+  const reconnectListeners: Array<() => void> = [];
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect') {
@@ -129,9 +212,17 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       } else if (status.type === 'reconnect') {
         connected = true;
         logger.info('nats reconnected', { server: String(status.data) });
+        for (const listener of reconnectListeners) {
+          try {
+            listener();
+          } catch (error) {
+            logger.error('a reconnect listener failed', { error });
+          }
+        }
       }
     }
   })();
+  const maxPayload = () => nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
   const js = nc.jetstream({ timeout: requestTimeoutMs });
   const stored = jetStreamPublisher(nc, requestTimeoutMs);
   // Requests and replies made in one event-loop turn leave in one socket write.
@@ -152,7 +243,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     let reply = decodeJson(msg.data) as Reply<unknown> | StreamedReply | undefined;
     if (isStreamedReply(reply)) {
       if (reply.bytes > maxReplyBytes) throw new AppError('payload_too_large', `The answer of ${contract.subject} is larger than ${maxReplyBytes} bytes`);
-      reply = decodeJson(await pullAll(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes)) as Reply<unknown> | undefined;
+      reply = decodeJson(await pullAllFrom(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes)) as Reply<unknown> | undefined;
     }
     if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) {
       throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
@@ -212,13 +303,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   }
 
   /**
-   * Every reply reaches its caller, whatever its size: within one message when it fits the
-   * server's max_payload, else as a pull stream the caller reads (up to `maxReplyBytes`), else
+   * Every reply reaches its caller, whatever its size: within one message up to the inline
+   * limit, else as a pull stream the caller reads (up to `maxReplyBytes`), else
    * as a `payload_too_large` error. A reply NATS still refuses becomes an error reply, so no
    * caller waits out its deadline for an answer that was dropped.
    */
   function sendReply(subject: string, inbox: string, encoded: Uint8Array): void {
-    const fits = (nc.info?.max_payload ?? 1024 * 1024) - REPLY_HEADROOM_BYTES;
+    const fits = bus.inlineLimit;
     const failed = (error: AppError) => {
       try {
         nc.publish(inbox, encodeJson({ ok: false, error: error.toBody() } satisfies Reply<unknown>), { headers: outgoingHeaders() });
@@ -231,7 +322,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       logger.warn('a reply is larger than the bus carries', { subject, bytes: encoded.length, limit: maxReplyBytes });
       message = encodeJson({ ok: false, error: new AppError('payload_too_large', `The answer is larger than ${maxReplyBytes} bytes`).toBody() } satisfies Reply<unknown>);
     } else if (encoded.length > fits) {
-      const { inbox: stream } = serveBytes(nc, encoded, { idleTimeoutMs: requestTimeoutMs });
+      const { inbox: stream } = serveBytesOn(nc, encoded, { idleTimeoutMs: requestTimeoutMs });
       message = encodeJson({ stream, bytes: encoded.length } satisfies StreamedReply);
     }
     outgoing.publish(inbox, message, { headers: outgoingHeaders() }, (error) => {
@@ -274,19 +365,51 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     });
   }
 
-  return {
-    nc,
-    js,
+  function follow<C extends EventContract>(contract: C, handler: (payload: PayloadOf<C>) => void): void {
+    nc.subscribe(contract.subject, {
+      callback: (error, msg) => {
+        if (error) return;
+        const parsed = contract.payload.safeParse(decodeJson(msg.data));
+        if (parsed.success) handler(parsed.data as PayloadOf<C>);
+      },
+    });
+  }
+
+  function subscribeRaw(subject: string, handler: (message: RawMessage) => void, rawOptions: { queue?: string } = {}): RawSubscription {
+    return nc.subscribe(subject, {
+      ...(rawOptions.queue === undefined ? {} : { queue: rawOptions.queue }),
+      callback: (error, msg) => {
+        if (error) return;
+        handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
+      },
+    });
+  }
+
+  const bus: Bus = {
     service,
     requestTimeoutMs,
+    get inlineLimit() {
+      return Math.min(INLINE_CEILING_BYTES, maxPayload() - INLINE_HEADROOM_BYTES);
+    },
+    get maxPayload() {
+      return maxPayload();
+    },
+    jetstreamReplicas: options.jetstreamReplicas ?? 1,
     isConnected: () => connected && !nc.isClosed(),
+    onReconnect: (listener) => void reconnectListeners.push(listener),
     request,
     serve,
     publish,
     enqueue: publish,
     broadcast,
     onBroadcast,
+    follow,
+    publishRaw: (subject, data, reply) => nc.publish(subject, data, reply === undefined ? undefined : { reply }),
+    subscribeRaw,
+    newInbox: () => createInbox(connectionOptions.inboxPrefix),
     jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),
+    flush: () => nc.flush(),
+    close: () => nc.close(),
     drain: async () => {
       if (nc.isClosed()) return;
       await Promise.allSettled(served.map((subscription) => subscription.drain()));
@@ -296,6 +419,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
+  connections.set(bus, { nc, js });
+  return bus;
 }
 
 /**

@@ -1,5 +1,18 @@
-export { callerOf, createBus, unavailable, type Bus, type BusOptions, type NatsIdentity, type PublishOptions, type RequestOptions, type ServeOptions } from './create-bus.js';
-export { consume, type ConsumeOptions, type RunningConsumer } from './consume.js';
+export {
+  callerOf,
+  createBus,
+  unavailable,
+  type Bus,
+  type BusMessage,
+  type BusOptions,
+  type NatsIdentity,
+  type PublishOptions,
+  type RawMessage,
+  type RawSubscription,
+  type RequestOptions,
+  type ServeOptions,
+} from './create-bus.js';
+export { consume, type ConsumeOptions, type JobMessage, type RunningConsumer } from './consume.js';
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
@@ -7,4 +20,3 @@ export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThro
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';
 export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
-export { proxyExchange, serveProxyCalls, type IncomingProxyCall, type ProxyAnswer, type ProxyCallServer } from './proxy-exchange.js';

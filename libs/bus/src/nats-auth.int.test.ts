@@ -4,6 +4,10 @@ import { inboxPrefixOf, proxyContracts, vaultContracts, type ServiceName } from 
 import { createLogger } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
 import { callerOf, createBus, type Bus } from './index.js';
+import { connectionOf } from './create-bus.js';
+
+/** The connection behind a bus, for what these tests do beside it. */
+const natsOf = (bus: Bus) => connectionOf(bus).nc;
 
 /**
  * The NATS server runs the authorization generated from the contracts (as deployments do): who
@@ -56,7 +60,7 @@ beforeAll(async () => {
     asked.push({ caller: callerOf(proxyContracts.getCredentials, msg), key_id: request.key_id });
     return { id: 'c', provider: 'p', auth_mode: 'API_KEY', expires_at: null, headers: { authorization: `Bearer ${CANARY}` }, query: {}, decompress: false };
   });
-  await vault.nc.flush();
+  await natsOf(vault).flush();
 });
 
 afterAll(async () => {

@@ -1,7 +1,8 @@
 import { createInbox, headers as natsHeaders, type NatsConnection } from 'nats';
 import { pullStreamPrefixOf } from '@latchkey/contracts';
-import { inboxPrefixOfConnection } from './wire.js';
 import { AppError } from '@latchkey/errors';
+import { connectionOf, type Bus } from './create-bus.js';
+import { inboxPrefixOfConnection } from './wire.js';
 
 /**
  * Bodies too large for one NATS message travel as a pull stream: the producer answers on an
@@ -21,6 +22,29 @@ export interface PullStreamOptions {
 
 /** Serves `source` chunk by chunk on a fresh inbox; resolves when it ends or is abandoned. */
 export function servePullStream(
+  bus: Bus,
+  source: AsyncIterable<Uint8Array>,
+  options: PullStreamOptions & { onAbandon?: () => void },
+): { inbox: string; done: Promise<void> } {
+  return servePullStreamOn(connectionOf(bus).nc, source, options);
+}
+
+/** Reads a pull stream served on `inbox`, chunk by chunk, asking for each in turn. */
+export function pullStream(bus: Bus, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
+  return pullStreamFrom(connectionOf(bus).nc, inbox, timeoutMs);
+}
+
+/** Serves one buffer as a pull stream (for payloads too large for a NATS message). */
+export function serveBytes(bus: Bus, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {
+  return serveBytesOn(connectionOf(bus).nc, bytes, options);
+}
+
+/** Reads a whole pull stream into memory, refusing more than `maxBytes` (`payload_too_large`). */
+export function pullAll(bus: Bus, inbox: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
+  return pullAllFrom(connectionOf(bus).nc, inbox, timeoutMs, maxBytes);
+}
+
+function servePullStreamOn(
   nc: NatsConnection,
   source: AsyncIterable<Uint8Array>,
   options: PullStreamOptions & { onAbandon?: () => void },
@@ -86,8 +110,7 @@ export function servePullStream(
   return { inbox, done };
 }
 
-/** Reads a pull stream served on `inbox`, chunk by chunk, asking for each in turn. */
-export async function* pullStream(nc: NatsConnection, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
+async function* pullStreamFrom(nc: NatsConnection, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
   let finished = false;
   try {
     for (;;) {
@@ -118,9 +141,8 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-/** Serves one buffer as a pull stream (for payloads too large for a NATS message). */
-export function serveBytes(nc: NatsConnection, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {
-  return servePullStream(
+export function serveBytesOn(nc: NatsConnection, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {
+  return servePullStreamOn(
     nc,
     (async function* () {
       yield bytes;
@@ -129,11 +151,10 @@ export function serveBytes(nc: NatsConnection, bytes: Uint8Array, options: PullS
   );
 }
 
-/** Reads a whole pull stream into memory, refusing more than `maxBytes` (`payload_too_large`). */
-export async function pullAll(nc: NatsConnection, inbox: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
+export async function pullAllFrom(nc: NatsConnection, inbox: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of pullStream(nc, inbox, timeoutMs)) {
+  for await (const chunk of pullStreamFrom(nc, inbox, timeoutMs)) {
     size += chunk.length;
     if (size > maxBytes) throw new AppError('payload_too_large', `The body is larger than ${maxBytes} bytes`);
     chunks.push(chunk);

@@ -6,7 +6,7 @@ import type { Bus } from './create-bus.js';
 export async function ensureStreams(bus: Bus): Promise<void> {
   const jsm = await bus.jetstreamManager();
   for (const stream of Object.values(STREAMS)) {
-    const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs) };
+    const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs), num_replicas: bus.jetstreamReplicas };
     try {
       await jsm.streams.info(stream.name);
       await jsm.streams.update(stream.name, config);

@@ -35,5 +35,10 @@ export function baseServiceSchema(service: string, healthPort: number) {
     REQUEST_TIMEOUT_MS: positiveInt(5000),
     SHUTDOWN_TIMEOUT_MS: positiveInt(10000),
     HEALTH_PORT: port(healthPort),
+    /**
+     * How many copies of each JetStream stream and KV bucket this service creates: 1 on a single
+     * NATS server, 3 on a clustered one. Every service must be given the same value.
+     */
+    JETSTREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   });
 }

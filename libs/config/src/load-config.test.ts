@@ -30,4 +30,13 @@ describe('parseConfig', () => {
       expect(() => parseConfig(schema, { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: password, PORT: '80' })).toThrow(/NATS_PASSWORD: must start with a letter/);
     }
   });
+
+  it('reads JETSTREAM_REPLICAS, 1 by default, and refuses a count NATS cannot hold', () => {
+    const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
+    expect(parseConfig(schema, base).JETSTREAM_REPLICAS).toBe(1);
+    expect(parseConfig(schema, { ...base, JETSTREAM_REPLICAS: '3' }).JETSTREAM_REPLICAS).toBe(3);
+    for (const replicas of ['0', 'abc', '6', '1.5', '-1']) {
+      expect(() => parseConfig(schema, { ...base, JETSTREAM_REPLICAS: replicas })).toThrow(/JETSTREAM_REPLICAS/);
+    }
+  });
 });

@@ -186,7 +186,7 @@ const entries: Array<[AnyContract, Access]> = [
 export const CONTRACT_ACCESS: ReadonlyMap<AnyContract, Access> = new Map(entries);
 
 /**
- * The proxy's framed wire (`proxyExchange` in the bus) is not a contract object; it is served
+ * The proxy's framed wire (`@latchkey/proxy-hop`) is not a contract object; it is served
  * by the proxy and called by the two services that proxy calls.
  */
 export const PROXY_WIRE_ACCESS: RequestAccess = request(PROXY, [GATEWAY, RUNNER]);

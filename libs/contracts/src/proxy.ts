@@ -4,7 +4,7 @@ import { defineRequest } from './define.js';
 /**
  * The proxy's wire. `proxy.request` carries calls with binary bodies: each call's metadata
  * (JSON, validated with these schemas on both sides) and body travel as one frame, several
- * frames to a message (the framing is the bus's `proxyExchange`); bodies over the inline limit
+ * frames to a message (the framing is `@latchkey/proxy-hop`); bodies over the bus's inline limit
  * travel as pull streams.
  */
 export const PROXY_SUBJECT = 'proxy.request';

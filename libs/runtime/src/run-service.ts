@@ -22,6 +22,8 @@ export interface BaseConfig {
   MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
   /** Port of the probe server (/health, /ready); 0 turns it off. */
   HEALTH_PORT?: number;
+  /** Copies of each JetStream stream and KV bucket the service creates (1 by default). */
+  JETSTREAM_REPLICAS?: number;
 }
 
 export interface Runtime {
@@ -74,6 +76,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     identity: { user: service, password: config.NATS_PASSWORD },
     logger,
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+    ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
   });
   await ensureStreams(bus);
   const failFast = config.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
@@ -100,7 +103,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const started = await definition.start(runtime, config);
   bus.serve(ping[service], () => ({ service, instance, uptime_ms: Date.now() - startedAt }));
   // Ready means subscribed: wait until the server has every subscription made above.
-  await bus.nc.flush();
+  await bus.flush();
   ready = true;
   logger.info('ready', { instance, ...(config.HEALTH_PORT ? { health_port: config.HEALTH_PORT } : {}) });
 

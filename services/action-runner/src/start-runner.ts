@@ -1,4 +1,4 @@
-import { consume, decodeJson } from '@latchkey/bus';
+import { consume } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -29,21 +29,11 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
   const connections = createKnownConnections({ ttlMs: 60_000, maxEntries: 100_000 });
   // Followed live (every replica hears every deletion), not as a durable consumer.
-  bus.nc.subscribe(vaultContracts.connectionDeleted.subject, {
-    callback: (error, msg) => {
-      if (error) return;
-      const parsed = vaultContracts.connectionDeleted.payload.safeParse(decodeJson(msg.data));
-      if (parsed.success) connections.forget(parsed.data.environment_id, parsed.data.provider_config_key, parsed.data.connection_id);
-    },
+  bus.follow(vaultContracts.connectionDeleted, (deleted) => connections.forget(deleted.environment_id, deleted.provider_config_key, deleted.connection_id));
+  bus.onReconnect(() => {
+    cache.clear();
+    connections.clear();
   });
-  void (async () => {
-    for await (const status of bus.nc.status()) {
-      if (status.type === 'reconnect') {
-        cache.clear();
-        connections.clear();
-      }
-    }
-  })();
   const runner = createRunner({
     bus,
     logger,

@@ -74,9 +74,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     bus.broadcast(vaultContracts.connectionChanged, { id });
   });
   bus.onBroadcast(vaultContracts.connectionChanged, ({ id }) => cache.invalidate(id));
-  void (async () => {
-    for await (const status of bus.nc.status()) if (status.type === 'reconnect') cache.clear();
-  })();
+  bus.onReconnect(() => cache.clear());
   const dataKeys = createDataKeyRepo(mongo);
   const reads = createCredentialReadRepo(mongo);
   const sessions = createConnectSessionRepo(mongo);

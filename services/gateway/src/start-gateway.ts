@@ -22,7 +22,6 @@ import { createKnownEnvironments } from './domain/known-environments.js';
 import { createProviderLogos } from './domain/provider-logos.js';
 import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
-import type { AnyRoute } from './http/define-route.js';
 import type { GatewayDeps } from './http/deps.js';
 import { withBareRoutes } from './http/serve-bare.js';
 import { bareRoutes, routes } from './routes/index.js';
@@ -31,9 +30,8 @@ const LAST_USED_FLUSH_MS = 60_000;
 
 /**
  * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
- * `extraRoutes` lets a harness (the benchmark) mount more endpoints behind the same middleware.
  */
-export async function startGateway(runtime: Runtime, config: Config, extraRoutes: readonly AnyRoute[] = []): Promise<{ port: number }> {
+export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
   const environments = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
@@ -56,9 +54,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
-  void (async () => {
-    for await (const status of bus.nc.status()) if (status.type === 'reconnect') keyCache.clear();
-  })();
+  bus.onReconnect(() => keyCache.clear());
 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });
@@ -105,7 +101,7 @@ export async function startGateway(runtime: Runtime, config: Config, extraRoutes
     logos: createProviderLogos(Object.values(simpleIcons).filter((icon): icon is simpleIcons.SimpleIcon => 'slug' in icon)),
     isReady: runtime.isReady,
   };
-  const server: Server = createServer(withBareRoutes(createApp(deps, [...routes, ...extraRoutes]), bareRoutes, deps));
+  const server: Server = createServer(withBareRoutes(createApp(deps, routes), bareRoutes, deps));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -59,3 +59,53 @@ app.kubernetes.io/component: {{ . }}
 {{- $drain := divf .root.Values.shutdownTimeoutMs 1000 | ceil | int }}
 {{- add $drain (.service.preStopSleepSeconds | default 0 | int) 5 }}
 {{- end }}
+
+{{/* True ("true") when a HorizontalPodAutoscaler owns the service's replica count. */}}
+{{- define "latchkey.autoscaled" -}}
+{{- if and .autoscaling .autoscaling.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+The pod's scheduling: anti-affinity and spread over nodes and zones among the replicas of one
+service (from .Values.scheduling), unless the service gives its own. Call with
+(dict "root" $ "component" $name "service" $svc).
+*/}}
+{{- define "latchkey.scheduling" -}}
+{{- $mode := .root.Values.scheduling.podAntiAffinity }}
+{{- $selector := dict "matchLabels" (include "latchkey.selectorLabels" . | fromYaml) }}
+{{- if .service.affinity }}
+affinity:
+  {{- toYaml .service.affinity | nindent 2 }}
+{{- else if eq $mode "soft" }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            {{- toYaml $selector | nindent 12 }}
+{{- else if eq $mode "hard" }}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          {{- toYaml $selector | nindent 10 }}
+{{- end }}
+{{- if .service.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml .service.topologySpreadConstraints | nindent 2 }}
+{{- else if .root.Values.scheduling.topologySpread }}
+topologySpreadConstraints:
+  {{- range list "topology.kubernetes.io/zone" "kubernetes.io/hostname" }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: ScheduleAnyway
+    # Counts only the pods of the current rollout, not those being replaced.
+    matchLabelKeys: [pod-template-hash]
+    labelSelector:
+      {{- toYaml $selector | nindent 6 }}
+  {{- end }}
+{{- end }}
+{{- end }}

@@ -1,6 +1,5 @@
-import { proxyExchange, pullAll, serveBytes, parseOrThrow, type Bus } from '@latchkey/bus';
+import { parseOrThrow, type Bus } from '@latchkey/bus';
 import {
-  proxyDeadlineMs,
   gatewayContracts,
   metadataSchema,
   recordsContracts,
@@ -14,6 +13,7 @@ import {
   type Scope,
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
+import { callProxy } from '@latchkey/proxy-hop';
 import { z } from 'zod';
 import type { HostMethods } from '../sandbox/run-in-sandbox.js';
 
@@ -75,8 +75,6 @@ const RECORD_WRITE_TIMEOUT_MS = 120_000;
 
 /** A provider answer larger than this fails the call instead of filling the replica's memory. */
 const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
-/** Request bodies up to this size ride inside the NATS message. */
-const INLINE_BODY_BYTES = 512 * 1024;
 /** Never sent upstream from a function (the proxy injects credentials itself). */
 const proxyConfig = z.object({
   endpoint: z.string().min(1).max(8192),
@@ -178,7 +176,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
   };
 
   return {
-    proxy: async (value: unknown) => callProxy(deps, target, readerKey, parseOrThrow(proxyConfig, value, 'ctx.proxy')),
+    proxy: async (value: unknown) => proxyFromFunction(deps, target, readerKey, parseOrThrow(proxyConfig, value, 'ctx.proxy')),
     getConnection: async () => {
       // As GET /connection: credentials only for `connections:read_credentials` (stripped otherwise).
       const connection = await connectionRead(granted(options.grants, 'environment:connections:read_credentials'));
@@ -288,8 +286,8 @@ export function guardHost(methods: Record<CtxMethod, (...args: any[]) => Promise
   return guarded;
 }
 
-async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
-  const nc = deps.bus.nc;
+/** `ctx.proxy`: the call through the proxy client, as the gateway's `/proxy` route makes it. */
+async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
   // As given, `Connection` included: the proxy service applies the one header policy to every caller's call.
   const headers: Array<[string, string]> = Object.entries(config.headers ?? {});
   let body: Buffer = Buffer.alloc(0);
@@ -300,9 +298,8 @@ async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, c
       if (!headers.some(([name]) => name.toLowerCase() === 'content-type')) headers.push(['Content-Type', 'application/json']);
     }
   }
-  const streamed = body.length > INLINE_BODY_BYTES ? serveBytes(nc, body, { idleTimeoutMs: deps.proxyTimeoutMs }) : undefined;
   const query = new URLSearchParams(Object.entries(config.params ?? {}).map(([name, value]): [string, string] => [name, String(value)])).toString();
-  const meta: ProxyRequestMeta = {
+  const meta: Omit<ProxyRequestMeta, 'body'> = {
     environment_id: target.environment_id,
     key_id: readerKey,
     connection_id: target.connection_id,
@@ -315,13 +312,9 @@ async function callProxy(deps: HostDeps, target: RunTarget, readerKey: string, c
     retry_on: config.retryOn,
     ...(config.baseUrlOverride === undefined ? {} : { base_url_override: config.baseUrlOverride }),
     ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
-    body: streamed ? { stream: streamed.inbox } : 'inline',
   };
-  const answer = await proxyExchange(nc, meta, streamed ? new Uint8Array(0) : body, proxyDeadlineMs(deps.proxyTimeoutMs, config.retries));
-  const reply = answer.meta;
-  if (!reply.ok) throw AppError.fromBody(reply.error);
-  const bytes =
-    reply.body === 'inline' ? Buffer.from(answer.body) : await pullAll(nc, reply.body.stream, deps.proxyTimeoutMs, MAX_PROXY_RESPONSE_BYTES);
+  const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.proxyTimeoutMs });
+  const bytes = await reply.read(MAX_PROXY_RESPONSE_BYTES);
   const responseHeaders: Record<string, string> = {};
   for (const [name, value] of reply.headers) {
     const lower = name.toLowerCase();

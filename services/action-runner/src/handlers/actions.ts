@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { JsMsg } from 'nats';
+import type { JobMessage } from '@latchkey/bus';
 import { actionContracts, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -43,7 +43,7 @@ export function triggerActionHandler(deps: ActionDeps) {
       return { status: 'queued' as const, id };
     }
     const outcome = await deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS });
-    return { status: 'done' as const, output: outputForReply(deps.bus.nc, outcome.output, deps.streamIdleMs) };
+    return { status: 'done' as const, output: outputForReply(deps.bus, outcome.output, deps.streamIdleMs) };
   };
 }
 
@@ -51,7 +51,7 @@ export function getActionResultHandler(deps: ActionDeps) {
   return async (request: RequestOf<typeof actionContracts.getResult>) => {
     const run = await deps.runs.get(environmentId(request.environment_id), request.id);
     if (!run) throw new AppError('unknown_action_run', `No async action has the id "${request.id}"`);
-    if (run.status === 'done') return { status: 'done' as const, output: outputForReply(deps.bus.nc, run.output_json, deps.streamIdleMs) };
+    if (run.status === 'done') return { status: 'done' as const, output: outputForReply(deps.bus, run.output_json, deps.streamIdleMs) };
     if (run.status === 'failed') return { status: 'failed' as const, error: run.error ?? { code: 'function_failed', message: 'The action failed' } };
     return { status: run.status };
   };
@@ -65,7 +65,7 @@ export function getActionResultHandler(deps: ActionDeps) {
  * actions should be idempotent.
  */
 export function runAsyncActionHandler(deps: ActionDeps) {
-  return async (job: PayloadOf<typeof actionContracts.run>, msg: JsMsg) => {
+  return async (job: PayloadOf<typeof actionContracts.run>, msg: JobMessage) => {
     const environment = environmentId(job.environment_id);
     let run = await deps.runs.get(environment, job.id);
     if (!run) {
@@ -94,7 +94,7 @@ export function runAsyncActionHandler(deps: ActionDeps) {
 }
 
 /** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
-async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JsMsg): Promise<ActionRunDoc> {
+async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage): Promise<ActionRunDoc> {
   const environment = environmentId(run.environment_id);
   await deps.runs.markRunning(environment, run._id, msg.info.deliveryCount);
   const target = { environment_id: run.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id };

@@ -1,4 +1,4 @@
-import type { JsMsg } from 'nats';
+import type { JobMessage } from '@latchkey/bus';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf, type SyncCheckpoint } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { ActionDeps } from '../domain/action-deps.js';
@@ -17,7 +17,7 @@ const MAX_DELIVERIES = 5;
  * so nothing is doubled or lost either way.
  */
 export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
-  return async (job: PayloadOf<typeof syncContracts.run>, msg: JsMsg) => {
+  return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
     // A resumed run (redelivered after its replica died) counts on from what it wrote before.

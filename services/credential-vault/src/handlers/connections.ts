@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Msg } from 'nats';
-import { callerOf } from '@latchkey/bus';
+import { callerOf, type BusMessage } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -18,7 +17,7 @@ const FETCH_STAMP_MS = 10_000;
 
 /** `POST /connections`: imports credentials of any type for an existing integration. */
 export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers' | 'audit'> & Pick<VaultServices, 'integrationService' | 'connectionService'>) {
-  return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<Msg, 'subject'>) => {
+  return async (request: RequestOf<typeof vaultContracts.createConnection>, msg: Pick<BusMessage, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     const integration = await deps.integrationService.find(environment, request.provider_config_key);
     const provider = deps.providers.get(integration.provider);
@@ -76,7 +75,7 @@ export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
  */
 export function getConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'logger' | 'audit'> & Pick<VaultServices, 'connectionService'>) {
   const stamped = new Map<string, number>();
-  return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<Msg, 'subject'>) => {
+  return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<BusMessage, 'subject'>) => {
     const environment = environmentId(request.environment_id);
     let { doc, credentials } = await deps.connectionService.fetch({
       environment_id: request.environment_id,

@@ -1,5 +1,4 @@
-import type { Msg } from 'nats';
-import { callerOf } from '@latchkey/bus';
+import { callerOf, type BusMessage } from '@latchkey/bus';
 import { proxyContracts, type ProxyCredentials, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -16,7 +15,7 @@ type Deps = Pick<VaultDeps, 'audit'> & Pick<VaultServices, 'connectionService' |
  * plaintext credentials leave the vault; every answer is audited.
  */
 export function proxyCredentialsHandler(deps: Deps) {
-  return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<Msg, 'subject'>): Promise<ProxyCredentials> => {
+  return async (request: RequestOf<typeof proxyContracts.getCredentials>, msg: Pick<BusMessage, 'subject'>): Promise<ProxyCredentials> => {
     // Who asks is the identity NATS authenticated for this subject; the payload only vouches for a key.
     const caller = callerOf(proxyContracts.getCredentials, msg);
     const { doc, credentials } = await deps.connectionService.fetch({

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import type { ConnectSession, Scope } from '@latchkey/contracts';
+import type { ErrorCode } from '@latchkey/errors';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import type { GatewayDeps } from './deps.js';
 
@@ -56,10 +57,31 @@ export type RouteAccess<PS, QS, BS> =
    */
   | { auth: 'api_key_or_session'; scope: readonly Scope[]; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
 
+/**
+ * What the API reference (`GET /openapi.json`, `docs/openapi.json`) says of a route beyond what
+ * its declaration already tells: access, scope and input schemas are read from the route itself.
+ */
+export interface RouteDoc {
+  summary: string;
+  /** More than the summary: Markdown. */
+  description?: string;
+  /** The success answer's status; 200 when not given. */
+  status?: number;
+  /** The success answer's JSON body; a route that answers no body gives none. */
+  answer?: z.ZodType;
+  /** A success answer that is not JSON (a page, a script, an image). */
+  contentType?: string;
+  /** Error codes of the route's own work; those of its access and inputs are added for it. */
+  errors?: readonly ErrorCode[];
+  /** Request headers the route requires (the connection a call is for). */
+  headers?: readonly ('Connection-Id' | 'Provider-Config-Key')[];
+}
+
 export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete' | 'all';
   path: string;
   schemas: Schemas<PS, QS, BS>;
+  doc: RouteDoc;
   /** Path, query and body pass through untouched, unparsed and unvalidated. */
   raw?: true;
   /**
@@ -90,7 +112,10 @@ export type AnyRoute = RouteDefinition<any, any, any>;
  * proxy path. The handler writes the whole response, and answers paths or methods under its
  * prefix that it does not serve with `route_not_found`, as express would.
  */
-export type BareRoute =
+export type BareRoute = {
+  /** The paths under `prefix` the route serves, as the API reference names them. */
+  doc: RouteDoc & { path: string; methods: readonly ('get' | 'post' | 'put' | 'patch' | 'delete')[] };
+} & (
   | {
       prefix: string;
       auth?: 'api_key';
@@ -102,7 +127,8 @@ export type BareRoute =
       auth: 'public';
       scope: null;
       handler: (ctx: { deps: GatewayDeps; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
-    };
+    }
+);
 
 export function defineBareRoute(route: BareRoute): BareRoute {
   return route;

@@ -6,14 +6,15 @@ import type { Response } from 'express';
  * with one set of headers: scripts only from this origin or inline with this response's nonce,
  * no framing, no referrer (URLs carry session tokens and authorization codes), never cached.
  */
-export function sendHtmlPage(res: Response, render: (nonce: string) => string): void {
+export function sendHtmlPage(res: Response, render: (nonce: string) => string, options: { stylesheets?: 'self' } = {}): void {
   const nonce = randomBytes(16).toString('base64');
   res.setHeader(
     'Content-Security-Policy',
     [
       "default-src 'none'",
       `script-src 'self' 'nonce-${nonce}'`,
-      "style-src 'unsafe-inline'",
+      // A page may also link stylesheets from this origin (the API reference's renderer).
+      options.stylesheets === 'self' ? "style-src 'self' 'unsafe-inline'" : "style-src 'unsafe-inline'",
       "img-src 'self' https: data:",
       "connect-src 'self'",
       "base-uri 'none'",

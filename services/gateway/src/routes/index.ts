@@ -53,6 +53,10 @@ import { getHealth } from './health/get-health.js';
 import { receiveWebhook } from './webhooks/receive-webhook.js';
 import { getReady } from './health/get-ready.js';
 import { mcpDelete, mcpEndpoint, mcpGet } from './mcp/mcp-endpoint.js';
+import { buildOpenApiDocument } from '../http/openapi-document.js';
+import { getOpenApiDocument } from './reference/get-openapi-document.js';
+import { getReferenceAsset } from './reference/get-reference-asset.js';
+import { getReferencePage } from './reference/get-reference-page.js';
 
 /** Every route of the gateway, in the order HTTP-API.md lists them. */
 export const routes: readonly AnyRoute[] = [
@@ -127,6 +131,10 @@ export const routes: readonly AnyRoute[] = [
   deleteApiKey,
   rotateEncryptionKeys,
   listGivenUp,
+  // the API reference, built from this list and bareRoutes
+  getOpenApiDocument(() => buildOpenApiDocument(routes, bareRoutes)),
+  getReferencePage,
+  getReferenceAsset,
 ];
 
 /**

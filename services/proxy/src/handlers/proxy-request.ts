@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import type { NatsConnection } from 'nats';
-import { pullStream, servePullStream, type IncomingProxyCall } from '@latchkey/bus';
+import { pullStream, servePullStream } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
@@ -11,18 +10,17 @@ import { connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
+import type { IncomingProxyCall } from './serve-proxy-calls.js';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
 
 export interface ProxyDeps {
+  /** Credentials from the vault; answer bodies up to its inline limit ride in the answer. */
   bus: Bus;
-  nc: NatsConnection;
   logger: Logger;
   cache: CredentialCache;
   upstream: UpstreamOptions;
   retryCapMs: number;
-  /** Bodies up to this size travel inside the NATS message. */
-  inlineLimit: number;
 }
 
 const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
@@ -91,7 +89,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
     const { meta } = call;
     try {
       const body: UpstreamCall['body'] =
-        meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.nc, meta.body.stream, deps.upstream.timeoutMs);
+        meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(cacheKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
@@ -125,9 +123,10 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
   const read = decoder ? decodedReader(response, decoder) : () => response.read();
 
   // Read ahead up to the inline limit: most answers end there and ride in the reply.
+  const inlineLimit = deps.bus.inlineLimit;
   let head: { chunks: Uint8Array[]; complete: boolean };
   try {
-    head = decoder ? await readAhead(read, deps.inlineLimit) : await response.readAhead(deps.inlineLimit);
+    head = decoder ? await readAhead(read, inlineLimit) : await response.readAhead(inlineLimit);
   } catch {
     throw brokenOff();
   }
@@ -144,7 +143,7 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
       yield next;
     }
   })();
-  const stream = servePullStream(deps.nc, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.abort() });
+  const stream = servePullStream(deps.bus, rest, { idleTimeoutMs: deps.upstream.timeoutMs, onAbandon: () => response.abort() });
   call.respond({ ok: true, status: response.status, headers, body: { stream: stream.inbox } }, new Uint8Array(0));
   await stream.done;
 }

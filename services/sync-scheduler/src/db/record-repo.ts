@@ -21,6 +21,21 @@ export interface PageQuery {
   limit: number;
 }
 
+/** Lookups a re-sync makes at once; the driver's pool (100 by default) keeps room for others. */
+const LOOKUPS_IN_FLIGHT = 50;
+
+/**
+ * The filters of the write path's lookups, shared with the explain test so it checks the very
+ * queries the repository sends: each is an `_id` equality, answered from an index on MongoDB
+ * and on FerretDB's SQLite and PostgreSQL backends alike.
+ */
+export const recordQueries = {
+  /** A record, by its scope and own id. */
+  byId: (scope: RecordScope, externalId: string) => ({ _id: recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId) }),
+  /** A scope's sequence counter. */
+  sequence: (scope: RecordScope) => ({ _id: JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]) }),
+};
+
 export function createRecordRepo(mongo: Connection) {
   const records = recordModel(mongo);
   const sequences = recordSequenceModel(mongo);
@@ -31,7 +46,6 @@ export function createRecordRepo(mongo: Connection) {
     variant: scope.variant,
   });
   const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
-  const sequenceKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
 
   /** Writes in order, so a reader that sees a sequence number sees every lower one of the batch. */
   async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
@@ -39,7 +53,7 @@ export function createRecordRepo(mongo: Connection) {
     await records.bulkWrite(
       writes.map((write) => ({
         updateOne: {
-          filter: { _id: keyOf(scope, write.external_id) },
+          filter: recordQueries.byId(scope, write.external_id),
           update: { $set: { ...inScope(scope), ...write } },
           upsert: true,
         },
@@ -76,20 +90,27 @@ export function createRecordRepo(mongo: Connection) {
       await sequences.init();
     },
     /**
-     * By scope and record id: MongoDB answers from the unique index, and FerretDB narrows to the
-     * scope's rows first (it answers an `_id` list by scanning the whole collection).
+     * By scope and record id, one `{_id}` lookup each (the key is built from both): the one
+     * filter every backend answers from an index, MongoDB from `_id`'s, FerretDB in SQL on the
+     * index our launcher adds; so a re-sync's lookup costs the same whatever the scope holds. A
+     * list (`$in`) or the scope's fields would make FerretDB read the whole collection.
      */
-    findByIds: (scope: RecordScope, ids: readonly string[]) =>
-      records
-        .find({ ...inScope(scope), external_id: { $in: [...ids] } })
-        .lean<RecordDoc[]>()
-        .exec(),
+    async findByIds(scope: RecordScope, ids: readonly string[]): Promise<RecordDoc[]> {
+      const found: RecordDoc[] = [];
+      for (let at = 0; at < ids.length; at += LOOKUPS_IN_FLIGHT) {
+        const docs = await Promise.all(
+          ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((id) => records.findOne(recordQueries.byId(scope, id)).lean<RecordDoc>().exec()),
+        );
+        for (const doc of docs) if (doc) found.push(doc);
+      }
+      return found;
+    },
     /** Reserves `count` sequence numbers and returns the first; one atomic increment. */
     async reserve(scope: RecordScope, count: number): Promise<number> {
       for (let attempt = 0; ; attempt++) {
         try {
           const doc = await sequences
-            .findOneAndUpdate({ _id: sequenceKey(scope) }, { $inc: { seq: count } }, { upsert: true, returnDocument: 'after' })
+            .findOneAndUpdate(recordQueries.sequence(scope), { $inc: { seq: count } }, { upsert: true, returnDocument: 'after' })
             .lean()
             .exec();
           return doc!.seq - count + 1;

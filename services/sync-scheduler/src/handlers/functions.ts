@@ -15,7 +15,7 @@ export interface FunctionsDeps {
 
 export function deployHandler(deps: FunctionsDeps) {
   return async (request: RequestOf<typeof functionsContracts.deploy>) => {
-    const raw = await pullAll(deps.bus.nc, request.upload, deps.bus.requestTimeoutMs, deps.maxDeploymentBytes);
+    const raw = await pullAll(deps.bus, request.upload, deps.bus.requestTimeoutMs, deps.maxDeploymentBytes);
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));

@@ -95,7 +95,7 @@ describe('the scheduler lease', () => {
     expect(a.queued.length).toBeGreaterThan(0);
 
     // A dies without a word: its NATS connection is gone, so it can neither renew nor release.
-    await a.bus.nc.close();
+    await a.bus.close();
     const diedAt = Date.now();
     const tookOverIn = await until(() => b.lease.holding() && b.queued.length > 0, 5000);
     expect(tookOverIn).toBeLessThan(2000 + 1000);

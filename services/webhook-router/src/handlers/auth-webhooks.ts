@@ -1,4 +1,4 @@
-import type { JsMsg } from 'nats';
+import type { JobMessage } from '@latchkey/bus';
 import type { PayloadOf, vaultContracts } from '@latchkey/contracts';
 import { authBody, type AuthWebhook } from '../domain/payloads.js';
 import { enqueueDeliveries, type DeliveryDeps } from '../domain/enqueue-deliveries.js';
@@ -7,9 +7,9 @@ type ConnectionCreated = PayloadOf<typeof vaultContracts.connectionCreated>;
 type RefreshFailed = PayloadOf<typeof vaultContracts.connectionRefreshFailed>;
 
 /** The webhook-id of an auth webhook: from the event's place in the stream, so a redelivery reuses it. */
-const eventWebhookId = (msg: JsMsg) => `msg_evt_${msg.info.stream}_${msg.seq}`;
+const eventWebhookId = (msg: JobMessage) => `msg_evt_${msg.info.stream}_${msg.seq}`;
 
-async function send(deps: DeliveryDeps, environmentIdOf: string, msg: JsMsg, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
+async function send(deps: DeliveryDeps, environmentIdOf: string, msg: JobMessage, webhook: Omit<AuthWebhook, 'environment'>): Promise<void> {
   const environment = await deps.environmentById(environmentIdOf);
   if (!environment.send_auth_webhooks) return;
   await enqueueDeliveries(deps.bus, environment, { webhookId: eventWebhookId(msg), kind: 'auth', body: authBody({ ...webhook, environment: environment.name }) });
@@ -17,7 +17,7 @@ async function send(deps: DeliveryDeps, environmentIdOf: string, msg: JsMsg, web
 
 /** `connection.created` from a connect flow (creation or override) → an auth webhook; imports send none. */
 export function connectionCreatedHandler(deps: DeliveryDeps) {
-  return async (event: ConnectionCreated, msg: JsMsg): Promise<void> => {
+  return async (event: ConnectionCreated, msg: JobMessage): Promise<void> => {
     if (!event.operation) return;
     await send(deps, event.environment_id, msg, {
       operation: event.operation,
@@ -32,7 +32,7 @@ export function connectionCreatedHandler(deps: DeliveryDeps) {
 
 /** `connection.refresh_failed` → an auth webhook with `success: false` and the error's code and message. */
 export function refreshFailedHandler(deps: DeliveryDeps) {
-  return async (event: RefreshFailed, msg: JsMsg): Promise<void> => {
+  return async (event: RefreshFailed, msg: JobMessage): Promise<void> => {
     await send(deps, event.environment_id, msg, {
       operation: 'refresh',
       success: false,

@@ -1,4 +1,4 @@
-import type { JsMsg } from 'nats';
+import type { JobMessage } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
@@ -24,7 +24,7 @@ export interface DeliverDeps {
  * circuit is open its deliveries wait without an attempt.
  */
 export function deliverWebhookHandler(deps: DeliverDeps) {
-  return async (job: WebhookDelivery, msg: JsMsg): Promise<void | { retryInMs: number }> => {
+  return async (job: WebhookDelivery, msg: JobMessage): Promise<void | { retryInMs: number }> => {
     const scope = environmentId(job.environment_id);
     const deliveryId = `${job.webhook_id}:${job.target}`;
     const createdAt = new Date(job.created_at);

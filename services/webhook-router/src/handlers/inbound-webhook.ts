@@ -1,5 +1,4 @@
-import type { JsMsg } from 'nats';
-import { requestIdOf, type BatchOutcome, type Bus } from '@latchkey/bus';
+import { requestIdOf, type BatchOutcome, type Bus, type JobMessage } from '@latchkey/bus';
 import {
   MATCH_MANY_MAX,
   gatewayContracts,
@@ -221,10 +220,10 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
   }
 
   /** Runs `work` under the request id the webhook came with, so its hops and log lines carry it. */
-  const asOwn = <T>(msg: JsMsg, work: () => Promise<T>): Promise<T> => runWithContext({ requestId: requestIdOf(msg.headers) }, work);
+  const asOwn = <T>(msg: JobMessage, work: () => Promise<T>): Promise<T> => runWithContext({ requestId: requestIdOf(msg.headers) }, work);
   const settled = (work: () => Promise<Step>) => work().catch((error: unknown): Step => ({ error }));
 
-  return async (items: Array<{ payload: InboundWebhook; msg: JsMsg }>): Promise<BatchOutcome[]> => {
+  return async (items: Array<{ payload: InboundWebhook; msg: JobMessage }>): Promise<BatchOutcome[]> => {
     const steps = await refuseReplays(await Promise.all(items.map(({ payload, msg }) => asOwn(msg, () => settled(() => verify(payload))))));
     const verified = steps.flatMap((step) => ('verified' in step ? [step.verified] : []));
     const connections = verified.length === 0 ? new Map() : await matchConnections(verified);

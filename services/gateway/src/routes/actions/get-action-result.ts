@@ -14,10 +14,14 @@ export const getActionResult = defineRoute({
   path: '/action/:id',
   auth: 'api_key',
   scope: 'environment:actions:execute',
+  doc: {
+    summary: 'The result of an asynchronous action (202 while it runs)',
+    errors: ['unknown_action_run', 'function_failed', 'function_timed_out', 'function_memory_exceeded', 'action_output_too_large'],
+  },
   schemas: { params: z.strictObject({ id: z.string().min(1).max(64) }) },
   handler: async ({ deps, key, params, res }) => {
     const result = await deps.bus.request(actionContracts.getResult, { environment_id: key.environmentId, id: params.id });
-    if (result.status === 'done') return sendOutput(deps.bus.nc, res, result.output, deps.config.REQUEST_TIMEOUT_MS);
+    if (result.status === 'done') return sendOutput(deps.bus, res, result.output, deps.config.REQUEST_TIMEOUT_MS);
     if (result.status === 'failed') {
       const code = result.error.code;
       throw new AppError(code === 'action_output_too_large' || code === 'function_timed_out' || code === 'function_memory_exceeded' || code === 'invalid_body' ? code : 'function_failed', result.error.message, {

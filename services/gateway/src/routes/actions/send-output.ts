@@ -1,10 +1,9 @@
 import type { Response } from 'express';
-import { pullStream } from '@latchkey/bus';
+import { pullStream, type Bus } from '@latchkey/bus';
 import type { ActionOutput } from '@latchkey/contracts';
-import type { NatsConnection } from 'nats';
 
 /** Writes an action's output (JSON text) as the response body, inline or from its pull stream. */
-export async function sendOutput(nc: NatsConnection, res: Response, output: ActionOutput, timeoutMs: number): Promise<{ streamed: true }> {
+export async function sendOutput(bus: Bus, res: Response, output: ActionOutput, timeoutMs: number): Promise<{ streamed: true }> {
   res.statusCode = 200;
   res.setHeader('content-type', 'application/json; charset=utf-8');
   if ('inline' in output) {
@@ -12,7 +11,7 @@ export async function sendOutput(nc: NatsConnection, res: Response, output: Acti
     return { streamed: true };
   }
   res.setHeader('content-length', String(output.bytes));
-  const stream = pullStream(nc, output.stream, timeoutMs);
+  const stream = pullStream(bus, output.stream, timeoutMs);
   res.once('close', () => void stream.return(undefined));
   for await (const chunk of stream) {
     if (res.destroyed) break;

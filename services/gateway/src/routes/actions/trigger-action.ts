@@ -31,6 +31,11 @@ export const triggerAction = defineRoute({
   path: '/action/trigger',
   auth: 'api_key',
   scope: 'environment:actions:execute',
+  doc: {
+    summary: 'Run an action (synchronously, or with X-Async: true as a job)',
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: ['unknown_action', 'unknown_connection', 'unknown_provider_config', 'function_failed', 'function_timed_out', 'function_memory_exceeded', 'action_output_too_large'],
+  },
   schemas: { body },
   handler: async ({ deps, key, body, req, res }) => {
     const { async, ...where } = target(req);
@@ -41,6 +46,6 @@ export const triggerAction = defineRoute({
       { timeoutMs: actionTriggerTimeoutMs(deps.config, async) },
     );
     if (reply.status === 'queued') return { status: 202, body: { id: reply.id, statusUrl: `/action/${reply.id}` } };
-    return sendOutput(deps.bus.nc, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);
+    return sendOutput(deps.bus, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);
   },
 });

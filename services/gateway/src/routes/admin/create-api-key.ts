@@ -13,6 +13,7 @@ export const createApiKey = defineRoute({
   path: '/admin/environments/:name/api-keys',
   auth: 'admin',
   scope: null,
+  doc: { summary: 'Create an API key', status: 201, errors: ['unknown_environment'] },
   schemas: {
     params: environmentParams,
     body: z.strictObject({

@@ -14,6 +14,7 @@ export const createEnvironment = defineRoute({
   path: '/admin/environments',
   auth: 'admin',
   scope: null,
+  doc: { summary: 'Create an environment', status: 201, errors: ['duplicate_environment'] },
   schemas: {
     body: z.strictObject({ name: environmentName, account: environmentName.optional() }),
   },

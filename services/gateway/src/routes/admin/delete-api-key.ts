@@ -11,6 +11,11 @@ export const deleteApiKey = defineRoute({
   path: '/admin/environments/:name/api-keys/:id',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: 'Revoke an API key',
+    errors: ['unknown_environment', 'not_found'],
+    answer: z.object({ success: z.literal(true) }),
+  },
   schemas: { params: z.strictObject({ name: environmentName, id: z.string().regex(/^key_[A-Za-z0-9_-]{1,64}$/) }) },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

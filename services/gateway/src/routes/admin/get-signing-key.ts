@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
@@ -11,6 +12,11 @@ export const getSigningKey = defineRoute({
   path: '/admin/environments/:name/webhook-signing-key',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: "The environment's webhook signing key",
+    errors: ['unknown_environment'],
+    answer: z.object({ data: z.object({ signing_key: z.string() }) }),
+  },
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

@@ -9,6 +9,7 @@ export const listApiKeys = defineRoute({
   path: '/admin/environments/:name/api-keys',
   auth: 'admin',
   scope: null,
+  doc: { summary: "List an environment's API keys", errors: ['unknown_environment'] },
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

@@ -6,6 +6,7 @@ export const listEnvironments = defineRoute({
   path: '/admin/environments',
   auth: 'admin',
   scope: null,
+  doc: { summary: 'List environments' },
   schemas: {},
   handler: async ({ deps }) => ({ body: { data: (await deps.environments.list()).map(environmentView) } }),
 });

@@ -11,6 +11,7 @@ export const listGivenUp = defineRoute({
   path: '/admin/given-up',
   auth: 'admin',
   scope: null,
+  doc: { summary: 'Messages given up after their delivery cap, newest first' },
   schemas: {
     query: z.strictObject({
       limit: z.coerce.number().int().min(1).max(1000).default(100),

@@ -15,6 +15,10 @@ export const rotateEncryptionKeys = defineRoute({
   path: '/admin/encryption/rotate',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: 'Re-wrap data keys and re-encrypt secrets under the newest key',
+    answer: z.object({ data: vaultContracts.rotateKeys.response }),
+  },
   schemas: { body: z.strictObject({ data_keys: z.boolean().default(true) }).optional() },
   handler: async ({ deps, body }) => ({
     body: { data: await deps.bus.request(vaultContracts.rotateKeys, { data_keys: body?.data_keys ?? true }, { timeoutMs: ROTATION_TIMEOUT_MS }) },

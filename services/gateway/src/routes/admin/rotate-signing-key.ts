@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { rotateSigningKeys } from '../../domain/signing-keys.js';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
@@ -8,6 +9,11 @@ export const rotateSigningKey = defineRoute({
   path: '/admin/environments/:name/webhook-signing-key/rotate',
   auth: 'admin',
   scope: null,
+  doc: {
+    summary: "Rotate the environment's webhook signing key",
+    errors: ['unknown_environment'],
+    answer: z.object({ data: z.object({ signing_key: z.string() }) }),
+  },
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);

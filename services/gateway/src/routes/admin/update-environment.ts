@@ -27,6 +27,7 @@ export const updateEnvironment = defineRoute({
   path: '/admin/environments/:name',
   auth: 'admin',
   scope: null,
+  doc: { summary: "Update an environment's settings and variables", errors: ['unknown_environment'] },
   schemas: {
     params: environmentParams,
     body: z.strictObject({

@@ -52,6 +52,11 @@ function saveCredentials(type: CredentialType, path: string) {
     path,
     auth: 'connect_session',
     scope: null,
+    doc: {
+      summary: `Save the end user's ${type === 'API_KEY' ? 'API key' : 'username and password'} for the session`,
+      answer: z.object({ connectionId: z.string(), providerConfigKey: z.string() }),
+      errors: ['unknown_provider_config', 'connection_test_failed', 'upstream_not_allowed'],
+    },
     schemas: { params: integrationParams, query: sessionQuery, body: formBody },
     handler: ({ deps, session, params, body }) => save(deps, session.token, params.integration, type, body),
   });
@@ -72,6 +77,11 @@ export const saveTypedCredentials = defineRoute({
   path: '/auth/:type/:integration',
   auth: 'connect_session',
   scope: null,
+  doc: {
+    summary: 'Save credentials of a form-based type for the session',
+    errors: ['unknown_provider_config', 'connection_test_failed', 'upstream_not_allowed'],
+    answer: z.object({ connectionId: z.string(), providerConfigKey: z.string() }),
+  },
   schemas: {
     params: z.strictObject({ type: z.string().min(1).max(32), integration: z.string().min(1).max(128) }),
     query: sessionQuery,

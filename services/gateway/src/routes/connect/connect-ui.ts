@@ -32,6 +32,7 @@ export const connectPage = defineRoute({
   path: '/connect',
   auth: 'public',
   scope: null,
+  doc: { summary: 'The hosted Connect UI page', contentType: 'text/html' },
   raw: true,
   schemas: {},
   handler: async ({ res }) => {
@@ -45,6 +46,7 @@ export const connectScript = defineRoute({
   path: '/connect/app.js',
   auth: 'public',
   scope: null,
+  doc: { summary: "The Connect UI's script", contentType: 'application/javascript' },
   schemas: {},
   handler: async ({ res }) => {
     // A missing bundle (the UI was not built) is retried on the next request, not remembered.

@@ -7,6 +7,7 @@ export const deleteConnectSession = defineRoute({
   path: '/connect/session',
   auth: 'connect_session',
   scope: null,
+  doc: { summary: 'End the connect session', status: 204 },
   schemas: {},
   handler: async ({ deps, session }) => {
     await deps.bus.request(vaultContracts.deleteConnectSession, { token: session.token });

@@ -12,6 +12,7 @@ export const getConnectSession = defineRoute({
   path: '/connect/session',
   auth: 'connect_session',
   scope: null,
+  doc: { summary: 'The connect session of the token, with its integrations' },
   schemas: {},
   handler: async ({ deps, session }) => {
     const { token: _token, environment_id: environmentId, ...view } = session;

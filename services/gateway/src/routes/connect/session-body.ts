@@ -5,6 +5,9 @@ import type { GatewayDeps } from '../../http/deps.js';
 /** The session request as customers send it: the vault's, less what the key decides. */
 export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true }).strict();
 
+/** The answer `sessionCreated` sends, for the API reference. */
+export const sessionCreatedAnswer = z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) });
+
 /** The 201 answer for a new session: its token, `connect_link` (the Connect UI with `session_token`) and expiry. */
 export function sessionCreated(deps: Pick<GatewayDeps, 'config'>, session: { token: string; expires_at: string }) {
   const link = new URL(deps.config.CONNECT_URL ?? `${deps.config.PUBLIC_URL.replace(/\/+$/, '')}/connect`);

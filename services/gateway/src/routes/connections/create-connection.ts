@@ -10,6 +10,12 @@ export const createConnection = defineRoute({
   path: '/connections',
   auth: 'api_key',
   scope: 'environment:connections:create',
+  doc: {
+    summary: 'Import a connection with credentials you hold',
+    status: 201,
+    errors: ['unknown_provider_config'],
+    answer: vaultContracts.createConnection.response,
+  },
   schemas: { body: importBody },
   handler: async ({ deps, key, body }) => ({
     status: 201,

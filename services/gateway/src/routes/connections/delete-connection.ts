@@ -15,6 +15,7 @@ export const deleteConnection = defineRoute({
   path: '/connections/:connectionId',
   auth: 'api_key',
   scope: 'environment:connections:delete',
+  doc: { summary: 'Delete a connection', errors: ['unknown_connection'], answer: vaultContracts.deleteConnection.response },
   schemas: { params: connectionParams, query: providerConfigKeyQuery },
   handler: async ({ deps, key, params, query }) => {
     const target = { environment_id: key.environmentId, connection_id: params.connectionId, provider_config_key: query.provider_config_key };

@@ -13,6 +13,11 @@ export const getConnectionLegacy = defineRoute({
   path: '/connection/:connectionId',
   auth: 'api_key',
   scope: 'environment:connections:read',
+  doc: {
+    summary: 'Get a connection (deprecated form)',
+    errors: ['unknown_connection', 'unknown_provider_config', 'refresh_token_external_error', 'connection_refresh_backoff', 'connection_refresh_exhausted', 'upstream_not_allowed'],
+    answer: vaultContracts.getConnection.response,
+  },
   // Validated inside, so that a bad query still gets the legacy body.
   schemas: { params: z.object({ connectionId: z.string() }), query: z.record(z.string(), z.unknown()) },
   handler: async ({ deps, key, params, query, res }) => {

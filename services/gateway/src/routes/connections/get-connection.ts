@@ -8,6 +8,11 @@ export const getConnection = defineRoute({
   path: '/connections/:connectionId',
   auth: 'api_key',
   scope: 'environment:connections:read',
+  doc: {
+    summary: 'Get a connection with fresh credentials',
+    errors: ['unknown_connection', 'unknown_provider_config', 'refresh_token_external_error', 'connection_refresh_backoff', 'connection_refresh_exhausted', 'upstream_not_allowed'],
+    answer: vaultContracts.getConnection.response,
+  },
   schemas: { params: connectionParams, query: getConnectionQuery },
   handler: async ({ deps, key, params, query }) => ({
     body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, query)),

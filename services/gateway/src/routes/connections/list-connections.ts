@@ -9,6 +9,7 @@ export const listConnections = defineRoute({
   path: '/connections',
   auth: 'api_key',
   scope: 'environment:connections:list',
+  doc: { summary: 'List connections', answer: z.object({ connections: vaultContracts.listConnections.response }) },
   schemas: {
     query: z.strictObject({
       connectionId: z.string().max(255).optional(),

@@ -8,6 +8,11 @@ export const patchConnection = defineRoute({
   path: '/connections/:connectionId',
   auth: 'api_key',
   scope: 'environment:connections:update',
+  doc: {
+    summary: "Update a connection's tags or end user",
+    errors: ['unknown_connection'],
+    answer: vaultContracts.patchConnection.response,
+  },
   schemas: {
     params: connectionParams,
     query: providerConfigKeyQuery,

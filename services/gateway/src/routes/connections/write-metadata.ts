@@ -14,6 +14,12 @@ function metadataRoute(method: 'post' | 'patch') {
     path: '/connections/metadata',
     auth: 'api_key',
     scope: 'environment:connections:update',
+    doc: {
+      summary: method === 'post' ? "Replace connections' metadata" : "Merge into connections' metadata",
+      status: method === 'post' ? 201 : 200,
+      answer: metadataBody,
+      errors: ['unknown_connection', 'unknown_provider_config'],
+    },
     schemas: { body: metadataBody },
     errorShape: 'message',
     handler: async ({ deps, key, body }) => {

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 
@@ -7,6 +8,7 @@ export const listEnvironmentVariables = defineRoute({
   path: '/environment-variables',
   auth: 'api_key',
   scope: 'environment:variables:read',
+  doc: { summary: "The environment's variables", answer: z.array(z.object({ name: z.string(), value: z.string() })) },
   schemas: {},
   handler: async ({ deps, key }) => {
     const environment = await deps.environments.findById(key.environmentId);

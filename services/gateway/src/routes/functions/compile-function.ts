@@ -14,6 +14,7 @@ export const compileFunction = defineRoute({
   path: '/functions/compile',
   auth: 'api_key',
   scope: 'environment:functions:compile',
+  doc: { summary: 'Bundle and type-check function source, storing nothing' },
   schemas: { body: z.strictObject({ source: z.string().min(1).max(512 * 1024), filename: z.string().min(1).max(200).optional() }) },
   handler: async ({ deps, body }) => {
     const result = await deps.bus.request(functionsContracts.compile, body, { timeoutMs: COMPILE_TIMEOUT_MS });

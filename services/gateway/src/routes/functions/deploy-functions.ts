@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { serveBytes } from '@latchkey/bus';
 import { deploymentBody, functionsContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
@@ -14,9 +15,15 @@ export const deployFunctions = defineRoute({
   path: '/functions/deployments',
   auth: 'api_key',
   scope: 'environment:deploy',
+  doc: {
+    summary: "Deploy an integration's functions as its next version",
+    status: 201,
+    errors: ['unknown_provider_config'],
+    answer: z.object({ data: functionsContracts.deploy.response }),
+  },
   schemas: { body: deploymentBody },
   handler: async ({ deps, key, body }) => {
-    const upload = serveBytes(deps.bus.nc, Buffer.from(JSON.stringify(body)), { idleTimeoutMs: DEPLOY_TIMEOUT_MS });
+    const upload = serveBytes(deps.bus, Buffer.from(JSON.stringify(body)), { idleTimeoutMs: DEPLOY_TIMEOUT_MS });
     const deployed = await deps.bus.request(functionsContracts.deploy, { environment_id: key.environmentId, upload: upload.inbox }, { timeoutMs: DEPLOY_TIMEOUT_MS });
     return { status: 201, body: { data: deployed } };
   },

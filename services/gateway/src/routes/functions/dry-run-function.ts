@@ -29,6 +29,11 @@ export const dryRunFunction = defineRoute({
   path: '/functions/dryruns',
   auth: 'api_key',
   scope: 'environment:functions:dryrun',
+  doc: {
+    summary: 'Run a function against a connection without applying its writes',
+    errors: ['function_compilation_failed', 'unknown_function', 'unknown_connection', 'unknown_provider_config'],
+    answer: actionContracts.dryRun.response,
+  },
   schemas: { body },
   handler: async ({ deps, key, body }) => {
     const missing = DRY_RUN_SCOPES.find((scope) => !key.scopes.has(scope));

@@ -7,6 +7,7 @@ export const getScriptsConfig = defineRoute({
   path: '/scripts/config',
   auth: 'api_key',
   scope: 'environment:integrations:list_functions',
+  doc: { summary: 'The deployed functions of every integration', answer: functionsContracts.scriptsConfig.response },
   schemas: {},
   handler: async ({ deps, key }) => ({ body: await deps.bus.request(functionsContracts.scriptsConfig, { environment_id: key.environmentId }) }),
 });

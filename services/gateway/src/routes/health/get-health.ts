@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { defineRoute } from '../../http/define-route.js';
 
 /** Liveness: the process answers. */
@@ -6,6 +7,7 @@ export const getHealth = defineRoute({
   path: '/health',
   auth: 'public',
   scope: null,
+  doc: { summary: 'Liveness: the process runs', answer: z.object({ status: z.literal('ok') }) },
   schemas: {},
   handler: async () => ({ body: { status: 'ok' } }),
 });

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { ping, SERVICE_NAMES } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
@@ -12,6 +13,10 @@ export const getReady = defineRoute({
   path: '/ready',
   auth: 'public',
   scope: null,
+  doc: {
+    summary: 'Readiness: NATS and MongoDB connected, every service answering',
+    answer: z.object({ status: z.enum(['ready', 'not_ready']), services: z.record(z.string(), z.boolean()) }),
+  },
   schemas: {},
   handler: async ({ deps }) => {
     const self = deps.isReady();

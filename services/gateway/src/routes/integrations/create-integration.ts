@@ -7,6 +7,12 @@ export const createIntegration = defineRoute({
   path: '/integrations',
   auth: 'api_key',
   scope: 'environment:integrations:create',
+  doc: {
+    summary: 'Create an integration',
+    status: 201,
+    errors: ['duplicate_provider_config'],
+    answer: z.object({ data: vaultContracts.createIntegration.response }),
+  },
   schemas: { body: integrationWrite.omit({ custom: true }).extend({ provider: z.string().min(1).max(100) }) },
   handler: async ({ deps, key, body }) => ({
     status: 201,

@@ -8,6 +8,11 @@ export const deleteIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:delete',
+  doc: {
+    summary: 'Delete an integration and its connections',
+    errors: ['unknown_provider_config'],
+    answer: vaultContracts.deleteIntegration.response,
+  },
   schemas: { params: uniqueKeyParams },
   handler: async ({ deps, key, params }) => ({
     body: await deps.bus.request(vaultContracts.deleteIntegration, { environment_id: key.environmentId, unique_key: params.uniqueKey }),

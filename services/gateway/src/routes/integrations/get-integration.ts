@@ -14,6 +14,7 @@ export const getIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:read',
+  doc: { summary: 'Get an integration', errors: ['unknown_provider_config'] },
   schemas: {
     params: uniqueKeyParams,
     query: z.strictObject({

@@ -10,6 +10,7 @@ export const listIntegrations = defineRoute({
   path: '/integrations',
   auth: 'api_key',
   scope: 'environment:integrations:list',
+  doc: { summary: 'List integrations' },
   schemas: {},
   handler: async ({ deps, key }) => {
     const integrations = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: key.environmentId });

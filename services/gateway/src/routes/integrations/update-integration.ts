@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { uniqueKeyParams } from './integration-params.js';
@@ -8,6 +9,11 @@ export const updateIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:update',
+  doc: {
+    summary: 'Update or rename an integration',
+    errors: ['unknown_provider_config', 'duplicate_provider_config', 'integration_has_connections'],
+    answer: z.object({ data: vaultContracts.updateIntegration.response }),
+  },
   schemas: { params: uniqueKeyParams, body: integrationWrite.partial() },
   handler: async ({ deps, key, params, body }) => ({
     body: {

@@ -12,6 +12,7 @@ export const getProviderLogo = defineRoute({
   path: '/logos/:file',
   auth: 'public',
   scope: null,
+  doc: { summary: "A provider's logo ({provider}.svg)", contentType: 'image/svg+xml', errors: ['not_found'] },
   schemas: { params: z.strictObject({ file: z.string().max(110) }) },
   handler: async ({ deps, params, res }) => {
     const name = params.file.endsWith('.svg') ? params.file.slice(0, -4) : '';

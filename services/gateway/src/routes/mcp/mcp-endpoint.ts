@@ -23,7 +23,7 @@ interface Target {
 
 async function outputText(deps: GatewayDeps, output: ActionOutput): Promise<string> {
   if ('inline' in output) return output.inline;
-  return (await pullAll(deps.bus.nc, output.stream, deps.config.REQUEST_TIMEOUT_MS, MAX_ACTION_OUTPUT_BYTES)).toString('utf8');
+  return (await pullAll(deps.bus, output.stream, deps.config.REQUEST_TIMEOUT_MS, MAX_ACTION_OUTPUT_BYTES)).toString('utf8');
 }
 
 /** An action's failure as MCP reports a tool's: a result with `isError`, never a protocol error. */
@@ -82,6 +82,11 @@ export const mcpEndpoint = defineRoute({
   path: '/mcp',
   auth: 'api_key',
   scope: 'environment:mcp',
+  doc: {
+    summary: "A Model Context Protocol message (Streamable HTTP): the connection's actions as tools",
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: ['unknown_connection', 'unknown_provider_config'],
+  },
   schemas: { body: z.unknown() },
   handler: async ({ deps, key, body, req, res }) => {
     const where = connectionHeaders(req);
@@ -104,5 +109,21 @@ export const mcpEndpoint = defineRoute({
 const refuseMethod = async (): Promise<never> => {
   throw new AppError('method_not_allowed', 'This MCP server is stateless: send every message with POST');
 };
-export const mcpGet = defineRoute({ method: 'get', path: '/mcp', auth: 'api_key', scope: 'environment:mcp', schemas: {}, handler: refuseMethod });
-export const mcpDelete = defineRoute({ method: 'delete', path: '/mcp', auth: 'api_key', scope: 'environment:mcp', schemas: {}, handler: refuseMethod });
+export const mcpGet = defineRoute({
+  method: 'get',
+  path: '/mcp',
+  auth: 'api_key',
+  scope: 'environment:mcp',
+  doc: { summary: 'Not served: the MCP server keeps no session or stream', status: 405, errors: ['method_not_allowed'] },
+  schemas: {},
+  handler: refuseMethod,
+});
+export const mcpDelete = defineRoute({
+  method: 'delete',
+  path: '/mcp',
+  auth: 'api_key',
+  scope: 'environment:mcp',
+  doc: { summary: 'Not served: the MCP server keeps no session or stream', status: 405, errors: ['method_not_allowed'] },
+  schemas: {},
+  handler: refuseMethod,
+});

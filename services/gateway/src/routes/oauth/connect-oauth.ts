@@ -19,6 +19,11 @@ export const connectOAuth = defineRoute({
   path: '/oauth/connect/:integration',
   auth: 'connect_session',
   scope: null,
+  doc: {
+    summary: "Start an OAuth flow: redirects to the provider's authorization page",
+    status: 302,
+    errors: ['unknown_provider_config', 'upstream_not_allowed', 'upstream_unreachable', 'upstream_timeout'],
+  },
   schemas: {
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
     query: z.strictObject({
@@ -50,6 +55,11 @@ export const startOAuthFromPage = defineRoute({
   path: '/oauth/connect/:integration',
   auth: 'connect_session',
   scope: null,
+  doc: {
+    summary: "Start an OAuth flow from the page (the end user's own client in the body)",
+    errors: ['unknown_provider_config', 'upstream_not_allowed', 'upstream_unreachable', 'upstream_timeout'],
+    answer: z.object({ url: z.string() }),
+  },
   schemas: {
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
     query: z.strictObject({ connect_session_token: z.string().min(1).optional() }),

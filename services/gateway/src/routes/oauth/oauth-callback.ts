@@ -30,6 +30,10 @@ export const oauthCallback = defineRoute({
   path: '/oauth/callback',
   auth: 'public',
   scope: null,
+  doc: {
+    summary: "The provider's redirect back: finishes the flow in a page that reports to its opener",
+    contentType: 'text/html',
+  },
   schemas: {
     // Providers add their own parameters (scope, session_state…): accept and ignore them. `iss`
     // (RFC 9207) goes to the vault, which checks it against the provider's issuer.

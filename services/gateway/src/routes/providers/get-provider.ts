@@ -8,6 +8,11 @@ export const getProvider = defineRoute({
   path: '/providers/:provider',
   auth: 'api_key_or_session',
   scope: CATALOG_READERS,
+  doc: {
+    summary: 'Get one provider of the catalog',
+    errors: ['unknown_provider'],
+    answer: z.object({ data: vaultContracts.getProvider.response }),
+  },
   schemas: { params: z.strictObject({ provider: z.string().min(1).max(100) }) },
   handler: async ({ deps, params }) => ({ body: { data: await deps.bus.request(vaultContracts.getProvider, { name: params.provider }) } }),
 });

@@ -8,6 +8,7 @@ export const listProviders = defineRoute({
   path: '/providers',
   auth: 'api_key_or_session',
   scope: CATALOG_READERS,
+  doc: { summary: 'List the provider catalog', answer: z.object({ data: vaultContracts.listProviders.response }) },
   schemas: { query: z.strictObject({ search: z.string().max(100).optional() }) },
   handler: async ({ deps, query }) => ({
     body: { data: await deps.bus.request(vaultContracts.listProviders, query.search === undefined ? {} : { search: query.search }) },

@@ -1,19 +1,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { proxyExchange, pullStream, servePullStream } from '@latchkey/bus';
-import { proxyDeadlineMs, type ProxyRequestMeta } from '@latchkey/contracts';
+import type { ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
+import { callProxy } from '@latchkey/proxy-hop';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
 
 /**
- * Ours: not passed to the proxy. Every other header goes as it came, `Connection` included:
- * the proxy service applies the one header policy (hop-by-hop, Host, Cookie, forwarding
- * headers, credentials) to every caller's call.
+ * Ours: the API key, the request id (it travels in the call) and the proxy's settings, read
+ * here. Every other header goes as it came, `Connection`, `Host` and `Cookie` included: the proxy
+ * service applies the one header policy (hop-by-hop, Host, Cookie, forwarding headers,
+ * credentials) to every caller's call.
  */
 const NOT_FORWARDED = new Set([
   'authorization',
-  'host',
-  'content-length',
   'x-request-id',
   'connection-id',
   'provider-config-key',
@@ -24,7 +23,6 @@ const NOT_FORWARDED = new Set([
 ]);
 const FORWARD_PREFIX = 'service-proxy-';
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-const HEADROOM_BYTES = 64 * 1024;
 
 /** Reads the proxy's own headers; each problem is listed, as for any validation error. */
 function configuration(req: IncomingMessage) {
@@ -74,32 +72,6 @@ function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
   return headers;
 }
 
-/** Reads the body up to `limit`; a larger one continues as an iterator over the rest. */
-async function readAhead(req: IncomingMessage, limit: number): Promise<{ head: Buffer; rest: AsyncIterable<Uint8Array> | null }> {
-  const iterator = (req as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { value, done } = await iterator.next();
-    if (done) return { head: Buffer.concat(chunks), rest: null };
-    chunks.push(value);
-    size += value.length;
-    if (size > limit) {
-      return {
-        head: Buffer.alloc(0),
-        rest: (async function* () {
-          yield* chunks;
-          for (;;) {
-            const next = await iterator.next();
-            if (next.done) return;
-            yield next.value;
-          }
-        })(),
-      };
-    }
-  }
-}
-
 async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   for await (const chunk of chunks) {
     if (res.destroyed) break;
@@ -109,24 +81,41 @@ async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>):
 }
 
 /**
- * `/proxy/{anyPath}`: forwards the call to the provider through a proxy replica, which injects
- * the connection's credentials. The answer comes back as the provider gave it. Bodies either
- * way ride inside the NATS messages up to about 1 MiB and stream in chunks beyond.
+ * `/proxy/{anyPath}`: forwards the call to the provider through the proxy client (a proxy
+ * replica injects the connection's credentials). The answer comes back as the provider gave it,
+ * bodies of any size either way.
  */
 export const proxyRequest = defineBareRoute({
   prefix: '/proxy',
   scope: 'environment:proxy',
+  doc: {
+    path: '/proxy/{path}',
+    methods: ['get', 'post', 'put', 'patch', 'delete'],
+    summary: "Call the provider's API with the connection's credentials injected",
+    description:
+      "`{path}` is any path on the provider's base URL (slashes included); the query, headers and body go to the provider " +
+      "and its answer comes back as it was given. Optional headers: `Retries`, `Retry-On`, `Base-Url-Override`, `Decompress`. " +
+      'HEAD and OPTIONS are proxied too.',
+    contentType: '*/*',
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: [
+      'invalid_uri_params',
+      'unknown_connection',
+      'unknown_provider_config',
+      'refresh_token_external_error',
+      'connection_refresh_backoff',
+      'connection_refresh_exhausted',
+      'upstream_not_allowed',
+      'upstream_unreachable',
+      'upstream_timeout',
+      'payload_too_large',
+    ],
+  },
   handler: async ({ deps, key, req, res }) => {
     const settings = configuration(req);
-    const nc = deps.bus.nc;
-    const inlineLimit = Math.min(1024 * 1024, (nc.info?.max_payload ?? 1024 * 1024) - HEADROOM_BYTES);
-    const body = req.method === 'GET' || req.method === 'HEAD' ? { head: Buffer.alloc(0), rest: null } : await readAhead(req, inlineLimit);
-    const requestStream = body.rest
-      ? servePullStream(nc, body.rest, { idleTimeoutMs: deps.config.PROXY_TIMEOUT_MS })
-      : undefined;
     const url = req.url ?? '/proxy';
     const queryAt = url.indexOf('?');
-    const meta: ProxyRequestMeta = {
+    const meta: Omit<ProxyRequestMeta, 'body'> = {
       environment_id: key.environmentId,
       key_id: key.keyId,
       method: req.method as ProxyRequestMeta['method'],
@@ -134,11 +123,9 @@ export const proxyRequest = defineBareRoute({
       query: queryAt < 0 ? '' : url.slice(queryAt + 1),
       headers: forwardedHeaders(req),
       ...settings,
-      body: requestStream ? { stream: requestStream.inbox } : 'inline',
     };
-    const answer = await proxyExchange(nc, meta, body.head, proxyDeadlineMs(deps.config.PROXY_TIMEOUT_MS, settings.retries));
-    const reply = answer.meta;
-    if (!reply.ok) throw AppError.fromBody(reply.error);
+    const body = req.method === 'GET' || req.method === 'HEAD' ? new Uint8Array(0) : (req as AsyncIterable<Uint8Array>);
+    const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.config.PROXY_TIMEOUT_MS });
 
     const grouped = new Map<string, { name: string; values: string[] }>();
     for (const [name, value] of reply.headers) {
@@ -148,10 +135,10 @@ export const proxyRequest = defineBareRoute({
     }
     for (const { name, values } of grouped.values()) res.setHeader(name, values.length === 1 ? values[0]! : values);
     res.statusCode = reply.status;
-    if (reply.body === 'inline') {
-      res.end(answer.body);
+    if (reply.inline) {
+      res.end(reply.inline);
     } else {
-      const stream = pullStream(nc, reply.body.stream, deps.config.PROXY_TIMEOUT_MS);
+      const stream = reply.chunks();
       res.once('close', () => void stream.return(undefined));
       await writeOut(res, stream);
     }

@@ -24,6 +24,12 @@ export const listRecords = defineRoute({
   path: '/records',
   auth: 'api_key',
   scope: 'environment:records:read',
+  doc: {
+    summary: 'Read synced records in change order',
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: ['unknown_connection', 'unknown_provider_config'],
+    answer: recordsContracts.list.response,
+  },
   schemas: {
     query: z.strictObject({
       model: z.string().min(1).max(64),

@@ -13,6 +13,12 @@ export const pruneRecords = defineRoute({
   path: '/records/prune',
   auth: 'api_key',
   scope: 'environment:records:write',
+  doc: {
+    summary: "Drop records' payloads up to a cursor",
+    headers: ['Connection-Id', 'Provider-Config-Key'],
+    errors: ['unknown_connection', 'unknown_provider_config'],
+    answer: recordsContracts.prune.response,
+  },
   schemas: {
     body: z.strictObject({
       model: z.string().min(1).max(64),

@@ -8,6 +8,11 @@ export const createSyncVariant = defineRoute({
   path: '/sync/:name/variant/:variant',
   auth: 'api_key',
   scope: 'environment:syncs:variant:create',
+  doc: {
+    summary: 'Create a variant of a sync for a connection',
+    errors: ['failed_sync_variant_creation', 'unknown_sync', 'unknown_connection', 'unknown_provider_config'],
+    answer: syncContracts.createVariant.response,
+  },
   schemas: { params: variantParams, body: variantBody },
   handler: async ({ deps, key, params, body }) => ({
     body: await deps.bus.request(syncContracts.createVariant, { environment_id: key.environmentId, ...body, sync_name: params.name, variant: params.variant }),

@@ -9,6 +9,11 @@ export const getSyncStatus = defineRoute({
   path: '/sync/status',
   auth: 'api_key',
   scope: 'environment:syncs:read',
+  doc: {
+    summary: 'The status of syncs per connection and variant',
+    errors: ['unknown_sync', 'unknown_connection', 'unknown_provider_config'],
+    answer: syncContracts.status.response,
+  },
   schemas: {
     query: z.strictObject({
       provider_config_key: z.string().min(1).max(128),

@@ -9,6 +9,11 @@ export const pauseSyncs = defineRoute({
   path: '/sync/pause',
   auth: 'api_key',
   scope: 'environment:syncs:execute',
+  doc: {
+    summary: 'Pause syncs',
+    errors: ['unknown_sync', 'unknown_connection', 'unknown_provider_config'],
+    answer: z.object({ success: z.literal(true) }),
+  },
   schemas: { body: z.strictObject(syncSelection) },
   handler: async ({ deps, key, body }) => {
     await deps.bus.request(syncContracts.setPaused, { environment_id: key.environmentId, ...body, paused: true });

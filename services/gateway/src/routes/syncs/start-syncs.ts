@@ -9,6 +9,11 @@ export const startSyncs = defineRoute({
   path: '/sync/start',
   auth: 'api_key',
   scope: 'environment:syncs:execute',
+  doc: {
+    summary: 'Resume syncs',
+    errors: ['unknown_sync', 'unknown_connection', 'unknown_provider_config'],
+    answer: z.object({ success: z.literal(true) }),
+  },
   schemas: { body: z.strictObject(syncSelection) },
   errorShape: 'message',
   handler: async ({ deps, key, body }) => {

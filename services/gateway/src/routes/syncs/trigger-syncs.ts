@@ -12,6 +12,11 @@ export const triggerSyncs = defineRoute({
   path: '/sync/trigger',
   auth: 'api_key',
   scope: 'environment:syncs:execute',
+  doc: {
+    summary: 'Run syncs now',
+    errors: ['unknown_sync', 'unknown_sync_variant', 'unknown_connection', 'unknown_provider_config'],
+    answer: z.object({ success: z.literal(true) }),
+  },
   schemas: {
     body: z.strictObject({
       ...syncSelection,

@@ -9,6 +9,11 @@ export const updateConnectionFrequency = defineRoute({
   path: '/sync/update-connection-frequency',
   auth: 'api_key',
   scope: 'environment:syncs:update',
+  doc: {
+    summary: "Override a sync's frequency for one connection",
+    errors: ['invalid_frequency', 'unknown_sync', 'unknown_sync_variant', 'unknown_connection', 'unknown_provider_config'],
+    answer: syncContracts.updateFrequency.response,
+  },
   schemas: {
     body: z.strictObject({
       provider_config_key: z.string().min(1).max(128),

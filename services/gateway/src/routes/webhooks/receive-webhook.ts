@@ -17,8 +17,6 @@ const params = z.strictObject({
  * them, and secrets are kept out of JetStream where they are not needed).
  */
 const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length', 'authorization', 'proxy-authorization']);
-/** What the job's JSON (headers, query, ids) may take besides the body. */
-const HEADROOM_BYTES = 64 * 1024;
 const ACCEPTED = Buffer.from(JSON.stringify({ success: true }));
 
 /** The raw body, up to `limit` bytes (413 beyond). */
@@ -80,6 +78,14 @@ export const receiveWebhook = defineBareRoute({
   prefix: PREFIX,
   auth: 'public',
   scope: null,
+  doc: {
+    path: '/webhook/{environmentPublicId}/{integration}',
+    methods: ['post'],
+    summary: "A provider's webhook for an integration: stored, then verified and routed",
+    description: 'Any body and content type. Answered `200 {"success": true}` once stored, whatever its signature.',
+    answer: z.object({ success: z.literal(true) }),
+    errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large'],
+  },
   handler: async ({ deps, req, res }) => {
     const url = req.url ?? '/';
     const queryAt = url.indexOf('?');
@@ -89,7 +95,8 @@ export const receiveWebhook = defineBareRoute({
     const parsed = params.safeParse(raw);
     if (!parsed.success) throw new AppError('invalid_uri_params', 'Invalid path parameters', { errors: toErrorItems(parsed.error.issues) });
     const { environmentPublicId, integration } = parsed.data;
-    const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(((deps.bus.nc.info?.max_payload ?? 1024 * 1024) - HEADROOM_BYTES) * 0.75));
+    // The job is one JetStream message (it cannot stream), with the body in base64 (4 bytes per 3).
+    const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(deps.bus.inlineLimit * 0.75));
     const body = await readRawBody(req, limit);
     if (!(await deps.knownEnvironments.has(environmentPublicId))) throw new AppError('unknown_environment', 'No such environment');
     const id = `iwh_${randomUUID().replace(/-/g, '')}`;

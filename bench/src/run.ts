@@ -7,20 +7,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'nats';
 import { benchRecords } from './records.js';
-import { startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
+import { freePort, repoRoot, startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 import type { ServiceName } from '@latchkey/contracts';
 
 /**
- * `make bench`: throughput and latency of a do-nothing handler behind the gateway's real key,
- * rate-limit and scope middleware, against the same handler without it in the same gateway
- * process, over HTTP, loaded by a separate process. Plain express serving the handler is shown
- * for context. Rounds alternate so drift on a shared machine hits every side alike; the
- * ratios, not the absolute numbers, are the result. The connection fetch runs through the real
- * credential vault (NATS, FerretDB, decryption) beside the do-nothing route, in the same run. Where `taskset` exists and there are two or
- * more cores, the server and the load generator get a core each, so the load generator's own
- * work (parsing the extra headers, for one) is not charged to the server.
+ * `make bench`: throughput and latency of the gateway's real key, rate-limit and scope
+ * middleware, over HTTP, loaded by a separate process. Every service runs from its built
+ * `dist/main.js`, as a user runs it. The authenticated side is `GET /environment-variables`
+ * (key cache, rate limiter, scope check, then one read of the key's environment by `_id`); the
+ * side without auth is `GET /health`, which answers from the process. Neither leaves the
+ * gateway for another service, so their ratio is what the middleware and that one read cost
+ * together. Plain express serving a do-nothing handler is shown for context. Rounds alternate so
+ * drift on a shared machine hits every side alike; the ratios, not the absolute numbers, are the
+ * result. The connection fetch runs through the real credential vault (NATS, FerretDB,
+ * decryption) in the same run. Where `taskset` exists and there are two or more cores, the
+ * gateway and the load generator get a core each, so the load generator's own work (parsing the
+ * extra headers, for one) is not charged to the server.
  */
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+/** A service's entry point, as built by `make build`. */
+const entry = (service: ServiceName) => join(repoRoot(), 'services', service, 'dist', 'main.js');
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const DURATION_S = Number(process.env['BENCH_SECONDS'] ?? 4);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
@@ -116,13 +122,13 @@ const serviceEnv = { NATS_URL: nats.url, MONGODB_URI: mongo.uri, HEALTH_PORT: '0
 const natsPassword = (service: ServiceName) => ({ NATS_PASSWORD: nats.credentials(service).password });
 // Two proxy replicas, as operators would run them.
 const proxies = [0, 1].map(() =>
-  spawn(process.execPath, [here('../../../proxy/dist/main.js')], {
+  spawn(process.execPath, [entry('proxy')], {
     env: { ...process.env, ...serviceEnv, ...natsPassword('proxy'), MONGODB_DB: uniqueDbName('bench_proxy'), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
 );
 // The credential vault, as a real service process, for the connection fetch.
-const vault = spawn(process.execPath, [here('../../../credential-vault/dist/main.js')], {
+const vault = spawn(process.execPath, [entry('credential-vault')], {
   env: {
     ...process.env,
     NATS_URL: nats.url,
@@ -140,12 +146,12 @@ const adminToken = randomBytes(24).toString('base64url');
 // Actions: the sync-scheduler (deployed functions) and the action-runner (the sandbox).
 const functionDbs = { 'sync-scheduler': uniqueDbName('bench_sync_scheduler'), 'action-runner': uniqueDbName('bench_action_runner') };
 const functionServices = (['sync-scheduler', 'action-runner'] as const).map((service) =>
-  spawn(process.execPath, ['--no-node-snapshot', here(`../../../${service}/dist/main.js`)], {
+  spawn(process.execPath, ['--no-node-snapshot', entry(service)], {
     env: { ...process.env, ...serviceEnv, ...natsPassword(service), MONGODB_DB: functionDbs[service] },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
 );
-const gateway = await startServer('gateway', {
+const gateway = await startGateway({
   NATS_URL: nats.url,
   ...natsPassword('gateway'),
   MONGODB_URI: mongo.uri,
@@ -156,12 +162,28 @@ const gateway = await startServer('gateway', {
   BOOTSTRAP_SECRET_KEY: token,
   RATE_LIMIT_PER_MINUTE: '1000000000',
 });
+
+/** The gateway from its `dist/main.js` on a free port, on the server's core; resolves once `/health` answers. */
+async function startGateway(env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+  const port = await freePort();
+  const [command, args] = onCore(0, [entry('gateway')]);
+  const child = spawn(command, args, {
+    env: { ...process.env, ...env, PORT: String(port), HEALTH_PORT: '0', LOG_LEVEL: 'error' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  for (let attempt = 0; attempt < 600; attempt++) {
+    if (child.exitCode !== null) throw new Error(`the gateway exited with ${child.exitCode}`);
+    if ((await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.ok) return { child, port };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('the gateway did not answer /health within 60 s');
+}
 const connectionPath = await seedConnection(`http://127.0.0.1:${gateway.port}`, token);
 const proxied = { 'connection-id': 'bench-proxy', 'provider-config-key': 'bench-proxy' };
 await seedAction(`http://127.0.0.1:${gateway.port}`, token);
 const targets: Record<string, { label: string; url: string; token: string | undefined; headers?: Record<string, string>; request?: PostRequest }> = {
-  auth: { label: 'gateway, key + rate limit + scope', url: `http://127.0.0.1:${gateway.port}/bench`, token },
-  open: { label: 'gateway, same handler, no auth', url: `http://127.0.0.1:${gateway.port}/bench-open`, token: undefined },
+  auth: { label: 'GET /environment-variables (key)', url: `http://127.0.0.1:${gateway.port}/environment-variables`, token },
+  open: { label: 'GET /health (no auth)', url: `http://127.0.0.1:${gateway.port}/health`, token: undefined },
   express: { label: 'plain express, handler alone', url: `http://127.0.0.1:${plain.port}/bench`, token: undefined },
   connection: { label: 'GET /connections/{id} (fresh, creds)', url: `http://127.0.0.1:${gateway.port}${connectionPath}`, token },
   direct: { label: '(a) upstream called directly', url: `${upstream.url}/echo`, token: undefined },
@@ -227,8 +249,8 @@ type Target = string;
 // ---- webhook ingest: POST /webhook/{env}/{integration} with the webhook router running. The
 // gateway answers once the raw request is stored on JetStream; the router verifies and routes
 // meanwhile (the environment has no webhook URL, so nothing is forwarded). Compared with the
-// do-nothing route without auth, since webhooks carry no API key either.
-const webhookRouter = spawn(process.execPath, [here('../../../webhook-router/dist/main.js')], {
+// `GET /health` (no auth), since webhooks carry no API key either.
+const webhookRouter = spawn(process.execPath, [entry('webhook-router')], {
   env: { ...process.env, ...serviceEnv, ...natsPassword('webhook-router'), MONGODB_DB: uniqueDbName('bench_webhooks') },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
@@ -275,7 +297,7 @@ async function settleIngest(): Promise<void> {
 function reportWebhookIngest(row: (name: string) => { rps: number; p50: number; p99: number }): void {
   const ratio = row('ingest').rps / row('open').rps;
   console.log(
-    `webhook ingest / do-nothing route without auth: ${ratio.toFixed(3)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'not met'}); ` +
+    `webhook ingest / GET /health (no auth): ${ratio.toFixed(3)}   (goal >= 0.5: ${ratio >= 0.5 ? 'met' : 'not met'}); ` +
       `p99 ${row('ingest').p99} ms vs ${row('open').p99} ms`,
   );
 }
@@ -360,12 +382,12 @@ try {
   const has = (...needed: string[]) => needed.every((name) => name in rows);
   if (has('auth', 'open', 'express', 'connection')) {
     const ratio = row('auth').rps / row('open').rps;
-    console.log(`\nthroughput with auth / without: ${ratio.toFixed(3)}   (goal >= 0.95: ${ratio >= 0.95 ? 'met' : 'not met'})`);
+    console.log(`\nthroughput with auth (/environment-variables) / without (/health): ${ratio.toFixed(3)}   (goal >= 0.95: ${ratio >= 0.95 ? 'met' : 'not met'})`);
     console.log(`p50 with / without: ${(row('auth').p50 / Math.max(row('open').p50, 1)).toFixed(2)}   p99 with / without: ${(row('auth').p99 / Math.max(row('open').p99, 1)).toFixed(2)}`);
     console.log(`whole gateway stack / plain express: ${(row('auth').rps / row('express').rps).toFixed(3)}`);
     const fetchRatio = row('connection').rps / row('auth').rps;
     console.log(
-      `GET /connections/{id} / do-nothing authenticated route: ${fetchRatio.toFixed(3)}   (goal >= 0.5: ${fetchRatio >= 0.5 ? 'met' : 'not met'}); ` +
+      `GET /connections/{id} / GET /environment-variables: ${fetchRatio.toFixed(3)}   (goal >= 0.5: ${fetchRatio >= 0.5 ? 'met' : 'not met'}); ` +
         `p99 ${row('connection').p99} ms vs ${row('auth').p99} ms`,
     );
   }
@@ -373,7 +395,7 @@ try {
   if (has('direct', 'reverse', 'latchkey')) await reportProxy(row, has('hop'));
   if (has('auth', 'action')) {
     console.log(
-      `sync action round-trip / do-nothing authenticated route: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
+      `sync action round-trip / GET /environment-variables: ${(row('action').rps / row('auth').rps).toFixed(3)}; ` +
         `p99 ${row('action').p99} ms vs ${row('auth').p99} ms (dispatch to the action-runner, the connection check, a warm isolate, the reply)`,
     );
   }

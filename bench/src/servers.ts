@@ -4,13 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { connect, createInbox } from 'nats';
 import { Pool } from 'undici';
 import { batchedPublisher } from '@latchkey/bus';
-import { parseConfig } from '@latchkey/config';
-import { runService } from '@latchkey/runtime';
-import { configSchema } from '../config.js';
-import { defineRoute } from '../http/define-route.js';
-import { startGateway } from '../start-gateway.js';
 
-/** The handler both servers run: it does nothing but answer. */
+/** What the plain express server answers: nothing but a reply. */
 const doNothing = { ok: true };
 
 /**
@@ -21,9 +16,8 @@ const doNothing = { ok: true };
  *   an HTTP server handing each request over NATS to forwarders that call `url` on undici and
  *   send the body back, each side sending what one turn queued in one socket write: the floor
  *   that the design's process hops cost on the machine at hand;
- * - `gateway`: the real gateway (real NATS, MongoDB-wire server, key cache, rate limiter, scope
- *   check, request ids) with the same handler mounted twice: `/bench` behind API-key auth and
- *   `/bench-open` without it, so one process serves both sides of the comparison.
+ * The gateway and the other services are not here: the benchmark runs them from their built
+ * `dist/main.js`, as a user does.
  * Prints the port it listens on, then serves until killed.
  */
 /** Connects with the login a `nats://user:password@host:port` URL carries (the client does not read it there). */
@@ -92,28 +86,8 @@ if (mode === 'express') {
   });
   await nc.flush();
   process.stdout.write('0\n');
-} else if (mode === 'gateway') {
-  const behindAuth = defineRoute({
-    method: 'get',
-    path: '/bench',
-    auth: 'api_key',
-    scope: 'environment:variables:read',
-    schemas: {},
-    handler: async () => ({ body: doNothing }),
-  });
-  const open = defineRoute({
-    method: 'get',
-    path: '/bench-open',
-    auth: 'public',
-    scope: null,
-    schemas: {},
-    handler: async () => ({ body: doNothing }),
-  });
-  const config = parseConfig(configSchema, { ...process.env, PORT: '0', LOG_LEVEL: 'error' });
-  const { started } = await runService({ service: 'gateway', config, start: (runtime, cfg) => startGateway(runtime, cfg, [behindAuth, open]) });
-  process.stdout.write(`${started.port}\n`);
 } else {
-  process.stderr.write('usage: servers.js express|reverse-proxy <url>|hop-front <nats>|hop-back <nats> <url>|gateway\n');
+  process.stderr.write('usage: servers.js express|reverse-proxy <url>|hop-front <nats>|hop-back <nats> <url>\n');
   process.exit(2);
 }
 

@@ -1,0 +1,118 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from '@jest/globals';
+import { parseAllDocuments } from 'yaml';
+
+/**
+ * The chart as a cluster would receive it: rendered by helm and decoded strictly by our
+ * validator (deploy/helm/validate). Both are built into .data/bin by `make chart-tools`, which CI
+ * (.ci/run) runs first; where they are absent these tests are skipped, not failed.
+ */
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const helm = `${root}.data/bin/helm`;
+const validator = `${root}.data/bin/k8s-validate`;
+const chart = `${root}deploy/helm/latchkey`;
+
+interface Manifest {
+  kind: string;
+  metadata: { name: string };
+  spec: Record<string, unknown>;
+}
+
+function validate(manifest: string) {
+  const run = spawnSync(validator, [], { input: manifest, encoding: 'utf8' });
+  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+function render(valuesFile: string, ...args: string[]): Manifest[] {
+  const run = spawnSync(helm, ['template', 'latchkey', chart, '--namespace', 'latchkey', '-f', `${root}deploy/helm/check-values/${valuesFile}`, ...args], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return parseAllDocuments(run.stdout)
+    .map((document) => document.toJS() as Manifest | null)
+    .filter((manifest): manifest is Manifest => manifest !== null);
+}
+
+const find = (manifests: Manifest[], kind: string, name: string) => manifests.find((manifest) => manifest.kind === kind && manifest.metadata.name === `latchkey-${name}`);
+
+const DEPLOYMENT = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: broken
+spec:
+  selector:
+    matchLabels: { app: broken }
+  template:
+    metadata:
+      labels: { app: broken }
+    spec:
+      containers:
+        - name: app
+          image: latchkey:0.1.0
+`;
+
+describe.each([existsSync(validator) ? 'built' : 'absent'])('the manifest validator (%s)', (state) => {
+  const test = state === 'built' ? it : it.skip;
+
+  test('accepts a well-formed object', () => {
+    expect(validate(DEPLOYMENT)).toMatchObject({ status: 0, output: expect.stringContaining('1 objects decode strictly') });
+  });
+
+  test('fails on a misspelled field, naming it', () => {
+    const result = validate(DEPLOYMENT.replace('  selector:', '  replica: 2\n  selector:'));
+    expect(result.status).toBe(1);
+    expect(result.output).toContain('unknown field "spec.replica"');
+  });
+
+  test('fails on a field given twice, a wrong type and an unknown kind', () => {
+    expect(validate(DEPLOYMENT.replace('name: broken', 'name: broken\n  name: again')).output).toMatch(/"name" already set/);
+    expect(validate(DEPLOYMENT.replace('name: app', 'name: [app]')).output).toMatch(/cannot unmarshal array/);
+    expect(validate(DEPLOYMENT.replace('apiVersion: apps/v1', 'apiVersion: apps/v1beta1')).output).toContain('unknown kind apps/v1beta1 Deployment');
+  });
+});
+
+describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])('the rendered chart (helm %s)', (state) => {
+  const test = state === 'built' ? it : it.skip;
+
+  test('gives the gateway, proxy and action-runner an autoscaler that owns their replica count', () => {
+    const manifests = render('defaults.yaml');
+    for (const name of ['gateway', 'proxy', 'action-runner']) {
+      expect(find(manifests, 'HorizontalPodAutoscaler', name)?.spec).toMatchObject({ scaleTargetRef: { kind: 'Deployment', name: `latchkey-${name}` }, minReplicas: expect.any(Number) });
+      expect(find(manifests, 'Deployment', name)?.spec).not.toHaveProperty('replicas');
+    }
+    for (const name of ['credential-vault', 'sync-scheduler', 'webhook-router']) {
+      expect(find(manifests, 'HorizontalPodAutoscaler', name)).toBeUndefined();
+      expect(find(manifests, 'Deployment', name)?.spec['replicas']).toBe(2);
+    }
+    const fixed = render('hpa-off.yaml');
+    expect(fixed.filter((manifest) => manifest.kind === 'HorizontalPodAutoscaler')).toEqual([]);
+    expect(find(fixed, 'Deployment', 'proxy')?.spec['replicas']).toBe(3);
+  });
+
+  test('lets only the gateway take connections, and only the proxy, vault and webhook router reach the internet', () => {
+    const manifests = render('defaults.yaml');
+    const policies = manifests.filter((manifest) => manifest.kind === 'NetworkPolicy');
+    expect(policies).toHaveLength(6);
+    for (const policy of policies) {
+      const name = policy.metadata.name.replace(/^latchkey-/, '');
+      const spec = policy.spec as { policyTypes: string[]; ingress: unknown[]; egress: Array<{ to: Array<{ ipBlock?: { cidr: string } }>; ports?: Array<{ port: number }> }> };
+      expect(spec.policyTypes).toEqual(['Ingress', 'Egress']);
+      expect(spec.ingress).toHaveLength(name === 'gateway' ? 1 : 0);
+      const ports = spec.egress.flatMap((rule) => (rule.ports ?? []).map((port) => port.port));
+      expect(ports).toEqual(expect.arrayContaining([53, 4222, 27017]));
+      const internet = spec.egress.some((rule) => rule.to.some((peer) => peer.ipBlock?.cidr === '0.0.0.0/0'));
+      expect(internet).toBe(['proxy', 'credential-vault', 'webhook-router'].includes(name));
+    }
+    expect(render('network-policies-off.yaml').filter((manifest) => manifest.kind === 'NetworkPolicy')).toEqual([]);
+  });
+
+  test('passes nats.jetstreamReplicas to every service as JETSTREAM_REPLICAS', () => {
+    const deployments = render('existing-secret.yaml', '--set', 'nats.jetstreamReplicas=3').filter((manifest) => manifest.kind === 'Deployment');
+    expect(deployments).toHaveLength(6);
+    for (const deployment of deployments) {
+      const [container] = (deployment.spec as { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } }).template.spec.containers;
+      expect(container?.env).toContainEqual({ name: 'JETSTREAM_REPLICAS', value: '3' });
+    }
+  });
+});

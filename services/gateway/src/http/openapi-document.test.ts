@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from '@jest/globals';
+import express from 'express';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { ERROR_CODES } from '@latchkey/errors';
+import { bareRoutes, routes } from '../routes/index.js';
+import type { GatewayDeps } from './deps.js';
+import { mountRoutes } from './mount-routes.js';
+import { buildOpenApiDocument, openApiText } from './openapi-document.js';
+
+/**
+ * The API reference against the gateway itself: valid OpenAPI 3.1, one operation for each route
+ * express has mounted and each path the routes served before express answer, nothing more, and
+ * the committed docs/openapi.json the same as what the routes give.
+ */
+
+const document = buildOpenApiDocument(routes, bareRoutes);
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'] as const;
+
+type Operation = Record<string, unknown> & { security: Array<Record<string, string[]>>; responses: Record<string, { 'x-latchkey-error-codes'?: string[] }> };
+
+function documented(): Map<string, Operation> {
+  const operations = new Map<string, Operation>();
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item)) operations.set(`${method.toUpperCase()} ${path}`, operation as Operation);
+  }
+  return operations;
+}
+
+/** What express routes, read from its router: `METHOD /path/{param}` for every mounted route. */
+function mounted(): string[] {
+  const app = express();
+  // Mounting reads only the body limit; nothing is called until a request comes.
+  mountRoutes(app, routes, { config: { MAX_BODY_BYTES: 1024 } } as GatewayDeps);
+  const stack = (app as unknown as { router: { stack: Array<{ route?: { path: string; methods: Record<string, boolean> } }> } }).router.stack;
+  return stack.flatMap((layer) =>
+    layer.route
+      ? Object.keys(layer.route.methods).map((method) => `${method.toUpperCase()} ${layer.route!.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`)
+      : [],
+  );
+}
+
+describe('the OpenAPI document', () => {
+  it('is valid OpenAPI 3.1', async () => {
+    const result = await new Validator().validate(structuredClone(document) as unknown as Parameters<Validator['validate']>[0]);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(document.openapi).toMatch(/^3\.1\./);
+  });
+
+  it('has one operation for each mounted route and each path served before express, and nothing else', () => {
+    const operations = [...documented().keys()];
+    const expressRoutes = mounted();
+    expect(expressRoutes.length).toBeGreaterThan(50);
+    const beforeExpress = operations.filter((operation) => bareRoutes.some((route) => operation.split(' ')[1]!.startsWith(`${route.prefix}/`)));
+    expect(beforeExpress.length).toBeGreaterThan(0);
+    for (const route of bareRoutes) expect(beforeExpress.some((operation) => operation.includes(` ${route.prefix}/`))).toBe(true);
+    expect([...expressRoutes, ...beforeExpress].sort()).toEqual([...operations].sort());
+  });
+
+  it('gives every operation its scope, security, summary and error codes from the one table', () => {
+    for (const [name, operation] of documented()) {
+      expect([name, typeof operation['summary']]).toEqual([name, 'string']);
+      expect(operation).toHaveProperty('x-latchkey-scope');
+      const scope = operation['x-latchkey-scope'];
+      if (scope !== null) {
+        const scopes = Array.isArray(scope) ? scope : [scope];
+        expect(operation.security.filter((requirement) => requirement['apiKey']).map((requirement) => requirement['apiKey']![0])).toEqual(scopes);
+      }
+      const codes = Object.entries(operation.responses).flatMap(([status, response]) =>
+        (response['x-latchkey-error-codes'] ?? []).map((code) => [code, Number(status)] as const),
+      );
+      expect(codes.length).toBeGreaterThan(0);
+      for (const [code, status] of codes) expect([name, code, ERROR_CODES[code as keyof typeof ERROR_CODES]?.status]).toEqual([name, code, status]);
+    }
+  });
+
+  it('puts the operator API under its own security scheme and tag, and the customer API behind an API key', () => {
+    for (const [name, operation] of documented()) {
+      const admin = name.split(' ')[1]!.startsWith('/admin');
+      expect([name, admin && operation.security.every((requirement) => 'adminToken' in requirement)]).toEqual([name, admin]);
+      expect([name, (operation['tags'] as string[]).includes('Operator')]).toEqual([name, admin]);
+    }
+    expect(documented().get('GET /connections/{connectionId}')?.security).toEqual([{ apiKey: ['environment:connections:read'] }]);
+    expect(documented().get('GET /openapi.json')?.security).toEqual([]);
+  });
+
+  it('lists the refusals of access and input beside the route own errors', () => {
+    const codes = (name: string) => Object.values(documented().get(name)!.responses).flatMap((response) => response['x-latchkey-error-codes'] ?? []);
+    expect(codes('POST /integrations')).toEqual(
+      expect.arrayContaining(['unknown_api_key', 'forbidden', 'invalid_body', 'payload_too_large', 'duplicate_provider_config', 'service_unavailable']),
+    );
+    expect(codes('GET /proxy/{path}')).toEqual(expect.arrayContaining(['invalid_headers', 'upstream_not_allowed', 'forbidden']));
+    expect(codes('POST /admin/environments')).toEqual(expect.arrayContaining(['unknown_admin_token', 'duplicate_environment']));
+    expect(codes('POST /admin/environments')).not.toContain('forbidden');
+  });
+
+  it('is what docs/openapi.json holds (run `npm run openapi` after changing a route)', () => {
+    const committed = readFileSync(new URL('../../../../docs/openapi.json', import.meta.url), 'utf8');
+    expect(committed === openApiText(routes, bareRoutes)).toBe(true);
+  });
+
+  it('covers the methods a client may send, and no `all` route', () => {
+    for (const route of routes) expect(METHODS).toContain(route.method);
+  });
+});

@@ -1,0 +1,27 @@
+import { defineRoute } from '../../http/define-route.js';
+import { sendHtmlPage } from '../../http/html-page.js';
+
+/**
+ * `GET /docs`: the API reference rendered by Swagger UI, whose files the gateway serves itself
+ * (`/docs/{asset}`): the page makes no request but to this origin, and runs no inline script.
+ */
+const PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Latchkey API reference</title>
+<link rel="stylesheet" href="/docs/swagger-ui.css">
+</head>
+<body><div id="reference"></div>
+<script src="/docs/swagger-ui-bundle.js"></script><script src="/docs/reference.js"></script></body></html>`;
+
+export const getReferencePage = defineRoute({
+  method: 'get',
+  path: '/docs',
+  auth: 'public',
+  scope: null,
+  schemas: {},
+  doc: { summary: 'This reference as a page', contentType: 'text/html' },
+  handler: async ({ res }) => {
+    sendHtmlPage(res, () => PAGE, { stylesheets: 'self' });
+    return { streamed: true };
+  },
+});

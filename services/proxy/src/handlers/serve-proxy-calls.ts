@@ -1,0 +1,84 @@
+import type { Bus } from '@latchkey/bus';
+import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
+import { AppError, toErrorItems } from '@latchkey/errors';
+import { requestIdFrom, runWithContext } from '@latchkey/logger';
+import { ANSWER, KEEPALIVE, answerFrame, frameBatcher, readFrames } from '@latchkey/proxy-hop';
+
+/** One call as a replica gets it; `respond` may be called once, and ends its keepalives. */
+export interface IncomingProxyCall {
+  meta: ProxyRequestMeta;
+  body: Uint8Array;
+  respond(meta: ProxyReplyMeta, body: Uint8Array): void;
+}
+
+export interface ProxyCallServer {
+  /** Stops taking calls, waits for the ones taken, and sends their answers. */
+  drain(): Promise<void>;
+}
+
+/**
+ * The replica's side of the proxy hop (frames in @latchkey/proxy-hop): takes calls in queue
+ * group `proxy`, hands each to `handle`, and sends answers, and every `PROXY_KEEPALIVE_MS` a
+ * keepalive for each call not yet answered, grouped per caller and per turn. A call whose meta
+ * does not parse is answered `invalid_body` here. Each call is handled in the async context of
+ * its caller's request id, as `bus.serve` does.
+ */
+export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => Promise<void>): ProxyCallServer {
+  // An answer that cannot be sent (the connection is gone) leaves its caller to the silence
+  // limit: a 503 within seconds, as when a replica dies.
+  const outgoing = frameBatcher(bus, () => undefined);
+  const unanswered = new Map<number, { reply: string; id: number }>();
+  const inFlight = new Set<Promise<void>>();
+  let next = 0;
+  const answer = (reply: string, id: number, meta: ProxyReplyMeta, body: Uint8Array) =>
+    outgoing.queue(reply, undefined, answerFrame(id, ANSWER, JSON.stringify(meta), body));
+
+  const subscription = bus.subscribeRaw(
+    PROXY_SUBJECT,
+    (message) => {
+      const reply = message.reply;
+      if (!reply) return;
+      for (const frame of readFrames(message.data, false)) {
+        const parsed = safeMeta(frame.meta);
+        if (!parsed.ok) {
+          answer(reply, frame.id, { ok: false, error: parsed.error.toBody() }, new Uint8Array(0));
+          continue;
+        }
+        const key = next++;
+        unanswered.set(key, { reply, id: frame.id });
+        const call: IncomingProxyCall = {
+          meta: parsed.meta,
+          body: frame.body,
+          respond: (meta, body) => {
+            if (!unanswered.delete(key)) return;
+            answer(reply, frame.id, meta, body);
+          },
+        };
+        const task = runWithContext({ requestId: requestIdFrom(parsed.meta.request_id) }, () => handle(call)).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+      }
+    },
+    { queue: 'proxy' },
+  );
+  setInterval(() => {
+    for (const { reply, id } of unanswered.values()) outgoing.queue(reply, undefined, answerFrame(id, KEEPALIVE, '', new Uint8Array(0)));
+  }, PROXY_KEEPALIVE_MS).unref();
+
+  return {
+    drain: async () => {
+      await subscription.drain();
+      await Promise.allSettled([...inFlight]);
+      outgoing.flush();
+    },
+  };
+}
+
+function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {
+  try {
+    const result = proxyRequestMeta.safeParse(JSON.parse(text));
+    if (result.success) return { ok: true, meta: result.data };
+    return { ok: false, error: new AppError('invalid_body', 'The proxy call is invalid', { errors: toErrorItems(result.error.issues) }) };
+  } catch {
+    return { ok: false, error: new AppError('invalid_body', 'The proxy call is not JSON') };
+  }
+}
