@@ -5,6 +5,20 @@ SHELL := /bin/bash
 FERRETDB := .data/bin/ferretdb
 JEST := node --no-node-snapshot --experimental-vm-modules node_modules/jest/bin/jest.js
 
+# Every target runs on Node 24: deploy/local/node.sh installs it into .data/node once (from the npm
+# registry), or names the one LATCHKEY_NODE points at (LATCHKEY_NODE=/usr/bin/node for a system
+# Node 24). Its directory goes first on PATH, so node, npm ci (and the native modules it builds),
+# jest and the services all run on it.
+NODE_BIN := $(shell deploy/local/node.sh)
+ifeq ($(NODE_BIN),)
+$(error no Node 24 to run on (deploy/local/node.sh said why above))
+endif
+export PATH := $(NODE_BIN):$(PATH)
+# The downloaded Node ships its headers: native modules build against them, with no download.
+ifneq ($(wildcard $(NODE_BIN)/../include/node/node_version.h),)
+export npm_config_nodedir := $(abspath $(NODE_BIN)/..)
+endif
+
 .PHONY: help up down build ferretdb test test-unit test-int e2e bench bench-scale lint clean
 
 help: ## list targets
@@ -51,8 +65,9 @@ bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
 bench-scale: build ferretdb ## how each hot operation's cost grows with the data beside it
 	node bench/dist/scale.js
 
-lint: node_modules/.package-lock.json ## type-check everything
+lint: node_modules/.package-lock.json ## type-check everything, then check import boundaries and cycles (ESLint)
 	npx tsc -b --force --noEmit false
+	npx eslint .
 
 clean: ## remove build output (not .data/)
 	npx tsc -b --clean

@@ -15,7 +15,8 @@ const common = {
   extensionsToTreatAsEsm: ['.ts'],
   transform: { '^.+\\.ts$': swc },
   moduleNameMapper: {
-    // Workspace libraries resolve to their sources, so tests need no build step.
+    // Workspace libraries and packages resolve to their sources, so tests need no build step.
+    '^@latchkey/(client|functions|cli)$': '<rootDir>/packages/$1/src/index.ts',
     '^@latchkey/([a-z-]+)$': '<rootDir>/libs/$1/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
@@ -27,13 +28,13 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.test.ts', '<rootDir>/deploy/**/*.test.ts', '<rootDir>/docs/*.test.ts'],
+      testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.test.ts', '<rootDir>/{deploy,lint}/**/*.test.ts', '<rootDir>/docs/*.test.ts'],
       testPathIgnorePatterns: ['\\.int\\.test\\.ts$'],
     },
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{libs,services}/*/src/**/*.int.test.ts'],
+      testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.int.test.ts'],
       slowTestThreshold: 30,
     },
     {

@@ -149,3 +149,25 @@ describe('helm values.yaml', () => {
     }
   });
 });
+
+describe('Node 24 everywhere', () => {
+  const read = (relativePath: string) => readFileSync(new URL(relativePath, import.meta.url), 'utf8');
+
+  it('builds every stage of deploy/Dockerfile from the Node 24 base image', () => {
+    const dockerfile = read('./Dockerfile');
+    expect(/^ARG NODE_IMAGE=(\S+)$/m.exec(dockerfile)?.[1]).toBe('node:24-bookworm-slim');
+    // Each FROM names the base image or a stage built from it above, never another image.
+    const stages: string[] = [];
+    for (const [, from, stage] of dockerfile.matchAll(/^FROM (\S+)(?: AS (\S+))?$/gm)) {
+      expect(from === '${NODE_IMAGE}' || stages.includes(from!)).toBe(true);
+      if (stage) stages.push(stage);
+    }
+    expect(stages).toContain('runtime');
+  });
+
+  it('asks for Node 24 in engines and installs Node 24 for local runs', () => {
+    const root = JSON.parse(read('../package.json')) as { engines?: { node?: string } };
+    expect(root.engines?.node).toBe('>=24');
+    expect(/^NODE_VERSION=(\d+)\.\d+\.\d+$/m.exec(read('./local/node.sh'))?.[1]).toBe('24');
+  });
+});

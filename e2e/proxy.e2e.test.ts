@@ -191,7 +191,12 @@ describe('the proxy', () => {
     expect(response.status).toBe(200);
     expect(received).toBe(size);
     expect(hash.digest('hex')).toBe(response.headers.get('x-content-sha256'));
-    expect(peak - before).toBeLessThan(64 * 1024 * 1024);
+    // Bounded means less than the body: a proxy that held it would grow by 100 MiB at least.
+    // What it does grow by is dead ArrayBuffers (socket reads, chunks) awaiting V8's collector:
+    // Node 24's V8 lets up to 64 MiB of them build up before it marks and sweeps them (Node 20's
+    // scavenged them at about half that), whatever the body's size; the rest is heap and malloc
+    // slack. Measured on Node 24: 66–94 MiB (Node 20: 45–61); README.md, Benchmarks, has the why.
+    expect(peak - before).toBeLessThan(96 * 1024 * 1024);
   }, 120_000);
 
   it('returns answers whole on either side of the inline limit', async () => {

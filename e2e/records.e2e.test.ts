@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import mongoose from 'mongoose';
 import { createBus, type Bus } from '@latchkey/bus';
 import { Latchkey, LatchkeyError, type SyncedRecord } from '@latchkey/client';
 import { gatewayContracts, recordsContracts, type ModelField } from '@latchkey/contracts';
@@ -198,19 +197,11 @@ describe('records', () => {
   });
 
   it('drops a connection’s records when the connection is deleted', async () => {
-    const { id } = await client.getConnection('tickets', 'acme');
     await client.deleteConnection('tickets', 'acme');
     await client.createConnection({ provider_config_key: 'tickets', connection_id: 'acme', credentials: { type: 'API_KEY', apiKey: 'k' } });
-    // A new connection under the same name starts empty ...
+    // A new connection under the same name starts empty. That the old one's records then leave
+    // the store is not visible through the API (they belong to a connection no key can name);
+    // the sync-scheduler's integration test (src/handlers/connection-deleted.int.test.ts) checks it.
     expect((await client.listRecords({ ...CONNECTION, model: 'Ticket' })).records).toEqual([]);
-    // ... and the old one's records leave the store once the deletion event is handled.
-    const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('sync-scheduler') }).asPromise();
-    try {
-      const left = () => db.collection('records').countDocuments({ connection: id });
-      for (let tries = 0; tries < 50 && (await left()) > 0; tries++) await new Promise((resolve) => setTimeout(resolve, 100));
-      expect(await left()).toBe(0);
-    } finally {
-      await db.close();
-    }
   });
 });

@@ -2,12 +2,11 @@ import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { NatsConnection } from 'nats';
 import { Latchkey, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
 import { deployWithCli, eventually } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { startStack, type Stack, type StackProcess } from './support/stack.js';
+import { http, startStack, type Stack, type StackProcess } from './support/stack.js';
 
 /**
  * Two sync-scheduler replicas with the default lease timings (`SCHEDULER_LEASE_MS` 6 s,
@@ -22,7 +21,6 @@ const TAKEOVER_LIMIT_MS = 10_000;
 
 let stack: Stack;
 let client: Latchkey;
-let nc: NatsConnection;
 let upstream: Server;
 /** When the upstream was called: each call is one run of `beat` executing. */
 const beats: number[] = [];
@@ -45,12 +43,16 @@ async function beatStatus(): Promise<SyncStatus | undefined> {
   return syncs.find((entry) => entry.variant === 'base');
 }
 
-/** The process whose id the lease entry names (`<host>/<pid>/<random>`), or undefined while nobody holds it. */
+/**
+ * The process the operator API names as the scheduling one (`<host>/<pid>/<random>`), or
+ * undefined while nobody holds the lease.
+ */
 async function leaseHolder(): Promise<StackProcess | undefined> {
-  const kv = await nc.jetstream().views.kv('sync_scheduler_lease', { bindOnly: true });
-  const entry = await kv.get('leader');
-  if (!entry || entry.operation !== 'PUT') return undefined;
-  const pid = Number(entry.json<{ owner: string }>().owner.split('/')[1]);
+  const answer = await http(`${stack.url}/admin/sync-scheduler`, { token: stack.adminToken });
+  expect(answer.status).toBe(200);
+  const leader = answer.json.data.leader as string | null;
+  if (leader === null) return undefined;
+  const pid = Number(leader.split('/')[1]);
   return schedulers().find((proc) => proc.child.pid === pid);
 }
 
@@ -65,13 +67,11 @@ beforeAll(async () => {
     serviceEnv: { 'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000' } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  nc = await stack.connectNats();
   await seedApiKeyConnection(stack, 'clock', 'conn-1', 'clock-key');
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {
-  await nc?.close();
   await stack?.dispose();
   upstream?.close();
 });

@@ -2,9 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
+/** What each service printed, whole: its start line names the Node it runs on. */
+const printed = new Map<string, string>();
 
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({
+    env: { LOG_LEVEL: 'info' },
+    onOutput: (service, text) => printed.set(service, (printed.get(service) ?? '') + text),
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -29,6 +34,18 @@ describe('the running stack', () => {
     for (const service of stack.services) {
       expect((await http(`${service.url}/health`)).json).toEqual({ status: 'ok' });
       expect((await http(`${service.url}/ready`)).status).toBe(200);
+    }
+  });
+
+  it('runs every service on Node 24, the Node the harness runs on, and says so at start', () => {
+    expect(process.versions.node.split('.')[0]).toBe('24');
+    for (const service of stack.services) {
+      const starting = (printed.get(service.service) ?? '')
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { message?: string; node?: string })
+        .find((entry) => entry.message === 'starting');
+      expect({ service: service.service, node: starting?.node }).toEqual({ service: service.service, node: process.version });
     }
   });
 

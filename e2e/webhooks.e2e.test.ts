@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import mongoose from 'mongoose';
 import { AckPolicy, DeliverPolicy, StringCodec } from 'nats';
 import { createBus } from '@latchkey/bus';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
@@ -15,7 +14,6 @@ let stack: Stack;
 let receiver: Receiver;
 let env: Awaited<ReturnType<typeof webhookEnvironment>>;
 let quiet: Awaited<ReturnType<typeof webhookEnvironment>>;
-let routerDb: mongoose.Connection;
 /** A provider token endpoint that refuses every refresh. */
 let tokenEndpoint: Server;
 
@@ -40,25 +38,28 @@ beforeAll(async () => {
     credentials: { type: 'API_KEY', apiKey: 'k' },
     connection_config: { accountId: 'acct-9' },
   });
-  routerDb = mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('webhook-router') });
-  await routerDb.asPromise();
 }, 90_000);
 
 afterAll(async () => {
-  await routerDb?.close();
   await stack?.dispose();
   await receiver?.close();
   tokenEndpoint?.close();
 });
 
-/** The router's record of an inbound webhook (or of something else), once it has one. */
-async function inboundLog(filter: Record<string, unknown>, collection = 'inbound_webhooks') {
+/**
+ * An environment's webhook log as its operator reads it (`GET /admin/environments/{name}/webhooks/
+ * inbound` or `…/attempts`, with `query`), once `done` holds for what it lists.
+ */
+async function webhookLog(name: string, kind: 'inbound' | 'attempts', query: string, done: (entries: any[]) => boolean = (entries) => entries.length > 0): Promise<any[]> {
+  let entries: any[] = [];
   for (let i = 0; i < 100; i++) {
-    const doc = await routerDb.collection(collection).findOne(filter);
-    if (doc) return doc;
+    const listed = await env.admin('GET', `/environments/${name}/webhooks/${kind}?${query}`);
+    expect(listed.status).toBe(200);
+    entries = listed.json.data;
+    if (done(entries)) return entries;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error('no inbound record');
+  throw new Error(`no ${kind} log entries for ${name} ${query}: ${JSON.stringify(entries)}`);
 }
 
 describe('provider webhooks in, customer webhooks out', () => {
@@ -79,10 +80,10 @@ describe('provider webhooks in, customer webhooks out', () => {
     // Not with the API key: this environment's signing key is its own.
     expect(new Latchkey({ host: stack.url, apiKey: env.apiKey }).verifyIncomingWebhookRequest(delivery!.body, headers)).toBe(false);
 
-    // The attempt is recorded once the receiver has answered.
-    const attempt = await inboundLog({ webhook_id: headers['webhook-id'] }, 'webhook_attempts');
-    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: headers['webhook-id'] })).toBe(1);
-    expect(attempt).toMatchObject({ status: 200, error: null, attempt: 1, outcome: 'delivered' });
+    // The attempt is recorded once the receiver has answered, and the operator sees it.
+    const attempts = await webhookLog('hooks', 'attempts', `webhook_id=${headers['webhook-id']}`);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ webhook_id: headers['webhook-id'], target: 'primary', kind: 'forward', status: 200, error: null, attempt: 1, outcome: 'delivered' });
   });
 
   it('route by the body field serviceConnectionId and by the catalog rule', async () => {
@@ -129,14 +130,16 @@ describe('provider webhooks in, customer webhooks out', () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(receiver.received.filter(marked('forged'))).toHaveLength(0);
     expect(receiver.received.filter(marked('unsigned'))).toHaveLength(0);
-    const rejected = await routerDb.collection('inbound_webhooks').find({ environment_id: { $exists: true }, status: 'rejected' }).toArray();
-    expect(rejected.map((doc) => doc['reason']).sort()).toEqual(['bad_signature', 'missing_signature']);
+    // The operator sees why.
+    const rejected = await webhookLog('hooks', 'inbound', 'status=rejected', (entries) => entries.length >= 2);
+    expect(rejected.map((entry) => entry.reason).sort()).toEqual(['bad_signature', 'missing_signature']);
+    expect(rejected.every((entry) => entry.integration === 'acme' && entry.webhook_id === null)).toBe(true);
   });
 
   it('forward nothing when the integration has forward_webhooks false', async () => {
     expect((await sendProviderWebhook(stack, quiet.publicId, { marker: 'quiet' }, { secret: quiet.webhookSecret })).status).toBe(200);
-    const doc = await inboundLog({ status: 'not_forwarded' });
-    expect(doc['reason']).toBe('forward_webhooks_off');
+    const [entry] = await webhookLog('quiet', 'inbound', 'status=not_forwarded');
+    expect(entry.reason).toBe('forward_webhooks_off');
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(receiver.received.filter(marked('quiet'))).toHaveLength(0);
   });
@@ -156,15 +159,37 @@ describe('provider webhooks in, customer webhooks out', () => {
   it('give up at once on a 4xx other than 408/429, after one recorded attempt', async () => {
     receiver.answerWith((body) => (body.includes('refused-by-receiver') ? 410 : 200));
     await sendProviderWebhook(stack, env.publicId, { marker: 'refused-by-receiver' }, { secret: env.webhookSecret });
-    let attempt;
-    for (let i = 0; i < 100 && !attempt; i++) {
-      attempt = await routerDb.collection('webhook_attempts').findOne({ outcome: 'failed' });
-      if (!attempt) await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const [attempt] = await webhookLog('hooks', 'attempts', 'outcome=failed');
     receiver.answerWith(200);
     expect(attempt).toMatchObject({ attempt: 1, status: 410, kind: 'forward', target: 'primary' });
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(await routerDb.collection('webhook_attempts').countDocuments({ webhook_id: attempt!['webhook_id'] })).toBe(1);
+    expect((await env.admin('GET', `/environments/hooks/webhooks/attempts?webhook_id=${attempt.webhook_id}`)).json.data).toHaveLength(1);
+  });
+});
+
+describe('the operator\'s webhook log', () => {
+  it('pages back newest first, validates its query, and is for operators only', async () => {
+    const [newest, older] = await webhookLog('hooks', 'inbound', 'limit=2', (entries) => entries.length === 2);
+    expect(Date.parse(newest.received_at)).toBeGreaterThanOrEqual(Date.parse(older.received_at));
+    const back = await env.admin('GET', `/environments/hooks/webhooks/inbound?limit=1&before=${encodeURIComponent(newest.received_at)}`);
+    expect(back.json.data).toHaveLength(1);
+    expect(Date.parse(back.json.data[0].received_at)).toBeLessThan(Date.parse(newest.received_at));
+
+    const unknown = await env.admin('GET', '/environments/nope/webhooks/attempts');
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.code).toBe('unknown_environment');
+    for (const query of ['limit=0', 'limit=1001', 'status=lost', 'before=yesterday']) {
+      const bad = await env.admin('GET', `/environments/hooks/webhooks/inbound?${query}`);
+      expect(bad.status).toBe(400);
+      expect(bad.json.error.code).toBe('invalid_query_params');
+    }
+    expect((await env.admin('GET', '/environments/hooks/webhooks/attempts?outcome=lost')).status).toBe(400);
+    // A customer key is not an operator's.
+    const customer = await fetch(`${stack.url}/admin/environments/hooks/webhooks/attempts`, { headers: { authorization: `Bearer ${env.apiKey}` } });
+    expect(customer.status).toBe(401);
+    // Attempts never carry a body.
+    const attempts = await env.admin('GET', '/environments/hooks/webhooks/attempts');
+    expect(JSON.stringify(attempts.json)).not.toContain('matched-by-query');
   });
 });
 

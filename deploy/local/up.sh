@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
+# The services run on Node 24: the one deploy/local/node.sh installs into .data/node, or LATCHKEY_NODE's.
+node_bin=$(deploy/local/node.sh)
+export PATH=$node_bin:$PATH
 data=$root/.data
 mkdir -p "$data"/{logs,run}
 chmod 700 "$data"
@@ -88,7 +91,7 @@ fi
 export PUBLIC_URL=${PUBLIC_URL:-http://localhost:${PORT:-3003}}
 
 for service in credential-vault proxy sync-scheduler action-runner webhook-router gateway; do
-  # --no-node-snapshot: isolated-vm (the action-runner's sandbox) requires it on Node 20.
+  # --no-node-snapshot: isolated-vm (the action-runner's sandbox) still asks for it on Node 24.
   if [ "$service" = action-runner ]; then
     start "$service" "$service" "${runner_cap[@]}" node --no-node-snapshot "--max-old-space-size=$runner_heap_mb" "services/$service/dist/main.js"
   else

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bundleFunction } from '@latchkey/cli';
+import { bundleSource } from '@latchkey/compiler';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import type { NatsConnection } from 'nats';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
@@ -134,7 +134,7 @@ describe('case 1: the bundler resolves only the submitted source and @latchkey/f
 
   test('case 1: a deployed bundle that smuggles require, process, import() or eval reads nothing in the sandbox', async () => {
     // A bundle as a modified CLI could upload it: its code reaches for Node at run time.
-    const built = await bundleFunction({
+    const built = await bundleSource({
       source: action(`
         const out: Record<string, string> = {};
         const attempt = async (what: string, fn: () => unknown) => { try { out[what] = String(await fn()); } catch (error) { out[what] = 'refused: ' + (error as Error).message; } };
@@ -183,7 +183,7 @@ describe('case 4: a dry run does no more than its key could through the API', ()
   }, 60_000);
 
   test('case 4: a deployed function dry-run by name is held to the calling key too', async () => {
-    const built = await bundleFunction({ source: readConnection });
+    const built = await bundleSource({ source: readConnection });
     expect(built.ok).toBe(true);
     const deployed = await call('POST', '/functions/deployments', stack.bootstrapKey, {
       provider_config_key: 'api',

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
+import mongoose from 'mongoose';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -98,6 +99,20 @@ beforeAll(async () => {
       `  authorization_url: ${oauth.authorizationUrl}`,
       `  request_url: ${trapUrl}`,
       `  token_url: ${trapUrl}`,
+      'sec-api-key:',
+      '  display_name: Security API key',
+      '  categories: [test]',
+      '  auth_mode: API_KEY',
+      '  proxy:',
+      `    base_url: ${oauth.url}`,
+      '    headers:',
+      "      X-Api-Key: '${apiKey}'",
+      'sec-basic:',
+      '  display_name: Security basic auth',
+      '  categories: [test]',
+      '  auth_mode: BASIC',
+      '  proxy:',
+      `    base_url: ${oauth.url}`,
       'sec-trap-cc:',
       '  display_name: Client credentials on a refused address',
       '  categories: [test]',
@@ -235,4 +250,55 @@ test('case 3: the canary secrets never reach a host they must not, an answer, or
   for (const record of oauth.stats.tokenRequestLog) expect(record.body['client_secret'] ?? CLIENT_SECRET).toBe(CLIENT_SECRET);
   const everything = [...answers, ...[...stack.gateways, ...stack.services].map((process) => process.output())].join('\n');
   for (const secret of CANARIES) expect(everything).not.toContain(secret);
+});
+
+test('case 22: an auditor reading the vault database finds no credential in plaintext', async () => {
+  const imported = { apiKey: canary('api-key'), password: canary('password'), accessToken: canary('access-token'), refreshToken: canary('imported-refresh-token') };
+  for (const [unique_key, provider] of [['api-key', 'sec-api-key'], ['basic', 'sec-basic']] as const) {
+    expect((await api('POST', '/integrations', { provider, unique_key })).status).toBe(201);
+  }
+  const connections = [
+    { provider_config_key: 'api-key', connection_id: 'at-rest-1', credentials: { type: 'API_KEY', apiKey: imported.apiKey } },
+    { provider_config_key: 'basic', connection_id: 'at-rest-2', credentials: { type: 'BASIC', username: 'ada', password: imported.password } },
+    {
+      provider_config_key: 'oauth',
+      connection_id: 'at-rest-3',
+      credentials: { type: 'OAUTH2', access_token: imported.accessToken, refresh_token: imported.refreshToken, expires_at: new Date(Date.now() + 3600_000).toISOString(), raw: {} },
+    },
+  ];
+  for (const connection of connections) {
+    expect((await api('POST', '/connections', connection)).status).toBe(201);
+    // A read with credentials: the audit of reads is stored too.
+    const read = await api('GET', `/connections/${connection.connection_id}?provider_config_key=${connection.provider_config_key}`);
+    expect(read.status).toBe(200);
+  }
+  // And whatever the flows above stored: tokens the provider issued (refreshed once more here,
+  // so refresh writes are covered) and the integrations' webhook secrets.
+  const issued: string[] = [];
+  for (const { connection_id, provider_config_key } of (await api('GET', '/connections')).json.connections as Array<{ connection_id: string; provider_config_key: string }>) {
+    const read = await api('GET', `/connections/${connection_id}?provider_config_key=${provider_config_key}&refresh_token=true&force_refresh=${connection_id.startsWith('at-rest') ? 'false' : 'true'}`);
+    const credentials = (read.json?.credentials ?? {}) as Record<string, unknown>;
+    for (const field of ['access_token', 'refresh_token', 'apiKey', 'password', 'token']) {
+      const value = credentials[field];
+      if (typeof value === 'string' && value.length >= 8) issued.push(value);
+    }
+  }
+  for (const { unique_key } of (await api('GET', '/integrations')).json.data as Array<{ unique_key: string }>) {
+    const secret = (await api('GET', `/integrations/${unique_key}?include=webhook`)).json.data.webhookSecret;
+    if (typeof secret === 'string') issued.push(secret);
+  }
+  expect(issued).toEqual(expect.arrayContaining([imported.apiKey, imported.password, imported.accessToken]));
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // let the audit batch land
+
+  // What a stolen database holds: every document of every collection of the vault's database.
+  const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('credential-vault') }).asPromise();
+  try {
+    const collections = await db.db!.listCollections().toArray();
+    let dump = '';
+    for (const { name } of collections) dump += JSON.stringify(await db.db!.collection(name).find({}).toArray());
+    expect(collections.map((collection) => collection.name)).toEqual(expect.arrayContaining(['connections', 'integrations', 'data_keys', 'credential_reads']));
+    for (const secret of [...CANARIES, ...Object.values(imported), ...issued]) expect(dump).not.toContain(secret);
+  } finally {
+    await db.close();
+  }
 });

@@ -8,7 +8,7 @@ export const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'functions');
 /** Runs the built `latchkey` CLI as a user would; resolves with its exit code and output. */
 export function runCli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // The command npx runs: the committed bin shim, which loads the built CLI.
-  const cli = join(repoRoot(), 'libs', 'cli', 'bin', 'latchkey.js');
+  const cli = join(repoRoot(), 'packages', 'cli', 'bin', 'latchkey.js');
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

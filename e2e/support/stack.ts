@@ -78,7 +78,7 @@ function startProcess(
 ): StackProcess & { env: Record<string, string> } {
   const entry = join(repoRoot(), 'services', service, 'dist', 'main.js');
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
-  // isolated-vm (the action-runner's sandbox) requires --no-node-snapshot on Node 20.
+  // isolated-vm (the action-runner's sandbox) still asks for --no-node-snapshot on Node 24.
   const flags = service === 'action-runner' ? ['--no-node-snapshot'] : [];
   const child = spawn(process.execPath, [...flags, entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];

@@ -141,6 +141,8 @@ const entries: Array<[AnyContract, Access]> = [
   [w.received, event([ROUTER], [{ service: RUNNER, durable: 'action-runner-webhooks' }])],
   [w.postCreation, event([VAULT])],
   [w.preDeletion, event([VAULT])],
+  [w.listInbound, request(ROUTER, [GATEWAY])],
+  [w.listAttempts, request(ROUTER, [GATEWAY])],
   [vw.webhookIntegration, request(VAULT, [ROUTER])],
   [vw.matchConnection, request(VAULT, [ROUTER])],
   [vw.matchConnections, request(VAULT, [ROUTER])],
@@ -172,6 +174,7 @@ const entries: Array<[AnyContract, Access]> = [
   [s.updateFrequency, request(SCHEDULER, [GATEWAY])],
   [s.createVariant, request(SCHEDULER, [GATEWAY])],
   [s.deleteVariant, request(SCHEDULER, [GATEWAY])],
+  [s.leader, request(SCHEDULER, [GATEWAY])],
   [s.webhookRunFinished, request(SCHEDULER, [RUNNER])],
   [s.runCompleted, event([SCHEDULER], [
     { service: ROUTER, durable: 'webhook-router-sync-completed' },

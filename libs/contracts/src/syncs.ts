@@ -162,4 +162,9 @@ export const syncContracts = {
   /** A run finished without error; the webhook router sends a `sync` webhook when it changed records. */
   runCompleted: defineEvent('sync.run.completed', runEvent),
   runFailed: defineEvent('sync.run.failed', runEvent),
+  /**
+   * For operators (`GET /admin/sync-scheduler`): which replica holds the scheduling lease, as the
+   * lease names it (`<host>/<pid>/<random>`), or null while none does.
+   */
+  leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable() })),
 } as const;

@@ -60,6 +60,38 @@ export const webhookRoutingRule = z.object({
 });
 export type WebhookRoutingRule = z.infer<typeof webhookRoutingRule>;
 
+/** One provider webhook as the inbound log tells an operator: what became of it, and why. */
+export const inboundLogEntry = z.object({
+  id: z.string(),
+  integration: z.string(),
+  provider: z.string().nullable(),
+  status: z.enum(['forwarded', 'not_forwarded', 'rejected']),
+  reason: z.string().nullable(),
+  signature: z.string().nullable(),
+  connection_id: z.string().nullable(),
+  webhook_id: z.string().nullable(),
+  received_at: z.string(),
+  processed_at: z.string(),
+});
+
+/** One attempt at a customer webhook: where it went, what came back, and where the delivery stood after it. */
+export const deliveryAttemptEntry = z.object({
+  webhook_id: z.string(),
+  target: z.enum(['primary', 'secondary']),
+  kind: z.enum(['forward', 'auth', 'async_action', 'sync']),
+  url: z.string(),
+  attempt: z.number().int(),
+  status: z.number().int().nullable(),
+  error: z.string().nullable(),
+  duration_ms: z.number(),
+  outcome: z.enum(['delivered', 'retrying', 'failed']),
+  next_attempt_at: z.string().nullable(),
+  at: z.string(),
+});
+
+/** Newest first, `limit` at most; `before` (a time from the previous page) pages back. */
+const logPage = { environment_id, limit: z.number().int().min(1).max(1000), before: z.iso.datetime({ offset: true }).optional() };
+
 export const webhookContracts = {
   inbound: defineJob('webhook.inbound', inboundWebhook),
   deliver: defineJob('webhook.deliver', webhookDelivery),
@@ -80,6 +112,18 @@ export const webhookContracts = {
   postCreation: defineEvent('connection.post_creation', connectionEventSchema),
   /** For the functions runtime: a connection is about to go. Deletion never waits for its consumers. */
   preDeletion: defineEvent('connection.pre_deletion', connectionEventSchema),
+  /** For operators: an environment's inbound log (`GET /admin/environments/{name}/webhooks/inbound`). */
+  listInbound: defineRequest(
+    'webhook.inbound_log.list',
+    z.object({ ...logPage, status: inboundLogEntry.shape.status.optional() }),
+    z.object({ data: z.array(inboundLogEntry) }),
+  ),
+  /** For operators: an environment's delivery attempts (`GET /admin/environments/{name}/webhooks/attempts`). */
+  listAttempts: defineRequest(
+    'webhook.attempts.list',
+    z.object({ ...logPage, webhook_id: z.string().min(1).max(128).optional(), outcome: deliveryAttemptEntry.shape.outcome.optional() }),
+    z.object({ data: z.array(deliveryAttemptEntry) }),
+  ),
 } as const;
 
 /** How a webhook names its connection: by id, or by a value in the connection's config or metadata. */

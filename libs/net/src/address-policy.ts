@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { createCache } from '@latchkey/cache';
 
 /**
  * Which IP addresses outbound calls may connect to: the proxy's upstreams, the vault's token
@@ -165,8 +166,9 @@ export function createAddressPolicy(options: AddressPolicyOptions): AddressPolic
     return ALLOWED;
   }
 
-  // The policy never changes, so verdicts are remembered: a busy replica calls a few hosts.
-  const verdicts = new Map<string, AddressVerdict>();
+  // The policy never changes, so verdicts are remembered (never stale, only bounded): a busy
+  // replica calls a few hosts.
+  const verdicts = createCache<AddressVerdict>({ maxEntries: VERDICT_CACHE_SIZE });
   return {
     check(text) {
       const known = verdicts.get(text);
@@ -174,7 +176,6 @@ export function createAddressPolicy(options: AddressPolicyOptions): AddressPolic
       // node:net's parser is the one sockets use; it rejects the shorthand IPv4 forms that
       // ipaddr.js would accept, so what is judged is exactly what would be connected to.
       const verdict = isIP(text) === 0 ? refused('not an IP address') : judge(ipaddr.parse(text));
-      if (verdicts.size >= VERDICT_CACHE_SIZE) verdicts.clear();
       verdicts.set(text, verdict);
       return verdict;
     },

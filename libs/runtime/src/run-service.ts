@@ -69,7 +69,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let ready = false;
   let stopping = false;
 
-  logger.info('starting', { nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
+  logger.info('starting', { node: process.version, nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
   const bus = await createBus({
     servers: config.NATS_URL,
     service,

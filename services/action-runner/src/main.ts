@@ -6,5 +6,5 @@ import { startRunner } from './start-runner.js';
 // The composition root: config, then connections (in runService), then the runner's wiring.
 const running = await runService({ service: 'action-runner', config: loadServiceConfig(), start: startRunner });
 if (!snapshotDisabled(process.execArgv, process.env['NODE_OPTIONS'])) {
-  running.runtime.logger.warn('isolated-vm needs node --no-node-snapshot on Node 20 (or NODE_OPTIONS=--no-node-snapshot)');
+  running.runtime.logger.warn('isolated-vm needs node --no-node-snapshot (or NODE_OPTIONS=--no-node-snapshot)');
 }

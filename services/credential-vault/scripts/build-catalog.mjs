@@ -10,7 +10,7 @@
  *
  *   npm run catalog -w @latchkey/credential-vault
  *
- * Plain JavaScript because Node 20 runs it without a build step.
+ * Plain JavaScript, so node runs it without a build step.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -1,9 +1,8 @@
-import { createCompiler } from '@latchkey/cli';
+import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { consume, openKv } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
-import { environmentId } from '@latchkey/mongo';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
@@ -18,7 +17,6 @@ import {
   finishRunHandler,
   reportProgressHandler,
   webhookRunFinishedHandler,
-  removeConnectionSchedules,
   setPausedHandler,
   startRun,
   statusHandler,
@@ -27,6 +25,8 @@ import {
 } from './handlers/syncs.js';
 import { createLease } from './scheduling/lease.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
+import { connectionDeletedHandler } from './handlers/connection-deleted.js';
+import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
@@ -87,11 +87,9 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
   // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.
-  const lease = createLease(
-    await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS }),
-    'leader',
-    `${hostname()}/${process.pid}/${randomUUID()}`,
-  );
+  const leaseKv = await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
+  const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
+  bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
   const loop = startSchedulerLoop({
     logger,
     lease,
@@ -104,7 +102,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     await Promise.all([deployed.stop(), created.stop()]);
   });
 
-  // A deleted connection's records and schedules go with it (idempotent: a redelivery deletes nothing more).
+  // A deleted connection's records and schedules go with it.
   const deletions = await consume({
     bus,
     logger,
@@ -112,11 +110,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     durable: 'sync-scheduler-connection-deleted',
     contract: vaultContracts.connectionDeleted,
     concurrency: 4,
-    handler: async (event) => {
-      await removeConnectionSchedules(syncDeps, event);
-      const count = await records.deleteConnection(environmentId(event.environment_id), event.id);
-      if (count > 0) logger.info('deleted the records of a deleted connection', { connection: event.id, count });
-    },
+    handler: connectionDeletedHandler(syncDeps),
   });
   runtime.onShutdown(() => deletions.stop());
 }

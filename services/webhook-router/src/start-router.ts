@@ -1,4 +1,5 @@
 import { consume, consumeBatches, type RunningConsumer } from '@latchkey/bus';
+import { cachedLoader } from '@latchkey/cache';
 import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import type { Runtime } from '@latchkey/runtime';
@@ -8,12 +9,13 @@ import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
 import { createWebhookClaimRepo } from './db/webhook-claim-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
-import { createTtlCache } from './domain/ttl-cache.js';
 import { asyncActionCompletedHandler } from './handlers/async-action-webhooks.js';
 import { syncRunCompletedHandler } from './handlers/sync-webhooks.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
 import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
+import { listAttemptsHandler } from './handlers/list-attempts.js';
+import { listInboundLogHandler } from './handlers/list-inbound-log.js';
 
 /**
  * How long the router trusts what it asked the gateway and the vault (environment settings,
@@ -44,10 +46,10 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   sweep.unref();
 
   const cacheOptions = { ttlMs: SETTINGS_TTL_MS, maxEntries: 10_000 };
-  const byPublicId = createTtlCache(environmentByPublicIdLoader(bus), cacheOptions);
-  const byId = createTtlCache((id) => bus.request(gatewayContracts.getEnvironment, { environment_id: id }), cacheOptions);
-  const keys = createTtlCache(async (id) => (await bus.request(gatewayContracts.getSigningKeys, { environment_id: id })).keys, cacheOptions);
-  const integrations = createTtlCache((key) => {
+  const environmentByPublicId = cachedLoader(environmentByPublicIdLoader(bus), cacheOptions);
+  const environmentById = cachedLoader((id) => bus.request(gatewayContracts.getEnvironment, { environment_id: id }), cacheOptions);
+  const signingKeys = cachedLoader(async (id) => (await bus.request(gatewayContracts.getSigningKeys, { environment_id: id })).keys, cacheOptions);
+  const integrations = cachedLoader((key) => {
     const [environment_id, unique_key] = JSON.parse(key) as [string, string];
     return bus.request(vaultWebhookContracts.webhookIntegration, { environment_id, unique_key });
   }, cacheOptions);
@@ -57,7 +59,9 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
   });
   const breakers = createCircuitBreakers({ threshold: config.WEBHOOK_BREAKER_THRESHOLD, cooldownMs: config.WEBHOOK_BREAKER_COOLDOWN_MS });
-  const authDeps = { bus, environmentById: byId.get };
+  const authDeps = { bus, environmentById };
+  bus.serve(webhookContracts.listInbound, listInboundLogHandler({ inbound }));
+  bus.serve(webhookContracts.listAttempts, listAttemptsHandler({ deliveries }));
 
   const consumers: RunningConsumer[] = [
     // Provider webhooks in batches: a burst is verified, matched to its connections, announced
@@ -76,8 +80,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
         logger,
         inbound,
         claims,
-        environmentByPublicId: byPublicId.get,
-        integration: (environmentId, uniqueKey) => integrations.get(JSON.stringify([environmentId, uniqueKey])),
+        environmentByPublicId,
+        integration: (environmentId, uniqueKey) => integrations(JSON.stringify([environmentId, uniqueKey])),
       }),
     }),
     await consume({
@@ -99,7 +103,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
         deliveries,
         sender,
         breakers,
-        signingKeys: keys.get,
+        signingKeys,
         retry: { baseMs: config.WEBHOOK_RETRY_BASE_MS, capMs: config.WEBHOOK_RETRY_CAP_MS, windowMs: config.WEBHOOK_RETRY_HOURS * 3600_000 },
       }),
     }),

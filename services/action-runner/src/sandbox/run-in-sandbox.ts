@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import ivm from 'isolated-vm';
+import { createCache } from '@latchkey/cache';
 import { AppError, toAppError, type ErrorItem } from '@latchkey/errors';
 import { PRELUDE, wrapBundle } from './prelude.js';
 
@@ -44,9 +45,11 @@ const MAX_LOG_MESSAGE = 4096;
 const CPU_WATCH_MS = 250;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 
-/** Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest. */
-const codeCache = new Map<string, ivm.ExternalCopy<ArrayBuffer>>();
-const CODE_CACHE_ENTRIES = 200;
+/**
+ * Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest,
+ * so never stale: entries leave only when less recently used than 200 others.
+ */
+const codeCache = createCache<ivm.ExternalCopy<ArrayBuffer>>({ maxEntries: 200 });
 
 async function compileCached(isolate: ivm.Isolate, code: string, filename: string): Promise<ivm.Script> {
   const key = createHash('sha256').update(code).digest('base64url');
@@ -56,7 +59,6 @@ async function compileCached(isolate: ivm.Isolate, code: string, filename: strin
     cachedDataRejected?: boolean;
   };
   if (!cachedData && script.cachedData) {
-    if (codeCache.size >= CODE_CACHE_ENTRIES) codeCache.delete(codeCache.keys().next().value!);
     codeCache.set(key, script.cachedData);
   } else if (cachedData && script.cachedDataRejected) {
     codeCache.delete(key);

@@ -1,3 +1,4 @@
+import { createCache } from '@latchkey/cache';
 import type { EnvironmentId } from '@latchkey/mongo';
 import type { z } from 'zod';
 import type { DataKeyDoc } from '../db/data-key-model.js';
@@ -16,10 +17,15 @@ export interface KeyringDeps {
   /**
    * How long this process trusts its idea of an environment's active data-key version before
    * asking the database again, so a data-key rotation made by another replica reaches new writes
-   * within this delay. Unwrapped keys themselves are cached for the life of the process.
+   * within this delay. Unwrapped keys themselves are kept for `DATA_KEY_TTL_MS`.
    */
   activeVersionTtlMs?: number;
 }
+
+/** Unwrapped data keys are kept this long (they never change; the bound is on memory only). */
+const DATA_KEY_TTL_MS = 60 * 60 * 1000;
+/** Environments (and data-key versions) held at once; past it the least recently used go. */
+const MAX_DATA_KEYS = 100_000;
 
 export interface KekRotationReport {
   /** Data keys this call moved to the newest KEK. */
@@ -42,10 +48,11 @@ export interface KekRotationReport {
 export function createKeyring(deps: KeyringDeps) {
   const keks = createKekSet(deps.keks);
   const activeVersionTtlMs = deps.activeVersionTtlMs ?? 60_000;
-  // Promises rather than values: concurrent first uses share one database read and one unwrap.
-  // A failed load is forgotten so the next call tries again.
-  const dataKeys = new Map<string, Promise<Buffer>>();
-  const activeVersions = new Map<EnvironmentId, { version: Promise<number>; expiresAt: number }>();
+  // Concurrent first uses share one database read and one unwrap; a failed load is not kept, so
+  // the next call tries again. A stored data-key version never changes, so its entry only ages
+  // out to bound memory; the active version is re-read every `activeVersionTtlMs`.
+  const dataKeys = createCache<Buffer>({ ttlMs: DATA_KEY_TTL_MS, maxEntries: MAX_DATA_KEYS });
+  const activeVersions = createCache<number>({ ttlMs: activeVersionTtlMs, maxEntries: MAX_DATA_KEYS });
 
   function unwrap(environment: EnvironmentId, doc: DataKeyDoc): Buffer {
     const kek = keks.get(doc.kek_version);
@@ -63,18 +70,8 @@ export function createKeyring(deps: KeyringDeps) {
     }
   }
 
-  function cachedDataKey(environment: EnvironmentId, version: number, load: () => Promise<Buffer>): Promise<Buffer> {
-    const cacheKey = `${environment}:${version}`;
-    let key = dataKeys.get(cacheKey);
-    if (!key) {
-      const loading = load();
-      dataKeys.set(cacheKey, loading);
-      loading.catch(() => {
-        if (dataKeys.get(cacheKey) === loading) dataKeys.delete(cacheKey);
-      });
-      key = loading;
-    }
-    return key;
+  async function cachedDataKey(environment: EnvironmentId, version: number, load: () => Promise<Buffer>): Promise<Buffer> {
+    return dataKeys.load(`${environment}:${version}`, load);
   }
 
   function dataKey(environment: EnvironmentId, version: number): Promise<Buffer> {
@@ -104,13 +101,6 @@ export function createKeyring(deps: KeyringDeps) {
     return adopt(environment, stored);
   }
 
-  function rememberActive(environment: EnvironmentId, version: Promise<number>): Promise<number> {
-    activeVersions.set(environment, { version, expiresAt: Date.now() + activeVersionTtlMs });
-    version.catch(() => {
-      if (activeVersions.get(environment)?.version === version) activeVersions.delete(environment);
-    });
-    return version;
-  }
 
   async function resolveActiveVersion(environment: EnvironmentId): Promise<number> {
     const active = await deps.dataKeys.findActive(environment);
@@ -122,10 +112,8 @@ export function createKeyring(deps: KeyringDeps) {
     return createDataKey(environment, latest);
   }
 
-  function activeVersion(environment: EnvironmentId): Promise<number> {
-    const cached = activeVersions.get(environment);
-    if (cached && cached.expiresAt > Date.now()) return cached.version;
-    return rememberActive(environment, resolveActiveVersion(environment));
+  async function activeVersion(environment: EnvironmentId): Promise<number> {
+    return activeVersions.load(environment, () => resolveActiveVersion(environment), { tag: environment, place: () => ({ tags: [environment] }) });
   }
 
   async function encrypt(environment: EnvironmentId, aad: CredentialAad, plaintext: string): Promise<string> {
@@ -185,7 +173,9 @@ export function createKeyring(deps: KeyringDeps) {
     async rotateDataKey(environment: EnvironmentId): Promise<number> {
       const version = await createDataKey(environment, await deps.dataKeys.findLatest(environment));
       await deps.dataKeys.retireOlderThan(environment, version, new Date());
-      await rememberActive(environment, Promise.resolve(version));
+      // A resolution in flight may predate the rotation: it must not overwrite the new version.
+      activeVersions.invalidate(environment);
+      activeVersions.set(environment, version, { tags: [environment] });
       return version;
     },
 

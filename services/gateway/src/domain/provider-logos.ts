@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createCache } from '@latchkey/cache';
 
 /** A brand icon of a freely licensed set (simple-icons, CC0): one 24×24 path and its colour. */
 export interface BrandIcon {
@@ -38,7 +39,8 @@ function monogram(name: string): string {
 export function createProviderLogos(icons: Iterable<BrandIcon>) {
   const bySlug = new Map<string, BrandIcon>();
   for (const icon of icons) bySlug.set(icon.slug, icon);
-  const rendered = new Map<string, string>();
+  // Names are bounded by the pattern, not their number: the cache keeps the most used.
+  const rendered = createCache<string>({ maxEntries: 5_000 });
   return {
     /** The SVG document for a provider name (a valid name: see PROVIDER_NAME). */
     svg(name: string): string {
@@ -48,8 +50,7 @@ export function createProviderLogos(icons: Iterable<BrandIcon>) {
       svg = icon
         ? `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" role="img"><title>${escapeXml(icon.title)}</title><path fill="#${icon.hex}" d="${escapeXml(icon.path)}"/></svg>`
         : monogram(name);
-      // Names are bounded by the pattern, not their number: keep the cache from growing unbounded.
-      if (rendered.size < 5_000) rendered.set(name, svg);
+      rendered.set(name, svg);
       return svg;
     },
   };

@@ -5,7 +5,10 @@ import { deleteApiKey } from './admin/delete-api-key.js';
 import { listApiKeys } from './admin/list-api-keys.js';
 import { listEnvironments } from './admin/list-environments.js';
 import { listGivenUp } from './admin/list-given-up.js';
+import { listInboundWebhooks } from './admin/list-inbound-webhooks.js';
+import { listWebhookAttempts } from './admin/list-webhook-attempts.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
+import { getSchedulerLeader } from './admin/get-scheduler-leader.js';
 import { getSigningKey } from './admin/get-signing-key.js';
 import { rotateSigningKey } from './admin/rotate-signing-key.js';
 import { updateEnvironment } from './admin/update-environment.js';
@@ -131,6 +134,9 @@ export const routes: readonly AnyRoute[] = [
   deleteApiKey,
   rotateEncryptionKeys,
   listGivenUp,
+  listInboundWebhooks,
+  listWebhookAttempts,
+  getSchedulerLeader,
   // the API reference, built from this list and bareRoutes
   getOpenApiDocument(() => buildOpenApiDocument(routes, bareRoutes)),
   getReferencePage,

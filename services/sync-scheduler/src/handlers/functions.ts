@@ -1,5 +1,5 @@
 import { pullAll, parseOrThrow, type Bus } from '@latchkey/bus';
-import type { Compiler } from '@latchkey/cli';
+import type { Compiler } from '@latchkey/compiler';
 import { MAX_BUNDLE_BYTES, deploymentBody, functionsContracts, vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';

@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
 import got, { type Got, RequestError } from 'got';
-import { isErrorCode, statusOf } from '@latchkey/errors';
+import { isLatchkeyError } from './error-statuses.js';
 import { LatchkeyError, errorFromResponse } from './errors.js';
 import { verifyWebhookSignature } from './webhook-signature.js';
 
@@ -970,7 +970,7 @@ function proxyError(status: number, statusText: string, headers: IncomingHttpHea
   const data = autoBody(body, headers);
   const code = (data as { error?: { code?: unknown } } | null | undefined)?.error?.code;
   const retryAfterHeader = header(headers, 'retry-after');
-  if (typeof data === 'object' && isErrorCode(code) && statusOf(code) === status) return errorFromResponse(status, data, retryAfterHeader);
+  if (typeof data === 'object' && isLatchkeyError(code, status)) return errorFromResponse(status, data, retryAfterHeader);
   const retryAfter = retryAfterHeader === undefined ? undefined : Number(retryAfterHeader);
   return new LatchkeyError({
     status,

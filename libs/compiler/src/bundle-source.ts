@@ -12,14 +12,14 @@ export interface Diagnostic {
 
 export type BundleResult = { ok: true; bundle: string; diagnostics: Diagnostic[] } | { ok: false; diagnostics: Diagnostic[] };
 
-export type BundleInput =
-  /** A developer's own file on their own machine (the CLI): its imports resolve as Node's would. */
-  | { entry: string }
-  /**
-   * Source from anyone (the server's compile and dry-run routes): it may import
-   * `@latchkey/functions` and nothing else (see `sourceOnly`).
-   */
-  | { source: string; filename?: string };
+/**
+ * Source from anyone (the server's compile and dry-run routes): it may import
+ * `@latchkey/functions` and nothing else (see `sourceOnly`).
+ */
+export interface BundleInput {
+  source: string;
+  filename?: string;
+}
 
 /** The label esbuild gives submitted source; only diagnostics located in it may quote a line. */
 export function sourceLabel(filename: string | undefined): string {
@@ -27,11 +27,11 @@ export function sourceLabel(filename: string | undefined): string {
   return /\.[cm]?ts$/.test(name) ? name : `${name}.ts`;
 }
 
-/** `quotable`: the one file whose lines a diagnostic may quote; null for a developer's own build (any). */
-function toDiagnostic(severity: Diagnostic['severity'], message: Message, quotable: string | null): Diagnostic {
+/** `quotable`: the one file whose lines a diagnostic may quote. */
+function toDiagnostic(severity: Diagnostic['severity'], message: Message, quotable: string): Diagnostic {
   const location = message.location;
   // A location in any other file (the SDK, or a file a plugin refused) is never quoted.
-  const quoted = location && (quotable === null || location.file === quotable);
+  const quoted = location && location.file === quotable;
   return {
     severity,
     message: message.text,
@@ -71,24 +71,20 @@ function sourceOnly(): Plugin {
 }
 
 /**
- * Bundles one function into a single CommonJS script whose default export is the definition:
- * everything it imports is inlined, so the sandbox needs no module loader. From a developer's
- * entry file, Node built-ins stay as `require(…)` calls, which fail in the sandbox (it has no
- * `require`); from submitted source they are refused at once.
+ * Bundles submitted source into a single CommonJS script whose default export is the definition:
+ * the SDK is inlined, so the sandbox needs no module loader, and every other import is refused.
+ * The output has the shape `latchkey deploy` gives a developer's own files (`@latchkey/cli`'s
+ * `bundleFunction`): both feed the same sandbox.
  */
-export async function bundleFunction(input: BundleInput): Promise<BundleResult> {
-  const label = 'source' in input ? sourceLabel(input.filename) : null;
+export async function bundleSource(input: BundleInput): Promise<BundleResult> {
+  const label = sourceLabel(input.filename);
   try {
     const result = await build({
-      ...('entry' in input
-        ? { entryPoints: [input.entry] }
-        : {
-            stdin: { contents: input.source, loader: 'ts', sourcefile: label! },
-            plugins: [sourceOnly()],
-            // No tsconfig.json or package.json of the server's is read or applied to the source.
-            tsconfigRaw: {},
-            absWorkingDir: sdkLocation().dir,
-          }),
+      stdin: { contents: input.source, loader: 'ts', sourcefile: label },
+      plugins: [sourceOnly()],
+      // No tsconfig.json or package.json of the server's is read or applied to the source.
+      tsconfigRaw: {},
+      absWorkingDir: sdkLocation().dir,
       bundle: true,
       write: false,
       format: 'cjs',

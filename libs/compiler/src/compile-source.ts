@@ -1,4 +1,4 @@
-import { bundleFunction, type Diagnostic } from './bundle-function.js';
+import { bundleSource, type Diagnostic } from './bundle-source.js';
 import { typeCheck } from './type-check.js';
 
 export type CompileResult = { ok: true; bundle: string; diagnostics: Diagnostic[] } | { ok: false; diagnostics: Diagnostic[] };
@@ -8,7 +8,7 @@ export type CompileResult = { ok: true; bundle: string; diagnostics: Diagnostic[
  * type errors as the sandbox sees types. Nothing of it runs.
  */
 export async function compileSource(source: string, filename?: string): Promise<CompileResult> {
-  const bundled = await bundleFunction({ source, ...(filename ? { filename } : {}) });
+  const bundled = await bundleSource({ source, ...(filename ? { filename } : {}) });
   if (!bundled.ok) return bundled;
   const typed = typeCheck(source, filename);
   if (typed.some((item) => item.severity === 'error')) return { ok: false, diagnostics: [...typed, ...bundled.diagnostics] };

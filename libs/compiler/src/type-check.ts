@@ -1,6 +1,6 @@
 import { dirname, sep } from 'node:path';
 import ts from 'typescript';
-import type { Diagnostic } from './bundle-function.js';
+import type { Diagnostic } from './bundle-source.js';
 import { SDK_MODULE, sdkLocation } from './sdk-location.js';
 
 const OPTIONS: ts.CompilerOptions = {
