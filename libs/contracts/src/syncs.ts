@@ -87,8 +87,6 @@ export const syncContracts = {
           started_at: z.string(),
           /** The last checkpoint saved for this sync, connection and variant (by this run, an earlier attempt of it, or an earlier run). */
           checkpoint: syncCheckpoint.nullable().optional(),
-          /** What earlier attempts of this run wrote (a resumed run counts on from there). */
-          results: modelCounts.optional(),
         })
         .nullable(),
     }),

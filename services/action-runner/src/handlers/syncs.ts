@@ -20,8 +20,8 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
   return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
-    // A resumed run (redelivered after its replica died) counts on from what it wrote before.
-    const counts: ModelCounts = structuredClone(run.results ?? {});
+    // Each attempt counts what it wrote itself: a resumed one finds the earlier writes unchanged.
+    const counts: ModelCounts = {};
     const progress = { environment_id: job.environment_id, run_id: job.run_id };
     const report = async (checkpoint?: SyncCheckpoint | null) => {
       if (checkpoint !== undefined) {

@@ -259,7 +259,6 @@ export function beginRunHandler(deps: SyncsDeps) {
         variant: run.variant,
         started_at: startedAt.toISOString(),
         checkpoint: schedule?.checkpoint ?? null,
-        results: run.results,
       },
     };
   };
