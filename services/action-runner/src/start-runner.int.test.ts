@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createBus, type Bus } from '@latchkey/bus';
+import { STREAMS, actionContracts, functionsContracts, vaultContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { runService, type RunningService } from '@latchkey/runtime';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { configSchema } from './config.js';
+import { startRunner } from './start-runner.js';
+
+type Completed = PayloadOf<typeof actionContracts.asyncCompleted>;
+
+const logger = createLogger({ service: 'test', silent: true });
+let nats: TestNats;
+let mongo: TestMongo;
+let runner: RunningService<void>;
+let gateway: Bus;
+let neighbours: Bus[];
+
+/** A bundle as esbuild writes it: CommonJS whose default export is the definition. */
+const actionBundle = (name: string, exec: string) => `"use strict";\nmodule.exports = { default: { kind: 'action', name: '${name}', exec: ${exec} } };`;
+const BUNDLES: Record<string, string> = {
+  echo: actionBundle('echo', `async (ctx, input) => ({ n: input.n, connection: ctx.connectionId })`),
+  broken: actionBundle('broken', `async () => { throw new Error('nope'); }`),
+};
+
+const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  // The runner's neighbours, played by the services they are: the functions service hands out
+  // deployed bundles (the sync-scheduler keeps deployments), the vault knows connection `c1`.
+  const deployments = await login('sync-scheduler');
+  deployments.serve(functionsContracts.get, ({ name }) => {
+    const bundle = BUNDLES[name];
+    if (!bundle) throw new Error(`no function ${name}`);
+    return { version: 1, description: { type: 'action' as const, name, has_input_schema: false }, bundle };
+  });
+  const vault = await login('credential-vault');
+  vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 1, connection_id, provider_config_key, provider: 'api' }));
+  neighbours = [deployments, vault];
+  await Promise.all(neighbours.map((bus) => bus.flush()));
+
+  // The runner itself, wired as main.ts wires it.
+  const config = configSchema.parse({
+    NATS_URL: nats.url,
+    NATS_PASSWORD: nats.credentials('action-runner').password,
+    MONGODB_URI: mongo.uri,
+    MONGODB_DB: uniqueDbName('runner'),
+    LOG_LEVEL: 'error',
+    HEALTH_PORT: '0',
+    FUNCTION_CONCURRENCY: '2',
+  });
+  runner = await runService({ service: 'action-runner', config, start: startRunner, handleSignals: false });
+  gateway = await login('gateway');
+}, 60_000);
+
+afterAll(async () => {
+  await gateway?.drain();
+  await runner?.runtime.mongo.dropDatabase().catch(() => undefined);
+  await runner?.shutdown();
+  await Promise.all((neighbours ?? []).map((bus) => bus.drain()));
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+/** Every `action.async_completed` event JetStream stored, read with an ordered consumer. */
+async function storedCompletions(): Promise<Completed[]> {
+  const observer = await login('observer');
+  try {
+    const js = (await observer.jetstreamManager()).jetstream();
+    const consumer = await js.consumers.get(STREAMS.events.name, { filterSubjects: actionContracts.asyncCompleted.subject });
+    const events: Completed[] = [];
+    const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
+    for await (const msg of batch) {
+      events.push(msg.json<Completed>());
+      if (msg.info.pending === 0) break;
+    }
+    return events;
+  } finally {
+    await observer.close();
+  }
+}
+
+async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const trigger = (action_name: string, n: number) =>
+  gateway.request(actionContracts.trigger, { environment_id: 'env_a', provider_config_key: 'api', connection_id: 'c1', action_name, input: { n }, async: true });
+
+describe('async actions', () => {
+  // Not visible through the API: the event is what the webhook router turns into the customer's
+  // async_action webhook, so the e2e suite sees only the webhooks and the results.
+  it('publish one completion event per run, and a redelivered job of a finished run neither runs it again nor doubles its event', async () => {
+    const ids: string[] = [];
+    for (let n = 0; n < 6; n++) {
+      const queued = await trigger(n === 5 ? 'broken' : 'echo', n);
+      if (queued.status !== 'queued') throw new Error('expected the action to be queued');
+      ids.push(queued.id);
+    }
+    const results = await until(async () => {
+      const all = await Promise.all(ids.map((id) => gateway.request(actionContracts.getResult, { environment_id: 'env_a', id })));
+      return all.every((result) => result.status === 'done' || result.status === 'failed') ? all : undefined;
+    }, 'every run to finish');
+    expect(results.slice(0, 5).map((result) => result.status)).toEqual(Array(5).fill('done'));
+    expect(results[5]).toMatchObject({ status: 'failed', error: { code: expect.any(String) } });
+
+    const events = await until(async () => {
+      const seen = await storedCompletions();
+      return seen.length >= ids.length ? seen : undefined;
+    }, 'the completion events');
+    expect(events.map((event) => event.id).sort()).toEqual([...ids].sort());
+    const byId = new Map(events.map((event) => [event.id, event]));
+    for (const id of ids.slice(0, 5)) {
+      expect(byId.get(id)).toMatchObject({ environment_id: 'env_a', statusUrl: `/action/${id}`, action_name: 'echo', provider_config_key: 'api', connection_id: 'c1', success: true });
+    }
+    expect(byId.get(ids[5]!)).toMatchObject({ action_name: 'broken', success: false, error: { code: results[5]!.status === 'failed' ? results[5]!.error.code : '' } });
+
+    // JetStream delivers at least once: the same job again (a new message, as after a crash
+    // between recording the outcome and acknowledging) finds the run finished.
+    await runner.runtime.bus.enqueue(actionContracts.run, { environment_id: 'env_a', id: ids[0]! }, { msgId: `action-run-${ids[0]}-again` });
+    await until(async () => {
+      const consumer = await (await runner.runtime.bus.jetstreamManager()).consumers.info(STREAMS.jobs.name, 'action-runner-actions');
+      return consumer.num_pending === 0 && consumer.num_ack_pending === 0 ? true : undefined;
+    }, 'the job again to be handled');
+    const after = await storedCompletions();
+    expect(after).toHaveLength(ids.length);
+    expect(await gateway.request(actionContracts.getResult, { environment_id: 'env_a', id: ids[0]! })).toMatchObject({ status: 'done' });
+  }, 60_000);
+});

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { createBus, type Bus } from '@latchkey/bus';
+import { vaultContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { runService, type RunningService } from '@latchkey/runtime';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { configSchema } from './config.js';
+import { startVault } from './start-vault.js';
+
+const logger = createLogger({ service: 'test', silent: true });
+let nats: TestNats;
+let mongo: TestMongo;
+let vault: RunningService<void>;
+let gateway: Bus;
+let observer: Bus;
+/** Every connection lifecycle event heard, by subject. */
+const heard: Array<{ subject: string; event: PayloadOf<typeof webhookContracts.postCreation> }> = [];
+
+const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  const config = configSchema.parse({
+    NATS_URL: nats.url,
+    NATS_PASSWORD: nats.credentials('credential-vault').password,
+    MONGODB_URI: mongo.uri,
+    MONGODB_DB: uniqueDbName('vault'),
+    LOG_LEVEL: 'error',
+    HEALTH_PORT: '0',
+    ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
+  });
+  // The vault itself, wired as main.ts wires it.
+  vault = await runService({ service: 'credential-vault', config, start: startVault, handleSignals: false });
+  gateway = await login('gateway');
+  observer = await login('observer');
+  for (const contract of [webhookContracts.postCreation, webhookContracts.preDeletion]) {
+    observer.subscribeRaw(contract.subject, (message) => heard.push({ subject: contract.subject, event: JSON.parse(Buffer.from(message.data).toString()) }));
+  }
+  await observer.flush();
+}, 60_000);
+
+afterAll(async () => {
+  await observer?.drain();
+  await gateway?.drain();
+  await vault?.runtime.mongo.dropDatabase().catch(() => undefined);
+  await vault?.shutdown();
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('connection lifecycle events', () => {
+  // For the functions runtime, not for users: the e2e suite sees them only through the
+  // post-creation and pre-deletion functions they start (functions.e2e.test.ts).
+  it('announce connection.post_creation on create and connection.pre_deletion on delete, with the connection’s names and tags and no credentials', async () => {
+    const environment_id = 'env_a';
+    await gateway.request(vaultContracts.createIntegration, { environment_id, provider: 'anthropic', unique_key: 'llm' });
+    const apiKey = `secret-${randomBytes(8).toString('hex')}`;
+    await gateway.request(vaultContracts.createConnection, {
+      environment_id,
+      reader: { key_id: 'key-1' },
+      include_credentials: false,
+      provider_config_key: 'llm',
+      connection_id: 'short-lived',
+      credentials: { type: 'API_KEY', apiKey },
+      tags: { team: 'blue' },
+    });
+    const created = await until(() => heard.find((item) => item.subject === webhookContracts.postCreation.subject), 'connection.post_creation');
+    expect(created.event).toMatchObject({ environment_id, connection_id: 'short-lived', provider_config_key: 'llm', provider: 'anthropic', tags: { team: 'blue' } });
+
+    expect(await gateway.request(vaultContracts.deleteConnection, { environment_id, connection_id: 'short-lived', provider_config_key: 'llm' })).toEqual({ success: true });
+    const deleted = await until(() => heard.find((item) => item.subject === webhookContracts.preDeletion.subject), 'connection.pre_deletion');
+    expect(deleted.event).toMatchObject({ environment_id, connection_id: 'short-lived', provider_config_key: 'llm', provider: 'anthropic', tags: { team: 'blue' } });
+
+    expect(JSON.stringify(heard)).not.toContain(apiKey);
+  }, 30_000);
+});

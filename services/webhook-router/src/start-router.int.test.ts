@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import { createBus, type Bus } from '@latchkey/bus';
+import { gatewayContracts, vaultWebhookContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { runService, type RunningService } from '@latchkey/runtime';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { configSchema } from './config.js';
+import { startRouter } from './start-router.js';
+
+type Received = PayloadOf<typeof webhookContracts.received>;
+
+const logger = createLogger({ service: 'test', silent: true });
+let nats: TestNats;
+let mongo: TestMongo;
+let router: RunningService<void>;
+let gateway: Bus;
+let neighbours: Bus[];
+let observer: Bus;
+const heard: Received[] = [];
+const WEBHOOK_SECRET = `whsec-${randomUUID()}`;
+
+const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  // The router's neighbours, played by the services they are: the gateway knows environment
+  // `pub_a` (no webhook URL: nothing is forwarded), the vault its integration `acme` (which takes
+  // unsigned webhooks) and connection `conn-1`.
+  gateway = await login('gateway');
+  gateway.serve(gatewayContracts.getEnvironment, () => ({
+    id: 'env_a',
+    public_id: 'pub_a',
+    name: 'dev',
+    account_id: 'acc_a',
+    webhook_url: null,
+    webhook_url_secondary: null,
+    send_auth_webhooks: false,
+    callback_url: null,
+    variables: [],
+  }));
+  const vault = await login('credential-vault');
+  vault.serve(vaultWebhookContracts.webhookIntegration, () => ({
+    provider: 'acme',
+    forward_webhooks: false,
+    accept_unsigned_webhooks: true,
+    webhook_secret: WEBHOOK_SECRET,
+    signature: null,
+    routing: null,
+  }));
+  vault.serve(vaultWebhookContracts.matchConnections, ({ lookups }) => ({
+    connection_ids: lookups.map((by) => ('connection_id' in by && by.connection_id === 'conn-1' ? 'conn-1' : null)),
+  }));
+  neighbours = [gateway, vault];
+  await Promise.all(neighbours.map((bus) => bus.flush()));
+  observer = await login('observer');
+  observer.subscribeRaw(webhookContracts.received.subject, (message) => heard.push(JSON.parse(Buffer.from(message.data).toString()) as Received));
+  await observer.flush();
+
+  // The router itself, wired as main.ts wires it.
+  const config = configSchema.parse({
+    NATS_URL: nats.url,
+    NATS_PASSWORD: nats.credentials('webhook-router').password,
+    MONGODB_URI: mongo.uri,
+    MONGODB_DB: uniqueDbName('router'),
+    LOG_LEVEL: 'error',
+    HEALTH_PORT: '0',
+  });
+  router = await runService({ service: 'webhook-router', config, start: startRouter, handleSignals: false });
+}, 60_000);
+
+afterAll(async () => {
+  await observer?.drain();
+  await router?.runtime.mongo.dropDatabase().catch(() => undefined);
+  await router?.shutdown();
+  await Promise.all((neighbours ?? []).map((bus) => bus.drain()));
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('webhook.received', () => {
+  // For the functions runtime, not for users: the e2e suite sees it only through the onWebhook
+  // functions it starts (functions.e2e.test.ts) and the forwarded webhooks.
+  it('announces a routed provider webhook with its connection and payload, and an unmatched one with connection_id null; no secret rides along', async () => {
+    const send = (marker: string, query: Record<string, string>) =>
+      // Persisted on JOBS as the gateway does when a provider webhook comes in.
+      gateway.enqueue(webhookContracts.inbound, {
+        id: `iwh_${randomUUID().replaceAll('-', '')}`,
+        environment_public_id: 'pub_a',
+        integration: 'acme',
+        query,
+        headers: { 'content-type': 'application/json' },
+        body_base64: Buffer.from(JSON.stringify({ marker, event: 'contact.updated' })).toString('base64'),
+        received_at: new Date().toISOString(),
+      });
+    await send('matched', { serviceConnectionId: 'conn-1' });
+    await send('unmatched', {});
+    const matched = await until(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'matched'), 'the matched webhook.received');
+    expect(matched).toMatchObject({ environment_id: 'env_a', provider_config_key: 'acme', provider: 'acme', connection_id: 'conn-1', payload: { marker: 'matched', event: 'contact.updated' } });
+    const unmatched = await until(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'unmatched'), 'the unmatched webhook.received');
+    expect(unmatched.connection_id).toBeNull();
+    expect(JSON.stringify(heard)).not.toContain(WEBHOOK_SECRET);
+  }, 30_000);
+});
