@@ -3,7 +3,7 @@ import { StringCodec } from 'nats';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { eventually } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
 /**
  * Shapes the API document gives, exactly, and the leniency clients written for the document's
@@ -77,9 +77,7 @@ describe('reads change nothing', () => {
 
 describe('GET /providers', () => {
   it('answers the key profiles that read the catalog and a connect-session token; other keys get 403', async () => {
-    const key = async (scopes: string[]) =>
-      (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } })).json.data
-        .secret as string;
+    const key = (scopes: string[]) => createScopedKey(stack, scopes);
     const session = (await api('POST', '/connect/sessions', {})).json.data.token as string;
     for (const token of [
       await key(['environment:integrations:list']),

@@ -3,7 +3,7 @@ import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
 import { writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, startStack, type Stack } from './support/stack.js';
 
 /** Every vault-backed method of the TypeScript SDK, against the running stack. */
 
@@ -29,12 +29,7 @@ function providersFile(): string {
 
 /** A client whose key holds only the given scopes, made through the operator API. */
 async function clientWith(scopes: string[]): Promise<Latchkey> {
-  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
-    method: 'POST',
-    token: stack.adminToken,
-    body: { display_name: scopes.join(' '), scopes },
-  });
-  return new Latchkey({ host: stack.url, apiKey: created.json.data.secret });
+  return new Latchkey({ host: stack.url, apiKey: await createScopedKey(stack, scopes) });
 }
 
 /** The LatchkeyError a call rejects with (fails the test when it resolves). */

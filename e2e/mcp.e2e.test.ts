@@ -5,7 +5,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { repoRoot, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { deployWithCli } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, startStack, type Stack } from './support/stack.js';
 
 /** The MCP endpoint, driven by the official MCP client over its Streamable HTTP transport. */
 let stack: Stack;
@@ -45,11 +45,8 @@ beforeAll(async () => {
   });
   await seedApiKeyConnection(stack, 'mcp', 'c1', 'key-1');
   await deployWithCli(join(repoRoot(), 'e2e', 'mcp-functions'), stack);
-  const key = async (scopes: string[]) =>
-    (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } })).json.data
-      .secret as string;
-  mcpKey = await key(['environment:mcp']);
-  actionsOnlyKey = await key(['environment:actions:execute']);
+  mcpKey = await createScopedKey(stack, ['environment:mcp']);
+  actionsOnlyKey = await createScopedKey(stack, ['environment:actions:execute']);
 }, 180_000);
 
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
 /**
  * Bad input on every vault-backed route gives the documented status and code (with the field's
@@ -287,10 +287,7 @@ async function state() {
   };
 }
 
-async function newKey(scopes: string[]): Promise<string> {
-  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } });
-  return created.json.data.secret as string;
-}
+const newKey = (scopes: string[]) => createScopedKey(stack, scopes);
 
 beforeAll(async () => {
   const providers = writeProvidersFile('loopback-key:\n  display_name: Loopback API key\n  categories: [test]\n  auth_mode: API_KEY\n');

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { authorizationCodeTokens } from './support/oauth.js';
 import { writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
 let oauth: TestOAuthServer;
@@ -12,14 +12,7 @@ let plainKey: string;
 const api = (method: string, path: string, body?: unknown, token = stack.bootstrapKey) =>
   http(`${stack.url}${path}`, { method, token, ...(body === undefined ? {} : { body }) });
 
-async function newKey(scopes: string[]) {
-  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
-    method: 'POST',
-    token: stack.adminToken,
-    body: { display_name: scopes.join(' '), scopes },
-  });
-  return created.json.data.secret as string;
-}
+const newKey = (scopes: string[]) => createScopedKey(stack, scopes);
 
 beforeAll(async () => {
   oauth = await startOAuthServer();

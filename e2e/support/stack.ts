@@ -226,6 +226,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, snoop, connectNats, restart, dispose };
 }
 
+/** The secret of a new key in the `dev` environment holding only `scopes`, made through the operator API. */
+export async function createScopedKey(stack: Pick<Stack, 'url' | 'adminToken'>, scopes: string[]): Promise<string> {
+  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } });
+  return created.json.data.secret as string;
+}
+
 /** A small JSON client for the tests. */
 export async function http(
   url: string,

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { serveOnLoopback, sendJson } from './loopback-http.js';
 import { BodyTooLarge, readBody } from './read-body.js';
 
 /**
@@ -505,21 +505,11 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     };
   }
 
-  const server = createServer((req, res) => {
-    route(req, res).catch((error: unknown) => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      const status = error instanceof BodyTooLarge ? 413 : 500;
-      sendJson(res, status, oauthError(status === 413 ? 'invalid_request' : 'server_error', String(error)));
-    });
+  const server = await serveOnLoopback(route, (res, error) => {
+    const status = error instanceof BodyTooLarge ? 413 : 500;
+    sendJson(res, status, oauthError(status === 413 ? 'invalid_request' : 'server_error', String(error)));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const base = server.url;
 
   return {
     url: base,
@@ -553,10 +543,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     async close() {
       for (const timer of pendingTimers) clearTimeout(timer);
       pendingTimers.clear();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await server.close();
     },
   };
 }
@@ -615,11 +602,4 @@ function sendAnswer(res: ServerResponse, answer: Answer, extraHeaders: OutgoingH
     return;
   }
   sendJson(res, answer.status, answer.body, { ...extraHeaders, ...answer.headers });
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
-  res
-    .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
-    .end(text);
 }

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
+import { serveOnLoopback, sendJson } from './loopback-http.js';
 import { BodyTooLarge, readBody } from './read-body.js';
 
 /**
@@ -259,20 +259,8 @@ export async function startUpstreamApi(options: UpstreamApiOptions = {}): Promis
     sendJson(res, 200, { items: items.slice(offset, offset + limit), offset, limit, total: items.length });
   }
 
-  const server = createServer((req, res) => {
-    route(req, res).catch((error: unknown) => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      sendJson(res, error instanceof BodyTooLarge ? 413 : 500, { error: String(error) });
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const server = await serveOnLoopback(route, (res, error) => sendJson(res, error instanceof BodyTooLarge ? 413 : 500, { error: String(error) }));
+  const base = server.url;
 
   return {
     url: base,
@@ -284,10 +272,7 @@ export async function startUpstreamApi(options: UpstreamApiOptions = {}): Promis
     async close() {
       for (const timer of pendingTimers) clearTimeout(timer);
       pendingTimers.clear();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await server.close();
     },
   };
 }
@@ -318,11 +303,4 @@ function utf8OrNull(body: Buffer): string | null {
   } catch {
     return null;
   }
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
-  const text = JSON.stringify(body);
-  res
-    .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
-    .end(text);
 }

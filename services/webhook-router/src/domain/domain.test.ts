@@ -2,6 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import type { WebhookSignatureScheme } from '@latchkey/contracts';
 import { createCircuitBreakers } from './circuit-breaker.js';
+import { logPageOf } from './log-page.js';
 import { forwardBody } from './payloads.js';
 import { refusalReason, verifyProviderSignature } from './provider-signature.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from './retry-policy.js';
@@ -108,6 +109,14 @@ describe('routing', () => {
   it('forward exactly the spec fields, without connectionId when unmatched', () => {
     expect(JSON.parse(forwardBody({ integration: 'i', connectionId: 'c', payload: { a: 1 } }))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
     expect(Object.keys(JSON.parse(forwardBody({ integration: 'i', connectionId: null, payload: 1 })))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);
+  });
+});
+
+describe('operator log pages', () => {
+  it('read `before` as a time and leave it out when the request has none', () => {
+    expect(logPageOf({ limit: 50, before: '2026-01-01T00:00:00Z' })).toEqual({ limit: 50, before: new Date('2026-01-01T00:00:00Z') });
+    expect(logPageOf({ limit: 50 })).toEqual({ limit: 50 });
+    expect(Object.keys(logPageOf({ limit: 1, before: undefined }))).toEqual(['limit']);
   });
 });
 

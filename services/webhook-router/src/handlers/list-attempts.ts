@@ -1,13 +1,13 @@
 import type { RequestOf, ResponseOf, webhookContracts } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
+import { logPageOf } from '../domain/log-page.js';
 
 /** `webhook.attempts.list`: an environment's delivery attempts, newest first, for its operator. Never a body. */
 export function listAttemptsHandler(deps: { deliveries: Pick<DeliveryRepo, 'list'> }) {
   return async (request: RequestOf<typeof webhookContracts.listAttempts>): Promise<ResponseOf<typeof webhookContracts.listAttempts>> => {
     const docs = await deps.deliveries.list(environmentId(request.environment_id), {
-      limit: request.limit,
-      ...(request.before === undefined ? {} : { before: new Date(request.before) }),
+      ...logPageOf(request),
       ...(request.webhook_id === undefined ? {} : { webhookId: request.webhook_id }),
       ...(request.outcome === undefined ? {} : { outcome: request.outcome }),
     });

@@ -1,13 +1,13 @@
 import type { RequestOf, ResponseOf, webhookContracts } from '@latchkey/contracts';
 import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
+import { logPageOf } from '../domain/log-page.js';
 
 /** `webhook.inbound_log.list`: what became of an environment's provider webhooks, newest first, for its operator. */
 export function listInboundLogHandler(deps: { inbound: Pick<InboundWebhookRepo, 'list'> }) {
   return async (request: RequestOf<typeof webhookContracts.listInbound>): Promise<ResponseOf<typeof webhookContracts.listInbound>> => {
     const docs = await deps.inbound.list(environmentId(request.environment_id), {
-      limit: request.limit,
-      ...(request.before === undefined ? {} : { before: new Date(request.before) }),
+      ...logPageOf(request),
       ...(request.status === undefined ? {} : { status: request.status }),
     });
     return {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { inboundLogEntry, webhookContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { environmentParams, findEnvironmentByName } from './environment-view.js';
+import { environmentParams, findEnvironmentByName, logPageQuery } from './environment-view.js';
 
 /**
  * `GET /admin/environments/{name}/webhooks/inbound`: what became of the provider webhooks the
@@ -21,20 +21,14 @@ export const listInboundWebhooks = defineRoute({
   schemas: {
     params: environmentParams,
     query: z.strictObject({
-      limit: z.coerce.number().int().min(1).max(1000).default(100),
-      before: z.iso.datetime({ offset: true }).optional(),
+      ...logPageQuery,
       status: z.enum(['forwarded', 'not_forwarded', 'rejected']).optional(),
     }),
   },
   handler: async ({ deps, params, query }) => {
     const environment = await findEnvironmentByName(deps, params.name);
     return {
-      body: await deps.bus.request(webhookContracts.listInbound, {
-        environment_id: environment._id,
-        limit: query.limit,
-        ...(query.before === undefined ? {} : { before: query.before }),
-        ...(query.status === undefined ? {} : { status: query.status }),
-      }),
+      body: await deps.bus.request(webhookContracts.listInbound, { environment_id: environment._id, ...query }),
     };
   },
 });

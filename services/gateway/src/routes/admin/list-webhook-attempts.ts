@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { deliveryAttemptEntry, webhookContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { environmentParams, findEnvironmentByName } from './environment-view.js';
+import { environmentParams, findEnvironmentByName, logPageQuery } from './environment-view.js';
 
 /**
  * `GET /admin/environments/{name}/webhooks/attempts`: every attempt at the environment's
@@ -22,8 +22,7 @@ export const listWebhookAttempts = defineRoute({
   schemas: {
     params: environmentParams,
     query: z.strictObject({
-      limit: z.coerce.number().int().min(1).max(1000).default(100),
-      before: z.iso.datetime({ offset: true }).optional(),
+      ...logPageQuery,
       webhook_id: z.string().min(1).max(128).optional(),
       outcome: z.enum(['delivered', 'retrying', 'failed']).optional(),
     }),
@@ -31,13 +30,7 @@ export const listWebhookAttempts = defineRoute({
   handler: async ({ deps, params, query }) => {
     const environment = await findEnvironmentByName(deps, params.name);
     return {
-      body: await deps.bus.request(webhookContracts.listAttempts, {
-        environment_id: environment._id,
-        limit: query.limit,
-        ...(query.before === undefined ? {} : { before: query.before }),
-        ...(query.webhook_id === undefined ? {} : { webhook_id: query.webhook_id }),
-        ...(query.outcome === undefined ? {} : { outcome: query.outcome }),
-      }),
+      body: await deps.bus.request(webhookContracts.listAttempts, { environment_id: environment._id, ...query }),
     };
   },
 });

@@ -106,24 +106,18 @@ export const mcpEndpoint = defineRoute({
 });
 
 /** A stateless server keeps no stream to resume and no session to end: GET and DELETE are 405. */
-const refuseMethod = async (): Promise<never> => {
-  throw new AppError('method_not_allowed', 'This MCP server is stateless: send every message with POST');
-};
-export const mcpGet = defineRoute({
-  method: 'get',
-  path: '/mcp',
-  auth: 'api_key',
-  scope: 'environment:mcp',
-  doc: { summary: 'Not served: the MCP server keeps no session or stream', status: 405, errors: ['method_not_allowed'] },
-  schemas: {},
-  handler: refuseMethod,
-});
-export const mcpDelete = defineRoute({
-  method: 'delete',
-  path: '/mcp',
-  auth: 'api_key',
-  scope: 'environment:mcp',
-  doc: { summary: 'Not served: the MCP server keeps no session or stream', status: 405, errors: ['method_not_allowed'] },
-  schemas: {},
-  handler: refuseMethod,
-});
+function refusedMethod(method: 'get' | 'delete') {
+  return defineRoute({
+    method,
+    path: '/mcp',
+    auth: 'api_key',
+    scope: 'environment:mcp',
+    doc: { summary: 'Not served: the MCP server keeps no session or stream', status: 405, errors: ['method_not_allowed'] },
+    schemas: {},
+    handler: async (): Promise<never> => {
+      throw new AppError('method_not_allowed', 'This MCP server is stateless: send every message with POST');
+    },
+  });
+}
+export const mcpGet = refusedMethod('get');
+export const mcpDelete = refusedMethod('delete');
