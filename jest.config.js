@@ -36,12 +36,16 @@ export default {
       displayName: 'integration',
       testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.int.test.ts'],
       slowTestThreshold: 30,
+      // Real servers and browsers on a shared two-core machine: jest's 5 s default is a latency
+      // bet, not a check. A test that means a deadline asserts it itself.
+      testTimeout: 30_000,
     },
     {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/e2e/**/*.e2e.test.ts'],
       slowTestThreshold: 60,
+      testTimeout: 30_000,
     },
   ],
 };
