@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import type { NatsConnection } from 'nats';
+import { jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { Latchkey } from '@latchkey/client';
 import { freePort, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
@@ -41,7 +42,7 @@ afterAll(async () => {
 
 /** Every `action.async_completed` event stored so far, read with an ordered consumer. */
 async function completedEvents(): Promise<Array<{ id: string; success: boolean }>> {
-  const consumer = await nc.jetstream().consumers.get('EVENTS', { filterSubjects: 'events.action.async_completed' });
+  const consumer = await jetstream(nc).consumers.get('EVENTS', { filter_subjects: 'events.action.async_completed' });
   const events: Array<{ id: string; success: boolean }> = [];
   const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
   for await (const msg of batch) {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AckPolicy, DeliverPolicy, StringCodec } from 'nats';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createBus } from '@latchkey/bus';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { gatewayContracts, vaultWebhookContracts, type RequestOf } from '@latchkey/contracts';
@@ -274,15 +274,15 @@ describe('lifecycle events', () => {
   async function eventsOf(name: string): Promise<any[]> {
     const nc = await stack.connectNats();
     try {
-      const jsm = await nc.jetstreamManager();
+      const jsm = await jetstreamManager(nc);
       const info = await jsm.consumers.add('EVENTS', { filter_subject: `events.${name}`, ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
-      const consumer = await nc.jetstream().consumers.get('EVENTS', info.name);
+      const consumer = await jetstream(nc).consumers.get('EVENTS', info.name);
       const pending = info.num_pending;
       const found: any[] = [];
       if (pending === 0) return found;
       const batch = await consumer.fetch({ max_messages: pending, expires: 2000 });
       for await (const msg of batch) {
-        found.push(JSON.parse(StringCodec().decode(msg.data)));
+        found.push(msg.json());
         if (found.length === pending) break;
       }
       return found;
