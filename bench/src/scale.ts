@@ -7,6 +7,7 @@ import { createBus } from '@latchkey/bus';
 import { gatewayContracts, recordsContracts, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { freePort, repoRoot, startMongo, startNats, uniqueDbName } from '@latchkey/testing';
+import { benchApiKeys, benchConnections } from './scale-lookups.js';
 
 /**
  * `make bench-scale`: how the cost of each hot operation grows with the data beside it. For each
@@ -22,10 +23,17 @@ import { freePort, repoRoot, startMongo, startNats, uniqueDbName } from '@latchk
  * near 1, a scan grows with the size. Sizes come from `BENCH_SCALE_SIZES` (default
  * 10000,100000,1000000), backends from `BENCH_SCALE_BACKENDS` (default sqlite,postgresql; the
  * PostgreSQL one needs a server at `BENCH_SCALE_POSTGRES`, default 127.0.0.1:5432 as postgres).
+ * `BENCH_SCALE_PARTS` (default records,connections,api-keys) picks the parts; connections are
+ * measured at `BENCH_SCALE_CONNECTIONS` (default 1000,10000,100000) connections in the
+ * environment, API-key authentication at `BENCH_SCALE_KEYS` (default 100,10000) keys (see
+ * scale-lookups.ts).
  */
 const SIZES = (process.env['BENCH_SCALE_SIZES'] ?? '10000,100000,1000000').split(',').map(Number);
 const BACKENDS = (process.env['BENCH_SCALE_BACKENDS'] ?? 'sqlite,postgresql').split(',');
 const POSTGRES = process.env['BENCH_SCALE_POSTGRES'] ?? 'postgres://postgres@127.0.0.1:5432';
+const PARTS = (process.env['BENCH_SCALE_PARTS'] ?? 'records,connections,api-keys').split(',');
+const CONNECTION_SIZES = (process.env['BENCH_SCALE_CONNECTIONS'] ?? '1000,10000,100000').split(',').map(Number);
+const KEY_SIZES = (process.env['BENCH_SCALE_KEYS'] ?? '100,10000').split(',').map(Number);
 /** Records per load batch: as many as fit one NATS message (1 MB) at this record size. */
 const LOAD_BATCH = 5000;
 const PROBE = 1000;
@@ -43,7 +51,8 @@ function contact(id: string) {
   return { id, name: `Person ${id}`, email: `${id}@example.com`, plan: 'pro', tags: ['crm', 'scale'], address: { city: 'Lyon', zip: '69001' } };
 }
 
-type Timings = Map<string, number[]>;
+/** Per operation, its milliseconds at each size measured. */
+type Timings = Map<string, Array<[size: number, ms: number]>>;
 
 async function benchBackend(backend: string): Promise<Timings> {
   // The backends measured are FerretDB's: no MongoDB container, even where Docker answers.
@@ -58,15 +67,17 @@ async function benchBackend(backend: string): Promise<Timings> {
   }
   const [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   const children: ChildProcess[] = [];
+  const databases = new Map<ServiceName, string>();
   const start = (service: ServiceName, env: Record<string, string>) => {
     const flags = service === 'sync-scheduler' ? ['--no-node-snapshot'] : [];
+    databases.set(service, uniqueDbName(`scale_${service.replace('-', '_')}`));
     const child = spawn(process.execPath, [...flags, entry(service)], {
       env: {
         ...process.env,
         NATS_URL: nats.url,
         NATS_PASSWORD: nats.credentials(service).password,
         MONGODB_URI: mongo.uri,
-        MONGODB_DB: uniqueDbName(`scale_${service.replace('-', '_')}`),
+        MONGODB_DB: databases.get(service)!,
         HEALTH_PORT: '0',
         LOG_LEVEL: 'error',
         // A scan of a large scope takes longer than the default deadline; the bench wants its time, not a 503.
@@ -101,12 +112,12 @@ async function benchBackend(backend: string): Promise<Timings> {
   const bus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('action-runner'), logger, requestTimeoutMs: 600_000 });
 
   /** A call through the gateway, retried while a service is still starting. */
-  async function api(method: string, path: string, body?: unknown): Promise<unknown> {
+  async function api(method: string, path: string, body?: unknown, secret = apiKey): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       const response = await fetch(`${base}${path}`, {
         method,
         headers: {
-          authorization: `Bearer ${apiKey}`,
+          authorization: `Bearer ${secret}`,
           'connection-id': CONNECTION.connection_id,
           'provider-config-key': CONNECTION.provider_config_key,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -122,8 +133,21 @@ async function benchBackend(backend: string): Promise<Timings> {
     }
   }
 
+  async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`);
+    return response.json();
+  }
+
   const timings: Timings = new Map();
-  const record = (name: string, ms: number) => timings.set(name, [...(timings.get(name) ?? []), ms]);
+  const record = (name: string, size: number, ms: number) => {
+    timings.set(name, [...(timings.get(name) ?? []), [size, ms]]);
+    process.stderr.write(`[${backend}]   ${name} at ${size}: ${ms.toFixed(0)} ms\n`);
+  };
   try {
     await api('POST', '/integrations', { provider: 'scale-upstream', unique_key: 'scale-upstream' });
     await api('POST', '/connections', { ...CONNECTION, credentials: { type: 'API_KEY', apiKey: 'scale-key' } });
@@ -139,13 +163,22 @@ async function benchBackend(backend: string): Promise<Timings> {
       records: Array<{ _metadata: { cursor: string } }>;
       next_cursor: string | null;
     }>;
+    let size = 0;
     const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
       const startedAt = process.hrtime.bigint();
       const result = await work();
-      const ms = elapsedMs(startedAt);
-      record(name, ms);
-      process.stderr.write(`[${backend}]   ${name}: ${ms.toFixed(0)} ms\n`);
+      record(name, size, elapsedMs(startedAt));
       return result;
+    };
+    const lookups = {
+      mongoUri: mongo.uri,
+      vaultDb: databases.get('credential-vault')!,
+      gatewayDb: databases.get('gateway')!,
+      environmentId,
+      api,
+      admin,
+      record,
+      note: (text: string) => process.stderr.write(`[${backend}] ${text}\n`),
     };
 
     // The sync-scheduler may still be subscribing: an empty save answers once it is.
@@ -161,7 +194,7 @@ async function benchBackend(backend: string): Promise<Timings> {
       await sleep(100);
     }
     let loaded = 0;
-    for (const size of SIZES) {
+    for (size of PARTS.includes('records') ? SIZES : []) {
       const loadStarted = process.hrtime.bigint();
       while (loaded < size) {
         const count = Math.min(LOAD_BATCH, size - loaded);
@@ -184,6 +217,8 @@ async function benchBackend(backend: string): Promise<Timings> {
       await timed('GET /records?filter=updated', () => page({ filter: 'updated' }));
       await timed('PATCH /records/prune (1,000)', () => api('PATCH', '/records/prune', { model: MODEL, until_cursor: cursor, limit: PROBE }));
     }
+    if (PARTS.includes('connections')) await benchConnections(lookups, CONNECTION_SIZES);
+    if (PARTS.includes('api-keys')) await benchApiKeys(lookups, KEY_SIZES);
     return timings;
   } finally {
     await bus.drain().catch(() => undefined);
@@ -198,10 +233,10 @@ for (const backend of BACKENDS) results.set(backend, await benchBackend(backend)
 
 const pad = (text: string, width: number) => text.padEnd(width);
 for (const [backend, timings] of results) {
-  console.log(`\nFerretDB on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: milliseconds per operation, by records in the scope\n`);
-  console.log(`${pad('', 42)}${SIZES.map((size) => pad(size.toLocaleString('en'), 12)).join('')}largest ÷ smallest`);
+  console.log(`\nFerretDB on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: milliseconds per operation at each size (records in the scope, connections or keys in the environment)\n`);
   for (const [name, values] of timings) {
-    const ratio = values.at(-1)! / Math.max(values[0]!, 0.1);
-    console.log(`${pad(name, 42)}${values.map((ms) => pad(ms.toFixed(0), 12)).join('')}${ratio.toFixed(1)}×${ratio <= 2 ? '' : '   (goal ≤ 2×: not met)'}`);
+    const ratio = values.at(-1)![1] / Math.max(values[0]![1], 0.1);
+    const cells = values.map(([size, ms]) => pad(`${size.toLocaleString('en')}: ${ms.toFixed(0)}`, 18)).join('');
+    console.log(`${pad(name, 44)}${cells}${ratio.toFixed(1)}×${ratio <= 2 ? '' : '   (goal ≤ 2×: not met)'}`);
   }
 }

@@ -167,6 +167,7 @@ const entries: Array<[AnyContract, Access]> = [
   [s.run, job([SCHEDULER], [{ service: RUNNER, durable: 'action-runner-syncs' }])],
   [s.beginRun, request(SCHEDULER, [RUNNER])],
   [s.finishRun, request(SCHEDULER, [RUNNER])],
+  [s.reportProgress, request(SCHEDULER, [RUNNER])],
   [s.trigger, request(SCHEDULER, [GATEWAY])],
   [s.setPaused, request(SCHEDULER, [GATEWAY])],
   [s.status, request(SCHEDULER, [GATEWAY])],

@@ -21,6 +21,19 @@ export const SYNC_STATUSES = ['RUNNING', 'PAUSED', 'SUCCESS', 'ERROR', 'STOPPED'
 export const modelCounts = z.record(z.string(), z.object({ added: z.number().int(), updated: z.number().int(), deleted: z.number().int() }));
 export type ModelCounts = z.infer<typeof modelCounts>;
 
+/** A checkpoint's JSON, in bytes: a cursor, a page, a timestamp, not a data store. */
+export const MAX_CHECKPOINT_BYTES = 65_536;
+
+/**
+ * Where a sync got to, as the function said (`ctx.saveCheckpoint`): a JSON object, kept per
+ * environment, integration, connection, sync and variant until the function clears it or a full
+ * resync starts over.
+ */
+export const syncCheckpoint = z
+  .record(z.string(), z.unknown())
+  .refine((value) => new TextEncoder().encode(JSON.stringify(value)).length <= MAX_CHECKPOINT_BYTES, `a checkpoint is at most ${MAX_CHECKPOINT_BYTES} bytes of JSON`);
+export type SyncCheckpoint = z.infer<typeof syncCheckpoint>;
+
 const runEvent = z.object({
   environment_id: z.string(),
   run_id: z.string(),
@@ -49,6 +62,8 @@ export const syncStatusEntry = z.object({
   latestResult: modelCounts,
   recordCount: z.record(z.string(), z.number().int()),
   latestError: z.object({ code: z.string(), message: z.string() }).nullable(),
+  /** The run in flight: when it started and what it wrote so far; null when none runs. */
+  progress: z.object({ startedAt: z.string().nullable(), records: z.number().int(), results: modelCounts }).nullable(),
 });
 export type SyncStatusEntry = z.infer<typeof syncStatusEntry>;
 
@@ -64,9 +79,27 @@ export const syncContracts = {
     z.object({ environment_id, run_id: z.string().min(1) }),
     z.object({
       run: z
-        .object({ provider_config_key: z.string(), connection_id: z.string(), sync_name: z.string(), variant: z.string(), started_at: z.string() })
+        .object({
+          provider_config_key: z.string(),
+          connection_id: z.string(),
+          sync_name: z.string(),
+          variant: z.string(),
+          started_at: z.string(),
+          /** The last checkpoint saved for this sync, connection and variant (by this run, an earlier attempt of it, or an earlier run). */
+          checkpoint: syncCheckpoint.nullable().optional(),
+        })
         .nullable(),
     }),
+  ),
+  /**
+   * A run in flight reports what it wrote so far, and saves (an object) or clears (null) its
+   * checkpoint when `checkpoint` is present. `recorded: false`: the run is over (finished, or
+   * abandoned for another) and nothing was kept.
+   */
+  reportProgress: defineRequest(
+    'sync.run.progress',
+    z.object({ environment_id, run_id: z.string().min(1), results: modelCounts, checkpoint: syncCheckpoint.nullable().optional() }),
+    z.object({ recorded: z.boolean() }),
   ),
   /** The outcome of a run; the first outcome wins. */
   finishRun: defineRequest(

@@ -16,6 +16,7 @@ export {
   type TokenRequestRecord,
 } from './oauth-server.js';
 export {
+  bytesDigest,
   gzipPayload,
   pseudoRandomBytes,
   pseudoRandomChunks,

@@ -160,6 +160,8 @@ export interface SyncStatus {
   latestResult: Record<string, SyncModelCounts>;
   recordCount: Record<string, number>;
   latestError: { code: string; message: string } | null;
+  /** The run in flight: when it started, and the records it wrote so far (in all, and per model); null when none runs. */
+  progress: { startedAt: string | null; records: number; results: Record<string, SyncModelCounts> } | null;
 }
 
 /** A sync named alone (its base variant) or with a variant. */

@@ -119,6 +119,20 @@ export interface SyncContext extends FunctionContext {
   batchSave(records: Array<Record<string, unknown>>, model: string): Promise<void>;
   batchUpdate(records: Array<Record<string, unknown>>, model: string): Promise<void>;
   batchDelete(records: Array<Record<string, unknown>>, model: string): Promise<void>;
+  /**
+   * The checkpoint saved last for this sync, connection and variant, or null. It outlives the
+   * run: the next run (or the same run, retried after its worker died) starts with it. A full
+   * resync (`POST /sync/trigger` with `full_resync`) starts with none.
+   */
+  getCheckpoint<T extends Record<string, unknown> = Record<string, unknown>>(): Promise<T | null>;
+  /**
+   * Saves where the sync got to (a cursor, a page, an `updated_since`): a JSON object of at most
+   * 64 KB, replacing the previous one once this resolves. Save it after the records it covers
+   * were written (`batchSave` resolved), so a resumed run skips nothing.
+   */
+  saveCheckpoint(checkpoint: Record<string, unknown>): Promise<void>;
+  /** Forgets the checkpoint: the next run starts from the beginning (e.g. after a complete pass). */
+  clearCheckpoint(): Promise<void>;
 }
 
 export interface ActionDefinition<I = unknown, O = unknown> {

@@ -4,6 +4,16 @@ import { z } from 'zod';
 export const configSchema = baseServiceSchema('action-runner', 3013).extend({
   /** Wall clock of one function run, awaits included; past it the isolate is disposed. */
   FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+  /**
+   * Wall clock of one sync run (a sync's `exec`), awaits included: a sync takes as long as its
+   * data needs, so it has its own bound, in hours, instead of FUNCTION_TIMEOUT_MS.
+   */
+  SYNC_TIMEOUT_MS: positiveInt(86_400_000),
+  /**
+   * CPU time one sync run may spend computing (its awaits do not count): a sync mostly waits on
+   * its provider, so a run that computes for this long is looping, not syncing.
+   */
+  SYNC_CPU_TIMEOUT_MS: positiveInt(1_800_000),
   /** Heap limit of one run's isolate. */
   FUNCTION_MEMORY_MB: z.coerce.number().int().min(8).max(4096).default(128),
   /**

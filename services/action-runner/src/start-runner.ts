@@ -41,6 +41,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     proxyTimeoutMs: config.PROXY_TIMEOUT_MS,
     publicUrl: config.PUBLIC_URL,
     limits: { memoryMb: config.FUNCTION_MEMORY_MB, timeoutMs: config.FUNCTION_TIMEOUT_MS },
+    syncLimits: { timeoutMs: config.SYNC_TIMEOUT_MS, cpuTimeMs: config.SYNC_CPU_TIMEOUT_MS },
     warmIsolates: config.FUNCTION_WARM_ISOLATES,
     limited: createLimiter(config.FUNCTION_CONCURRENCY),
   });

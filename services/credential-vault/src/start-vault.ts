@@ -81,6 +81,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const oauthSessions = createOAuthSessionRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
   await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
+  // Connections stored before lookups by name went by _id get their key entry (see connection-repo).
+  await connections.indexKeys();
 
   // Token endpoints are reached under the proxy's address policy and its operator allow-list.
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });

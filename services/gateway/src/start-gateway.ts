@@ -40,6 +40,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   await Promise.all([accounts.init(), environments.init(), apiKeys.init(), givenUp.init()]);
   const resealed = await environments.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
+  // Keys stored before authentication looked digests up by _id get their entry (see api-key-repo).
+  await apiKeys.indexDigests();
 
   await bootstrap(
     { accounts, environments, apiKeys, logger },

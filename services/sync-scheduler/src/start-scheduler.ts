@@ -15,6 +15,7 @@ import {
   deleteVariantHandler,
   deployedHandler,
   finishRunHandler,
+  reportProgressHandler,
   webhookRunFinishedHandler,
   setPausedHandler,
   startRun,
@@ -62,6 +63,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(syncContracts.deleteVariant, deleteVariantHandler(syncDeps));
   bus.serve(syncContracts.beginRun, beginRunHandler(syncDeps));
   bus.serve(syncContracts.finishRun, finishRunHandler(syncDeps));
+  bus.serve(syncContracts.reportProgress, reportProgressHandler(syncDeps));
   bus.serve(syncContracts.webhookRunFinished, webhookRunFinishedHandler(syncDeps));
   const deployed = await consume({
     bus,

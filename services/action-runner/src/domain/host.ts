@@ -3,6 +3,9 @@ import {
   gatewayContracts,
   metadataSchema,
   recordsContracts,
+  syncCheckpoint,
+  MAX_CHECKPOINT_BYTES,
+  type SyncCheckpoint,
   type ModelCounts,
   type ModelField,
   vaultContracts,
@@ -56,6 +59,12 @@ export interface SyncWrites {
   variant: string;
   models: ReadonlyMap<string, ModelField[]>;
   counts: ModelCounts;
+  /**
+   * A scheduled run's (`exec`'s; an `onWebhook` run has none): `checkpoint` is the one saved
+   * last (null: none), `report` sends the counts so far with a checkpoint to save (an object) or
+   * clear (null), or only the counts.
+   */
+  scheduled?: { checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void> };
 }
 
 /**
@@ -156,6 +165,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     counts.added += result.added;
     counts.updated += result.updated;
     counts.deleted += result.deleted;
+    await sync.scheduled?.report();
     // Fails loudly, after the good records of the batch were written.
     if (result.failed.length > 0) {
       const first = result.failed[0]!;
@@ -205,6 +215,24 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     batchSave: recordWrite('batchSave'),
     batchUpdate: recordWrite('batchUpdate'),
     batchDelete: recordWrite('batchDelete'),
+    getCheckpoint: async () => options.sync?.scheduled?.checkpoint ?? null,
+    saveCheckpoint: async (value: unknown) => {
+      const parsed = syncCheckpoint.safeParse(value);
+      if (!parsed.success) throw new AppError('invalid_body', `ctx.saveCheckpoint takes a JSON object of at most ${MAX_CHECKPOINT_BYTES} bytes`);
+      // Outside a scheduled sync run (an action, a dry run, a webhook run) nothing resumes: a no-op.
+      const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
+      if (!scheduled) return null;
+      await scheduled.report(parsed.data);
+      scheduled.checkpoint = parsed.data;
+      return null;
+    },
+    clearCheckpoint: async () => {
+      const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
+      if (!scheduled) return null;
+      await scheduled.report(null);
+      scheduled.checkpoint = null;
+      return null;
+    },
     paginateSettings: async () => {
       provider ??= connectionRead(false).then((connection) => connection.provider);
       const entry = await deps.bus.request(vaultContracts.getProvider, { name: await provider });
@@ -231,6 +259,9 @@ export const CTX_SCOPES: Record<CtxMethod, Scope | null> = {
   batchSave: null,
   batchUpdate: null,
   batchDelete: null,
+  getCheckpoint: null,
+  saveCheckpoint: null,
+  clearCheckpoint: null,
   paginateSettings: 'environment:connections:read',
 };
 

@@ -10,6 +10,8 @@ export interface RunnerDeps extends HostDeps {
   logger: Logger;
   cache: FunctionCache;
   limits: Omit<SandboxLimits, 'maxOutputBytes'>;
+  /** A sync run's own bounds (it runs as long as its data needs); the memory limit is `limits`'. */
+  syncLimits: Pick<SandboxLimits, 'timeoutMs' | 'cpuTimeMs'>;
   /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
   warmIsolates: number;
   /** Bounds the runs of this replica. */
@@ -87,7 +89,7 @@ export function createRunner(deps: RunnerDeps) {
           // Customers' log lines stay out of ours unless debugging: they may print anything.
           deps.logger.debug('function log', { function: `${target.provider_config_key}/${name}`, level, message });
         },
-        limits: { ...deps.limits, maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
+        limits: { ...deps.limits, ...(options.sync?.scheduled ? deps.syncLimits : {}), maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
       }),
     );
     return { output: result.output, definition: result.definition, logs, writes };

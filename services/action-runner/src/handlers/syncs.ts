@@ -1,6 +1,6 @@
 import type { JobMessage } from '@latchkey/bus';
-import { syncContracts, type ModelCounts, type ModelField, type PayloadOf } from '@latchkey/contracts';
-import { toAppError } from '@latchkey/errors';
+import { syncContracts, type ModelCounts, type ModelField, type PayloadOf, type SyncCheckpoint } from '@latchkey/contracts';
+import { AppError, toAppError } from '@latchkey/errors';
 import type { ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 
@@ -11,14 +11,29 @@ const MAX_DELIVERIES = 5;
  * Runs one queued sync run (JetStream delivers at least once). The scheduler says what to run,
  * or that the run already finished (then nothing runs again). The function's `exec` runs with
  * the connection; `batchSave` / `batchUpdate` / `batchDelete` write to the records store in the
- * run's variant. A crash mid-run means a redelivery runs it again: records are upserted by id
- * and unchanged ones are not rewritten, so nothing is doubled or lost.
+ * run's variant, and each write reports the counts so far (`GET /sync/status` shows them). A
+ * crash mid-run means a redelivery runs it again, with the checkpoint the function saved last,
+ * so it carries on from there: records are upserted by id and unchanged ones are not rewritten,
+ * so nothing is doubled or lost either way.
  */
 export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
   return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
+    // Each attempt counts what it wrote itself: a resumed one finds the earlier writes unchanged.
     const counts: ModelCounts = {};
+    const progress = { environment_id: job.environment_id, run_id: job.run_id };
+    const report = async (checkpoint?: SyncCheckpoint | null) => {
+      if (checkpoint !== undefined) {
+        const { recorded } = await deps.bus.request(syncContracts.reportProgress, { ...progress, results: counts, checkpoint });
+        if (!recorded) throw new AppError('function_failed', 'This sync run is over (another run took its place): its checkpoint was not saved');
+        return;
+      }
+      // Counts are only for `GET /sync/status`: a report that fails costs nothing but freshness.
+      await deps.bus.request(syncContracts.reportProgress, { ...progress, results: counts }).catch((error: unknown) => {
+        deps.logger.warn('could not report a sync run\'s progress', { error });
+      });
+    };
     let outcome: { status: 'SUCCESS' } | { status: 'ERROR'; error: { code: string; message: string } };
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
@@ -27,7 +42,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       await deps.runner.run({
         target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
         fn,
-        sync: { variant: run.variant, models, counts },
+        sync: { variant: run.variant, models, counts, scheduled: { checkpoint: run.checkpoint ?? null, report } },
         grants: ENVIRONMENT_GRANTS,
       });
       outcome = { status: 'SUCCESS' };

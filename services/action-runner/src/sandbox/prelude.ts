@@ -99,6 +99,9 @@ function makeContext(info) {
     batchSave: (records, model) => call('batchSave', records, model),
     batchUpdate: (records, model) => call('batchUpdate', records, model),
     batchDelete: (records, model) => call('batchDelete', records, model),
+    getCheckpoint: () => call('getCheckpoint'),
+    saveCheckpoint: (checkpoint) => call('saveCheckpoint', checkpoint),
+    clearCheckpoint: () => call('clearCheckpoint'),
     log: (...args) => (['debug', 'info', 'warn', 'error'].includes(args[0]) && args.length > 1 ? log(info.runId, args[0], args[1], args[2]) : log(info.runId, 'info', args[0], args[1])),
     paginate: async function* paginate(config) {
       const settings = { ...((await call('paginateSettings')) || {}), ...(config.paginate || {}) };

@@ -158,4 +158,18 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
     expect((await failure(run(flaky, { reuse: failing }))).message).toBe('second');
     expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
   });
+
+  it('bounds a long run\'s computing by its CPU time, apart from its wall clock: waiting does not count', async () => {
+    const slow = { getMetadata: () => new Promise((resolve) => setTimeout(() => resolve({}), 800)) };
+    // Waits 800 ms on the host with 300 ms of CPU allowed: the wait costs no CPU time.
+    const waited = await run(action(`async (ctx) => { await ctx.getMetadata(); return 'waited'; }`), { host: slow, limits: { ...limits, timeoutMs: 20_000, cpuTimeMs: 300 } });
+    expect(JSON.parse(waited!)).toBe('waited');
+    // Computes in slices with awaits between: only the CPU bound stops it, long before the wall clock.
+    const started = Date.now();
+    const busy = `async (ctx) => { for (;;) { const until = Date.now() + 50; while (Date.now() < until) {} await ctx.getMetadata(); } }`;
+    const error = await failure(run(action(busy), { host: { getMetadata: async () => ({}) }, limits: { ...limits, timeoutMs: 20_000, cpuTimeMs: 300 } }));
+    expect(error.code).toBe('function_timed_out');
+    expect(error.message).toContain('CPU time');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
 });

@@ -9,6 +9,8 @@ export interface SandboxLimits {
   memoryMb: number;
   /** Wall clock for the whole run, awaits included. */
   timeoutMs: number;
+  /** CPU time the isolate may spend in the run (awaits excluded); unbounded but by the wall clock when absent. */
+  cpuTimeMs?: number;
   /** The output's JSON, in bytes. */
   maxOutputBytes: number;
 }
@@ -39,6 +41,8 @@ export interface SandboxRun {
 }
 
 const MAX_LOG_MESSAGE = 4096;
+/** How often a run's CPU time is looked at (so the CPU bound holds to about this). */
+const CPU_WATCH_MS = 250;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
 
 /**
@@ -197,6 +201,9 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   const { limits } = run;
   let loaded: Loaded | undefined;
   let timer: NodeJS.Timeout | undefined;
+  let cpuWatch: NodeJS.Timeout | undefined;
+  // A warm isolate's clock already counts its earlier runs: this run's share is what it adds.
+  let cpuStartNs = 0n;
   let timedOut = false;
   let succeeded = false;
   try {
@@ -207,10 +214,21 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
         if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
         reject(new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`));
       }, limits.timeoutMs);
+      const cpuTimeMs = limits.cpuTimeMs;
+      if (cpuTimeMs !== undefined) {
+        cpuWatch = setInterval(() => {
+          if (!loaded || loaded.isolate.isDisposed) return;
+          if (loaded.isolate.cpuTime - cpuStartNs <= BigInt(cpuTimeMs) * 1_000_000n) return;
+          timedOut = true;
+          loaded.isolate.dispose();
+          reject(new AppError('function_timed_out', `The function computed for more than ${cpuTimeMs} ms of CPU time`));
+        }, CPU_WATCH_MS);
+      }
     });
     const execute = async () => {
       loaded = (run.reuse ? takeIdle(run.reuse.key) : undefined) ?? (await load(run.bundle, limits));
       if (timedOut) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
+      cpuStartNs = loaded.isolate.cpuTime;
       const runId = nextRunId++;
       loaded.runId = runId;
       loaded.run = run;
@@ -244,6 +262,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     throw new AppError('function_failed', message.slice(0, MAX_LOG_MESSAGE));
   } finally {
     clearTimeout(timer);
+    clearInterval(cpuWatch);
     const used = loaded as Loaded | undefined;
     if (used) {
       used.runId = 0;

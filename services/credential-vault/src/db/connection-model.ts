@@ -88,3 +88,24 @@ connectionSchema.index({ environment_id: 1, connection_id: 1 });
 connectionSchema.index({ environment_id: 1, created_at: 1 });
 
 export const connectionModel = (connection: Connection) => connection.model<ConnectionDoc>('Connection', connectionSchema);
+
+/**
+ * Where a connection lives, by the name callers use: `_id` is `connectionKey(environment,
+ * integration, connection id)`, so finding a connection by that name is one `_id` lookup here and
+ * one on `connections`, both index lookups on every backend (FerretDB pushes down only `{_id}`).
+ * Kept beside each connection by the repo; `connections` stays the truth (its unique index holds).
+ */
+export interface ConnectionKeyDoc {
+  _id: string;
+  connection: string;
+}
+
+/** The key's `_id`: a JSON array, so no value can run into the next one. */
+export const connectionKey = (environment: string, providerConfigKey: string, connectionId: string) => JSON.stringify([environment, providerConfigKey, connectionId]);
+
+const connectionKeySchema = new Schema<ConnectionKeyDoc>(
+  { _id: { type: String, required: true }, connection: { type: String, required: true } },
+  { collection: 'connection_keys', versionKey: false },
+);
+
+export const connectionKeyModel = (connection: Connection) => connection.model<ConnectionKeyDoc>('ConnectionKey', connectionKeySchema);

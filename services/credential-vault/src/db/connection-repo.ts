@@ -1,7 +1,7 @@
 import type { Connection, QueryFilter } from 'mongoose';
 import { AppError } from '@latchkey/errors';
 import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
-import { connectionModel, type ConnectionDoc, type SyncRunState } from './connection-model.js';
+import { connectionKey, connectionKeyModel, connectionModel, type ConnectionDoc, type ConnectionKeyDoc, type SyncRunState } from './connection-model.js';
 
 export interface ConnectionFilter {
   connection_id?: string;
@@ -21,19 +21,68 @@ function atVersion(version: number) {
   return version === 0 ? { $or: [{ credentials_version: 0 }, { credentials_version: { $exists: false } }] } : { credentials_version: version };
 }
 
+/** The hot lookups' filters, as the repo sends them (the explain test runs these). */
+export const connectionQueries = {
+  key: (environment: string, providerConfigKey: string, connectionId: string) => ({ _id: connectionKey(environment, providerConfigKey, connectionId) }),
+  byId: (id: string) => ({ _id: id }),
+};
+
 const escapeRegex = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 export function createConnectionRepo(connection: Connection) {
   const model = connectionModel(connection);
+  const keys = connectionKeyModel(connection);
   const scoped = scopedRepo(model);
+  const keyOf = (doc: Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_config_key' | 'connection_id'>): ConnectionKeyDoc => ({
+    ...connectionQueries.key(doc.environment_id, doc.provider_config_key, doc.connection_id),
+    connection: doc._id,
+  });
+  const writeKey = (entry: ConnectionKeyDoc) => keys.replaceOne({ _id: entry._id }, entry, { upsert: true }).exec();
+  /** One `_id` lookup (the environment is checked on the document, not in the filter, which FerretDB would scan). */
+  const findById = async (environment: EnvironmentId, id: string): Promise<ConnectionDoc | null> => {
+    const doc = await model.findOne(connectionQueries.byId(id)).lean<ConnectionDoc>().exec();
+    return doc?.environment_id === environment ? doc : null;
+  };
   return {
-    init: () => model.init(),
-    find: (environment: EnvironmentId, providerConfigKey: string, connectionId: string) =>
-      scoped.findOne(environment, { provider_config_key: providerConfigKey, connection_id: connectionId }),
-    findById: (environment: EnvironmentId, id: string) => scoped.findOne(environment, { _id: id }),
+    init: async () => {
+      await Promise.all([model.init(), keys.init()]);
+    },
+    /**
+     * Gives every connection its key entry (connections stored before the entries existed, or
+     * whose entry a crash left unwritten). Idempotent, and two replicas starting together write
+     * the same documents. One read of each collection at start, whole before writing (FerretDB's
+     * SQLite backend holds writes back under an open cursor); returns how many entries it wrote.
+     */
+    async indexKeys(): Promise<number> {
+      const docs = await model.find({}, { _id: 1, environment_id: 1, provider_config_key: 1, connection_id: 1 }).lean<ConnectionDoc[]>().exec();
+      const entries = await keys.find({}).lean<ConnectionKeyDoc[]>().exec();
+      const written = new Map(entries.map((entry) => [entry._id, entry.connection]));
+      let added = 0;
+      for (const doc of docs) {
+        const entry = keyOf(doc);
+        if (written.get(entry._id) === doc._id) continue;
+        try {
+          await writeKey(entry);
+        } catch (error) {
+          if (!isDuplicateKey(error)) throw error;
+        }
+        added += 1;
+      }
+      return added;
+    },
+    /** Two `_id` lookups; an entry left by a removed connection finds nothing. */
+    async find(environment: EnvironmentId, providerConfigKey: string, connectionId: string): Promise<ConnectionDoc | null> {
+      const entry = await keys.findOne(connectionQueries.key(environment, providerConfigKey, connectionId)).lean<ConnectionKeyDoc>().exec();
+      if (!entry) return null;
+      const doc = await findById(environment, entry.connection);
+      return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
+    },
+    findById,
+    /** The connection first (its unique index refuses a duplicate), then its key entry. */
     async insert(environment: EnvironmentId, doc: Omit<ConnectionDoc, 'environment_id'>): Promise<ConnectionDoc> {
+      let stored: ConnectionDoc;
       try {
-        return await scoped.insert(environment, doc);
+        stored = await scoped.insert(environment, doc);
       } catch (error) {
         if (isDuplicateKey(error)) {
           throw new AppError('invalid_body', `Connection "${doc.connection_id}" exists already in integration "${doc.provider_config_key}"`, {
@@ -42,6 +91,13 @@ export function createConnectionRepo(connection: Connection) {
         }
         throw error;
       }
+      try {
+        await writeKey(keyOf(stored));
+      } catch (error) {
+        await scoped.deleteOne(environment, { _id: doc._id }).catch(() => undefined);
+        throw error;
+      }
+      return stored;
     },
     async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }): Promise<ConnectionDoc[]> {
       const query: QueryFilter<Omit<ConnectionDoc, 'environment_id'>> = {};
@@ -67,7 +123,13 @@ export function createConnectionRepo(connection: Connection) {
     /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
     updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
       scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields }),
-    remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+    /** The connection, then its key entry (an entry left behind finds nothing: see `find`). */
+    async remove(environment: EnvironmentId, id: string): Promise<boolean> {
+      const doc = await findById(environment, id);
+      const removed = await scoped.deleteOne(environment, { _id: id });
+      if (doc) await keys.deleteOne({ _id: keyOf(doc)._id }).exec();
+      return removed;
+    },
     /**
      * Replaces the credentials blob only if it is still `previous`: a refresh that stored new
      * credentials meanwhile wins over a background re-encryption.

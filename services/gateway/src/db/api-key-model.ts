@@ -34,3 +34,25 @@ apiKeySchema.index({ digest: 1 }, { unique: true });
 apiKeySchema.index({ environment_id: 1, created_at: 1 });
 
 export const apiKeyModel = (connection: Connection) => connection.model<ApiKeyDoc>('ApiKey', apiKeySchema);
+
+/**
+ * Where a digest's key lives: `_id` is the digest, so authenticating is one `_id` lookup here and
+ * one on `api_keys`, both index lookups on every backend (FerretDB pushes down only `{_id}`).
+ * Kept beside each key by the repo; `api_keys` stays the truth (its unique digest index holds).
+ */
+export interface ApiKeyDigestDoc {
+  _id: string;
+  key_id: string;
+  environment_id: string;
+}
+
+const apiKeyDigestSchema = new Schema<ApiKeyDigestDoc>(
+  {
+    _id: { type: String, required: true },
+    key_id: { type: String, required: true },
+    environment_id: { type: String, required: true },
+  },
+  { collection: 'api_key_digests', versionKey: false },
+);
+
+export const apiKeyDigestModel = (connection: Connection) => connection.model<ApiKeyDigestDoc>('ApiKeyDigest', apiKeyDigestSchema);

@@ -23,6 +23,8 @@ export interface ScheduleDoc {
   last_finished_at: Date | null;
   last_results: ModelCounts;
   last_error: { code: string; message: string } | null;
+  /** The function's checkpoint (`ctx.saveCheckpoint`); null when none is kept. */
+  checkpoint: Record<string, unknown> | null;
   created_at: Date;
 }
 
@@ -43,6 +45,7 @@ const scheduleSchema = new Schema<ScheduleDoc>(
     last_finished_at: { type: Date, default: null },
     last_results: { type: Schema.Types.Mixed, default: {} },
     last_error: { type: Schema.Types.Mixed, default: null },
+    checkpoint: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
   },
   { versionKey: false, minimize: false },
@@ -66,6 +69,7 @@ export interface SyncRunDoc {
   sync_name: string;
   variant: string;
   status: 'QUEUED' | 'RUNNING' | 'SUCCESS' | 'ERROR';
+  /** What the run wrote: reported as it goes while it runs, final once it finished. */
   results: ModelCounts;
   error: { code: string; message: string } | null;
   created_at: Date;

@@ -52,6 +52,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           last_finished_at: null,
           last_results: {},
           last_error: null,
+          checkpoint: null,
           created_at: new Date(),
         });
         return 'created';
@@ -154,6 +155,21 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
     markStarted: (runId: string, at: Date) => runs.updateOne({ _id: runId, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
+    /**
+     * A run in flight reports its counts so far (and saves or clears its schedule's checkpoint).
+     * The report also renews the run's slot, so a run that keeps reporting is never taken for
+     * lost however long it runs. False when the run is over: then nothing changes.
+     */
+    async recordProgress(run: SyncRunDoc, results: ModelCounts, checkpoint: Record<string, unknown> | null | undefined, at: Date): Promise<boolean> {
+      const live = await runs.updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { results } }).exec();
+      if (live.matchedCount !== 1) return false;
+      await slots.updateOne({ _id: run.schedule_id, run_id: run._id }, { $set: { claimed_at: at } }).exec();
+      if (checkpoint !== undefined) await schedules.updateOne({ _id: run.schedule_id }, { $set: { checkpoint } }).exec();
+      return true;
+    },
+    /** Forgets a schedule's checkpoint (a full resync starts from the beginning). */
+    clearCheckpoint: (scheduleId: string) => schedules.updateOne({ _id: scheduleId }, { $set: { checkpoint: null } }).exec(),
+    getSchedule: (scheduleId: string) => schedules.findById(scheduleId).lean<ScheduleDoc>().exec(),
     /**
      * Records a run's outcome and frees its schedule. The status filter keeps a repeated report
      * from changing a finished run in the usual case; only the first report is announced.

@@ -130,6 +130,8 @@ export function triggerHandler(deps: SyncsDeps) {
         const sync = syncs.find((item) => item.name === schedule.sync_name);
         const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
         for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
+        // Starting over means from the beginning: the function finds no checkpoint.
+        await deps.schedules.clearCheckpoint(schedule._id);
       }
       if (await startRun(deps, schedule, now)) queued++;
     }
@@ -150,6 +152,11 @@ function statusOf(schedule: ScheduleDoc): SyncStatusEntry['status'] {
   return schedule.last_status ?? 'STOPPED';
 }
 
+/** Records a run wrote: added, updated and deleted, over its models. */
+function recordsWritten(results: ModelCounts): number {
+  return Object.values(results).reduce((sum, counts) => sum + counts.added + counts.updated + counts.deleted, 0);
+}
+
 export function statusHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.status>): Promise<ResponseOf<typeof syncContracts.status>> => {
     const { environment, syncs, schedules } = await selectSchedules(deps, request, { ensure: false });
@@ -163,6 +170,7 @@ export function statusHandler(deps: SyncsDeps) {
       }
       const models = syncs.find((sync) => sync.name === schedule.sync_name)?.models ?? [];
       const recordCount: Record<string, number> = {};
+      const running = schedule.running === null ? null : await deps.schedules.getRun(environment, schedule.running);
       for (const model of models) recordCount[model.name] = await deps.records.count({ environment, connection, model: model.name, variant: schedule.variant });
       entries.push({
         id: schedule._id,
@@ -177,6 +185,10 @@ export function statusHandler(deps: SyncsDeps) {
         latestResult: schedule.last_results,
         recordCount,
         latestError: schedule.last_error,
+        progress:
+          running && (running.status === 'QUEUED' || running.status === 'RUNNING')
+            ? { startedAt: running.started_at?.toISOString() ?? null, records: recordsWritten(running.results), results: running.results }
+            : null,
       });
     }
     return { syncs: entries };
@@ -238,9 +250,25 @@ export function beginRunHandler(deps: SyncsDeps) {
     if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') return { run: null };
     const startedAt = run.started_at ?? new Date();
     if (!run.started_at) await deps.schedules.markStarted(run._id, startedAt);
+    const schedule = await deps.schedules.getSchedule(run.schedule_id);
     return {
-      run: { provider_config_key: run.provider_config_key, connection_id: run.connection_id, sync_name: run.sync_name, variant: run.variant, started_at: startedAt.toISOString() },
+      run: {
+        provider_config_key: run.provider_config_key,
+        connection_id: run.connection_id,
+        sync_name: run.sync_name,
+        variant: run.variant,
+        started_at: startedAt.toISOString(),
+        checkpoint: schedule?.checkpoint ?? null,
+      },
     };
+  };
+}
+
+export function reportProgressHandler(deps: SyncsDeps) {
+  return async (request: RequestOf<typeof syncContracts.reportProgress>): Promise<ResponseOf<typeof syncContracts.reportProgress>> => {
+    const run = await deps.schedules.getRun(environmentId(request.environment_id), request.run_id);
+    if (!run) throw new AppError('not_found', `No sync run "${request.run_id}"`);
+    return { recorded: await deps.schedules.recordProgress(run, request.results, request.checkpoint, new Date()) };
   };
 }
 

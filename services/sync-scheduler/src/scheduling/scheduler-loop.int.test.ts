@@ -48,6 +48,7 @@ const DUE: ScheduleDoc = {
   last_finished_at: null,
   last_results: {},
   last_error: null,
+  checkpoint: null,
   created_at: new Date(0),
 };
 

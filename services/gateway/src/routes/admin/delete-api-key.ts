@@ -22,7 +22,7 @@ export const deleteApiKey = defineRoute({
     const scope = environmentId(environment._id);
     const key = await deps.apiKeys.findById(scope, params.id);
     if (!key) throw new AppError('not_found', `No API key ${params.id} in environment "${params.name}"`);
-    await deps.apiKeys.deleteById(scope, params.id);
+    await deps.apiKeys.delete(scope, key);
     deps.bus.broadcast(gatewayContracts.apiKeyChanged, { digest: key.digest });
     deps.keyCache.invalidate(key.digest);
     return { body: { success: true } };
