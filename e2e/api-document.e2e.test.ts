@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { StringCodec } from 'nats';
+import { jetstream } from '@nats-io/jetstream';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { eventually } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
@@ -129,7 +129,7 @@ describe('a message that can never be handled', () => {
   it('is given up at once and listed for the operator, with its error and without its payload', async () => {
     // A job no code path can handle: its payload breaks the action-runner's contract.
     const nc = await stack.connectNats();
-    await nc.jetstream().publish('jobs.action.run', StringCodec().encode('{"environment_id":42,"note":"poison-payload-marker"}'));
+    await jetstream(nc).publish('jobs.action.run', '{"environment_id":42,"note":"poison-payload-marker"}');
     await nc.close();
     const record = await eventually(
       async () => {

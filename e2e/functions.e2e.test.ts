@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { jetstream } from '@nats-io/jetstream';
 import { bundleFunction, describeBundle } from '@latchkey/cli';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
@@ -326,7 +327,7 @@ describe('webhook functions', () => {
     try {
       // As the webhook router announces a verified and routed provider webhook.
       const announce = (connectionId: string | null, payload: unknown) =>
-        nc.jetstream().publish(
+        jetstream(nc).publish(
           'events.webhook.received',
           JSON.stringify({ environment_id: environment.id, inbound_id: `in-${Math.random()}`, provider_config_key: 'api', provider: 'loopback-api', connection_id: connectionId, payload }),
         );

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { NatsConnection, Subscription } from 'nats';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
 import { syncContracts, type PayloadOf } from '@latchkey/contracts';
 import { repoRoot } from '@latchkey/testing';

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'nats';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { benchRecords } from './records.js';
 import { freePort, repoRoot, startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 import type { ServiceName } from '@latchkey/contracts';
@@ -285,7 +286,7 @@ async function webhookIngestTarget(base: string) {
  */
 const benchNats = await connect({ servers: nats.url, user: observer.user, pass: observer.password });
 async function settleIngest(): Promise<void> {
-  const jsm = await benchNats.jetstreamManager();
+  const jsm = await jetstreamManager(benchNats);
   const deadline = Date.now() + 120_000;
   for (;;) {
     const info = await jsm.consumers.info('JOBS', 'webhook-router-inbound').catch(() => undefined);

@@ -1,7 +1,7 @@
 import express from 'express';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect, createInbox } from 'nats';
+import { connect, createInbox } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { batchedPublisher } from '@latchkey/bus';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleSource } from '@latchkey/compiler';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import type { NatsConnection } from 'nats';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
 
@@ -73,7 +73,7 @@ beforeAll(async () => {
     serviceEnv: { 'sync-scheduler': canaryEnv, 'action-runner': canaryEnv, gateway: canaryEnv },
   });
   spy = await stack.connectNats();
-  spy.subscribe('>', { callback: (_error, msg) => natsTraffic.push(new TextDecoder().decode(msg.data)) });
+  spy.subscribe('>', { callback: (_error, msg) => void natsTraffic.push(new TextDecoder().decode(msg.data)) });
   await seedApiKeyConnection(stack, 'api', 'conn-1', CREDENTIAL_CANARY);
   compileKey = await keyWith(['environment:functions:compile']);
   dryRunKey = await keyWith(['environment:functions:dryrun', 'environment:connections:read', 'environment:integrations:read', 'environment:proxy']);

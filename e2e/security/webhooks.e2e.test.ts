@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHmac, randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
-import { AckPolicy, DeliverPolicy } from 'nats';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { ACME_PROVIDER_YAML, acmeSignature, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from '../support/webhooks.js';
@@ -72,9 +72,9 @@ async function recordsOf(filter: Record<string, unknown>, count: number): Promis
 async function streamText(stream: string): Promise<string[]> {
   const nc = await stack.connectNats();
   try {
-    const jsm = await nc.jetstreamManager();
+    const jsm = await jetstreamManager(nc);
     const info = await jsm.consumers.add(stream, { ack_policy: AckPolicy.None, deliver_policy: DeliverPolicy.All });
-    const consumer = await nc.jetstream().consumers.get(stream, info.name);
+    const consumer = await jetstream(nc).consumers.get(stream, info.name);
     const found: string[] = [];
     if (info.num_pending === 0) return found;
     const batch = await consumer.fetch({ max_messages: info.num_pending, expires: 3000 });

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { StringCodec } from 'nats';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from '../support/providers.js';
 import { http } from '../support/stack.js';
@@ -41,7 +40,7 @@ describe('the canary witness', () => {
     const { stack } = security;
     const probe = security.canary('probe');
     const nc = await stack.connectNats();
-    nc.publish('events.witness.probe', StringCodec().encode(`leaked ${probe}`));
+    nc.publish('events.witness.probe', `leaked ${probe}`);
     await nc.flush();
     await nc.close();
     for (let i = 0; i < 50 && !security.leaks().some((leak) => leak.canary.startsWith('probe')); i++) await new Promise((resolve) => setTimeout(resolve, 20));

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect, type NatsConnection } from 'nats';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { inboxPrefixOf, SERVICE_NAMES, type NatsIdentityName, type ServiceName } from '@latchkey/contracts';
 import { freePort, repoRoot, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { NatsConnection } from 'nats';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { ServiceName } from '@latchkey/contracts';
 import { startStack, type Stack, type StackOptions } from '../../support/stack.js';
 

@@ -1,4 +1,4 @@
-import type { PublishOptions } from 'nats';
+import type { PublishOptions } from '@nats-io/transport-node';
 
 export interface BatchedPublisher {
   /** Queues a message; `onError` hears why it could not be sent (closed connection, too large). */

@@ -1,4 +1,4 @@
-import { createInbox, ErrorCode, NatsError, type Msg, type NatsConnection } from 'nats';
+import { createInbox, NoRespondersError, TimeoutError, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { BatchedPublisher } from './batched-publish.js';
 import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
 
@@ -6,8 +6,8 @@ import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
  * Request/reply whose requests leave through a `batchedPublisher`: the requests a process makes
  * in one turn of its event loop share a socket write (nats.js's own `request` writes once per
  * request when each comes from its own I/O callback, as HTTP requests do). Answers come to one
- * wildcard inbox per process. Fails as `nc.request` does: `NoResponders` when the server says
- * nobody listens, `Timeout` at the deadline.
+ * wildcard inbox per process. Fails with the client's own errors: `NoRespondersError` when the
+ * server says nobody listens, `TimeoutError` at the deadline.
  */
 export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher) {
   const prefix = createInbox(inboxPrefixOfConnection(nc));
@@ -19,7 +19,7 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
       if (!call) return;
       pending.delete(msg.subject);
       clearTimeout(call.timer);
-      if (msg.data.length === 0 && msg.headers?.code === 503) call.reject(NatsError.errorForCode(ErrorCode.NoResponders));
+      if (msg.data.length === 0 && msg.headers?.code === 503) call.reject(new NoRespondersError(msg.subject));
       else call.resolve(msg);
     },
   });
@@ -29,7 +29,7 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
       const inbox = `${prefix}.${(sequence++).toString(36)}`;
       const timer = setTimeout(() => {
         pending.delete(inbox);
-        reject(NatsError.errorForCode(ErrorCode.Timeout));
+        reject(new TimeoutError());
       }, timeoutMs);
       pending.set(inbox, { resolve, reject, timer });
       publisher.publish(subject, data, { reply: inbox, headers: outgoingHeaders() }, (error) => {

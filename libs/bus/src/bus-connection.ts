@@ -1,4 +1,5 @@
-import type { JetStreamClient, NatsConnection } from 'nats';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Bus } from './create-bus.js';
 
 export interface BusConnection {

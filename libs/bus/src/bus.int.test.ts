@@ -4,7 +4,7 @@ import { busContracts, defineEvent, defineRequest, STREAMS, type GivenUpMessage 
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
-import { headers as natsHeaders } from 'nats';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
 import { connectionOf } from './bus-connection.js';
 
@@ -180,7 +180,7 @@ describe('JetStream publishing', () => {
     });
     expect((await jsm.streams.info(STREAMS.events.name)).state.messages - before).toBe(201);
     const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: counted.subject });
-    expect(last.header.get('x-request-id')).toBe('publish-trace');
+    expect(last?.header.get('x-request-id')).toBe('publish-trace');
   });
 
   it('refuses a payload that breaks its contract before sending it', async () => {
@@ -260,7 +260,7 @@ describe('replies larger than a NATS message', () => {
 describe('batched publishing', () => {
   it('sends what one turn queued, in order, and reports a message it cannot send', async () => {
     const received: string[] = [];
-    const subscription = natsOf(client).subscribe('test.batched', { callback: (_error, msg) => received.push(new TextDecoder().decode(msg.data)) });
+    const subscription = natsOf(client).subscribe('test.batched', { callback: (_error, msg) => void received.push(new TextDecoder().decode(msg.data)) });
     await natsOf(client).flush();
     const publisher = batchedPublisher(natsOf(server));
     const failures: unknown[] = [];

@@ -1,4 +1,4 @@
-import type { JsMsg } from 'nats';
+import type { JsMsg } from '@nats-io/jetstream';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
 import { runWithContext, newRequestId } from '@latchkey/logger';
 import { durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';

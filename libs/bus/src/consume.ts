@@ -1,4 +1,5 @@
-import { AckPolicy, DeliverPolicy, nanos, type JsMsg } from 'nats';
+import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
@@ -103,7 +104,7 @@ export function settlerFor(
       const appError = toAppError(error);
       if (!appError.retryable) return giveUp(msg, 'final_error', appError);
       if (msg.info.deliveryCount >= cap) return giveUp(msg, 'delivery_cap', appError);
-      msg.nak(delayOf(msg.info.redeliveryCount));
+      msg.nak(delayOf(msg.info.deliveryCount));
     },
   };
 }

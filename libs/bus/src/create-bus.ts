@@ -1,16 +1,15 @@
 import { randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import {
   connect,
   createInbox,
-  ErrorCode,
-  NatsError,
+  NoRespondersError,
+  RequestError,
+  TimeoutError,
   type ConnectionOptions,
-  type JetStreamClient,
-  type JetStreamManager,
   type Msg,
-  type NatsConnection,
   type Subscription,
-} from 'nats';
+} from '@nats-io/transport-node';
 import {
   inboxPrefixOf,
   type BroadcastContract,
@@ -192,10 +191,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect') {
         connected = false;
-        logger.warn('nats disconnected', { server: String(status.data) });
+        logger.warn('nats disconnected', { server: status.server });
       } else if (status.type === 'reconnect') {
         connected = true;
-        logger.info('nats reconnected', { server: String(status.data) });
+        logger.info('nats reconnected', { server: status.server });
         for (const listener of reconnectListeners) {
           try {
             listener();
@@ -207,7 +206,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     }
   })();
   const maxPayload = () => nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
-  const js = nc.jetstream({ timeout: requestTimeoutMs });
+  const js = jetstream(nc, { timeout: requestTimeoutMs });
   const stored = jetStreamPublisher(nc, requestTimeoutMs);
   // Requests and replies made in one event-loop turn leave in one socket write.
   const outgoing = batchedPublisher(nc);
@@ -391,7 +390,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     publishRaw: (subject, data, reply) => nc.publish(subject, data, reply === undefined ? undefined : { reply }),
     subscribeRaw,
     newInbox: () => createInbox(connectionOptions.inboxPrefix),
-    jetstreamManager: () => nc.jetstreamManager({ timeout: requestTimeoutMs }),
+    jetstreamManager: () => jetstreamManager(nc, { timeout: requestTimeoutMs }),
     flush: () => nc.flush(),
     close: () => nc.close(),
     drain: async () => {
@@ -422,9 +421,9 @@ export function callerOf(contract: RequestContract, msg: Pick<Msg, 'subject'>): 
 export function unavailable(subject: string, error: unknown): AppError {
   if (error instanceof AppError) return error;
   const reason =
-    error instanceof NatsError && error.code === ErrorCode.NoResponders
+    error instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())
       ? 'no service is answering'
-      : error instanceof NatsError && error.code === ErrorCode.Timeout
+      : error instanceof TimeoutError || (error instanceof RequestError && error.cause instanceof TimeoutError)
         ? 'no answer within the deadline'
         : 'the message bus is unavailable';
   return new AppError('service_unavailable', `${subject}: ${reason}`, { cause: error });

@@ -1,4 +1,4 @@
-import { createInbox, type MsgHdrs, type NatsConnection } from 'nats';
+import { createInbox, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { inboxPrefixOfConnection } from './wire.js';
 import { batchedPublisher } from './batched-publish.js';
 

@@ -1,4 +1,5 @@
-import type { KV } from 'nats';
+import { JetStreamApiError } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
 import { connectionOf } from './bus-connection.js';
 import { unavailable, type Bus } from './create-bus.js';
 import { decodeJson, encodeJson } from './wire.js';
@@ -27,7 +28,7 @@ export interface JsonKv<T> {
 
 export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
   // Replicas apply when the bucket is created; an existing bucket keeps its own.
-  const kv = await connectionOf(bus).js.views.kv(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs });
+  const kv = await new Kvm(connectionOf(bus).js).create(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs });
   return {
     kv,
     async get(key) {
@@ -67,6 +68,5 @@ export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number 
 
 /** JetStream's "wrong last sequence" (10071): the key changed since we read it. */
 function isConflict(error: unknown): boolean {
-  const apiError = (error as { api_error?: { err_code?: number } } | undefined)?.api_error;
-  return apiError?.err_code === 10071 || (error instanceof Error && /wrong last sequence|key exists/i.test(error.message));
+  return (error instanceof JetStreamApiError && error.code === 10071) || (error instanceof Error && /wrong last sequence|key exists/i.test(error.message));
 }

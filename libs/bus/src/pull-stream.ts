@@ -1,4 +1,4 @@
-import { createInbox, headers as natsHeaders, type NatsConnection } from 'nats';
+import { createInbox, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { pullStreamPrefixOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { connectionOf } from './bus-connection.js';

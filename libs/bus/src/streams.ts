@@ -1,4 +1,4 @@
-import { nanos } from 'nats';
+import { nanos } from '@nats-io/transport-node';
 import { STREAMS } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
 

@@ -1,4 +1,4 @@
-import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from 'nats';
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { currentRequestId, newRequestId, requestIdFrom } from '@latchkey/logger';
 import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
 import type { z } from 'zod';

@@ -295,12 +295,12 @@ describe('provider webhooks (served before express)', () => {
     expect(response.headers.get('x-request-id')).toBe('hook-trace-1');
     const jsm = await bus.jetstreamManager();
     const stored = await jsm.streams.getMessage(STREAMS.jobs.name, { last_by_subj: webhookContracts.inbound.subject });
-    const job = JSON.parse(new TextDecoder().decode(stored.data)) as InboundWebhook;
+    const job = JSON.parse(new TextDecoder().decode(stored!.data)) as InboundWebhook;
     expect(job).toMatchObject({ environment_public_id: publicId, integration: 'my-hooks', query: { serviceConnectionId: 'c-1', x: '2' } });
     expect(Buffer.from(job.body_base64, 'base64').toString()).toBe(body);
     expect(job.headers['x-hub-signature-256']).toBe('sha256=abc');
     expect(job.headers['authorization']).toBeUndefined();
-    expect(stored.header.get('x-request-id')).toBe('hook-trace-1');
+    expect(stored?.header.get('x-request-id')).toBe('hook-trace-1');
   });
 
   it('answer other methods and path shapes with route_not_found', async () => {

@@ -43,7 +43,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       target: job.target,
       kind: job.kind,
       created_at: createdAt,
-      attempt: msg.info.redeliveryCount,
+      attempt: msg.info.deliveryCount,
       url: job.url,
       status: result.status,
       error: result.error,
@@ -60,7 +60,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     if (retryable) deps.breakers.failed(job.url);
     const delay = retryable
       ? nextRetryDelay({
-          attempt: msg.info.redeliveryCount,
+          attempt: msg.info.deliveryCount,
           retryAfterMs: parseRetryAfter(result.retryAfter, Date.now()),
           createdAt: createdAt.getTime(),
           now: Date.now(),
