@@ -67,7 +67,7 @@ async function storedCompletions(): Promise<Completed[]> {
   const observer = await login('observer');
   try {
     const js = (await observer.jetstreamManager()).jetstream();
-    const consumer = await js.consumers.get(STREAMS.events.name, { filterSubjects: actionContracts.asyncCompleted.subject });
+    const consumer = await js.consumers.get(STREAMS.events.name, { filter_subjects: actionContracts.asyncCompleted.subject });
     const events: Completed[] = [];
     const batch = await consumer.fetch({ max_messages: 1000, expires: 1000 });
     for await (const msg of batch) {
