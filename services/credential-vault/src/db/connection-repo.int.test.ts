@@ -4,6 +4,7 @@ import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
 import { connectionKeyModel, connectionModel, type ConnectionDoc, type ConnectionKeyDoc } from './connection-model.js';
+import { connectionFixture } from './connection-fixture.js';
 import { connectionQueries, createConnectionRepo, type ConnectionRepo } from './connection-repo.js';
 
 let mongo: TestMongo;
@@ -12,31 +13,8 @@ let repo: ConnectionRepo;
 
 const environment = environmentId('env_conns');
 const other = environmentId('env_other');
-const doc = (i: number, connectionId = `c${i}`) => {
-  const now = new Date();
-  return {
-    _id: `conn_${i}`,
-    id: i + 1,
-    integration_id: 'int_github',
-    provider_config_key: 'github',
-    provider: 'github',
-    connection_id: connectionId,
-    credentials_type: 'NONE',
-    credentials: 'sealed',
-    credentials_version: 0,
-    expires_at: null,
-    metadata: {},
-    connection_config: {},
-    tags: {},
-    end_user: null,
-    errors: [],
-    refresh_failure: null,
-    created_via_session: false,
-    created_at: now,
-    updated_at: now,
-    last_fetched_at: null,
-  };
-};
+const doc = (i: number, connectionId = `c${i}`) =>
+  connectionFixture({ _id: `conn_${i}`, id: i + 1, provider_config_key: 'github', connection_id: connectionId });
 
 beforeAll(async () => {
   mongo = await startMongo();

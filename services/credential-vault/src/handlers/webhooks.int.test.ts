@@ -4,6 +4,7 @@ import type { RequestOf, vaultWebhookContracts } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
+import { connectionFixture } from '../db/connection-fixture.js';
 import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
 import { matchConnectionHandler, matchConnectionsHandler } from './webhooks.js';
 
@@ -15,29 +16,14 @@ let connections: ConnectionRepo;
 const env = environmentId('env_a');
 
 async function seed(id: number, connectionId: string, accountId: string): Promise<void> {
-  const now = new Date();
-  await connections.insert(env, {
-    _id: `conn-doc-${id}`,
-    id,
-    integration_id: 'int-acme',
-    provider_config_key: 'acme',
-    provider: 'acme',
-    connection_id: connectionId,
-    credentials_type: 'API_KEY',
-    // Matching never reads credentials: an opaque blob is enough.
-    credentials: 'sealed',
-    expires_at: null,
-    metadata: {},
-    connection_config: { accountId, account: { id: accountId } },
-    tags: {},
-    end_user: null,
-    errors: [],
-    refresh_failure: null,
-    created_via_session: false,
-    created_at: now,
-    updated_at: now,
-    last_fetched_at: null,
-  });
+  // Matching never reads credentials: the fixture's opaque blob is enough.
+  await connections.insert(
+    env,
+    connectionFixture(
+      { _id: `conn-doc-${id}`, id, provider_config_key: 'acme', connection_id: connectionId },
+      { integration_id: 'int-acme', credentials_type: 'API_KEY', connection_config: { accountId, account: { id: accountId } } },
+    ),
+  );
 }
 
 beforeAll(async () => {
