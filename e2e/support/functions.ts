@@ -26,13 +26,4 @@ export async function deployWithCli(dir: string, stack: { url: string; bootstrap
   if (deployed.code !== 0) throw new Error(`latchkey deploy failed:\n${deployed.stdout}\n${deployed.stderr}`);
 }
 
-/** Polls `check` every `intervalMs` (100 by default) until it returns a value (not undefined) or the time is up. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
+export { eventually } from '@latchkey/testing';

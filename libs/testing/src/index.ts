@@ -1,4 +1,5 @@
 export { dockerAvailable } from './docker.js';
+export { eventually } from './eventually.js';
 export { startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type NatsCredentials, type TestNats } from './nats-server.js';
 export { freePort, waitForPort } from './ports.js';

@@ -3,7 +3,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, vaultContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startRunner } from './start-runner.js';
 
@@ -80,15 +80,6 @@ async function storedCompletions(): Promise<Completed[]> {
   }
 }
 
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 const trigger = (action_name: string, n: number) =>
   gateway.request(actionContracts.trigger, { environment_id: 'env_a', provider_config_key: 'api', connection_id: 'c1', action_name, input: { n }, async: true });
@@ -103,17 +94,17 @@ describe('async actions', () => {
       if (queued.status !== 'queued') throw new Error('expected the action to be queued');
       ids.push(queued.id);
     }
-    const results = await until(async () => {
+    const results = await eventually(async () => {
       const all = await Promise.all(ids.map((id) => gateway.request(actionContracts.getResult, { environment_id: 'env_a', id })));
       return all.every((result) => result.status === 'done' || result.status === 'failed') ? all : undefined;
-    }, 'every run to finish');
+    }, 20_000, 'every run to finish');
     expect(results.slice(0, 5).map((result) => result.status)).toEqual(Array(5).fill('done'));
     expect(results[5]).toMatchObject({ status: 'failed', error: { code: expect.any(String) } });
 
-    const events = await until(async () => {
+    const events = await eventually(async () => {
       const seen = await storedCompletions();
       return seen.length >= ids.length ? seen : undefined;
-    }, 'the completion events');
+    }, 20_000, 'the completion events');
     expect(events.map((event) => event.id).sort()).toEqual([...ids].sort());
     const byId = new Map(events.map((event) => [event.id, event]));
     for (const id of ids.slice(0, 5)) {
@@ -124,10 +115,10 @@ describe('async actions', () => {
     // JetStream delivers at least once: the same job again (a new message, as after a crash
     // between recording the outcome and acknowledging) finds the run finished.
     await runner.runtime.bus.enqueue(actionContracts.run, { environment_id: 'env_a', id: ids[0]! }, { msgId: `action-run-${ids[0]}-again` });
-    await until(async () => {
+    await eventually(async () => {
       const consumer = await (await runner.runtime.bus.jetstreamManager()).consumers.info(STREAMS.jobs.name, 'action-runner-actions');
       return consumer.num_pending === 0 && consumer.num_ack_pending === 0 ? true : undefined;
-    }, 'the job again to be handled');
+    }, 20_000, 'the job again to be handled');
     const after = await storedCompletions();
     expect(after).toHaveLength(ids.length);
     expect(await gateway.request(actionContracts.getResult, { environment_id: 'env_a', id: ids[0]! })).toMatchObject({ status: 'done' });

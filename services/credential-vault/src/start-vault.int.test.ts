@@ -4,7 +4,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startVault } from './start-vault.js';
 
@@ -48,15 +48,6 @@ afterAll(async () => {
   await Promise.all([nats?.dispose(), mongo?.dispose()]);
 });
 
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('connection lifecycle events', () => {
   // For the functions runtime, not for users: the e2e suite sees them only through the
@@ -74,11 +65,11 @@ describe('connection lifecycle events', () => {
       credentials: { type: 'API_KEY', apiKey },
       tags: { team: 'blue' },
     });
-    const created = await until(() => heard.find((item) => item.subject === webhookContracts.postCreation.subject), 'connection.post_creation');
+    const created = await eventually(() => heard.find((item) => item.subject === webhookContracts.postCreation.subject), 10_000, 'connection.post_creation', 50);
     expect(created.event).toMatchObject({ environment_id, connection_id: 'short-lived', provider_config_key: 'llm', provider: 'anthropic', tags: { team: 'blue' } });
 
     expect(await gateway.request(vaultContracts.deleteConnection, { environment_id, connection_id: 'short-lived', provider_config_key: 'llm' })).toEqual({ success: true });
-    const deleted = await until(() => heard.find((item) => item.subject === webhookContracts.preDeletion.subject), 'connection.pre_deletion');
+    const deleted = await eventually(() => heard.find((item) => item.subject === webhookContracts.preDeletion.subject), 10_000, 'connection.pre_deletion', 50);
     expect(deleted.event).toMatchObject({ environment_id, connection_id: 'short-lived', provider_config_key: 'llm', provider: 'anthropic', tags: { team: 'blue' } });
 
     expect(JSON.stringify(heard)).not.toContain(apiKey);

@@ -4,7 +4,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { gatewayContracts, vaultWebhookContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startRouter } from './start-router.js';
 
@@ -77,15 +77,6 @@ afterAll(async () => {
   await Promise.all([nats?.dispose(), mongo?.dispose()]);
 });
 
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('webhook.received', () => {
   // For the functions runtime, not for users: the e2e suite sees it only through the onWebhook
@@ -104,9 +95,9 @@ describe('webhook.received', () => {
       });
     await send('matched', { serviceConnectionId: 'conn-1' });
     await send('unmatched', {});
-    const matched = await until(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'matched'), 'the matched webhook.received');
+    const matched = await eventually(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'matched'), 10_000, 'the matched webhook.received', 50);
     expect(matched).toMatchObject({ environment_id: 'env_a', provider_config_key: 'acme', provider: 'acme', connection_id: 'conn-1', payload: { marker: 'matched', event: 'contact.updated' } });
-    const unmatched = await until(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'unmatched'), 'the unmatched webhook.received');
+    const unmatched = await eventually(() => heard.find((event) => (event.payload as { marker?: string } | undefined)?.marker === 'unmatched'), 10_000, 'the unmatched webhook.received', 50);
     expect(unmatched.connection_id).toBeNull();
     expect(JSON.stringify(heard)).not.toContain(WEBHOOK_SECRET);
   }, 30_000);
