@@ -163,6 +163,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
           API_KEY_DIGEST_SECRET: `digest-${suffix}-0123456789abcdefghijklmnop`,
           BOOTSTRAP_SECRET_KEY: bootstrapKey,
           SETTINGS_ENCRYPTION_KEYS: settingsKeys,
+          // No load balancer watches a test's /ready: close at once unless a test asks otherwise.
+          SHUTDOWN_READY_DELAY_MS: '0',
           ...options.serviceEnv?.gateway,
         },
         `http://127.0.0.1:${port}`,

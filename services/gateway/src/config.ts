@@ -41,6 +41,11 @@ export const configSchema = baseServiceSchema('gateway', 0)
     PROXY_TIMEOUT_MS: positiveInt(30_000),
     /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */
     FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+    /**
+     * On SIGTERM, /ready answers 503 for this long before the gateway stops accepting connections,
+     * so that a load balancer stops sending it new requests first. Keep it under SHUTDOWN_TIMEOUT_MS.
+     */
+    SHUTDOWN_READY_DELAY_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
   });
 
 export type Config = z.infer<typeof configSchema>;

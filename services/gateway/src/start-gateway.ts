@@ -114,10 +114,16 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
 
   runtime.onShutdown(async () => {
     clearInterval(flushTimer);
-    // Stop accepting; let requests in flight finish; idle keep-alive sockets close now.
+    // /ready answers 503 from now on (the runtime is stopping): give load balancers time to
+    // notice before the port closes, while requests still arriving are served as usual.
+    if (config.SHUTDOWN_READY_DELAY_MS > 0) await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_READY_DELAY_MS));
+    // Stop accepting; let requests in flight finish. Idle keep-alive sockets close now, and so
+    // does each socket whose request finishes later: left open, a client's keep-alive socket
+    // would hold the server (and the exit) until the shutdown deadline.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    await closed;
+    const sweep = setInterval(() => server.closeIdleConnections(), 100);
+    await closed.finally(() => clearInterval(sweep));
     await lastUsed.flush().catch(() => undefined);
   });
   return { port };
