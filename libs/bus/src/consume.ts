@@ -138,8 +138,15 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     }
   }
 
+  let stopping = false;
   const loop = (async () => {
     for await (const msg of messages) {
+      // Fetched but not started when the consumer stops: back to JetStream at once, for another
+      // replica, rather than after its ack wait.
+      if (stopping) {
+        msg.nak();
+        continue;
+      }
       const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
       inFlight.add(task);
       if (inFlight.size >= concurrency) await Promise.race(inFlight);
@@ -148,6 +155,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
 
   return {
     stop: async () => {
+      stopping = true;
       await messages.close();
       await loop.catch(() => undefined);
       await Promise.allSettled(inFlight);
