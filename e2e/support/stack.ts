@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { inboxPrefixOf, SERVICE_NAMES, type NatsIdentityName, type ServiceName } from '@latchkey/contracts';
-import { freePort, repoRoot, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+import { freePort, repoRoot, startMongo, startNats, startNatsCluster, type TestMongo, type TestNats, type TestNatsCluster } from '@latchkey/testing';
 
 export interface StackProcess {
   service: ServiceName;
@@ -18,7 +18,10 @@ export interface StackProcess {
 }
 
 export interface Stack {
+  /** With `natsCluster`, stop() and start() act on every node at once. */
   nats: TestNats;
+  /** The three-node cluster, when the stack was started with `natsCluster`. */
+  natsCluster: TestNatsCluster | undefined;
   mongo: TestMongo;
   adminToken: string;
   bootstrapKey: string;
@@ -41,6 +44,14 @@ export interface Stack {
   connectNats(identity?: NatsIdentityName): Promise<NatsConnection>;
   /** Stops a (non-gateway) service and starts it again with `env` added, then waits until it is ready. */
   restart(service: Exclude<ServiceName, 'gateway'>, env?: Record<string, string>): Promise<void>;
+  /** The processes of one service (gateways included), in replica order. */
+  replicas(service: ServiceName): StackProcess[];
+  /** SIGKILL to replica `index` of `service`; resolves when it is gone. */
+  kill(service: ServiceName, index: number): Promise<void>;
+  /** SIGTERM to replica `index` of `service`; resolves with its exit code. */
+  stop(service: ServiceName, index: number): Promise<number | null>;
+  /** Starts replica `index` of `service` again (same port and environment), after stopping it if it runs; resolves when it is ready. */
+  start(service: ServiceName, index: number): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -66,6 +77,10 @@ export interface StackOptions {
   serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
   /** How many processes of a (non-gateway) service to run; one by default. */
   replicas?: Partial<Record<Exclude<ServiceName, 'gateway'>, number>>;
+  /** How long each process may take to be ready at start (30 s by default). */
+  readyTimeoutMs?: number;
+  /** A three-node NATS cluster (`startNatsCluster`) instead of one server; streams get three copies. */
+  natsCluster?: boolean;
   /** Sees everything every process prints, whole (output() keeps only the last lines). */
   onOutput?: (service: ServiceName, text: string) => void;
 }
@@ -121,7 +136,8 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what:
  * stack's own, the five services and one or more gateways. Resolves when every gateway is ready.
  */
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
-  const [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  const [natsCluster, mongo] = await Promise.all([options.natsCluster ? startNatsCluster() : undefined, startMongo()]);
+  const nats: TestNats = natsCluster ? clusterAsOne(natsCluster) : await startNats();
   const suffix = randomBytes(4).toString('hex');
   const adminToken = randomBytes(24).toString('base64url');
   const bootstrapKey = `lk_sk_${randomBytes(32).toString('base64url')}`;
@@ -129,6 +145,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     NATS_URL: nats.url,
     MONGODB_URI: mongo.uri,
     LOG_LEVEL: 'warn',
+    ...(natsCluster ? { JETSTREAM_REPLICAS: '3' } : {}),
     ...options.env,
   };
   const dbOf = (service: ServiceName) => `e2e_${service.replace(/-/g, '_')}_${suffix}`;
@@ -148,7 +165,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`, options.onOutput));
     }
   }
-  const gateways: StackProcess[] = [];
+  const gateways: Array<ReturnType<typeof startProcess>> = [];
   for (const port of gatewayPorts) {
     gateways.push(
       startProcess(
@@ -188,12 +205,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   };
   try {
     for (const service of services) {
-      await waitUntil(async () => (await fetch(`${service.url}/ready`)).status === 200, 30_000, () => `${service.service}:\n${service.output()}`);
+      await waitUntil(async () => (await fetch(`${service.url}/ready`)).status === 200, options.readyTimeoutMs ?? 30_000, () => `${service.service}:\n${service.output()}`);
     }
     for (const gateway of gateways) {
       await waitUntil(
         async () => (await fetch(`${gateway.url}/ready`)).status === 200,
-        30_000,
+        options.readyTimeoutMs ?? 30_000,
         () => `the stack to be ready; output:\n${all().map((proc) => `[${proc.service}] ${proc.output()}`).join('\n')}`,
       );
     }
@@ -225,7 +242,58 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       },
     };
   };
-  return { nats, mongo, adminToken, bootstrapKey, gateways, services, url: gateways[0]!.url, dbName: dbOf, snoop, connectNats, restart, dispose };
+  const list = (service: ServiceName) => (service === 'gateway' ? gateways : services);
+  const replicas = (service: ServiceName) => list(service).filter((proc) => proc.service === service);
+  const replica = (service: ServiceName, index: number) => {
+    const proc = replicas(service)[index];
+    if (!proc) throw new Error(`no replica ${index} of ${service}`);
+    return proc;
+  };
+  const kill = async (service: ServiceName, index: number) => {
+    const { child } = replica(service, index);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  const startReplica = async (service: ServiceName, index: number) => {
+    const old = replica(service, index);
+    await old.stop();
+    const fresh = startProcess(service, old.env, old.url, options.onOutput);
+    const procs = list(service);
+    procs[procs.indexOf(old)] = fresh;
+    await waitUntil(async () => (await fetch(`${fresh.url}/ready`)).status === 200, 60_000, () => `${service} to start again:\n${fresh.output()}`);
+  };
+  return {
+    nats,
+    natsCluster,
+    mongo,
+    adminToken,
+    bootstrapKey,
+    gateways,
+    services,
+    url: gateways[0]!.url,
+    dbName: dbOf,
+    snoop,
+    connectNats,
+    restart,
+    replicas,
+    kill,
+    stop: (service, index) => replica(service, index).stop(),
+    start: startReplica,
+    dispose,
+  };
+}
+
+/** A cluster seen as one server: stop() kills every node, start() brings them all back. */
+function clusterAsOne(cluster: TestNatsCluster): TestNats {
+  return {
+    url: cluster.url,
+    credentials: (identity) => cluster.credentials(identity),
+    stop: async () => void (await Promise.all(cluster.nodes.map((node) => node.kill()))),
+    start: async () => void (await Promise.all(cluster.nodes.map((node) => node.restart()))),
+    dispose: () => cluster.dispose(),
+  };
 }
 
 /** The secret of a new key in the `dev` environment holding only `scopes`, made through the operator API. */

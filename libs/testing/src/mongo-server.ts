@@ -10,6 +10,11 @@ import { repoRoot } from './repo-root.js';
 export interface TestMongo {
   /** A MongoDB-wire URI; give each test its own database name. */
   uri: string;
+  /**
+   * Our FerretDB only: stops the server (SIGKILL), keeps it away for `downMs`, and starts it
+   * again on the same port with the same data; resolves when it accepts connections.
+   */
+  restart?(downMs?: number): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -39,10 +44,23 @@ async function startFerretDb(): Promise<TestMongo> {
   // FERRETDB_POSTGRES_URL selects the PostgreSQL backend (each MongoDB database is a schema there).
   const postgres = process.env['FERRETDB_POSTGRES_URL'];
   const backend = postgres ? ['-handler', 'postgresql', '-postgres', postgres] : ['-sqlite', dataDir];
-  const child: ChildProcess = spawn(binary, ['-listen', `127.0.0.1:${port}`, ...backend], { stdio: 'ignore' });
-  await untilListening(child, port, binary);
+  const launch = async () => {
+    const started: ChildProcess = spawn(binary, ['-listen', `127.0.0.1:${port}`, ...backend], { stdio: 'ignore' });
+    await untilListening(started, port, binary);
+    return started;
+  };
+  let child = await launch();
   return {
     uri: `mongodb://127.0.0.1:${port}/?directConnection=true`,
+    restart: async (downMs = 0) => {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+        child.kill('SIGKILL');
+        await exited;
+      }
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      child = await launch();
+    },
     dispose: async () => {
       if (child.exitCode === null) {
         await new Promise<void>((resolve) => {
