@@ -65,6 +65,12 @@ bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
 bench-scale: build ferretdb ## how each hot operation's cost grows with the data beside it
 	node bench/dist/scale.js
 
+.PHONY: chaos
+# Not part of `make test`: minutes of load while NATS nodes, replicas, FerretDB and a rolling
+# restart hit the stack (three-node NATS: .data/bin/nats-server, NATS_SERVER_BIN or PATH).
+chaos: build ferretdb ## the full chaos schedule under load; prints what held per fault
+	node --no-node-snapshot e2e/dist/chaos/run.js
+
 lint: node_modules/.package-lock.json ## type-check everything, then check import boundaries and cycles (ESLint)
 	npx tsc -b --force --noEmit false
 	npx eslint .

@@ -1,0 +1,417 @@
+import { freePort, startOAuthServer, startUpstreamApi, type TestOAuthServer, type TestUpstreamApi } from '@latchkey/testing';
+import type { ServiceName } from '@latchkey/contracts';
+import { deployWithCli, FUNCTIONS_DIR } from '../support/functions.js';
+import { authorizationCodeTokens } from '../support/oauth.js';
+import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
+import { http, startStack, type Stack } from '../support/stack.js';
+import { ACME_PROVIDER_YAML, acmeSignature, startReceiver, webhookEnvironment, type Receiver } from '../support/webhooks.js';
+import { startBalancer, type Balancer } from './balancer.js';
+
+/**
+ * The chaos suite: a steady mixed load through the gateways (a client-side load balancer in
+ * front of them) while faults hit the stack one at a time, with recovery between; then what must
+ * hold is checked per fault window. `e2e/chaos.e2e.test.ts` runs a short schedule, `make chaos`
+ * (`e2e/dist/chaos/run.js`) the full one.
+ */
+
+export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session';
+
+export interface Op {
+  kind: OpKind;
+  start: number;
+  end: number;
+  status: number | 'error' | 'hung';
+  ok: boolean;
+  /** The error code of a failed answer. */
+  code?: string;
+  /** The provider webhook's marker, or the async action's id. */
+  key?: string;
+}
+
+export interface Fault {
+  name: string;
+  /** Injects the fault and undoes it (a restart); resolves when the stack runs whole again. */
+  run(stack: Stack): Promise<void>;
+}
+
+export interface WindowReport {
+  fault: string;
+  proxyOk: number;
+  proxyFailed: number;
+  errorRate: number;
+  /** From the fault to the end of the last failed proxy call in its window (0: none failed). */
+  recoveryMs: number;
+  webhooksAcked: number;
+  webhooksLost: number;
+  webhooksDuplicated: number;
+  actionsAccepted: number;
+  actionsIncomplete: number;
+  /** Accepted actions that completed more than once (two completion webhooks of their own). */
+  actionsDuplicated: number;
+  deliveriesDuplicated: number;
+  /** Token requests per refresh token presented: 1 means one refresh per expiry. */
+  tokenRequestsPerExpiry: number;
+  refreshFailures: number;
+  connectFailed: number;
+  hung: number;
+  /** Failed requests by kind, status and error code, to read next to the table. */
+  failures: Record<string, number>;
+}
+
+export interface ChaosOptions {
+  /** Replicas of every service, gateways included. */
+  replicas: number;
+  natsCluster: boolean;
+  faults: Fault[];
+  /** Steady load before the first fault and after each recovery. */
+  quietMs: number;
+  log?: (line: string) => void;
+}
+
+/** Every request gets an answer or a coded error within this; past it the call counts as hung. */
+const DEADLINE_MS = 20_000;
+/** The vault refreshes a token within 15 minutes of its expiry: these expire 10 s after issue. */
+const TOKEN_LIFETIME_S = 15 * 60 + 10;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface ChaosRig {
+  stack: Stack;
+  upstream: TestUpstreamApi;
+  oauth: TestOAuthServer;
+  receiver: Receiver;
+  balancer: Balancer;
+  webhookEnv: { publicId: string; webhookSecret: string };
+  /** Error lines the services logged, with the time and service, to read next to the table. */
+  errors: string[];
+  dispose(): Promise<void>;
+}
+
+export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<ChaosRig> {
+  const upstream = await startUpstreamApi();
+  const oauth = await startOAuthServer({ expiresIn: TOKEN_LIFETIME_S });
+  const receiver = await startReceiver(await freePort());
+  const providers = [
+    apiKeyProviderYaml(upstream.url),
+    `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n  proxy:\n    base_url: ${oauth.url}/api\n`,
+    ACME_PROVIDER_YAML,
+  ].join('');
+  const replicas = Object.fromEntries((['credential-vault', 'proxy', 'sync-scheduler', 'action-runner', 'webhook-router'] as const).map((name) => [name, options.replicas]));
+  const errors: string[] = [];
+  const stack = await startStack({
+    onOutput: (service, text) => {
+      for (const line of text.split('\n')) if (line.includes('"level":"error"')) errors.push(`[${service}] ${line}`);
+    },
+    gateways: options.replicas,
+    replicas,
+    natsCluster: options.natsCluster,
+    // A dozen processes start at once on a busy machine.
+    readyTimeoutMs: 120_000,
+    env: { PROVIDERS_FILE: writeProvidersFile(providers), PROXY_ALLOW_CIDRS: '127.0.0.1/32', SHUTDOWN_TIMEOUT_MS: '15000' },
+    serviceEnv: { gateway: { SHUTDOWN_READY_DELAY_MS: '1000', RATE_LIMIT_PER_MINUTE: '10000000' }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
+  });
+  const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
+  const must = async (result: Promise<{ status: number; json: any }>, what: string) => {
+    const { status, json } = await result;
+    if (status >= 300) throw new Error(`${what}: ${status} ${JSON.stringify(json)}`);
+  };
+  await must(http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } }), 'webhook URL');
+  await must(api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' }), 'api integration');
+  await must(api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } }), 'api connection');
+  await must(api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth' }), 'oauth integration');
+  const tokens = await authorizationCodeTokens(oauth);
+  const expiresAt = new Date(Date.now() + TOKEN_LIFETIME_S * 1000).toISOString();
+  await must(
+    api('POST', '/connections', { provider_config_key: 'oauth', connection_id: 'oauth-1', credentials: { type: 'OAUTH2', access_token: tokens.access_token, refresh_token: tokens.refresh_token, expires_at: expiresAt, raw: {} } }),
+    'oauth connection',
+  );
+  await deployWithCli(FUNCTIONS_DIR, stack);
+  const env = await webhookEnvironment(stack, 'chaos', receiver.url);
+  const balancer = startBalancer(() => stack.gateways);
+  return {
+    stack,
+    upstream,
+    oauth,
+    receiver,
+    balancer,
+    webhookEnv: { publicId: env.publicId, webhookSecret: env.webhookSecret },
+    errors,
+    dispose: async () => {
+      balancer.stop();
+      await stack.dispose();
+      await Promise.all([upstream.close(), oauth.close(), receiver.close()]);
+    },
+  };
+}
+
+/** The steady load: a few workers per kind, each sending its next request when the last is answered. */
+export function startLoad(rig: ChaosRig) {
+  const ops: Op[] = [];
+  let running = true;
+  let counter = 0;
+  const { balancer, stack } = rig;
+  const auth = { authorization: `Bearer ${stack.bootstrapKey}` };
+
+  const timed = async (kind: OpKind, send: (signal: AbortSignal) => Promise<Response>, okStatus: number, key?: string, read?: (json: any) => string | undefined) => {
+    const start = Date.now();
+    const op: Op = { kind, start, end: start, status: 'error', ok: false, ...(key === undefined ? {} : { key }) };
+    try {
+      const response = await send(AbortSignal.timeout(DEADLINE_MS));
+      const text = await response.text();
+      op.status = response.status;
+      op.ok = response.status === okStatus;
+      if (!op.ok) op.code = safeCode(text) ?? '';
+      if (op.ok && read) {
+        const found = read(JSON.parse(text));
+        if (found !== undefined) op.key = found;
+      }
+    } catch (error) {
+      op.status = (error as { name?: string }).name === 'TimeoutError' ? 'hung' : 'error';
+      op.code = String((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message);
+    }
+    op.end = Date.now();
+    ops.push(op);
+  };
+
+  const worker = async (pauseMs: number, one: () => Promise<void>) => {
+    while (running) {
+      await one();
+      if (pauseMs > 0) await sleep(pauseMs);
+    }
+  };
+
+  const workers = [
+    ...Array.from({ length: 3 }, () =>
+      worker(0, () => timed('proxy-key', (signal) => balancer.fetch(`/proxy/echo/${counter++}`, { signal, headers: { ...auth, 'connection-id': 'conn-1', 'provider-config-key': 'api' } }), 200)),
+    ),
+    worker(50, () => timed('proxy-oauth', (signal) => balancer.fetch(`/proxy/things/${counter++}`, { signal, headers: { ...auth, 'connection-id': 'oauth-1', 'provider-config-key': 'oauth' } }), 200)),
+    worker(100, () => {
+      const marker = `wh-${counter++}`;
+      const body = JSON.stringify({ marker, serviceConnectionId: 'none' });
+      return timed(
+        'webhook',
+        (signal) =>
+          balancer.fetch(`/webhook/${rig.webhookEnv.publicId}/acme`, {
+            method: 'POST',
+            signal,
+            headers: { 'content-type': 'application/json', 'x-acme-signature-256': acmeSignature(rig.webhookEnv.webhookSecret, body) },
+            body,
+          }),
+        200,
+        marker,
+      );
+    }),
+    worker(300, () =>
+      timed(
+        'action',
+        (signal) =>
+          balancer.fetch('/action/trigger', {
+            method: 'POST',
+            signal,
+            headers: { ...auth, 'content-type': 'application/json', 'connection-id': 'conn-1', 'provider-config-key': 'api', 'x-async': 'true' },
+            body: JSON.stringify({ action_name: 'echo', input: { word: `a${counter++}` } }),
+          }),
+        202,
+        undefined,
+        (json: { id?: string }) => json.id,
+      ),
+    ),
+    worker(300, () => timed('connect-session', (signal) => balancer.fetch('/connect/sessions', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body: '{}' }), 201)),
+  ];
+
+  return {
+    ops,
+    stop: async () => {
+      running = false;
+      await Promise.all(workers);
+    },
+  };
+}
+
+interface Window {
+  fault: string;
+  from: number;
+  to: number;
+  tokenLog: [number, number];
+}
+
+/** Runs the load through the faults and reports each window (the quiet start is the first row). */
+export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<WindowReport[]> {
+  const log = options.log ?? (() => undefined);
+  const load = startLoad(rig);
+  const windows: Window[] = [];
+  const mark = async (fault: string, body: () => Promise<void>) => {
+    const from = Date.now();
+    const firstToken = rig.oauth.stats.tokenRequestLog.length;
+    log(`${new Date(from).toISOString()} ${fault}`);
+    await body();
+    // Recovery counts in the window: the load runs on, steady, before the next fault.
+    await sleep(options.quietMs);
+    windows.push({ fault, from, to: Date.now(), tokenLog: [firstToken, rig.oauth.stats.tokenRequestLog.length] });
+  };
+  try {
+    await mark('none (steady load)', async () => undefined);
+    for (const fault of options.faults) await mark(fault.name, () => fault.run(rig.stack));
+  } finally {
+    await load.stop();
+  }
+  log('load stopped; waiting for queued work to settle');
+  await settle(rig, load.ops);
+  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.start >= window.from && op.start < window.to)));
+}
+
+/** Waits (bounded) until every accepted webhook was forwarded and every accepted action completed. */
+async function settle(rig: ChaosRig, ops: Op[]): Promise<void> {
+  const markers = new Set(ops.filter((op) => op.kind === 'webhook' && op.ok).map((op) => op.key!));
+  const actions = ops.filter((op) => op.kind === 'action' && op.ok && op.key).map((op) => op.key!);
+  const deadline = Date.now() + 120_000;
+  const forwarded = () => new Set(rig.receiver.received.filter((item) => item.json.type === 'forward').map((item) => item.json.payload?.marker as string));
+  while (Date.now() < deadline) {
+    const seen = forwarded();
+    const delivered = new Set(rig.receiver.received.filter((item) => item.json.type === 'async_action').map((item) => item.json.id as string));
+    if ([...markers].every((marker) => seen.has(marker)) && actions.every((id) => delivered.has(id))) break;
+    await sleep(500);
+  }
+  // Room for a late duplicate to show up.
+  await sleep(2000);
+}
+
+function report(rig: ChaosRig, window: Window, ops: Op[]): WindowReport {
+  const proxy = ops.filter((op) => op.kind === 'proxy-key' || op.kind === 'proxy-oauth');
+  const proxyFailed = proxy.filter((op) => !op.ok);
+  const lastFailure = Math.max(window.from, ...proxyFailed.map((op) => op.end));
+  const received = rig.receiver.received;
+
+  const acked = ops.filter((op) => op.kind === 'webhook' && op.ok);
+  const forwardsOf = (marker: string) => received.filter((item) => item.json.type === 'forward' && item.json.payload?.marker === marker);
+  const webhooksLost = acked.filter((op) => forwardsOf(op.key!).length === 0).length;
+  const webhooksDuplicated = acked.filter((op) => forwardsOf(op.key!).length > 1).length;
+
+  const accepted = ops.filter((op) => op.kind === 'action' && op.ok && op.key);
+  const deliveriesOf = (id: string) => received.filter((item) => item.json.type === 'async_action' && item.json.id === id);
+  const actionsIncomplete = accepted.filter((op) => deliveriesOf(op.key!).filter((item) => item.json.success === true).length === 0).length;
+  // Customer webhook deliveries: duplicates per webhook-id at the receiver, over this window's forwards and completions.
+  const windowIds = new Set<string>();
+  let deliveriesDuplicated = 0;
+  for (const item of [...acked.flatMap((op) => forwardsOf(op.key!)), ...accepted.flatMap((op) => deliveriesOf(op.key!))]) {
+    const id = String(item.headers['webhook-id']);
+    if (windowIds.has(id)) deliveriesDuplicated++;
+    windowIds.add(id);
+  }
+  const actionsDuplicated = accepted.filter((op) => new Set(deliveriesOf(op.key!).map((item) => String(item.headers['webhook-id']))).size > 1).length;
+
+  const refreshes = rig.oauth.stats.tokenRequestLog.slice(...window.tokenLog).filter((request) => request.grantType === 'refresh_token');
+  const presented = new Set(refreshes.map((request) => request.body['refresh_token']));
+  return {
+    fault: window.fault,
+    proxyOk: proxy.length - proxyFailed.length,
+    proxyFailed: proxyFailed.length,
+    errorRate: proxy.length === 0 ? 0 : proxyFailed.length / proxy.length,
+    recoveryMs: proxyFailed.length === 0 ? 0 : lastFailure - window.from,
+    webhooksAcked: acked.length,
+    webhooksLost,
+    webhooksDuplicated,
+    actionsAccepted: accepted.length,
+    actionsIncomplete,
+    actionsDuplicated,
+    deliveriesDuplicated,
+    tokenRequestsPerExpiry: presented.size === 0 ? 0 : refreshes.length / presented.size,
+    refreshFailures: refreshes.filter((request) => request.status !== 200).length,
+    connectFailed: ops.filter((op) => op.kind === 'connect-session' && !op.ok).length,
+    hung: ops.filter((op) => op.status === 'hung').length,
+    failures: ops
+      .filter((op) => !op.ok)
+      .reduce<Record<string, number>>((counts, op) => {
+        const key = `${op.kind} ${op.status} ${op.code ?? ''}`.trim();
+        counts[key] = (counts[key] ?? 0) + 1;
+        return counts;
+      }, {}),
+  };
+}
+
+function safeCode(text: string): string | undefined {
+  try {
+    return (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What failed in each window, by kind, status and code. */
+export function formatFailures(rows: WindowReport[]): string {
+  return rows
+    .filter((row) => Object.keys(row.failures).length > 0)
+    .map((row) => `${row.fault}: ${Object.entries(row.failures).map(([key, count]) => `${key} ×${count}`).join(', ')}`)
+    .join('\n');
+}
+
+/** The table `make chaos` prints. */
+export function formatTable(rows: WindowReport[]): string {
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup', 'actions accepted/incomplete/dup', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
+  const lines = rows.map((row) => [
+    row.fault,
+    String(row.proxyOk),
+    String(row.proxyFailed),
+    `${(row.errorRate * 100).toFixed(2)}%`,
+    `${(row.recoveryMs / 1000).toFixed(1)} s`,
+    `${row.webhooksAcked}/${row.webhooksLost}/${row.webhooksDuplicated}`,
+    String(row.deliveriesDuplicated),
+    `${row.actionsAccepted}/${row.actionsIncomplete}/${row.actionsDuplicated}`,
+    row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
+    String(row.refreshFailures),
+    String(row.connectFailed),
+    String(row.hung),
+  ]);
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...lines.map((cells) => `| ${cells.join(' | ')} |`)].join('\n');
+}
+
+/** SIGKILL NATS node `index`, keep it away `downMs`, start it again. */
+export function killNatsNode(index: number, downMs: number): Fault {
+  return {
+    name: `NATS node ${index + 1} SIGKILL, restarted after ${downMs / 1000} s`,
+    run: async (stack) => {
+      const node = stack.natsCluster!.nodes[index]!;
+      await node.kill();
+      await sleep(downMs);
+      await node.restart();
+    },
+  };
+}
+
+/** SIGKILL replica `index` of `service`, start it again after `downMs`. */
+export function killReplica(service: ServiceName, index: number, downMs: number): Fault {
+  return {
+    name: `${service} replica ${index + 1} SIGKILL`,
+    run: async (stack) => {
+      await stack.kill(service, index);
+      await sleep(downMs);
+      await stack.start(service, index);
+    },
+  };
+}
+
+export function restartDatabase(downMs: number): Fault {
+  return {
+    name: `FerretDB restart (${downMs / 1000} s away)`,
+    run: async (stack) => {
+      if (!stack.mongo.restart) throw new Error('this MongoDB-wire server cannot be restarted by the test (MONGODB_URI or a container)');
+      await stack.mongo.restart(downMs);
+    },
+  };
+}
+
+/** SIGTERM then start, one replica at a time, every service, as a Kubernetes rolling update. */
+export function rollingRestart(services: readonly ServiceName[], replicas: number): Fault {
+  return {
+    name: 'rolling restart (SIGTERM, one replica at a time)',
+    run: async (stack) => {
+      for (const service of services) {
+        for (let index = 0; index < replicas; index++) {
+          const code = await stack.stop(service, index);
+          if (code !== 0) throw new Error(`${service} replica ${index + 1} exited ${code} on SIGTERM`);
+          await stack.start(service, index);
+        }
+      }
+    },
+  };
+}
