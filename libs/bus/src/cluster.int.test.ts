@@ -1,9 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { ping } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
 import { startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
+import { connectionOf } from './bus-connection.js';
+import { createBus, type Bus } from './create-bus.js';
 
 let cluster: TestNatsCluster;
+const logger = createLogger({ service: 'test', silent: true });
 
 beforeAll(async () => {
   cluster = await startNatsCluster();
@@ -45,6 +50,40 @@ describe('startNatsCluster', () => {
       expect((await jsm.streams.info('CLUSTER_CHECK')).config.num_replicas).toBe(3);
     } finally {
       await nc.close();
+    }
+  }, 60_000);
+
+  it('moves a bus whose node dies to another node: requests work again within 5 s', async () => {
+    const buses: Bus[] = [];
+    const login = async (service: 'proxy' | 'gateway') => {
+      const bus = await createBus({ servers: cluster.url, service, identity: cluster.credentials(service), logger, requestTimeoutMs: 1_000 });
+      buses.push(bus);
+      return bus;
+    };
+    try {
+      const [proxy, gateway] = await Promise.all([login('proxy'), login('gateway')]);
+      proxy.serve(ping.proxy, () => ({ service: 'proxy', instance: 'one', uptime_ms: 0 }));
+      await proxy.flush();
+      await expect(gateway.request(ping.proxy, {})).resolves.toMatchObject({ instance: 'one' });
+
+      // Kill the node the caller is on (the server may be on it too).
+      const address = connectionOf(gateway).nc.getServer();
+      const node = cluster.nodes.find((candidate) => candidate.url.endsWith(`:${address.split(':').pop()}`));
+      if (!node) throw new Error(`no node at ${address}`);
+      await node.kill();
+      const killedAt = Date.now();
+      let answered: number | undefined;
+      while (answered === undefined && Date.now() - killedAt < 10_000) {
+        answered = await gateway.request(ping.proxy, {}, { timeoutMs: 500 }).then(
+          () => Date.now() - killedAt,
+          () => undefined,
+        );
+      }
+      expect(answered).toBeLessThan(5_000);
+      expect(connectionOf(gateway).nc.getServer()).not.toBe(address);
+      await node.restart();
+    } finally {
+      await Promise.all(buses.map((bus) => bus.close()));
     }
   }, 60_000);
 });
