@@ -62,7 +62,7 @@ describe('startNatsCluster', () => {
     };
     try {
       const [proxy, gateway] = await Promise.all([login('proxy'), login('gateway')]);
-      proxy.serve(ping.proxy, () => ({ service: 'proxy', instance: 'one', uptime_ms: 0 }));
+      proxy.serve(ping.proxy, () => ({ service: 'proxy' as const, instance: 'one', uptime_ms: 0 }));
       await proxy.flush();
       await expect(gateway.request(ping.proxy, {})).resolves.toMatchObject({ instance: 'one' });
 

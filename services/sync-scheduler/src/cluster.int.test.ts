@@ -92,15 +92,13 @@ describe('sync-scheduler on a NATS cluster', () => {
       const leader = cluster.nodes.find((node) => node.name === leaderName);
       expect(leader).toBeDefined();
       await leader!.kill();
-      // A holder again (renewing the same lease, or taking it over after its TTL) on the two left.
-      const killedAt = Date.now();
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // A holder again on the two nodes left: the same one renewing, or, if its renewal failed
+      // during the election (it stops leading at once), another after the entry's TTL.
       await eventually(() => (contenders.some(({ lease }) => lease.holding()) ? true : undefined), 20_000, 'a holder after the node died');
-      const holderAfter = Date.now() - killedAt;
       await new Promise((resolve) => setTimeout(resolve, 3_000));
-      expect(contenders.filter(({ lease }) => lease.holding())).toHaveLength(1);
+      await eventually(() => (contenders.some(({ lease }) => lease.holding()) ? true : undefined), 20_000, 'a holder still');
+      // Never two at once, through it all.
       expect(both).toBe(0);
-      expect(holderAfter).toBeLessThan(20_000);
       await leader!.restart();
     } finally {
       running = false;

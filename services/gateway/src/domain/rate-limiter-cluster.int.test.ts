@@ -6,6 +6,7 @@ import { createRateLimiter, type RateLimiter } from './rate-limiter.js';
 
 // The shared window on a three-node NATS cluster, its bucket in 3 replicas.
 let cluster: TestNatsCluster;
+const WINDOW_START = Math.floor(Date.now() / 60_000) * 60_000;
 const buses: Bus[] = [];
 
 async function replica(index: number, limit: number, bucket: string): Promise<{ bus: Bus; limiter: RateLimiter }> {
@@ -15,7 +16,8 @@ async function replica(index: number, limit: number, bucket: string): Promise<{ 
   const bus = await createBus({ servers, service: 'gateway', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3 });
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
-  return { bus, limiter: createRateLimiter({ store }, { limit, windowMs: 600_000 }) };
+  // One window throughout, whatever the wall clock: the budget must not renew mid-test.
+  return { bus, limiter: createRateLimiter({ store, now: () => WINDOW_START + 1_000 }, { limit, windowMs: 60_000 }) };
 }
 
 beforeAll(async () => {
