@@ -15,6 +15,9 @@ export function createDeliveryRepo(connection: Connection) {
      */
     recordAttempt: (environment: EnvironmentId, attempt: Omit<DeliveryAttemptDoc, '_id' | 'environment_id'>): Promise<void> =>
       writes.add({ ...attempt, _id: `${attempt.delivery}:${attempt.attempt}`, environment_id: environment }),
+    /** Whether an attempt of this delivery reached the customer already (a 2xx was recorded). */
+    wasDelivered: async (environment: EnvironmentId, delivery: string): Promise<boolean> =>
+      (await attempts.exists({ environment_id: environment, delivery, outcome: 'delivered' })) !== null,
     /** A delivery's attempts, first to last; the last one says where it stands. */
     attemptsOf: (environment: EnvironmentId, delivery: string) =>
       attempts.find({ environment_id: environment, delivery }).sort({ at: 1 }).lean<DeliveryAttemptDoc[]>().exec(),

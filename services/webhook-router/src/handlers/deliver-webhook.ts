@@ -9,7 +9,7 @@ import { signatureHeaders, type WebhookSender } from '../delivery/send-webhook.j
 
 export interface DeliverDeps {
   logger: Logger;
-  deliveries: DeliveryRepo;
+  deliveries: Pick<DeliveryRepo, 'recordAttempt' | 'wasDelivered'>;
   sender: Pick<WebhookSender, 'send'>;
   breakers: CircuitBreakers;
   /** The environment's signing secrets, newest first (two during a rotation's overlap). */
@@ -18,7 +18,7 @@ export interface DeliverDeps {
 }
 
 /**
- * One attempt at one delivery. Success (2xx) acks. Network errors, timeouts, 5xx, 408 and 429
+ * One attempt at one delivery. A redelivery of one already delivered acks without sending. Success (2xx) acks. Network errors, timeouts, 5xx, 408 and 429
  * come back after a back-off (Retry-After honoured) until the retry window closes; any other
  * answer, or a URL the SSRF rules refuse, is final. Every attempt is recorded. While a URL's
  * circuit is open its deliveries wait without an attempt.
@@ -28,6 +28,13 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const scope = environmentId(job.environment_id);
     const deliveryId = `${job.webhook_id}:${job.target}`;
     const createdAt = new Date(job.created_at);
+
+    // Handed over again: its last holder may have delivered it and lost the ack (its NATS node
+    // died, or the process right after recording). The customer gets each webhook-id once.
+    if (msg.info.deliveryCount > 1 && (await deps.deliveries.wasDelivered(scope, deliveryId))) {
+      deps.logger.info('webhook delivered before its redelivery; not sending it again', { webhook_id: job.webhook_id, target: job.target });
+      return;
+    }
 
     // An open circuit holds the delivery without an attempt, unless the wait would outlast the
     // retry window: then it gets its last attempt now.

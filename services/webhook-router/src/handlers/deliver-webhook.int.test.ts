@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Connection } from 'mongoose';
+import type { JobMessage } from '@latchkey/bus';
+import type { WebhookDelivery } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { connectMongo } from '@latchkey/mongo';
+import { createAddressPolicy, parseCidrList } from '@latchkey/net';
+import { startMongo, type TestMongo, uniqueDbName } from '@latchkey/testing';
+import { createDeliveryRepo } from '../db/delivery-repo.js';
+import { createWebhookSender } from '../delivery/send-webhook.js';
+import { createCircuitBreakers } from '../domain/circuit-breaker.js';
+import { deliverWebhookHandler } from './deliver-webhook.js';
+
+const logger = createLogger({ service: 'test', silent: true });
+let mongo: TestMongo;
+let connection: Connection;
+let receiver: Server;
+let url: string;
+const received: string[] = [];
+
+beforeAll(async () => {
+  mongo = await startMongo();
+  connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('deliver'), logger });
+  receiver = createServer((req, res) => {
+    received.push(String(req.headers['webhook-id']));
+    req.resume();
+    req.on('end', () => res.writeHead(200).end('ok'));
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+}, 60_000);
+
+afterAll(async () => {
+  await connection?.close();
+  await mongo?.dispose();
+  await new Promise((resolve) => receiver?.close(resolve));
+});
+
+/** A message as JetStream hands it over the `deliveryCount`-th time (only its count is read). */
+const delivery = (deliveryCount: number) => ({ info: { deliveryCount } }) as unknown as JobMessage;
+
+it('does not send a webhook again when JetStream hands over a delivery whose ack was lost', async () => {
+  const deliveries = createDeliveryRepo(connection);
+  await deliveries.init();
+  const sender = createWebhookSender({ policy: createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') }), timeoutMs: 5000 });
+  const handle = deliverWebhookHandler({
+    logger,
+    deliveries,
+    sender,
+    breakers: createCircuitBreakers({ threshold: 5, cooldownMs: 1000 }),
+    signingKeys: async () => [`whsec_${Buffer.alloc(32, 1).toString('base64')}`],
+    retry: { baseMs: 100, capMs: 1000, windowMs: 60_000 },
+  });
+  const job: WebhookDelivery = { webhook_id: 'msg_once', environment_id: 'env_a', target: 'primary', url, kind: 'forward', body: '{"n":1}', created_at: new Date().toISOString() };
+
+  await expect(handle(job, delivery(1))).resolves.toBeUndefined();
+  expect(received).toEqual(['msg_once']);
+  // Delivered and recorded, but the ack never reached JetStream (the node died): it comes back.
+  await expect(handle(job, delivery(2))).resolves.toBeUndefined();
+  expect(received).toEqual(['msg_once']);
+  sender.close();
+}, 30_000);
