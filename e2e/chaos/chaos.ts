@@ -100,7 +100,7 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
   const errors: string[] = [];
   const stack = await startStack({
     onOutput: (service, text) => {
-      for (const line of text.split('\n')) if (line.includes('"level":"error"')) errors.push(`[${service}] ${line}`);
+      for (const line of text.split('\n')) if (line.includes('"level":"error"') || line.includes('"level":"warn"')) errors.push(`[${service}] ${line}`);
     },
     gateways: options.replicas,
     replicas,
@@ -118,7 +118,7 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
   await must(http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { webhook_url: receiver.url } }), 'webhook URL');
   await must(api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'api' }), 'api integration');
   await must(api('POST', '/connections', { provider_config_key: 'api', connection_id: 'conn-1', credentials: { type: 'API_KEY', apiKey: 'k' } }), 'api connection');
-  await must(api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth' }), 'oauth integration');
+  await must(api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth', credentials: { client_id: 'test-client', client_secret: 'test-secret' } }), 'oauth integration');
   const tokens = await authorizationCodeTokens(oauth);
   const expiresAt = new Date(Date.now() + TOKEN_LIFETIME_S * 1000).toISOString();
   await must(
@@ -257,7 +257,9 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
   }
   log('load stopped; waiting for queued work to settle');
   await settle(rig, load.ops);
-  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.start >= window.from && op.start < window.to)));
+  // A request belongs to the window it was answered in: one sent just before a fault and cut
+  // short by it counts against that fault.
+  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.end >= window.from && op.end < window.to)));
 }
 
 /** Waits (bounded) until every accepted webhook was forwarded and every accepted action completed. */
@@ -335,6 +337,33 @@ function safeCode(text: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Every refresh the provider saw, in order: which token it presented (#n), whether it was seen before, the answer. */
+export function refreshSummary(rig: ChaosRig): string {
+  const numbers = new Map<string, number>();
+  return rig.oauth.stats.tokenRequestLog
+    .filter((request) => request.grantType === 'refresh_token')
+    .map((request) => {
+      const token = request.body['refresh_token'] ?? '';
+      const again = numbers.has(token);
+      if (!again) numbers.set(token, numbers.size + 1);
+      return `#${numbers.get(token)}${again ? ' (again)' : ''} → ${request.status ?? 'pending'}`;
+    })
+    .join(', ');
+}
+
+/** Webhook-ids the receiver got more than once, with the time of each attempt (its webhook-timestamp). */
+export function duplicateSummary(rig: ChaosRig): string {
+  const byId = new Map<string, string[]>();
+  for (const item of rig.receiver.received) {
+    const id = String(item.headers['webhook-id']);
+    byId.set(id, [...(byId.get(id) ?? []), `${item.json.type} at ${String(item.headers['webhook-timestamp'])}`]);
+  }
+  return [...byId.entries()]
+    .filter(([, seen]) => seen.length > 1)
+    .map(([id, seen]) => `${id}: ${seen.join(', ')}`)
+    .join('\n');
 }
 
 /** What failed in each window, by kind, status and code. */
