@@ -46,9 +46,13 @@ export interface WindowReport {
   webhooksDuplicated: number;
   actionsAccepted: number;
   actionsIncomplete: number;
+  /** Their ids, to look into. */
+  incompleteActionIds: string[];
   /** Accepted actions that completed more than once (two completion webhooks of their own). */
   actionsDuplicated: number;
   deliveriesDuplicated: number;
+  /** Webhook-ids sent again because the webhook-router replica that sent them was killed before recording it. */
+  deliveriesResentAfterKill: number;
   /** Token requests per refresh token presented: 1 means one refresh per expiry. */
   tokenRequestsPerExpiry: number;
   refreshFailures: number;
@@ -259,7 +263,8 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
   await settle(rig, load.ops);
   // A request belongs to the window it was answered in: one sent just before a fault and cut
   // short by it counts against that fault.
-  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.end >= window.from && op.end < window.to)));
+  const routerKills = windows.filter((window) => window.fault.startsWith('webhook-router') && window.fault.includes('SIGKILL')).map((window) => window.from);
+  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.end >= window.from && op.end < window.to), routerKills));
 }
 
 /** Waits (bounded) until every accepted webhook was forwarded and every accepted action completed. */
@@ -278,7 +283,10 @@ async function settle(rig: ChaosRig, ops: Op[]): Promise<void> {
   await sleep(2000);
 }
 
-function report(rig: ChaosRig, window: Window, ops: Op[]): WindowReport {
+/** A webhook-router replica SIGKILLed this soon after sending a webhook may die before recording it: JetStream hands it over again. */
+const IN_FLIGHT_AT_KILL_MS = 5000;
+
+function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[]): WindowReport {
   const proxy = ops.filter((op) => op.kind === 'proxy-key' || op.kind === 'proxy-oauth');
   const proxyFailed = proxy.filter((op) => !op.ok);
   const lastFailure = Math.max(window.from, ...proxyFailed.map((op) => op.end));
@@ -287,17 +295,31 @@ function report(rig: ChaosRig, window: Window, ops: Op[]): WindowReport {
   const acked = ops.filter((op) => op.kind === 'webhook' && op.ok);
   const forwardsOf = (marker: string) => received.filter((item) => item.json.type === 'forward' && item.json.payload?.marker === marker);
   const webhooksLost = acked.filter((op) => forwardsOf(op.key!).length === 0).length;
-  const webhooksDuplicated = acked.filter((op) => forwardsOf(op.key!).length > 1).length;
+  // Forwarded twice as two webhooks (two webhook-ids); the same webhook-id twice counts under deliveries.
+  const webhooksDuplicated = acked.filter((op) => new Set(forwardsOf(op.key!).map((item) => String(item.headers['webhook-id']))).size > 1).length;
 
   const accepted = ops.filter((op) => op.kind === 'action' && op.ok && op.key);
   const deliveriesOf = (id: string) => received.filter((item) => item.json.type === 'async_action' && item.json.id === id);
-  const actionsIncomplete = accepted.filter((op) => deliveriesOf(op.key!).filter((item) => item.json.success === true).length === 0).length;
+  const incomplete = accepted.filter((op) => deliveriesOf(op.key!).filter((item) => item.json.success === true).length === 0).map((op) => op.key!);
   // Customer webhook deliveries: duplicates per webhook-id at the receiver, over this window's forwards and completions.
   const windowIds = new Set<string>();
   let deliveriesDuplicated = 0;
+  let deliveriesResentAfterKill = 0;
+  const firstSent = new Map<string, number>();
+  for (const item of received) {
+    const id = String(item.headers['webhook-id']);
+    const at = Number(item.headers['webhook-timestamp']) * 1000;
+    if (!firstSent.has(id) || at < firstSent.get(id)!) firstSent.set(id, at);
+  }
   for (const item of [...acked.flatMap((op) => forwardsOf(op.key!)), ...accepted.flatMap((op) => deliveriesOf(op.key!))]) {
     const id = String(item.headers['webhook-id']);
-    if (windowIds.has(id)) deliveriesDuplicated++;
+    if (windowIds.has(id)) {
+      // Sent by a replica killed before it could record the attempt: the at-least-once case
+      // Standard Webhooks receivers deduplicate by webhook-id.
+      const first = firstSent.get(id)!;
+      if (routerKills.some((kill) => first >= kill - IN_FLIGHT_AT_KILL_MS && first <= kill + 1000)) deliveriesResentAfterKill++;
+      else deliveriesDuplicated++;
+    }
     windowIds.add(id);
   }
   const actionsDuplicated = accepted.filter((op) => new Set(deliveriesOf(op.key!).map((item) => String(item.headers['webhook-id']))).size > 1).length;
@@ -314,9 +336,11 @@ function report(rig: ChaosRig, window: Window, ops: Op[]): WindowReport {
     webhooksLost,
     webhooksDuplicated,
     actionsAccepted: accepted.length,
-    actionsIncomplete,
+    actionsIncomplete: incomplete.length,
+    incompleteActionIds: incomplete,
     actionsDuplicated,
     deliveriesDuplicated,
+    deliveriesResentAfterKill,
     tokenRequestsPerExpiry: presented.size === 0 ? 0 : refreshes.length / presented.size,
     refreshFailures: refreshes.filter((request) => request.status !== 200).length,
     connectFailed: ops.filter((op) => op.kind === 'connect-session' && !op.ok).length,
@@ -366,6 +390,17 @@ export function duplicateSummary(rig: ChaosRig): string {
     .join('\n');
 }
 
+/** Where each incomplete action stands: its status as GET /action/{id} answers, and the completion webhooks it got. */
+export async function incompleteSummary(rig: ChaosRig, rows: WindowReport[]): Promise<string> {
+  const lines: string[] = [];
+  for (const id of rows.flatMap((row) => row.incompleteActionIds)) {
+    const status = await http(`${rig.stack.url}/action/${id}`, { token: rig.stack.bootstrapKey }).catch((error: unknown) => ({ status: String(error), json: null }));
+    const webhooks = rig.receiver.received.filter((item) => item.json.type === 'async_action' && item.json.id === id).map((item) => JSON.stringify(item.json));
+    lines.push(`${id}: GET ${status.status} ${JSON.stringify(status.json)}; webhooks: ${webhooks.join(' ') || 'none'}`);
+  }
+  return lines.join('\n');
+}
+
 /** What failed in each window, by kind, status and code. */
 export function formatFailures(rows: WindowReport[]): string {
   return rows
@@ -376,7 +411,7 @@ export function formatFailures(rows: WindowReport[]): string {
 
 /** The table `make chaos` prints. */
 export function formatTable(rows: WindowReport[]): string {
-  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup', 'actions accepted/incomplete/dup', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
   const lines = rows.map((row) => [
     row.fault,
     String(row.proxyOk),
@@ -384,7 +419,7 @@ export function formatTable(rows: WindowReport[]): string {
     `${(row.errorRate * 100).toFixed(2)}%`,
     `${(row.recoveryMs / 1000).toFixed(1)} s`,
     `${row.webhooksAcked}/${row.webhooksLost}/${row.webhooksDuplicated}`,
-    String(row.deliveriesDuplicated),
+    `${row.deliveriesDuplicated} (${row.deliveriesResentAfterKill})`,
     `${row.actionsAccepted}/${row.actionsIncomplete}/${row.actionsDuplicated}`,
     row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
     String(row.refreshFailures),
