@@ -14,7 +14,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await rig?.dispose();
-});
+}, 120_000);
 
 it('loses nothing when a NATS node and one replica of each service are killed under load', async () => {
   const rows = await runChaos(rig, {
