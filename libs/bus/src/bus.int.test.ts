@@ -19,6 +19,7 @@ const large = defineRequest('test.large', z.object({ bytes: z.number().int() }),
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
+const handedBack = defineEvent('test.handed_back', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -114,6 +115,38 @@ describe('events and consumers', () => {
     await running.stop();
     expect(seen.sort()).toEqual([1, 2, 3]);
     expect(failedOnce).toBe(true);
+  });
+});
+
+describe('a consumer that stops', () => {
+  it('finishes the messages in hand and hands back at once those fetched but not started', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const first: number[] = [];
+    const second: number[] = [];
+    const options = { bus: server, logger, stream: STREAMS.events.name, durable: 'test-handed-back', contract: handedBack, concurrency: 2, ackWaitMs: 30_000 };
+    const stopping = await consume({
+      ...options,
+      handler: async ({ n }) => {
+        first.push(n);
+        await gate;
+      },
+    });
+    for (let n = 1; n <= 8; n++) await client.publish(handedBack, { n });
+    const inHand = Date.now() + 5000;
+    while (first.length < 2 && Date.now() < inHand) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(first).toHaveLength(2);
+    const stopped = stopping.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    await stopped;
+    // Only the two in hand ran here; the rest go to the next consumer well before the ack wait.
+    expect(first).toHaveLength(2);
+    const next = await consume({ ...options, handler: async ({ n }) => void second.push(n) });
+    const deadline = Date.now() + 5000;
+    while (first.length + second.length < 8 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await next.stop();
+    expect([...first, ...second].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
 });
 
