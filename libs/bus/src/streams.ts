@@ -2,11 +2,17 @@ import { nanos } from '@nats-io/transport-node';
 import { STREAMS } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
 
-/** Creates the EVENTS and JOBS streams if absent; every service calls this at start, idempotently. */
+/** Creates the streams of STREAMS (EVENTS, JOBS, OPERATIONS) if absent; every service calls this at start, idempotently. */
 export async function ensureStreams(bus: Bus): Promise<void> {
   const jsm = await bus.jetstreamManager();
   for (const stream of Object.values(STREAMS)) {
-    const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs), num_replicas: bus.jetstreamReplicas };
+    const config = {
+      name: stream.name,
+      subjects: [...stream.subjects],
+      max_age: nanos(stream.maxAgeMs),
+      ...('maxBytes' in stream ? { max_bytes: stream.maxBytes } : {}),
+      num_replicas: bus.jetstreamReplicas,
+    };
     try {
       await jsm.streams.info(stream.name);
       await jsm.streams.update(stream.name, config);
