@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { operationsContracts, type Operation, type OperationRecorder } from '@latchkey/contracts';
-import type { Logger } from '@latchkey/logger';
 import type { Bus } from './create-bus.js';
+
+/** Where the log says it dropped operations (once a minute at most). */
+export interface OperationLogLogger {
+  warn(message: string, meta: Record<string, unknown>): unknown;
+}
 
 /** An operation as a service reports it; the recorder gives it its id. */
 export type RecordedOperation = Omit<Operation, 'id'>;
@@ -9,7 +13,7 @@ export type RecordedOperation = Omit<Operation, 'id'>;
 export interface OperationRecorderOptions {
   /** Sends one batch; a rejection drops the batch (counted), it is never retried in memory. */
   send: (operations: Operation[]) => Promise<void>;
-  logger: Pick<Logger, 'warn'>;
+  logger: OperationLogLogger;
   /** A batch leaves this long after its first operation at most. */
   flushMs?: number;
   /** A batch leaves as soon as it holds this many. */
@@ -122,7 +126,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
 }
 
 /** The operation log of one service, sending its batches on its own OPERATIONS subject. */
-export function busOperationLog(bus: Bus, logger: Pick<Logger, 'warn'>, service: OperationRecorder, options: Omit<OperationRecorderOptions, 'send' | 'logger'> = {}): OperationLog {
+export function busOperationLog(bus: Bus, logger: OperationLogLogger, service: OperationRecorder, options: Omit<OperationRecorderOptions, 'send' | 'logger'> = {}): OperationLog {
   const contract = operationsContracts[service];
   return createOperationLog({ ...options, logger, send: (operations) => bus.enqueue(contract, { operations }) });
 }

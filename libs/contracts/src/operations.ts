@@ -49,15 +49,15 @@ export const operationView = operation.omit({ environment_id: true });
 export type OperationView = z.infer<typeof operationView>;
 
 /** Operations of one service, sent together (a batch per ~250 ms or per many items). */
-function operationsBatch<S extends OperationRecorder>(service: S): JobContract {
+function operationsBatch<S extends OperationRecorder>(service: S) {
   const types = OPERATION_OWNERS[service] as unknown as [OperationType, ...OperationType[]];
   return {
-    kind: 'job',
+    kind: 'job' as const,
     name: `operations.recorded.${service}`,
     subject: `operations.recorded.${service}`,
     stream: 'OPERATIONS',
     payload: z.object({ operations: z.array(z.object({ type: z.enum(types), ...operationFields })).min(1).max(1000) }),
-  };
+  } satisfies JobContract;
 }
 
 export const operationsContracts = {
