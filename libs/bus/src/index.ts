@@ -30,3 +30,4 @@ export {
   type OperationRecorderStats,
   type RecordedOperation,
 } from './operation-recorder.js';
+export { recordedHandler, type OperationScope } from './recorded-handler.js';

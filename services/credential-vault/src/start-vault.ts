@@ -1,4 +1,4 @@
-import { busOperationLog, consume, openKv } from '@latchkey/bus';
+import { busOperationLog, consume, openKv, recordedHandler } from '@latchkey/bus';
 import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
@@ -51,7 +51,6 @@ import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { syncRunHandler } from './handlers/sync-runs.js';
 import { matchConnectionHandler, matchConnectionsHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
 import { createRefresher } from './refresh/refresher.js';
-import { recordedConnectStep } from './domain/connect-operations.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
 const CONNECTION_CACHE_TTL_MS = 30_000;
@@ -158,11 +157,11 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   };
   const byAnswer = async (_request: unknown, answer: { connectionId: string; providerConfigKey: string; environment_id?: string | undefined } | undefined) =>
     answer?.environment_id === undefined ? undefined : { environment_id: answer.environment_id, integration_id: answer.providerConfigKey, connection_id: answer.connectionId };
-  bus.serve(vaultContracts.connectWithSession, recordedConnectStep(operations, connectWithSessionHandler(oauthDeps), bySession));
-  bus.serve(vaultContracts.connectClientCredentials, recordedConnectStep(operations, connectClientCredentialsHandler(oauthDeps), bySession));
-  bus.serve(vaultContracts.startOAuth, recordedConnectStep(operations, startOAuthHandler(oauthDeps), (request) => bySession(request, undefined)));
-  bus.serve(vaultContracts.finishOAuth, recordedConnectStep(operations, finishOAuthHandler(oauthDeps), byAnswer));
-  bus.serve(vaultContracts.finishOAuth1, recordedConnectStep(operations, finishOAuth1Handler(oauthDeps), byAnswer));
+  bus.serve(vaultContracts.connectWithSession, recordedHandler(operations, 'connect', connectWithSessionHandler(oauthDeps), bySession));
+  bus.serve(vaultContracts.connectClientCredentials, recordedHandler(operations, 'connect', connectClientCredentialsHandler(oauthDeps), bySession));
+  bus.serve(vaultContracts.startOAuth, recordedHandler(operations, 'connect', startOAuthHandler(oauthDeps), (request) => bySession(request, undefined)));
+  bus.serve(vaultContracts.finishOAuth, recordedHandler(operations, 'connect', finishOAuthHandler(oauthDeps), byAnswer));
+  bus.serve(vaultContracts.finishOAuth1, recordedHandler(operations, 'connect', finishOAuth1Handler(oauthDeps), byAnswer));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));

@@ -1,37 +1,41 @@
-import { traceIdOf, type OperationLog } from '@latchkey/bus';
+import type { OperationType } from '@latchkey/contracts';
+import { traceIdOf, type OperationLog } from './operation-recorder.js';
 import { toAppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 
-/** Where a connect-flow step belongs in the operations log. */
-export interface StepScope {
+/** Where an operation belongs in the log. */
+export interface OperationScope {
   environment_id: string;
   integration_id?: string;
   connection_id?: string;
 }
 
 /**
- * Wraps a connect-flow handler so that each step is logged as a `connect` operation, success
- * or failure, with the error's code and coded message (never the request: it holds the end
- * user's credentials). `scopeOf` names the environment from the request or the answer; a step
- * it cannot place (an unknown session token or state) is not logged, since no environment
- * may see it. Logging never delays the answer nor changes it.
+ * Wraps a request handler so that each call is logged as an operation of `type`, success or
+ * failure, with the error's code and coded message (never the request: it may hold credentials),
+ * the request id and the trace id of the `traceparent` header it came with. `scopeOf` names
+ * the environment from the request or the answer; a call it cannot place (an unknown session
+ * token, say) is not logged, since no environment may see it. Logging never delays the answer
+ * nor changes it.
  */
-export function recordedConnectStep<Req, Res>(
+export function recordedHandler<Req, Res>(
   operations: Pick<OperationLog, 'record'>,
+  type: OperationType,
   handler: (request: Req) => Promise<Res>,
-  scopeOf: (request: Req, answer: Res | undefined) => Promise<StepScope | undefined>,
+  scopeOf: (request: Req, answer: Res | undefined) => OperationScope | undefined | Promise<OperationScope | undefined>,
 ): (request: Req, msg?: { headers?: { get(name: string): string } | undefined }) => Promise<Res> {
   return async (request, msg) => {
     const startedAt = Date.now();
     const requestId = currentRequestId();
     const traceId = traceIdOf(msg?.headers?.get('traceparent'));
     const record = (answer: Res | undefined, error: unknown) => {
-      scopeOf(request, answer)
+      Promise.resolve()
+        .then(() => scopeOf(request, answer))
         .then((scope) => {
           if (!scope) return;
           const appError = error === undefined ? undefined : toAppError(error);
           operations.record({
-            type: 'connect',
+            type,
             ...scope,
             status: appError ? 'failure' : 'success',
             started_at: new Date(startedAt).toISOString(),
