@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Latchkey } from '@latchkey/client';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
@@ -174,6 +175,12 @@ describe('the operations log', () => {
     const two = await allOperations('type=deploy,connect');
     expect(new Set(two.map((operation) => operation.type))).toEqual(new Set(['deploy', 'connect']));
     expect((await api('GET', '/operations?type=nope')).status).toBe(400);
+
+    // The packaged client reads the same log.
+    const client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
+    const page = await client.listOperations({ type: ['deploy', 'connect'], limit: 1 });
+    expect(page.operations).toEqual([two[0]]);
+    expect(await client.getOperation(two[0]!.id)).toEqual(two[0]);
   }, 60_000);
 
   it('needs environment:operations:read, and shows an environment only its own operations', async () => {
