@@ -39,9 +39,17 @@ export interface OperationLog {
   flush(): Promise<void>;
 }
 
-/** A time-ordered, unique id: a batch delivered twice is stored once. */
+/** Random per process: two processes never make the same id. */
+const PROCESS_TAG = randomBytes(6).toString('base64url');
+let sequence = 0;
+
+/**
+ * A time-ordered, unique id: its start time (base 36, 9 characters: the gateway pages by it),
+ * this process's tag and a counter. A batch delivered twice is then stored once.
+ */
 export function newOperationId(now = Date.now()): string {
-  return `${now.toString(36).padStart(9, '0')}${randomBytes(9).toString('base64url')}`;
+  sequence = (sequence + 1) % 36 ** 6;
+  return `${Math.max(0, Math.floor(now)).toString(36).padStart(9, '0')}${PROCESS_TAG}${sequence.toString(36).padStart(6, '0')}`;
 }
 
 /**
