@@ -3,6 +3,7 @@ import { OPERATION_OWNERS, operationsContracts, operationsDurableOf, streamOf, t
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { OperationRepo } from '../db/operation-repo.js';
+import { fromDatabase } from '../db/unavailable.js';
 
 const DAY_MS = 24 * 3600_000;
 
@@ -24,7 +25,12 @@ export async function consumeOperations(deps: { bus: Bus; logger: Logger; operat
         batchSize: 50,
         concurrency: 1,
         handler: async (items) => {
-          await deps.operations.insert(items.flatMap(({ payload }) => payload.operations));
+          try {
+            await deps.operations.insert(items.flatMap(({ payload }) => payload.operations));
+          } catch (error) {
+            // The database away is retried (nak with back-off), not given up.
+            throw fromDatabase(error) ?? error;
+          }
           return items.map(() => ({ ok: true }));
         },
       });
