@@ -110,7 +110,8 @@ describe('the operations log', () => {
       proxy: { method: 'GET', path: '/echo/items/7', upstream_status: 200 },
     });
     expect(proxied).toBeDefined();
-    if (requestId) expect(found?.request_id).toBe(requestId);
+    expect(requestId).toBeTruthy();
+    expect(found?.request_id).toBe(requestId);
     expect(found?.duration_ms).toBeGreaterThanOrEqual(0);
     const one = await api('GET', `/operations/${found?.id}`);
     expect(one.status).toBe(200);
