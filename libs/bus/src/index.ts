@@ -20,3 +20,14 @@ export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThro
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';
 export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export {
+  busOperationLog,
+  createOperationLog,
+  newOperationId,
+  traceIdOf,
+  type OperationLog,
+  type OperationRecorderOptions,
+  type OperationRecorderStats,
+  type RecordedOperation,
+} from './operation-recorder.js';
+export { recordedHandler, type OperationScope } from './recorded-handler.js';

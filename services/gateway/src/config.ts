@@ -41,6 +41,12 @@ export const configSchema = baseServiceSchema('gateway', 0)
     PROXY_TIMEOUT_MS: positiveInt(30_000),
     /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */
     FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+    /** Days the operations log keeps an operation. */
+    OPERATIONS_RETENTION_DAYS: positiveInt(14),
+    /** Operations kept per environment at most; the sweep drops the oldest past it. */
+    OPERATIONS_MAX_PER_ENVIRONMENT: positiveInt(1_000_000),
+    /** How often the operations log is swept (retention and size). */
+    OPERATIONS_SWEEP_INTERVAL_MS: positiveInt(10 * 60_000),
   });
 
 export type Config = z.infer<typeof configSchema>;

@@ -9,6 +9,7 @@ import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
 import { createGivenUpRepo } from './db/given-up-repo.js';
+import { createOperationRepo } from './db/operation-repo.js';
 import { answeringUnavailable } from './db/unavailable.js';
 import { digestApiKey, keyFormat } from './domain/api-key-secrets.js';
 import { createAuthFailureLimiter } from './domain/auth-failures.js';
@@ -20,6 +21,7 @@ import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { createEnvironmentCache } from './domain/environment-cache.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
+import { consumeOperations, operationsSweeper } from './domain/operations-log.js';
 import { createProviderLogos } from './domain/provider-logos.js';
 import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
@@ -38,7 +40,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
-  await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init()]);
+  const operations = createOperationRepo(mongo);
+  await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init(), operations.init()]);
   const resealed = await environmentRepo.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
   // Keys stored before authentication looked digests up by _id get their entry (see api-key-repo).
@@ -89,6 +92,18 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   });
   runtime.onShutdown(() => givenUpRecords.stop());
 
+  // The operations log: stored from every service's batches, swept for age and size.
+  const operationConsumers = await consumeOperations({ bus, logger, operations });
+  runtime.onShutdown(() => Promise.all(operationConsumers.map((consumer) => consumer.stop())).then(() => undefined));
+  const sweepOperations = operationsSweeper(
+    { operations, environments, logger },
+    { retentionDays: config.OPERATIONS_RETENTION_DAYS, maxPerEnvironment: config.OPERATIONS_MAX_PER_ENVIRONMENT },
+  );
+  const sweepTimer = setInterval(() => {
+    sweepOperations().catch((error: unknown) => logger.warn('could not sweep the operations log', { error }));
+  }, config.OPERATIONS_SWEEP_INTERVAL_MS);
+  sweepTimer.unref();
+
   bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
   bus.serve(gatewayContracts.getSigningKeys, answeringUnavailable(getSigningKeysHandler({ environments })));
   const knownEnvironments = createKnownEnvironments(
@@ -110,6 +125,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     knownEnvironments,
     apiKeys,
     givenUp,
+    operations,
     logos: createProviderLogos(Object.values(simpleIcons).filter((icon): icon is simpleIcons.SimpleIcon => 'slug' in icon)),
     isReady: runtime.isReady,
   };
@@ -124,6 +140,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
 
   runtime.onShutdown(async () => {
     clearInterval(flushTimer);
+    clearInterval(sweepTimer);
     // Stop accepting; let requests in flight finish; idle keep-alive sockets close now.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import { createBus, createOperationLog, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import type { Operation } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
+  eventually,
   startMongo,
   startNats,
   startOAuthServer,
@@ -58,6 +60,9 @@ const keks = [{ version: 'v1', key: randomBytes(32) }];
  * fresh keyring loads the environment's data key when it first decrypts, right after the
  * connection was read under the lock, which is where replica A is paused.
  */
+/** Operations the replicas' refreshers logged. */
+const logged: Operation[] = [];
+
 function replica(keys: Connection): { refresher: Refresher; connections: ReturnType<typeof createConnectionRepo> } {
   const connection = direct;
   const connections = createConnectionRepo(connection);
@@ -76,6 +81,8 @@ function replica(keys: Connection): { refresher: Refresher; connections: ReturnT
     timeoutMs: 500,
     http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
     lockTtlMs: LOCK_TTL_MS,
+    // Batches are the gateway's concern (its own tests); here they are kept to be read.
+    operations: createOperationLog({ logger, flushMs: 1, send: async (batch) => void logged.push(...batch) }),
   });
   return { refresher, connections };
 }
@@ -186,6 +193,12 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   expect(aAnswer.credentials['access_token']).toBe(bResult.credentials['access_token']);
   // The client secret went only to the token endpoint, in the one request B made.
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+  // One call to the provider, one `refresh` in the operations log, and no secret in it.
+  await eventually(() => (logged.some((operation) => operation.connection_id === doc.connection_id) ? true : undefined), 5_000, 'the refresh logged');
+  const refreshes = logged.filter((operation) => operation.connection_id === doc.connection_id);
+  expect(refreshes).toEqual([expect.objectContaining({ type: 'refresh', status: 'success', environment_id: doc.environment_id, integration_id: doc.provider_config_key })]);
+  expect(JSON.stringify(refreshes)).not.toContain(CANARY_CLIENT_SECRET);
+  expect(JSON.stringify(refreshes)).not.toContain(firstRefreshToken);
 });
 
 it('case 13: a stale write loses the compare-and-set on the credentials version', async () => {

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { JsonKv } from '@latchkey/bus';
+import type { JsonKv, OperationLog } from '@latchkey/bus';
 import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
+import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
@@ -28,6 +29,8 @@ export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'conne
   http: HttpClient;
   /** Longer than `timeoutMs` (start-vault sees to it): a renewed lock outlives the provider call. */
   lockTtlMs: number;
+  /** The operations log: one `refresh` per call to the provider, with its outcome. */
+  operations: Pick<OperationLog, 'record'>;
 }
 
 const POLL_MS = 25;
@@ -80,6 +83,20 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     const client = await deps.integrationService.clientCredentials(integration);
     if (!(await locks.renew(lock))) return null;
     const now = new Date();
+    const logRefresh = (error?: AppError) => {
+      const requestId = currentRequestId();
+      deps.operations.record({
+        type: 'refresh',
+        environment_id: doc.environment_id,
+        status: error ? 'failure' : 'success',
+        started_at: now.toISOString(),
+        duration_ms: Math.max(0, Date.now() - now.getTime()),
+        integration_id: doc.provider_config_key,
+        connection_id: doc.connection_id,
+        ...(requestId === undefined ? {} : { request_id: requestId }),
+        ...(error ? { error: { code: error.code, message: error.message.slice(0, 1000) } } : {}),
+      });
+    };
     try {
       const fresh = await requestFreshCredentials(doc.credentials_type, {
         provider,
@@ -97,6 +114,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         refresh_failure: null,
         updated_at: now,
       };
+      logRefresh();
       if (!(await deps.connections.replaceCredentials(environment, doc._id, version, fields))) {
         deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
         return reread(doc);
@@ -105,6 +123,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
     } catch (error) {
       const appError = toAppError(error);
+      logRefresh(appError);
       const logId = randomUUID();
       const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
       await deps.logs.insert({ _id: logId, environment_id: doc.environment_id, connection: doc._id, at: now, code: appError.code, message: appError.message, payload: appError.payload ?? null });

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { pullStream, servePullStream } from '@latchkey/bus';
+import { pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
@@ -21,6 +21,31 @@ export interface ProxyDeps {
   cache: CredentialCache;
   upstream: UpstreamOptions;
   retryCapMs: number;
+  /** The operations log: one entry per call, never a header, query or body. */
+  operations: Pick<OperationLog, 'record'>;
+}
+
+/** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
+const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
+
+function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
+  const traceparent = meta.headers.find(([name]) => name.toLowerCase() === 'traceparent')?.[1];
+  const traceId = traceIdOf(traceparent);
+  const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
+  deps.operations.record({
+    type: 'proxy',
+    environment_id: meta.environment_id,
+    status: failed ? 'failure' : 'success',
+    started_at: new Date(startedAt).toISOString(),
+    duration_ms: Math.max(0, Date.now() - startedAt),
+    integration_id: meta.provider_config_key,
+    connection_id: meta.connection_id,
+    ...(meta.request_id === undefined ? {} : { request_id: meta.request_id }),
+    ...(traceId === undefined ? {} : { trace_id: traceId }),
+    // The coded message only: it never holds a credential (see libs/errors).
+    ...(outcome.error === undefined ? {} : { error: { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) } }),
+    proxy: { method: meta.method, path: loggedPath(meta), ...(outcome.upstreamStatus === undefined ? {} : { upstream_status: outcome.upstreamStatus }) },
+  });
 }
 
 const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
@@ -87,6 +112,8 @@ function decoderFor(encoding: string | undefined) {
 export function proxyRequestHandler(deps: ProxyDeps) {
   return async (call: IncomingProxyCall): Promise<void> => {
     const { meta } = call;
+    const startedAt = Date.now();
+    let upstreamStatus: number | undefined;
     try {
       const body: UpstreamCall['body'] =
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
@@ -98,11 +125,14 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         credentials = await fetchCredentials(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
       }
+      upstreamStatus = response.status;
       await reply(deps, call, credentials, response);
+      recordCall(deps, meta, startedAt, { upstreamStatus });
     } catch (error) {
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
       call.respond({ ok: false, error: appError.toBody() }, new Uint8Array(0));
+      recordCall(deps, meta, startedAt, { ...(upstreamStatus === undefined ? {} : { upstreamStatus }), error: appError });
     }
   };
 }

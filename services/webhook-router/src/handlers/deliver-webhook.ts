@@ -1,6 +1,6 @@
-import type { JobMessage } from '@latchkey/bus';
+import type { JobMessage, OperationLog } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
-import type { Logger } from '@latchkey/logger';
+import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
@@ -15,6 +15,27 @@ export interface DeliverDeps {
   /** The environment's signing secrets, newest first (two during a rotation's overlap). */
   signingKeys(environmentId: string): Promise<string[]>;
   retry: { baseMs: number; capMs: number; windowMs: number };
+  /** The operations log: one `webhook_outbound` per attempt (never its URL or body). */
+  operations: Pick<OperationLog, 'record'>;
+}
+
+function recordAttempt(deps: Pick<DeliverDeps, 'operations'>, job: WebhookDelivery, at: Date, result: { status: number | null; error: string | null; durationMs: number }): void {
+  const delivered = result.status !== null && result.status >= 200 && result.status < 300;
+  const requestId = currentRequestId();
+  const error = delivered
+    ? undefined
+    : result.status === null
+      ? { code: (result.error ?? 'network_error').slice(0, 64), message: 'The webhook could not be delivered' }
+      : { code: 'webhook_rejected', message: `The webhook URL answered ${result.status}` };
+  deps.operations.record({
+    type: 'webhook_outbound',
+    environment_id: job.environment_id,
+    status: delivered ? 'success' : 'failure',
+    started_at: at.toISOString(),
+    duration_ms: Math.max(0, Math.round(result.durationMs)),
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+    ...(error ? { error } : {}),
+  });
 }
 
 /**
@@ -37,6 +58,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
     const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    recordAttempt(deps, job, at, result);
     const attempt = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
