@@ -1,10 +1,12 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Bus } from './create-bus.js';
+import type { BusObserver } from './observer.js';
 
 export interface BusConnection {
   nc: NatsConnection;
   js: JetStreamClient;
+  observer: BusObserver;
 }
 
 const connections = new WeakMap<Bus, BusConnection>();

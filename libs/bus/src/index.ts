@@ -20,3 +20,4 @@ export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThro
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';
 export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export { type BusObserver } from './observer.js';

@@ -4,6 +4,7 @@ import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
+import { answerScrape, busMetrics, collectProcessMetrics, isScrape } from '@latchkey/metrics';
 import { connectMongo, isMongoConnected } from '@latchkey/mongo';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
@@ -20,7 +21,7 @@ export interface BaseConfig {
    * most this long for a server and are never buffered while disconnected.
    */
   MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
-  /** Port of the probe server (/health, /ready); 0 turns it off. */
+  /** Port of the probe server (/health, /ready, /metrics); 0 turns it off. */
   HEALTH_PORT?: number;
   /** Copies of each JetStream stream and KV bucket the service creates (1 by default). */
   JETSTREAM_REPLICAS?: number;
@@ -69,6 +70,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let ready = false;
   let stopping = false;
 
+  collectProcessMetrics();
   logger.info('starting', { node: process.version, nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
   const bus = await createBus({
     servers: config.NATS_URL,
@@ -76,6 +78,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     identity: { user: service, password: config.NATS_PASSWORD },
     logger,
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+    observer: busMetrics(),
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
   });
   await ensureStreams(bus);
@@ -141,9 +144,13 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   return { runtime, started, shutdown };
 }
 
-/** /health answers while the process lives; /ready only while the service can do its work. */
+/**
+ * /health answers while the process lives; /ready only while the service can do its work;
+ * /metrics is the Prometheus scrape (never behind a key: the probe port stays in the cluster).
+ */
 async function startProbeServer(port: number, runtime: Runtime): Promise<Server> {
   const server = createServer((req, res) => {
+    if (isScrape(req)) return answerScrape(res);
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, body: object) => {
       res.writeHead(status, { 'content-type': 'application/json' });
