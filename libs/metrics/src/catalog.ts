@@ -61,14 +61,18 @@ export const METRICS = {
   },
 
   // Credential vault.
-  latchkey_vault_refreshes_total: { kind: 'counter', help: 'Credential refreshes, by outcome (success, failed, invalid_grant, ...).', labels: ['outcome'] },
+  latchkey_vault_refreshes_total: { kind: 'counter', help: 'Credential refreshes this replica made, by outcome (success, failed, superseded: a newer refresh stored first).', labels: ['outcome'] },
   latchkey_vault_refresh_lock_wait_seconds: {
     kind: 'histogram',
     help: 'Time a refresh waited for the lock of its connection (another replica refreshing it).',
     labels: [],
     buckets: LATENCY_BUCKETS,
   },
-  latchkey_vault_credential_reads_total: { kind: 'counter', help: 'Plaintext credentials handed to the proxy and the action-runner.', labels: [] },
+  latchkey_vault_credential_reads_total: {
+    kind: 'counter',
+    help: 'Plaintext credential reads served (each audited), by purpose (proxy, fetch, import).',
+    labels: ['purpose'],
+  },
 
   // Webhook router.
   latchkey_webhooks_inbound_total: { kind: 'counter', help: 'Provider webhooks received, by outcome (accepted, rejected, ...).', labels: ['outcome'] },
@@ -85,7 +89,7 @@ export const METRICS = {
   },
   latchkey_webhook_breaker_state: {
     kind: 'gauge',
-    help: 'Delivery circuit breakers of customer endpoints, by state (closed, open, half_open): how many are in each.',
+    help: 'Customer URLs whose delivery circuit is not closed, by state (failing: failures below the threshold, open, half_open: probing), per replica.',
     labels: ['state'],
   },
 

@@ -25,6 +25,8 @@ export const CONTENT_TYPE = registry.contentType;
 
 type Made = Counter | Gauge | Histogram;
 const made = new Map<MetricName, Made>();
+type Sampler = (gauge: Gauge<string>) => Promise<void> | void;
+const samplers = new Map<MetricName, Sampler[]>();
 
 function make(name: MetricName): Made {
   const existing = made.get(name);
@@ -35,7 +37,13 @@ function make(name: MetricName): Made {
     spec.kind === 'counter'
       ? new Counter(common)
       : spec.kind === 'gauge'
-        ? new Gauge(common)
+        ? new Gauge({
+            ...common,
+            // Values read at scrape time (a consumer's backlog), from whoever registered a sampler.
+            async collect() {
+              for (const sample of samplers.get(name) ?? []) await sample(this);
+            },
+          })
         : new Histogram({ ...common, buckets: [...('buckets' in spec ? spec.buckets : [])] });
   made.set(name, metric);
   return metric;
@@ -56,4 +64,20 @@ export function gauge<N extends GaugeName>(name: N): Gauge<LabelsOf<N>> {
 
 export function histogram<N extends HistogramName>(name: N): Histogram<LabelsOf<N>> {
   return make(name) as Histogram<LabelsOf<N>>;
+}
+
+/**
+ * Sets a gauge's values each time it is scraped (from a count kept elsewhere, or asked of NATS).
+ * A sampler that throws keeps the gauge's last values: a scrape never fails for it.
+ */
+export function onScrape<N extends GaugeName>(name: N, sampler: (gauge: Gauge<LabelsOf<N>>) => Promise<void> | void): void {
+  gauge(name);
+  const safe: Sampler = async (target) => {
+    try {
+      await sampler(target as Gauge<LabelsOf<N>>);
+    } catch {
+      // Last values stay.
+    }
+  };
+  samplers.set(name, [...(samplers.get(name) ?? []), safe]);
 }

@@ -16,6 +16,7 @@ import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
 import { listAttemptsHandler } from './handlers/list-attempts.js';
 import { listInboundLogHandler } from './handlers/list-inbound-log.js';
+import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
 
 /**
  * How long the router trusts what it asked the gateway and the vault (environment settings,
@@ -34,7 +35,7 @@ const CLAIM_SWEEP_MS = 10 * 60_000;
  */
 export async function startRouter(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger, mongo } = runtime;
-  const inbound = createInboundWebhookRepo(mongo);
+  const inbound = countingInbound(createInboundWebhookRepo(mongo));
   const deliveries = createDeliveryRepo(mongo);
   const claims = createWebhookClaimRepo(mongo);
   await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
@@ -144,6 +145,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       handler: syncRunCompletedHandler(authDeps),
     }),
   ];
+  // The job queues of this service (the JOBS stream); the event consumers' backlogs stay small.
+  sampleWebhookGauges(bus, ['webhook-router-inbound', 'webhook-router-deliveries'], breakers);
 
   runtime.onShutdown(async () => {
     clearInterval(sweep);
