@@ -86,8 +86,9 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
 export function mountRoutes(app: Express, routes: readonly AnyRoute[], deps: GatewayDeps): void {
   for (const route of routes) {
     const handler = handlerFor(route, deps);
-    // Labelled with the route's template, never the path as sent (it carries ids).
-    const observe = httpRouteMetrics(route.path, route.method);
+    // Labelled with the route's template as the API reference writes it (`/connections/{connectionId}`),
+    // never the path as sent: that carries ids.
+    const observe = httpRouteMetrics(route.path.replace(/:(\w+)/g, '{$1}'), route.method);
     app[route.method](route.path, (req, res, next) => {
       timeResponse(res, observe);
       handler(req, res, next);
