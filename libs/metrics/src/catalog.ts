@@ -75,10 +75,10 @@ export const METRICS = {
   },
 
   // Webhook router.
-  latchkey_webhooks_inbound_total: { kind: 'counter', help: 'Provider webhooks received, by outcome (accepted, rejected, ...).', labels: ['outcome'] },
+  latchkey_webhooks_inbound_total: { kind: 'counter', help: 'Provider webhooks recorded, by outcome (forwarded, not_forwarded, rejected).', labels: ['outcome'] },
   latchkey_webhook_deliveries_total: {
     kind: 'counter',
-    help: 'Webhook deliveries to customers that ended, by outcome (delivered, retry, given_up, ...).',
+    help: 'Webhook delivery jobs handled, by outcome (delivered, failed for good, retrying, held by an open circuit).',
     labels: ['outcome'],
   },
   latchkey_webhook_delivery_attempts_total: { kind: 'counter', help: 'HTTP attempts to deliver a webhook to a customer endpoint.', labels: [] },
@@ -94,10 +94,10 @@ export const METRICS = {
   },
 
   // Sync scheduler and action-runner.
-  latchkey_sync_runs_total: { kind: 'counter', help: 'Sync runs that ended, by outcome (success, failed, ...).', labels: ['outcome'] },
-  latchkey_sync_run_duration_seconds: { kind: 'histogram', help: 'Duration of sync runs.', labels: ['outcome'], buckets: RUN_BUCKETS },
+  latchkey_sync_runs_total: { kind: 'counter', help: 'Sync run attempts, by outcome (success, error, retrying: a service was away and the run comes back).', labels: ['outcome'] },
+  latchkey_sync_run_duration_seconds: { kind: 'histogram', help: 'Duration of sync run attempts, by outcome.', labels: ['outcome'], buckets: RUN_BUCKETS },
   latchkey_records_written_total: { kind: 'counter', help: 'Records written by syncs (added, updated, deleted).', labels: [] },
-  latchkey_action_runs_total: { kind: 'counter', help: 'Function runs by the action-runner, by kind (sync, action, ...) and outcome.', labels: ['kind', 'outcome'] },
+  latchkey_action_runs_total: { kind: 'counter', help: 'Function runs in the sandbox, by kind (action, sync, on-event, dryrun) and outcome (success or the error code).', labels: ['kind', 'outcome'] },
   latchkey_action_run_duration_seconds: { kind: 'histogram', help: 'Duration of function runs, by kind.', labels: ['kind'], buckets: RUN_BUCKETS },
   latchkey_sandbox_timeouts_total: { kind: 'counter', help: 'Function runs stopped at their time limit.', labels: [] },
   latchkey_sandbox_memory_kills_total: { kind: 'counter', help: 'Function runs stopped at their memory limit.', labels: [] },
@@ -106,7 +106,7 @@ export const METRICS = {
   latchkey_gateway_rate_limited_total: { kind: 'counter', help: 'API requests refused by the per-account rate limit.', labels: [] },
   latchkey_gateway_auth_failures_total: {
     kind: 'counter',
-    help: 'Requests refused for their credentials, by error code (missing_auth_header, unknown_api_key, forbidden, ...).',
+    help: 'Requests refused for their credentials, by error code (missing_auth_header, unknown_api_key, forbidden, auth_blocked, ...).',
     labels: ['code'],
   },
 } as const satisfies Record<string, MetricSpec>;
