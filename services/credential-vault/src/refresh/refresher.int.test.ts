@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
+import { registry } from '@latchkey/metrics';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
@@ -151,6 +152,14 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A series of this process's metrics registry (what the vault's /metrics serves): its summed value. */
+async function metricValue(name: string, labels: Record<string, string> = {}, sample = name): Promise<number> {
+  const values = (await registry.getSingleMetric(name)?.get())?.values ?? [];
+  return values
+    .filter((value) => (value.metricName ?? name) === sample && Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))
+    .reduce((sum, value) => sum + value.value, 0);
+}
+
 it('case 13: a refresher whose lock expired while it waited cannot present the used refresh token again nor overwrite the newer tokens', async () => {
   const client = oauth.addClient({ client_secret: CANARY_CLIENT_SECRET });
   const firstRefreshToken = await issuedRefreshToken(client);
@@ -158,6 +167,7 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   const a = replica(relayed);
   const b = replica(direct);
   oauth.stats.reset();
+  const [successesBefore, waitsBefore] = [await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' }), await metricValue('latchkey_vault_refresh_lock_wait_seconds', {}, 'latchkey_vault_refresh_lock_wait_seconds_count')];
 
   // Replica A takes the lock and reads the connection; its keyring's read of the data key is
   // held, so A stays paused with the old refresh token in hand while its lock runs out.
@@ -186,6 +196,9 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   expect(aAnswer.credentials['access_token']).toBe(bResult.credentials['access_token']);
   // The client secret went only to the token endpoint, in the one request B made.
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+  // Metrics: one refresh (B's), and B's wait for A's lock (A then waits for B's).
+  expect(await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' })).toBe(successesBefore + 1);
+  expect(await metricValue('latchkey_vault_refresh_lock_wait_seconds', {}, 'latchkey_vault_refresh_lock_wait_seconds_count')).toBeGreaterThanOrEqual(waitsBefore + 1);
 });
 
 it('case 13: a stale write loses the compare-and-set on the credentials version', async () => {
