@@ -156,7 +156,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function metricValue(name: string, labels: Record<string, string> = {}, sample = name): Promise<number> {
   const values = (await registry.getSingleMetric(name)?.get())?.values ?? [];
   return values
-    .filter((value) => (value.metricName ?? name) === sample && Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))
+    .filter((value) => ((value as { metricName?: string }).metricName ?? name) === sample && Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))
     .reduce((sum, value) => sum + value.value, 0);
 }
 
