@@ -4,6 +4,7 @@ import { eventually, freePort, idOrSecretLabels, parsePrometheusText, sampleSum,
 import type { ServiceName } from '@latchkey/contracts';
 import { apiKeyProviderYaml, writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
+import { ACME_PROVIDER_YAML, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
 
 /**
  * Every service's /metrics, scraped and parsed strictly as Prometheus text: the documented
@@ -11,6 +12,7 @@ import { http, startStack, type Stack } from './support/stack.js';
  */
 let stack: Stack;
 let upstream: TestUpstreamApi;
+let receiver: Receiver;
 let metricsUrl: string;
 const UPSTREAM_KEY = 'upstream-key-metrics-0123456789';
 const CONNECTION_ID = 'conn-metrics-customer-7f3a';
@@ -67,11 +69,12 @@ const dryRun = (body: string) =>
 
 beforeAll(async () => {
   upstream = await startUpstreamApi();
+  receiver = await startReceiver();
   const metricsPort = await freePort();
   metricsUrl = `http://127.0.0.1:${metricsPort}`;
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '2000', FUNCTION_MEMORY_MB: '64' },
-    serviceEnv: { gateway: { METRICS_PORT: String(metricsPort) } },
+    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${ACME_PROVIDER_YAML}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '2000', FUNCTION_MEMORY_MB: '64' },
+    serviceEnv: { gateway: { METRICS_PORT: String(metricsPort) }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
   });
   expect((await api('POST', '/integrations', { provider: 'loopback-api', unique_key: INTEGRATION, allowed_hosts: ['10.0.0.1'] })).status).toBe(201);
   const connection = await api('POST', '/connections', { provider_config_key: INTEGRATION, connection_id: CONNECTION_ID, credentials: { type: 'API_KEY', apiKey: UPSTREAM_KEY } });
@@ -81,6 +84,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.dispose();
   await upstream?.close();
+  await receiver?.close();
 }, 30_000);
 
 describe('/metrics', () => {
@@ -151,5 +155,27 @@ describe('/metrics', () => {
     // No label value is an id, a key, a token, a URL with a query, or anything the test sent as a secret.
     const secrets = [stack.bootstrapKey, stack.adminToken, UPSTREAM_KEY, CONNECTION_ID, publicId, '/echo/items/42'];
     for (const service of Object.keys(EXPECTED) as ServiceName[]) expect({ service, found: idOrSecretLabels(after[service], secrets) }).toEqual({ service, found: [] });
+  }, 60_000);
+
+  it('counts provider webhooks forwarded and their deliveries and attempts', async () => {
+    const before = await scrape('webhook-router');
+    const env = await webhookEnvironment(stack, 'metrics', receiver.url);
+    const response = await sendProviderWebhook(stack, env.publicId, { marker: 'metrics' }, { secret: env.webhookSecret });
+    expect(response.status).toBe(200);
+    await receiver.waitFor((item) => item.body.includes('"marker":"metrics"'));
+    const grew = (after: Map<string, PromFamily>, family: string, labels: Record<string, string> = {}) => sampleSum(after, family, family, labels) - sampleSum(before, family, family, labels);
+    const after = await eventually(
+      async () => {
+        const now = await scrape('webhook-router');
+        return grew(now, 'latchkey_webhook_deliveries_total', { outcome: 'delivered' }) >= 1 ? now : undefined;
+      },
+      20_000,
+      'the delivery to be counted',
+    );
+    expect(grew(after, 'latchkey_webhooks_inbound_total', { outcome: 'forwarded' })).toBe(1);
+    expect(grew(after, 'latchkey_webhook_deliveries_total', { outcome: 'delivered' })).toBe(1);
+    expect(grew(after, 'latchkey_webhook_delivery_attempts_total')).toBe(1);
+    expect(sampleSum(after, 'latchkey_webhook_breaker_state', 'latchkey_webhook_breaker_state', { state: 'open' })).toBe(0);
+    expect(idOrSecretLabels(after, [env.publicId, env.webhookSecret, env.apiKey])).toEqual([]);
   }, 60_000);
 });
