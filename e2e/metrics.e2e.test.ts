@@ -139,6 +139,7 @@ describe('/metrics', () => {
     expect(grew(after, 'gateway', 'latchkey_gateway_auth_failures_total', 'latchkey_gateway_auth_failures_total', { code: 'missing_auth_header' })).toBe(1);
     expect(grew(after, 'gateway', 'latchkey_gateway_auth_failures_total', 'latchkey_gateway_auth_failures_total', { code: 'unknown_api_key' })).toBe(1);
 
+    expect(grew(after, 'proxy', 'messaging_process_duration_seconds', 'messaging_process_duration_seconds_count', { messaging_destination_name: 'proxy.request', error_type: '' })).toBe(1);
     const upstreamCalls = 'latchkey_proxy_upstream_duration_seconds';
     expect(grew(after, 'proxy', upstreamCalls, `${upstreamCalls}_count`, { provider: 'loopback-api', method: 'GET', status_class: '2xx' })).toBe(1);
     expect(grew(after, 'proxy', 'latchkey_proxy_refused_addresses_total', 'latchkey_proxy_refused_addresses_total', { range: 'private' })).toBe(1);
