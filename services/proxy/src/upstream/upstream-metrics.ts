@@ -13,17 +13,21 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 const CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 
 type Child = ReturnType<typeof duration.labels>;
-const children = new Map<string, Child>();
+/** Children by provider, method and status class: found with map lookups, no key built per call. */
+const children = new Map<string, Map<string, Map<string, Child>>>();
 
 /** One attempt at the provider: its status (0 when none came back) and how long it took. */
 export function observeUpstream(provider: string, method: string, status: number, seconds: number): void {
   const verb = METHODS.has(method) ? method : '_OTHER';
   const statusClass = (status > 0 ? CLASSES[Math.floor(status / 100) - 1] : undefined) ?? 'error';
-  const key = `${provider}\u0000${verb}\u0000${statusClass}`;
-  let child = children.get(key);
+  let byMethod = children.get(provider);
+  if (!byMethod) children.set(provider, (byMethod = new Map()));
+  let byClass = byMethod.get(verb);
+  if (!byClass) byMethod.set(verb, (byClass = new Map()));
+  let child = byClass.get(statusClass);
   if (!child) {
     child = duration.labels({ provider, method: verb, status_class: statusClass });
-    children.set(key, child);
+    byClass.set(statusClass, child);
   }
   child.observe(seconds);
 }
