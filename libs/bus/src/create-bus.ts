@@ -57,6 +57,12 @@ export interface BusOptions {
   jetstreamReplicas?: number;
   /** Told of each request sent, request answered and JetStream message handled (metrics). */
   observer?: BusObserver;
+  /**
+   * How long creating streams and opening KV buckets (`ensureStreams`, `openKv`) keep retrying,
+   * with back-off, while a clustered JetStream is still electing its leader or placing replicas;
+   * 0 (the default): the first error is thrown.
+   */
+  jetstreamSetupTimeoutMs?: number;
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
@@ -420,7 +426,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
-  registerConnection(bus, { nc, js, observer });
+  registerConnection(bus, { nc, js, observer, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
   return bus;
 }
 
