@@ -191,7 +191,7 @@ async function startGateway(env: Record<string, string>): Promise<{ child: Child
   const port = await freePort();
   const [command, args] = onCore(0, [...profiled('gateway'), entry('gateway')]);
   const child = spawn(command, args, {
-    env: { ...process.env, ...env, PORT: String(port), HEALTH_PORT: '0', LOG_LEVEL: 'error' },
+    env: { ...process.env, ...env, PORT: String(port), HEALTH_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'error' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   for (let attempt = 0; attempt < 600; attempt++) {

@@ -6,6 +6,7 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
+import { secondsSince } from './observer.js';
 import { decodeJson, requestIdOf } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
@@ -120,6 +121,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const messages = await consumer.consume({ max_messages: concurrency });
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
+  const { observer } = connectionOf(options.bus);
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
@@ -128,11 +130,14 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       return;
     }
     const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
+    const start = performance.now();
     try {
       const outcome = await handler(parsed.data as PayloadOf<C>, msg);
+      observer.consumed(contract.subject, secondsSince(start), outcome ? 'retry_later' : undefined);
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
+      observer.consumed(contract.subject, secondsSince(start), toAppError(error).code);
       settle.failed(msg, error);
     } finally {
       clearInterval(heartbeat);

@@ -26,6 +26,7 @@ import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
+import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
 import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
@@ -54,6 +55,8 @@ export interface BusOptions {
    * 1 on a single NATS server (the default), 3 on a clustered one.
    */
   jetstreamReplicas?: number;
+  /** Told of each request sent, request answered and JetStream message handled (metrics). */
+  observer?: BusObserver;
   /**
    * How long creating streams and opening KV buckets (`ensureStreams`, `openKv`) keep retrying,
    * with back-off, while a clustered JetStream is still electing its leader or placing replicas;
@@ -220,8 +223,21 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
+  const observer = options.observer ?? noObserver;
 
   async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
+    const start = performance.now();
+    try {
+      const answer = await requestOnce(contract, payload, requestOptions);
+      observer.requested(contract.subject, secondsSince(start), undefined);
+      return answer;
+    } catch (error) {
+      observer.requested(contract.subject, secondsSince(start), error instanceof AppError ? error.code : 'internal_error');
+      throw error;
+    }
+  }
+
+  async function requestOnce<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions): Promise<ResponseOf<C>> {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
     let msg: Msg;
     try {
@@ -274,6 +290,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     msg: Msg,
   ): Promise<void> {
     let reply: Reply<unknown>;
+    const start = performance.now();
     try {
       const payload = parseOrThrow(contract.request, decodeJson(msg.data), `request to ${contract.subject}`);
       const result = await handler(payload as RequestOf<C>, msg);
@@ -288,6 +305,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
     }
+    observer.served(contract.subject, secondsSince(start), reply.ok ? undefined : reply.error.code);
     if (msg.reply) sendReply(contract.subject, msg.reply, encodeJson(reply));
   }
 
@@ -408,7 +426,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
-  registerConnection(bus, { nc, js, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
+  registerConnection(bus, { nc, js, observer, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
   return bus;
 }
 

@@ -31,3 +31,4 @@ export {
   type RecordedOperation,
 } from './operation-recorder.js';
 export { recordedHandler, type OperationScope } from './recorded-handler.js';
+export { type BusObserver } from './observer.js';

@@ -19,6 +19,7 @@ import { createConnectionCredentials } from './domain/connection-credentials.js'
 import { createConnectionService } from './domain/connections.js';
 import { createIntegrationService } from './domain/integrations.js';
 import { createReadAudit } from './domain/read-audit.js';
+import { countingReads } from './vault-metrics.js';
 import type { VaultDeps } from './domain/vault-deps.js';
 import type { VaultServices } from './domain/vault-services.js';
 import {
@@ -88,7 +89,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
   runtime.onShutdown(() => http.close());
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
-  const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
+  const audit = countingReads(createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS }));
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
   const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
   const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });

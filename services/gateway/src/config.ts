@@ -6,6 +6,8 @@ export const configSchema = baseServiceSchema('gateway', 0)
   .omit({ HEALTH_PORT: true })
   .extend({
     PORT: port(3003),
+    /** Port of the Prometheus scrape (/metrics), apart from PORT and never behind API keys; 0 turns it off. */
+    METRICS_PORT: port(9464),
     /** Where customers and end users reach this gateway; builds connect links and webhook URLs. */
     PUBLIC_URL: z.url().default('http://localhost:3003'),
     /** Where the hosted Connect UI is served; `${PUBLIC_URL}/connect` when unset. */

@@ -3,6 +3,7 @@ import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
 import { consume, openKv } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
+import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
@@ -34,7 +35,7 @@ const LAST_USED_FLUSH_MS = 60_000;
 /**
  * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
  */
-export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
+export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number; metricsPort?: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
   const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
@@ -137,6 +138,9 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   });
   const port = (server.address() as AddressInfo).port;
   logger.info('listening', { port, public_url: config.PUBLIC_URL });
+  const metrics = config.METRICS_PORT ? await serveMetrics(config.METRICS_PORT) : undefined;
+  const metricsPort = metrics ? (metrics.address() as AddressInfo).port : undefined;
+  if (metrics) runtime.onShutdown(() => new Promise<void>((resolve) => metrics.close(() => resolve())));
 
   runtime.onShutdown(async () => {
     clearInterval(flushTimer);
@@ -147,5 +151,5 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     await closed;
     await lastUsed.flush().catch(() => undefined);
   });
-  return { port };
+  return { port, ...(metricsPort === undefined ? {} : { metricsPort }) };
 }

@@ -17,6 +17,7 @@ import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
 import { listAttemptsHandler } from './handlers/list-attempts.js';
 import { listInboundLogHandler } from './handlers/list-inbound-log.js';
+import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
 
 /**
  * How long the router trusts what it asked the gateway and the vault (environment settings,
@@ -38,7 +39,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   // The operations log: every provider webhook's outcome and every delivery attempt.
   const operations = busOperationLog(bus, logger, 'webhook-router');
   runtime.onShutdown(() => operations.flush());
-  const inbound = withInboundOperations(createInboundWebhookRepo(mongo), operations);
+  const inbound = withInboundOperations(countingInbound(createInboundWebhookRepo(mongo)), operations);
   const deliveries = createDeliveryRepo(mongo);
   const claims = createWebhookClaimRepo(mongo);
   await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
@@ -149,6 +150,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       handler: syncRunCompletedHandler(authDeps),
     }),
   ];
+  // The job queues of this service (the JOBS stream); the event consumers' backlogs stay small.
+  sampleWebhookGauges(bus, ['webhook-router-inbound', 'webhook-router-deliveries'], breakers);
 
   runtime.onShutdown(async () => {
     clearInterval(sweep);

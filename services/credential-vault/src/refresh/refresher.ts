@@ -13,6 +13,7 @@ import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
+import { countRefresh, observeLockWait } from '../vault-metrics.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
 
@@ -117,13 +118,16 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       logRefresh();
       if (!(await deps.connections.replaceCredentials(environment, doc._id, version, fields))) {
         deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
+        countRefresh('superseded');
         return reread(doc);
       }
+      countRefresh('success');
       await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
       return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
     } catch (error) {
       const appError = toAppError(error);
       logRefresh(appError);
+      countRefresh('failed');
       const logId = randomUUID();
       const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
       await deps.logs.insert({ _id: logId, environment_id: doc.environment_id, connection: doc._id, at: now, code: appError.code, message: appError.message, payload: appError.payload ?? null });
@@ -161,7 +165,9 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       }
       // Another replica is refreshing: wait for its lock to go, then read what it stored.
       const deadline = Date.now() + deps.lockTtlMs;
+      const waitStart = performance.now();
       while ((await locks.isHeld(key)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      observeLockWait((performance.now() - waitStart) / 1000);
       const current = await reread(doc);
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);

@@ -10,6 +10,7 @@ import { connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
+import { countRetry, observeUpstream } from '../upstream/upstream-metrics.js';
 import type { IncomingProxyCall } from './serve-proxy-calls.js';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
@@ -65,17 +66,21 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
 }
 
 /** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */
-async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall): Promise<UpstreamResponse> {
+async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall, provider: string): Promise<UpstreamResponse> {
   const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
   const attempts = replayable ? meta.retries + 1 : 1;
   for (let attempt = 1; ; attempt++) {
     const last = attempt >= attempts;
+    if (attempt > 1) countRetry(provider);
+    const start = performance.now();
     try {
       const response = await callUpstream(call, deps.upstream);
+      observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
       if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
       response.discard();
       await sleep(retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs));
     } catch (error) {
+      observeUpstream(provider, call.method, 0, (performance.now() - start) / 1000);
       if (!(error instanceof UpstreamNetworkError)) throw error;
       if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) {
         throw error.code === 'ETIMEDOUT'
@@ -119,11 +124,11 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(cacheKey(meta)) ?? (await fetchCredentials(deps, meta, false));
-      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
         response.discard();
         credentials = await fetchCredentials(deps, meta, true);
-        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       }
       upstreamStatus = response.status;
       await reply(deps, call, credentials, response);

@@ -2,6 +2,7 @@ import type { Bus } from '@latchkey/bus';
 import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
+import { busMetrics } from '@latchkey/metrics';
 import { ANSWER, KEEPALIVE, answerFrame, frameBatcher, readFrames } from '@latchkey/proxy-hop';
 
 /** One call as a replica gets it; `respond` may be called once, and ends its keepalives. */
@@ -32,6 +33,9 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
   let next = 0;
   const answer = (reply: string, id: number, meta: ProxyReplyMeta, body: Uint8Array) =>
     outgoing.queue(reply, undefined, answerFrame(id, ANSWER, JSON.stringify(meta), body));
+  // The hop's frames bypass the bus's serve: timed here, as `messaging_process_duration_seconds`
+  // of `proxy.request`, until the answer's head leaves (a streamed body goes on after it).
+  const processed = busMetrics().served;
 
   const subscription = bus.subscribeRaw(
     PROXY_SUBJECT,
@@ -45,12 +49,14 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
           continue;
         }
         const key = next++;
+        const start = performance.now();
         unanswered.set(key, { reply, id: frame.id });
         const call: IncomingProxyCall = {
           meta: parsed.meta,
           body: frame.body,
           respond: (meta, body) => {
             if (!unanswered.delete(key)) return;
+            processed(PROXY_SUBJECT, (performance.now() - start) / 1000, meta.ok ? undefined : meta.error.code);
             answer(reply, frame.id, meta, body);
           },
         };

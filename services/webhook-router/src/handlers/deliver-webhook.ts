@@ -6,6 +6,7 @@ import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
 import { signatureHeaders, type WebhookSender } from '../delivery/send-webhook.js';
+import { countAttempt, countDelivery } from '../webhook-metrics.js';
 
 export interface DeliverDeps {
   logger: Logger;
@@ -53,12 +54,16 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     // An open circuit holds the delivery without an attempt, unless the wait would outlast the
     // retry window: then it gets its last attempt now.
     const wait = deps.breakers.waitFor(job.url);
-    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) return { retryInMs: wait };
+    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) {
+      countDelivery('held');
+      return { retryInMs: wait };
+    }
 
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
     const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
     recordAttempt(deps, job, at, result);
+    countAttempt();
     const attempt = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
@@ -76,6 +81,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     if (result.status !== null && result.status >= 200 && result.status < 300) {
       deps.breakers.succeeded(job.url);
       await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null });
+      countDelivery('delivered');
       return;
     }
     const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
@@ -92,9 +98,11 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     if (delay === null) {
       deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
       await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'failed', next_attempt_at: null });
+      countDelivery('failed');
       return;
     }
     await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
+    countDelivery('retrying');
     return { retryInMs: delay };
   };
 }
