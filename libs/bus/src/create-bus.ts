@@ -27,7 +27,7 @@ import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
+import { decodeJson, encodeJson, inMessageContext, inSendSpan, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -215,7 +215,11 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
 
-  async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
+  function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}): Promise<ResponseOf<C>> {
+    return inSendSpan(contract.subject, 'client', () => requestNow(contract, payload, requestOptions));
+  }
+
+  async function requestNow<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions) {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
     let msg: Msg;
     try {
@@ -252,9 +256,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
           logger.error('subscription error', { subject: contract.subject, error });
           return;
         }
-        const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg)).finally(() =>
-          inFlight.delete(task),
-        );
+        const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
         inFlight.add(task);
       },
     });
@@ -316,11 +318,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
-    try {
-      await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
-    } catch (error) {
-      throw unavailable(contract.subject, error);
-    }
+    await inSendSpan(contract.subject, 'producer', async () => {
+      try {
+        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
+      } catch (error) {
+        throw unavailable(contract.subject, error);
+      }
+    });
   }
 
   function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {

@@ -71,6 +71,9 @@ export const proxyRequestMeta = z.object({
   body,
   /** The caller's request id, for the replica's logs. */
   request_id: z.string().max(128).optional(),
+  /** The caller's W3C trace context while tracing is on (the hop's own frames carry no headers). */
+  traceparent: z.string().max(128).optional(),
+  tracestate: z.string().max(512).optional(),
 });
 export type ProxyRequestMeta = z.infer<typeof proxyRequestMeta>;
 

@@ -1,4 +1,4 @@
-import { pullAll, pullStream, servePullStream, unavailable, type Bus } from '@latchkey/bus';
+import { inSendSpan, pullAll, pullStream, servePullStream, unavailable, type Bus } from '@latchkey/bus';
 import {
   PROXY_KEEPALIVE_MS,
   PROXY_SUBJECT,
@@ -9,6 +9,7 @@ import {
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
+import { traceHeaders } from '@latchkey/tracing';
 import { callFrame, frameBatcher, frameId, KEEPALIVE, readFrames } from './frames.js';
 
 /** A caller that hears nothing of a call for this long gives it up: the replica is gone. */
@@ -79,7 +80,8 @@ function createExchange(bus: Bus): Exchange {
       const now = Date.now();
       pending.set(id, { resolve, reject, heardAt: now, deadlineAt: now + deadlineMs });
       const withRequestId = meta.request_id === undefined ? { ...meta, request_id: currentRequestId() } : meta;
-      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(withRequestId), body));
+      const trace = traceHeaders();
+      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(trace === undefined ? withRequestId : { ...withRequestId, ...trace }), body));
     });
 }
 
@@ -93,7 +95,8 @@ const exchanges = new WeakMap<Bus, Exchange>();
 export function proxyExchange(bus: Bus, meta: ProxyRequestMeta, body: Uint8Array, deadlineMs: number): Promise<ProxyAnswer> {
   let exchange = exchanges.get(bus);
   if (!exchange) exchanges.set(bus, (exchange = createExchange(bus)));
-  return exchange(meta, body, deadlineMs);
+  const send = exchange;
+  return inSendSpan(PROXY_SUBJECT, 'client', () => send(meta, body, deadlineMs));
 }
 
 /** One call through the proxy service, as the gateway's `/proxy` route and functions' `ctx.proxy` make it. */

@@ -5,6 +5,7 @@ import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { connectMongo, isMongoConnected } from '@latchkey/mongo';
+import { startTracing } from '@latchkey/tracing';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
 export interface BaseConfig {
@@ -64,6 +65,8 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const { service, config } = definition;
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   const instance = randomUUID();
+  // Before any connection, so the first message and query are traced (off without OTEL_* endpoint).
+  const tracing = startTracing({ service, instance });
   const startedAt = Date.now();
   const hooks: Array<() => Promise<void> | void> = [];
   let ready = false;
@@ -115,6 +118,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
       await bus.drain();
       await mongo.close();
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
+      await tracing.shutdown().catch((error: unknown) => logger.warn('could not export the last spans', { error }));
       logger.info('stopped');
     })());
 

@@ -42,9 +42,13 @@ export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
  * exporter that drops every attribute not on the allowlist. Without an endpoint nothing is
  * registered and every helper of this library calls straight through.
  */
+let started: Tracing | undefined;
+
 export function startTracing(options: TracingOptions): Tracing {
   const env = options.env ?? process.env;
   if (!tracingRequested(env)) return { enabled: false, shutdown: async () => undefined };
+  // One provider per process: a second service in the same process (tests) shares the first's.
+  if (started !== undefined) return started;
   const protocol = (env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'] ?? 'http/protobuf').trim();
   if (!(PROTOCOLS as readonly string[]).includes(protocol)) {
     throw new Error(`OTEL_EXPORTER_OTLP_PROTOCOL must be one of ${PROTOCOLS.join(', ')} (got ${protocol})`);
@@ -64,12 +68,15 @@ export function startTracing(options: TracingOptions): Tracing {
   trace.setGlobalTracerProvider(provider);
   useTracer(provider.getTracer('latchkey'));
   useTraceIds(activeTraceIds);
-  return {
+  let stopped: Promise<void> | undefined;
+  started = {
     enabled: true,
-    shutdown: async () => {
-      useTracer(undefined);
-      useTraceIds(undefined);
-      await provider.shutdown();
-    },
+    shutdown: () =>
+      (stopped ??= (async () => {
+        useTracer(undefined);
+        useTraceIds(undefined);
+        await provider.shutdown();
+      })()),
   };
+  return started;
 }
