@@ -8,9 +8,11 @@ export {
   markFailed,
   nameServerSpan,
   setSpanAttributes,
+  startSpan,
   traceHeaders,
   traceHttpRequests,
   tracingEnabled,
+  type OpenSpan,
   type SpanOptions,
 } from './spans.js';
 export { isAllowedAttribute, safeAttributes } from './safe-attributes.js';

@@ -44,6 +44,29 @@ export function inSpan<T>(name: string, options: SpanOptions, fn: () => Promise<
   });
 }
 
+/** A span started and ended by events rather than around one call (a database command). */
+export interface OpenSpan {
+  end(errorType?: string): void;
+}
+
+/**
+ * Starts a span, child of the active one, that `end` closes; undefined when tracing is off or no
+ * span is active (background work such as index builds and sweeps makes no trace of its own).
+ */
+export function startSpan(name: string, kind: SpanKind, attributes: Attributes): OpenSpan | undefined {
+  if (tracer === undefined || trace.getActiveSpan() === undefined) return undefined;
+  const span = tracer.startSpan(name, { kind, attributes }, context.active());
+  return {
+    end: (errorType) => {
+      if (errorType !== undefined) {
+        span.setAttribute('error.type', errorType);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    },
+  };
+}
+
 export function markFailed(span: Span, error: unknown): void {
   const code = (error as { code?: unknown } | undefined)?.code;
   span.setAttribute('error.type', typeof code === 'string' && /^[a-z0-9_]{1,64}$/i.test(code) ? code : error instanceof Error ? error.name : 'error');

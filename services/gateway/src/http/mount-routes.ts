@@ -1,6 +1,7 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@latchkey/errors';
 import type { ConnectSession } from '@latchkey/contracts';
+import { nameServerSpan } from '@latchkey/tracing';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import { authorize, authorizeAdmin, authorizeSession, carriesSessionToken } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
@@ -58,6 +59,7 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
     });
 
   return (req, res, next) => {
+    nameServerSpan(route.method, route.path);
     if (route.errorShape) res.locals['errorShape'] = route.errorShape;
     try {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;

@@ -2,6 +2,7 @@ import type { JobMessage } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
@@ -36,7 +37,8 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
 
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
-    const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
     const attempt = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
@@ -75,4 +77,24 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
     return { retryInMs: delay };
   };
+}
+
+/** One delivery attempt as a client span: the receiver's host and the status, never the URL's path or query. */
+function tracedSend<R extends { status: number | null }>(url: string, attempt: number, send: () => Promise<R>): Promise<R> {
+  let host: URL | undefined;
+  try {
+    host = new URL(url);
+  } catch {
+    host = undefined;
+  }
+  const attributes = {
+    'http.request.method': 'POST',
+    'latchkey.attempt': attempt,
+    ...(host ? { 'server.address': host.hostname, 'url.scheme': host.protocol.slice(0, -1) } : {}),
+  };
+  return inSpan('webhook delivery POST', { kind: SpanKind.CLIENT, attributes }, async () => {
+    const result = await send();
+    if (result.status !== null) setSpanAttributes({ 'http.response.status_code': result.status });
+    return result;
+  });
 }
