@@ -22,6 +22,7 @@ import {
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
+import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
@@ -216,7 +217,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const inFlight = new Set<Promise<void>>();
 
   function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}): Promise<ResponseOf<C>> {
-    return inSendSpan(contract.subject, 'client', () => requestNow(contract, payload, requestOptions));
+    return tracingEnabled() ? inSendSpan(contract.subject, 'client', () => requestNow(contract, payload, requestOptions)) : requestNow(contract, payload, requestOptions);
   }
 
   async function requestNow<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions) {
@@ -318,13 +319,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
-    await inSendSpan(contract.subject, 'producer', async () => {
+    const store = async () => {
       try {
         await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
       } catch (error) {
         throw unavailable(contract.subject, error);
       }
-    });
+    };
+    await (tracingEnabled() ? inSendSpan(contract.subject, 'producer', store) : store());
   }
 
   function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {

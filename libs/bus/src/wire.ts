@@ -1,6 +1,6 @@
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { currentRequestId, newRequestId, requestIdFrom, runWithContext } from '@latchkey/logger';
-import { extractTraceContext, inSpan, injectTraceContext, SpanKind } from '@latchkey/tracing';
+import { extractTraceContext, inSpan, injectTraceContext, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
 import type { z } from 'zod';
 
@@ -40,6 +40,8 @@ export function requestIdOf(headers: MsgHdrs | undefined): string {
  * for Node, so the bus is it.
  */
 export function inMessageContext<T>(headers: MsgHdrs | undefined, subject: string, kind: 'server' | 'consumer', work: () => Promise<T>): Promise<T> {
+  // Tracing off: nothing below is built, the work runs as it did before tracing existed.
+  if (!tracingEnabled()) return runWithContext({ requestId: requestIdOf(headers) }, work);
   return runWithContext({ requestId: requestIdOf(headers) }, () =>
     inSpan(
       `${kind === 'server' ? 'serve' : 'process'} ${subject}`,
@@ -55,6 +57,7 @@ export function inMessageContext<T>(headers: MsgHdrs | undefined, subject: strin
 
 /** Runs `send` in a client (request) or producer (stored message) span while tracing is on. */
 export function inSendSpan<T>(subject: string, kind: 'client' | 'producer', send: () => Promise<T>): Promise<T> {
+  if (!tracingEnabled()) return send();
   return inSpan(
     `${kind === 'client' ? 'request' : 'publish'} ${subject}`,
     { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject, 'messaging.operation.type': 'send' } },

@@ -9,7 +9,7 @@ import {
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
-import { traceHeaders } from '@latchkey/tracing';
+import { traceHeaders, tracingEnabled } from '@latchkey/tracing';
 import { callFrame, frameBatcher, frameId, KEEPALIVE, readFrames } from './frames.js';
 
 /** A caller that hears nothing of a call for this long gives it up: the replica is gone. */
@@ -96,7 +96,7 @@ export function proxyExchange(bus: Bus, meta: ProxyRequestMeta, body: Uint8Array
   let exchange = exchanges.get(bus);
   if (!exchange) exchanges.set(bus, (exchange = createExchange(bus)));
   const send = exchange;
-  return inSendSpan(PROXY_SUBJECT, 'client', () => send(meta, body, deadlineMs));
+  return tracingEnabled() ? inSendSpan(PROXY_SUBJECT, 'client', () => send(meta, body, deadlineMs)) : send(meta, body, deadlineMs);
 }
 
 /** One call through the proxy service, as the gateway's `/proxy` route and functions' `ctx.proxy` make it. */

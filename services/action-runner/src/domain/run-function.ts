@@ -69,9 +69,8 @@ export function createRunner(deps: RunnerDeps) {
     const writes: RecordedWrite[] = options.writes ?? [];
     const dryRun = options.dryRun ?? false;
     const target = { ...options.target, function_name: name };
-    const sandboxSpan = { attributes: { 'latchkey.function': name, 'latchkey.connection_id': target.connection_id } };
     const result = await deps.limited(() =>
-      inSpan('sandbox run', sandboxSpan, () => runInSandbox({
+      inSpan('sandbox run', { attributes: { 'latchkey.function': name, 'latchkey.connection_id': target.connection_id } }, () => runInSandbox({
         bundle: options.fn.bundle,
         entry: options.entry ?? 'exec',
         ...(description ? { kind: description.type } : {}),

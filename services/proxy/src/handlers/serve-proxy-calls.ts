@@ -2,7 +2,7 @@ import type { Bus } from '@latchkey/bus';
 import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
-import { extractTraceContext, inSpan, SpanKind } from '@latchkey/tracing';
+import { extractTraceContext, inSpan, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { ANSWER, KEEPALIVE, answerFrame, frameBatcher, readFrames } from '@latchkey/proxy-hop';
 
 /** One call as a replica gets it; `respond` may be called once, and ends its keepalives. */
@@ -55,18 +55,9 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
             answer(reply, frame.id, meta, body);
           },
         };
-        const { traceparent, tracestate } = parsed.meta;
-        const task = runWithContext({ requestId: requestIdFrom(parsed.meta.request_id) }, () =>
-          inSpan(
-            `serve ${PROXY_SUBJECT}`,
-            {
-              kind: SpanKind.SERVER,
-              attributes: { 'messaging.system': 'nats', 'messaging.destination.name': PROXY_SUBJECT, 'messaging.operation.type': 'receive' },
-              parent: extractTraceContext((key) => (key === 'traceparent' ? traceparent : key === 'tracestate' ? tracestate : undefined)),
-            },
-            () => handle(call),
-          ),
-        ).finally(() => inFlight.delete(task));
+        const requestId = requestIdFrom(parsed.meta.request_id);
+        const handled = runWithContext({ requestId }, tracingEnabled() ? () => inCallerTrace(parsed.meta, () => handle(call)) : () => handle(call));
+        const task = handled.finally(() => inFlight.delete(task));
         inFlight.add(task);
       }
     },
@@ -83,6 +74,20 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
       outgoing.flush();
     },
   };
+}
+
+/** A server span continuing the trace context the caller put in the call's meta (tracing on only). */
+function inCallerTrace(meta: ProxyRequestMeta, work: () => Promise<void>): Promise<void> {
+  const { traceparent, tracestate } = meta;
+  return inSpan(
+    `serve ${PROXY_SUBJECT}`,
+    {
+      kind: SpanKind.SERVER,
+      attributes: { 'messaging.system': 'nats', 'messaging.destination.name': PROXY_SUBJECT, 'messaging.operation.type': 'receive' },
+      parent: extractTraceContext((key) => (key === 'traceparent' ? traceparent : key === 'tracestate' ? tracestate : undefined)),
+    },
+    work,
+  );
 }
 
 function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {
