@@ -24,6 +24,11 @@ describe('safeAttributes', () => {
     expect(safeAttributes({ 'error.type': `Bearer ${CANARY}`, 'latchkey.provider': CANARY, 'http.route': 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x' })).toEqual({});
   });
 
+  it('keeps long route templates', () => {
+    const route = '/environments/:name/webhooks/inbound/attempts/by-connection';
+    expect(safeAttributes({ 'http.route': route })).toEqual({ 'http.route': route });
+  });
+
   it('keeps the host of a server address only, and the path of a route only', () => {
     expect(safeAttributes({ 'server.address': `https://user:${CANARY}@api.example.test:8443/v1?key=${CANARY}`, 'http.route': '/proxy/*?key=abc' })).toEqual({
       'server.address': 'api.example.test',

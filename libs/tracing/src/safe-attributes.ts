@@ -34,8 +34,11 @@ const ALLOWED_KEYS = new Set([
 /** Keys whose value is a host name: no user info, port, path or query may ride along. */
 const HOST_KEYS = new Set(['server.address']);
 
-/** Values that look like a credential whatever their key: schemes, JWTs, long opaque tokens. */
-const CREDENTIAL_VALUE = /(^|\s)(bearer|basic|token|digest)\s+\S|eyJ[A-Za-z0-9_-]{8,}\.|[A-Za-z0-9_\-+/=]{40,}/i;
+/**
+ * Values that look like a credential whatever their key: schemes, JWTs, long opaque tokens (a
+ * route template's slashes and colons break a run, so long templates stay).
+ */
+const CREDENTIAL_VALUE = /(^|\s)(bearer|basic|token|digest)\s+\S|eyJ[A-Za-z0-9_-]{8,}\.|[A-Za-z0-9_\-+=]{40,}/i;
 
 function safeValue(key: string, value: AttributeValue | undefined): AttributeValue | undefined {
   if (value === undefined || value === null) return undefined;
