@@ -12,6 +12,8 @@ let oauth: TestOAuthServer;
 let receiver: Receiver;
 const clientSecret = `canary-client-secret-${randomBytes(12).toString('hex')}`;
 const canaries: string[] = [clientSecret];
+/** Every line the services printed, by service. */
+const output: Array<{ service: string; text: string }> = [];
 
 /** A caller's W3C trace context: a fresh trace id and the caller's own span id. */
 function callerTrace() {
@@ -39,6 +41,7 @@ beforeAll(async () => {
   // Protobuf (the default) from most services, JSON from the proxy and the router: both encodings travel.
   const json = { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' };
   stack = await startStack({
+    onOutput: (service, text) => output.push({ service, text }),
     env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '200' },
     serviceEnv: {
       proxy: json,
@@ -93,7 +96,10 @@ describe('traces', () => {
       () => {
         const found = inTrace(caller.traceId);
         const has = (service: string, name: string) => found.some((span) => span.service === service && span.name === name);
-        return has('gateway', 'GET /proxy/*') && has('proxy', 'upstream GET') && has('credential-vault', 'vault token refresh') ? found : undefined;
+        // Each process exports on its own schedule: wait until every span's parent has arrived too.
+        const ids = new Set([caller.spanId, ...found.map((span) => span.spanId)]);
+        const whole = found.every((span) => ids.has(span.parentSpanId));
+        return whole && has('gateway', 'GET /proxy/*') && has('proxy', 'upstream GET') && has('credential-vault', 'vault token refresh') ? found : undefined;
       },
       20_000,
       `the proxy call's spans (have ${JSON.stringify(describeSpans(inTrace(caller.traceId)))})`,
@@ -102,8 +108,8 @@ describe('traces', () => {
     // The gateway continues the caller's span; every other span of the trace hangs below it.
     expect(server.parentSpanId).toBe(caller.spanId);
     expect(server.attributes).toMatchObject({ 'http.request.method': 'GET', 'http.route': '/proxy/*', 'http.response.status_code': 200 });
-    const ids = new Set(spans.map((span) => span.spanId));
-    for (const span of spans) if (span !== server) expect(ids.has(span.parentSpanId)).toBe(true);
+    // One tree: the gateway's span is the only child of the caller's.
+    expect(spans.filter((span) => span.parentSpanId === caller.spanId)).toEqual([server]);
     const upstream = spans.filter((span) => span.service === 'proxy' && span.name === 'upstream GET');
     expect(upstream.map((span) => span.attributes['http.response.status_code']).sort()).toEqual([200, 401]);
     expect(upstream[0]!.attributes['server.address']).toBe('127.0.0.1');
@@ -132,7 +138,9 @@ describe('traces', () => {
       () => {
         const found = inTrace(caller.traceId);
         const has = (service: string, name: string) => found.some((span) => span.service === service && span.name === name);
-        return has('gateway', 'POST /webhook/*') && has('webhook-router', 'webhook delivery POST') ? found : undefined;
+        const ids = new Set([caller.spanId, ...found.map((span) => span.spanId)]);
+        const whole = found.every((span) => ids.has(span.parentSpanId));
+        return whole && has('gateway', 'POST /webhook/*') && has('webhook-router', 'webhook delivery POST') ? found : undefined;
       },
       20_000,
       `the webhook's spans (have ${JSON.stringify(describeSpans(inTrace(caller.traceId)))})`,
@@ -142,6 +150,31 @@ describe('traces', () => {
     expect(delivery.attributes).toMatchObject({ 'server.address': '127.0.0.1', 'http.response.status_code': 200 });
     // The router's handling of the stored job continues the gateway's trace.
     expect(spans.some((span) => span.service === 'webhook-router' && span.kind === 5 /* consumer */)).toBe(true);
+  });
+
+  it('put the trace id, span id and request id on the log lines of traced work', async () => {
+    const env = await webhookEnvironment(stack, 'logged', receiver.url);
+    const caller = callerTrace();
+    const sent = await fetch(`${stack.url}/webhook/${env.publicId}/acme`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-acme-signature-256': 'sha256=forged', traceparent: caller.traceparent, 'x-request-id': 'traced-request-1' },
+      body: JSON.stringify({ marker: 'forged' }),
+    });
+    expect(sent.status).toBeLessThan(300);
+    const line = await eventually(
+      () =>
+        output
+          .filter((item) => item.service === 'webhook-router')
+          .flatMap((item) => item.text.split('\n'))
+          .filter((text) => text.startsWith('{'))
+          .map((text) => JSON.parse(text) as Record<string, unknown>)
+          .find((entry) => entry['message'] === 'rejected a provider webhook' && entry['trace_id'] === caller.traceId),
+      20_000,
+      "the router's log line about the forged webhook",
+    );
+    expect(line).toMatchObject({ requestId: 'traced-request-1', span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    const spans = await eventually(() => (inTrace(caller.traceId).some((span) => span.spanId === line['span_id']) ? inTrace(caller.traceId) : undefined), 20_000, 'the span of the log line');
+    expect(spans.find((span) => span.spanId === line['span_id'])!.service).toBe('webhook-router');
   });
 
   it('export in both encodings and never a secret, token, query or credential', () => {
