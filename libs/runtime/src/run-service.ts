@@ -66,7 +66,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   const instance = randomUUID();
   // Before any connection, so the first message and query are traced (off without OTEL_* endpoint).
-  const tracing = startTracing({ service, instance });
+  const tracing = await startTracing({ service, instance });
   const startedAt = Date.now();
   const hooks: Array<() => Promise<void> | void> = [];
   let ready = false;
