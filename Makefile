@@ -19,7 +19,10 @@ ifneq ($(wildcard $(NODE_BIN)/../include/node/node_version.h),)
 export npm_config_nodedir := $(abspath $(NODE_BIN)/..)
 endif
 
-.PHONY: help up down build ferretdb test test-unit test-int e2e bench bench-scale lint clean
+NATS_SERVER := .data/bin/nats-server
+NATS_SERVER_VERSION := v2.12.15
+
+.PHONY: help up down cluster-up cluster-down nats-server build ferretdb test test-unit test-int e2e bench bench-scale lint clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -37,11 +40,24 @@ $(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.s
 
 ferretdb: $(FERRETDB) ## build the MongoDB-wire server for native runs (FerretDB)
 
+# A recent NATS server from the Go module proxy, for the clustered topology (Debian's 2.9 also
+# clusters, and is what `make up` and the tests fall back to). Takes minutes to build.
+$(NATS_SERVER):
+	GOBIN=$(CURDIR)/.data/bin go install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
+
+nats-server: $(NATS_SERVER) ## build a recent nats-server (v2.12) into .data/bin, for cluster-up (takes minutes)
+
 up: build ferretdb ## start NATS, FerretDB and the six services natively; data in .data/
 	@deploy/local/up.sh
 
 down: ## stop what `make up` started
 	@deploy/local/down.sh
+
+cluster-up: build ferretdb nats-server ## 3 NATS nodes, FerretDB on PostgreSQL, 2 replicas of every service; data in .data/cluster/
+	@deploy/local/cluster-up.sh
+
+cluster-down: ## stop what `make cluster-up` started
+	@deploy/local/cluster-down.sh
 
 test: build ferretdb ## all tiers: unit, integration, e2e
 	@mkdir -p .data

@@ -1,10 +1,13 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Logger } from '@latchkey/logger';
 import type { Bus } from './create-bus.js';
 
 export interface BusConnection {
   nc: NatsConnection;
   js: JetStreamClient;
+  /** How long JetStream setup steps retry while a cluster settles (`retryJetStreamSetup`). */
+  setup: { logger: Logger; timeoutMs: number };
 }
 
 const connections = new WeakMap<Bus, BusConnection>();

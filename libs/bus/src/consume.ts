@@ -5,6 +5,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
+import { retryJetStreamSetup } from './jetstream-setup.js';
 import { decodeJson, inMessageContext } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
@@ -155,24 +156,29 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   };
 }
 
-/** Creates (or updates) the durable pull consumer of `options` and returns it. */
+/**
+ * Creates (or updates) the durable pull consumer of `options` and returns it, waiting
+ * (`retryJetStreamSetup`) while a clustered JetStream settles.
+ */
 export async function durableConsumer(
   options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'stream' | 'durable' | 'contract' | 'deliverPolicy' | 'ackWaitMs' | 'maxDeliveries'>,
   maxAckPending: number,
 ) {
   const { bus, stream, durable, contract } = options;
-  const jsm = await bus.jetstreamManager();
-  await jsm.consumers.add(stream, {
-    durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
-    filter_subject: contract.subject,
-    max_ack_pending: maxAckPending,
-    ack_wait: nanos(options.ackWaitMs ?? 30_000),
-    // The server's own cap, past the settler's: a message that takes its process down every
-    // time it is handled is never settled by us, and must still stop coming back.
-    max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
+  return retryJetStreamSetup(bus, `consumer ${durable}`, async () => {
+    const jsm = await bus.jetstreamManager();
+    await jsm.consumers.add(stream, {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+      filter_subject: contract.subject,
+      max_ack_pending: maxAckPending,
+      ack_wait: nanos(options.ackWaitMs ?? 30_000),
+      // The server's own cap, past the settler's: a message that takes its process down every
+      // time it is handled is never settled by us, and must still stop coming back.
+      max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
+    });
+    return connectionOf(bus).js.consumers.get(stream, durable);
   });
-  return connectionOf(bus).js.consumers.get(stream, durable);
 }
 

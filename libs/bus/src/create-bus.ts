@@ -55,6 +55,12 @@ export interface BusOptions {
    * 1 on a single NATS server (the default), 3 on a clustered one.
    */
   jetstreamReplicas?: number;
+  /**
+   * How long creating streams and opening KV buckets (`ensureStreams`, `openKv`) keep retrying,
+   * with back-off, while a clustered JetStream is still electing its leader or placing replicas;
+   * 0 (the default): the first error is thrown.
+   */
+  jetstreamSetupTimeoutMs?: number;
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
@@ -408,7 +414,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
-  registerConnection(bus, { nc, js });
+  registerConnection(bus, { nc, js, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
   return bus;
 }
 

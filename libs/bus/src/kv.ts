@@ -2,6 +2,7 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { connectionOf } from './bus-connection.js';
 import { unavailable, type Bus } from './create-bus.js';
+import { retryJetStreamSetup } from './jetstream-setup.js';
 import { decodeJson, encodeJson } from './wire.js';
 
 export interface KvEntryOf<T> {
@@ -27,8 +28,11 @@ export interface JsonKv<T> {
 }
 
 export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
-  // Replicas apply when the bucket is created; an existing bucket keeps its own.
-  const kv = await new Kvm(connectionOf(bus).js).create(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs });
+  // Replicas apply when the bucket is created; an existing bucket keeps its own. Waits while a
+  // clustered JetStream settles (`retryJetStreamSetup`).
+  const kv = await retryJetStreamSetup(bus, `kv ${bucket.name}`, () =>
+    new Kvm(connectionOf(bus).js).create(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs }),
+  );
   return {
     kv,
     async get(key) {

@@ -1,9 +1,17 @@
 import { nanos } from '@nats-io/transport-node';
 import { STREAMS } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
+import { retryJetStreamSetup } from './jetstream-setup.js';
 
-/** Creates the EVENTS and JOBS streams if absent; every service calls this at start, idempotently. */
+/**
+ * Creates the EVENTS and JOBS streams if absent; every service calls this at start, idempotently.
+ * Waits (`retryJetStreamSetup`) while a clustered JetStream settles.
+ */
 export async function ensureStreams(bus: Bus): Promise<void> {
+  await retryJetStreamSetup(bus, 'streams', () => ensureStreamsOnce(bus));
+}
+
+async function ensureStreamsOnce(bus: Bus): Promise<void> {
   const jsm = await bus.jetstreamManager();
   for (const stream of Object.values(STREAMS)) {
     const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs), num_replicas: bus.jetstreamReplicas };

@@ -40,5 +40,10 @@ export function baseServiceSchema(service: string, healthPort: number) {
      * NATS server, 3 on a clustered one. Every service must be given the same value.
      */
     JETSTREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+    /**
+     * How long the service waits at start, retrying with back-off, while a clustered JetStream
+     * is still electing its leader ("temporarily unavailable"), before it gives up and exits.
+     */
+    JETSTREAM_SETUP_TIMEOUT_MS: positiveInt(300_000),
   });
 }

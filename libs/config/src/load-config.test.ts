@@ -39,4 +39,10 @@ describe('parseConfig', () => {
       expect(() => parseConfig(schema, { ...base, JETSTREAM_REPLICAS: replicas })).toThrow(/JETSTREAM_REPLICAS/);
     }
   });
+
+  it('takes a comma-separated NATS_URL (a cluster) as it is, and waits for JetStream 5 minutes by default', () => {
+    const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
+    const servers = 'nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222';
+    expect(parseConfig(schema, { ...base, NATS_URL: servers })).toMatchObject({ NATS_URL: servers, JETSTREAM_SETUP_TIMEOUT_MS: 300_000 });
+  });
 });

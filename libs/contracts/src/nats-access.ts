@@ -90,6 +90,7 @@ const entries: Array<[AnyContract, Access]> = [
   [g.getEnvironment, request(GATEWAY, [RUNNER, ROUTER])],
   [g.getSigningKeys, request(GATEWAY, [ROUTER])],
   [g.apiKeyChanged, broadcast([GATEWAY], [GATEWAY])],
+  [g.environmentChanged, broadcast([GATEWAY], [GATEWAY])],
   [g.environmentCreated, event([GATEWAY])],
   [g.environmentUpdated, event([GATEWAY])],
 

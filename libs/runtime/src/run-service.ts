@@ -25,6 +25,8 @@ export interface BaseConfig {
   HEALTH_PORT?: number;
   /** Copies of each JetStream stream and KV bucket the service creates (1 by default). */
   JETSTREAM_REPLICAS?: number;
+  /** How long start waits for a clustered JetStream that is still electing its leader (0: not at all). */
+  JETSTREAM_SETUP_TIMEOUT_MS?: number;
 }
 
 export interface Runtime {
@@ -73,6 +75,11 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let stopping = false;
 
   logger.info('starting', { node: process.version, nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
+  // The probes answer from the first moment: /ready says 503 while NATS, JetStream (a cluster
+  // still electing its leader) and MongoDB are awaited below.
+  let runtime: Runtime | undefined;
+  let probes: Server | undefined;
+  if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, { isReady: () => runtime?.isReady() ?? false });
   const bus = await createBus({
     servers: config.NATS_URL,
     service,
@@ -80,6 +87,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     logger,
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
+    ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });
   await ensureStreams(bus);
   const failFast = config.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
@@ -90,7 +98,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
   });
 
-  const runtime: Runtime = {
+  runtime = {
     service,
     instance,
     logger,
@@ -99,9 +107,6 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     isReady: () => ready && !stopping && bus.isConnected() && isMongoConnected(mongo),
     onShutdown: (hook) => hooks.push(hook),
   };
-
-  let probes: Server | undefined;
-  if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, runtime);
 
   const started = await definition.start(runtime, config);
   bus.serve(ping[service], () => ({ service, instance, uptime_ms: Date.now() - startedAt }));
@@ -146,7 +151,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
 }
 
 /** /health answers while the process lives; /ready only while the service can do its work. */
-async function startProbeServer(port: number, runtime: Runtime): Promise<Server> {
+async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>): Promise<Server> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, body: object) => {

@@ -2,6 +2,7 @@ export { dockerAvailable } from './docker.js';
 export { eventually } from './eventually.js';
 export { startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type NatsCredentials, type TestNats } from './nats-server.js';
+export { startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
 export { freePort, waitForPort } from './ports.js';
 export { explainUntilIndexed, judgePlan, type Explainable, type QueryPlanVerdict } from './query-plan.js';
 export { repoRoot } from './repo-root.js';

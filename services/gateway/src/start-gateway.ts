@@ -19,6 +19,7 @@ import { createKeyCache } from './domain/key-cache.js';
 import { createSettingsCipher } from './domain/settings-cipher.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
+import { createEnvironmentCache } from './domain/environment-cache.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
 import { createProviderLogos } from './domain/provider-logos.js';
 import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
@@ -35,17 +36,17 @@ const LAST_USED_FLUSH_MS = 60_000;
 export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
-  const environments = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
+  const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
-  await Promise.all([accounts.init(), environments.init(), apiKeys.init(), givenUp.init()]);
-  const resealed = await environments.sealAtRest();
+  await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init()]);
+  const resealed = await environmentRepo.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
   // Keys stored before authentication looked digests up by _id get their entry (see api-key-repo).
   await apiKeys.indexDigests();
 
   await bootstrap(
-    { accounts, environments, apiKeys, logger },
+    { accounts, environments: environmentRepo, apiKeys, logger },
     { environmentName: config.BOOTSTRAP_ENVIRONMENT, secretKey: config.BOOTSTRAP_SECRET_KEY, digestSecret: config.API_KEY_DIGEST_SECRET },
   );
 
@@ -56,8 +57,17 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
+  const environmentCache = createEnvironmentCache(
+    { repo: environmentRepo, announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
+    { ttlMs: 60_000, maxEntries: 10_000 },
+  );
+  const environments = { ...environmentRepo, findById: environmentCache.findById, update: environmentCache.update, replaceSigningKeys: environmentCache.replaceSigningKeys };
+  bus.onBroadcast(gatewayContracts.environmentChanged, ({ environment_id }) => environmentCache.invalidate(environment_id));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
-  bus.onReconnect(() => keyCache.clear());
+  bus.onReconnect(() => {
+    keyCache.clear();
+    environmentCache.clear();
+  });
 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });

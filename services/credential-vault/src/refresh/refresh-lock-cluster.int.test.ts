@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createBus, openKv, type Bus } from '@latchkey/bus';
+import { createLogger } from '@latchkey/logger';
+import { eventually, startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
+import { createRefreshLocks, type RefreshLocks } from './refresh-lock.js';
+
+// The refresh locks on a three-node NATS cluster, their bucket in 3 replicas.
+let cluster: TestNatsCluster;
+const buses: Bus[] = [];
+
+async function replica(index: number): Promise<{ bus: Bus; locks: RefreshLocks }> {
+  const urls = cluster.nodes.map((node) => node.url);
+  const servers = [...urls.slice(index), ...urls.slice(0, index)].join(',');
+  const bus = await createBus({ servers, service: 'credential-vault', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3 });
+  buses.push(bus);
+  return { bus, locks: createRefreshLocks(await openKv<{ owner: string }>(bus, { name: 'refresh_locks_cluster', ttlMs: 60_000 })) };
+}
+
+/** Retries while the bucket elects a new leader (calls throw service_unavailable meanwhile). */
+function settled<T>(call: () => Promise<T>, what: string): Promise<T> {
+  return eventually(() => call().then((value) => ({ value }), () => undefined), 20_000, what, 200).then(({ value }) => value);
+}
+
+beforeAll(async () => {
+  cluster = await startNatsCluster();
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(buses.map((bus) => bus.close()));
+  await cluster?.dispose();
+});
+
+describe('refresh locks on a NATS cluster', () => {
+  it('stay held by their one owner when the node leading the lock bucket dies', async () => {
+    const [a, b] = await Promise.all([replica(0), replica(1)]);
+    const held = await a.locks.acquire('conn_1');
+    expect(held).not.toBeNull();
+    const jsm = await a.bus.jetstreamManager();
+    const leaderName = (await jsm.streams.info('KV_refresh_locks_cluster')).cluster?.leader;
+    const dying = cluster.nodes.find((node) => node.name === leaderName);
+    if (!dying) throw new Error(`no node named ${leaderName}`);
+    await dying.kill();
+
+    // The lock survived the node: nobody else takes it, its owner renews and releases it.
+    expect(await settled(() => b.locks.acquire('conn_1'), 'an answer to acquire')).toBeNull();
+    expect(await settled(() => b.locks.isHeld('conn_1'), 'an answer to isHeld')).toBe(true);
+    expect(await settled(() => a.locks.renew(held!), 'an answer to renew')).toBe(true);
+    expect(await settled(() => b.locks.release({ ...held!, revision: held!.revision - 1 }), 'an answer to a stale release')).toBe(false);
+    expect(await settled(() => a.locks.release(held!), 'an answer to release')).toBe(true);
+    expect(await settled(() => b.locks.acquire('conn_1'), 'an answer to acquire')).not.toBeNull();
+    await dying.restart();
+  }, 120_000);
+});
