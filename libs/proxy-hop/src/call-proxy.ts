@@ -2,6 +2,7 @@ import { inSendSpan, pullAll, pullStream, servePullStream, unavailable, type Bus
 import {
   PROXY_KEEPALIVE_MS,
   PROXY_SUBJECT,
+  PROXY_TRACESTATE_MAX,
   proxyDeadlineMs,
   proxyReplyMeta,
   type ProxyReplyMeta,
@@ -80,9 +81,20 @@ function createExchange(bus: Bus): Exchange {
       const now = Date.now();
       pending.set(id, { resolve, reject, heardAt: now, deadlineAt: now + deadlineMs });
       const withRequestId = meta.request_id === undefined ? { ...meta, request_id: currentRequestId() } : meta;
-      const trace = traceHeaders();
-      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(trace === undefined ? withRequestId : { ...withRequestId, ...trace }), body));
+      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(withTraceContext(withRequestId)), body));
     });
+}
+
+/**
+ * The call's meta with the active trace context, while tracing is on. A caller's `tracestate`
+ * longer than the contract takes (W3C asks to pass on at least 512 characters) is left out
+ * rather than failing the call.
+ */
+function withTraceContext(meta: ProxyRequestMeta): ProxyRequestMeta {
+  const trace = traceHeaders();
+  if (trace === undefined) return meta;
+  const { traceparent, tracestate } = trace;
+  return { ...meta, traceparent, ...(tracestate !== undefined && tracestate.length <= PROXY_TRACESTATE_MAX ? { tracestate } : {}) };
 }
 
 const exchanges = new WeakMap<Bus, Exchange>();
