@@ -25,7 +25,7 @@ export function decodeJson(data: Uint8Array): unknown {
 export function outgoingHeaders(): MsgHdrs {
   const headers = natsHeaders();
   headers.set(REQUEST_ID_HEADER, currentRequestId() ?? newRequestId());
-  injectTraceContext((key, value) => headers.set(key, value));
+  if (tracingEnabled()) injectTraceContext((key, value) => headers.set(key, value));
   return headers;
 }
 
