@@ -2,12 +2,12 @@ import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
-import { runWithContext, type Logger } from '@latchkey/logger';
+import type { Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
 import { secondsSince } from './observer.js';
-import { decodeJson, requestIdOf } from './wire.js';
+import { decodeJson, inMessageContext } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
 export type JobMessage = JsMsg;
@@ -146,7 +146,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
 
   const loop = (async () => {
     for await (const msg of messages) {
-      const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
+      const task = inMessageContext(msg.headers, contract.subject, 'consumer', () => handle(msg)).finally(() => inFlight.delete(task));
       inFlight.add(task);
       if (inFlight.size >= concurrency) await Promise.race(inFlight);
     }

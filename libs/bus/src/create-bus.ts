@@ -22,13 +22,14 @@ import {
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
+import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
+import { decodeJson, encodeJson, inMessageContext, inSendSpan, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -225,7 +226,12 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const inFlight = new Set<Promise<void>>();
   const observer = options.observer ?? noObserver;
 
-  async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
+  function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}): Promise<ResponseOf<C>> {
+    return tracingEnabled() ? inSendSpan(contract.subject, 'client', () => timedRequest(contract, payload, requestOptions)) : timedRequest(contract, payload, requestOptions);
+  }
+
+  /** The request, timed for the metrics (one observe, whatever the outcome). */
+  async function timedRequest<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions): Promise<ResponseOf<C>> {
     const start = performance.now();
     try {
       const answer = await requestOnce(contract, payload, requestOptions);
@@ -274,9 +280,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
           logger.error('subscription error', { subject: contract.subject, error });
           return;
         }
-        const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg)).finally(() =>
-          inFlight.delete(task),
-        );
+        const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
         inFlight.add(task);
       },
     });
@@ -340,11 +344,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
-    try {
-      await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
-    } catch (error) {
-      throw unavailable(contract.subject, error);
-    }
+    const store = async () => {
+      try {
+        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
+      } catch (error) {
+        throw unavailable(contract.subject, error);
+      }
+    };
+    await (tracingEnabled() ? inSendSpan(contract.subject, 'producer', store) : store());
   }
 
   function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {

@@ -6,6 +6,7 @@ import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { answerScrape, busMetrics, collectProcessMetrics, isScrape } from '@latchkey/metrics';
 import { connectMongo, isMongoConnected } from '@latchkey/mongo';
+import { startTracing } from '@latchkey/tracing';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
 export interface BaseConfig {
@@ -67,6 +68,8 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const { service, config } = definition;
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   const instance = randomUUID();
+  // Before any connection, so the first message and query are traced (off without OTEL_* endpoint).
+  const tracing = await startTracing({ service, instance });
   const startedAt = Date.now();
   const hooks: Array<() => Promise<void> | void> = [];
   let ready = false;
@@ -123,6 +126,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
       await bus.drain();
       await mongo.close();
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
+      await tracing.shutdown().catch((error: unknown) => logger.warn('could not export the last spans', { error }));
       logger.info('stopped');
     })());
 

@@ -5,6 +5,7 @@ import { consume, openKv } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
 import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
+import { traceHttpRequests } from '@latchkey/tracing';
 import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
@@ -130,7 +131,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     logos: createProviderLogos(Object.values(simpleIcons).filter((icon): icon is simpleIcons.SimpleIcon => 'slug' in icon)),
     isReady: runtime.isReady,
   };
-  const server: Server = createServer(withBareRoutes(createApp(deps, routes), bareRoutes, deps));
+  // A server span per request while tracing is on, continuing the caller's traceparent.
+  const server: Server = createServer(traceHttpRequests(withBareRoutes(createApp(deps, routes), bareRoutes, deps)));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

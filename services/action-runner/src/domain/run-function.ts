@@ -2,6 +2,7 @@ import { functionsContracts, MAX_ACTION_OUTPUT_BYTES, type FunctionType } from '
 import type { Bus } from '@latchkey/bus';
 import { toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
+import { inSpan } from '@latchkey/tracing';
 import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-in-sandbox.js';
 import { observeFunctionRun } from '../run-metrics.js';
 import type { CachedFunction, FunctionCache } from './function-cache.js';
@@ -72,7 +73,7 @@ export function createRunner(deps: RunnerDeps) {
     const target = { ...options.target, function_name: name };
     const started = performance.now();
     const result = await deps.limited(() =>
-      runInSandbox({
+      inSpan('sandbox run', { attributes: { 'latchkey.function': name, 'latchkey.connection_id': target.connection_id } }, () => runInSandbox({
         bundle: options.fn.bundle,
         entry: options.entry ?? 'exec',
         ...(description ? { kind: description.type } : {}),
@@ -102,7 +103,7 @@ export function createRunner(deps: RunnerDeps) {
           observeFunctionRun(description?.type ?? 'dryrun', toAppError(error).code, (performance.now() - started) / 1000);
           throw error;
         },
-      ),
+      )),
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }

@@ -5,6 +5,7 @@ import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { inSpan, SpanKind } from '@latchkey/tracing';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
@@ -99,15 +100,18 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       });
     };
     try {
-      const fresh = await requestFreshCredentials(doc.credentials_type, {
-        provider,
-        client,
-        connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
-        credentials,
-        now,
-        timeoutMs: deps.timeoutMs,
-        http: deps.http,
-      });
+      // The token request as a span: which provider and connection, never the request or answer.
+      const fresh = await inSpan('vault token refresh', { kind: SpanKind.CLIENT, attributes: { 'latchkey.provider': doc.provider, 'latchkey.connection_id': doc.connection_id } }, () =>
+        requestFreshCredentials(doc.credentials_type, {
+          provider,
+          client,
+          connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
+          credentials,
+          now,
+          timeoutMs: deps.timeoutMs,
+          http: deps.http,
+        }),
+      );
       const fields = {
         credentials: await deps.credentials.seal(doc, fresh),
         expires_at: expiryOf(fresh),

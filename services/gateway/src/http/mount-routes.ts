@@ -2,6 +2,7 @@ import express, { type Express, type Request, type RequestHandler, type Response
 import { AppError } from '@latchkey/errors';
 import type { ConnectSession } from '@latchkey/contracts';
 import { httpRouteMetrics } from '@latchkey/metrics';
+import { nameServerSpan } from '@latchkey/tracing';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import { authorize, authorizeAdmin, authorizeSession, carriesSessionToken } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
@@ -60,6 +61,7 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
     });
 
   return (req, res, next) => {
+    nameServerSpan(route.method, route.path);
     if (route.errorShape) res.locals['errorShape'] = route.errorShape;
     try {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;

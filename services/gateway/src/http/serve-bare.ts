@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppError } from '@latchkey/errors';
 import { runWithContext } from '@latchkey/logger';
+import { nameServerSpan } from '@latchkey/tracing';
 import { authorize } from './authenticate.js';
 import type { BareRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
@@ -54,6 +55,7 @@ export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[
       app(req, res);
       return;
     }
+    nameServerSpan(req.method ?? 'GET', `${route.prefix}/*`);
     timeResponse(res, observers[index]!(req));
     runWithContext({ requestId: assignRequestId(req, res) }, () => {
       const fail = (error: unknown) => sendError(deps.logger, error, req, res);

@@ -5,6 +5,7 @@ import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRe
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
+import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { CredentialCache } from '../domain/credential-cache.js';
 import { connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
@@ -74,7 +75,7 @@ async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: Up
     if (attempt > 1) countRetry(provider);
     const start = performance.now();
     try {
-      const response = await callUpstream(call, deps.upstream);
+      const response = await (tracingEnabled() ? tracedCall(deps, call, attempt) : callUpstream(call, deps.upstream));
       observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
       if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
       response.discard();
@@ -90,6 +91,26 @@ async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: Up
       await sleep(retryDelayMs(attempt, undefined, deps.retryCapMs));
     }
   }
+}
+
+/**
+ * One attempt as a client span: method, host, port and scheme of the provider, the attempt and
+ * the status; never the path, the query or a header (they may carry the credential).
+ */
+function tracedCall(deps: ProxyDeps, call: UpstreamCall, attempt: number): Promise<UpstreamResponse> {
+  const { url } = call;
+  const attributes = {
+    'http.request.method': call.method,
+    'server.address': url.hostname,
+    'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    'url.scheme': url.protocol.slice(0, -1),
+    'latchkey.attempt': attempt,
+  };
+  return inSpan(`upstream ${call.method}`, { kind: SpanKind.CLIENT, attributes }, async () => {
+    const response = await callUpstream(call, deps.upstream);
+    setSpanAttributes({ 'http.response.status_code': response.status });
+    return response;
+  });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -3,6 +3,7 @@ import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMet
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
 import { busMetrics } from '@latchkey/metrics';
+import { extractTraceContext, inSpan, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { ANSWER, KEEPALIVE, answerFrame, frameBatcher, readFrames } from '@latchkey/proxy-hop';
 
 /** One call as a replica gets it; `respond` may be called once, and ends its keepalives. */
@@ -60,7 +61,9 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
             answer(reply, frame.id, meta, body);
           },
         };
-        const task = runWithContext({ requestId: requestIdFrom(parsed.meta.request_id) }, () => handle(call)).finally(() => inFlight.delete(task));
+        const requestId = requestIdFrom(parsed.meta.request_id);
+        const handled = runWithContext({ requestId }, tracingEnabled() ? () => inCallerTrace(parsed.meta, () => handle(call)) : () => handle(call));
+        const task = handled.finally(() => inFlight.delete(task));
         inFlight.add(task);
       }
     },
@@ -77,6 +80,20 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
       outgoing.flush();
     },
   };
+}
+
+/** A server span continuing the trace context the caller put in the call's meta (tracing on only). */
+function inCallerTrace(meta: ProxyRequestMeta, work: () => Promise<void>): Promise<void> {
+  const { traceparent, tracestate } = meta;
+  return inSpan(
+    `serve ${PROXY_SUBJECT}`,
+    {
+      kind: SpanKind.SERVER,
+      attributes: { 'messaging.system': 'nats', 'messaging.destination.name': PROXY_SUBJECT, 'messaging.operation.type': 'receive' },
+      parent: extractTraceContext((key) => (key === 'traceparent' ? traceparent : key === 'tracestate' ? tracestate : undefined)),
+    },
+    work,
+  );
 }
 
 function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {

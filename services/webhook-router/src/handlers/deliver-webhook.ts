@@ -2,6 +2,7 @@ import type { JobMessage, OperationLog } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
 import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
@@ -61,7 +62,8 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
 
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
-    const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
     recordAttempt(deps, job, at, result);
     countAttempt();
     const attempt = {
@@ -105,4 +107,24 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     countDelivery('retrying');
     return { retryInMs: delay };
   };
+}
+
+/** One delivery attempt as a client span: the receiver's host and the status, never the URL's path or query. */
+function tracedSend<R extends { status: number | null }>(url: string, attempt: number, send: () => Promise<R>): Promise<R> {
+  let host: URL | undefined;
+  try {
+    host = new URL(url);
+  } catch {
+    host = undefined;
+  }
+  const attributes = {
+    'http.request.method': 'POST',
+    'latchkey.attempt': attempt,
+    ...(host ? { 'server.address': host.hostname, 'url.scheme': host.protocol.slice(0, -1) } : {}),
+  };
+  return inSpan('webhook delivery POST', { kind: SpanKind.CLIENT, attributes }, async () => {
+    const result = await send();
+    if (result.status !== null) setSpanAttributes({ 'http.response.status_code': result.status });
+    return result;
+  });
 }
