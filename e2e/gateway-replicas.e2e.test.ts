@@ -65,4 +65,28 @@ describe('two gateway replicas', () => {
     expect(refusedAt! - revokedAt).toBeLessThan(1000);
     expect((await http(`${first!.url}/environment-variables`, { token: key.secret })).status).toBe(401);
   });
+
+  it('both answer with an environment\'s new settings within one second of a change on one of them', async () => {
+    await http(`${stack.url}/admin/environments`, { method: 'POST', token: stack.adminToken, body: { name: 'changing', account: 'changing' } });
+    const key = await newKey('changing');
+    const [first, second] = stack.gateways;
+    const variablesOn = async (gateway: typeof first) => (await http(`${gateway!.url}/environment-variables`, { token: key.secret })).json;
+    // Both replicas now hold the environment in memory.
+    expect(await variablesOn(first)).toEqual([]);
+    expect(await variablesOn(second)).toEqual([]);
+
+    const patch = { variables: [{ name: 'REGION', value: 'eu-west-1' }] };
+    const changedAt = Date.now();
+    expect((await http(`${first!.url}/admin/environments/changing`, { method: 'PATCH', token: stack.adminToken, body: patch })).status).toBe(200);
+    expect(await variablesOn(first)).toEqual(patch.variables);
+    let seenAt: number | undefined;
+    while (Date.now() - changedAt < 1000) {
+      if (JSON.stringify(await variablesOn(second)) === JSON.stringify(patch.variables)) {
+        seenAt = Date.now();
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(seenAt).toBeDefined();
+  });
 });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { benchRecords } from './records.js';
+import { formatProfile, summarizeProfiles } from './profile.js';
 import { freePort, repoRoot, startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
 import type { ServiceName } from '@latchkey/contracts';
 
@@ -15,10 +16,9 @@ import type { ServiceName } from '@latchkey/contracts';
  * `make bench`: throughput and latency of the gateway's real key, rate-limit and scope
  * middleware, over HTTP, loaded by a separate process. Every service runs from its built
  * `dist/main.js`, as a user runs it. The authenticated side is `GET /environment-variables`
- * (key cache, rate limiter, scope check, then one read of the key's environment by `_id`); the
- * side without auth is `GET /health`, which answers from the process. Neither leaves the
- * gateway for another service, so their ratio is what the middleware and that one read cost
- * together. Plain express serving a do-nothing handler is shown for context. Rounds alternate so
+ * (key cache, rate limiter, scope check, then the key's environment, held in memory); the side
+ * without auth is `GET /health`, which answers from the process. Neither leaves the gateway for
+ * another service, so their ratio is what the middleware costs. Plain express serving a do-nothing handler is shown for context. Rounds alternate so
  * drift on a shared machine hits every side alike; the ratios, not the absolute numbers, are the
  * result. The connection fetch runs through the real credential vault (NATS, FerretDB,
  * decryption) in the same run. Where `taskset` exists and there are two or more cores, the
@@ -31,6 +31,17 @@ const entry = (service: ServiceName) => join(repoRoot(), 'services', service, 'd
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const DURATION_S = Number(process.env['BENCH_SECONDS'] ?? 4);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
+/**
+ * BENCH_PROFILE=<dir>: the gateway and the proxy replicas run under V8's CPU profiler
+ * (`--cpu-prof`, profiles in <dir>), and at the end the bench prints where their CPU time went,
+ * per proxied call. Use it with BENCH_ONLY=latchkey, so the gateway's profile holds proxy calls only.
+ */
+const PROFILE_DIR = process.env['BENCH_PROFILE'];
+/** The measured rounds, on the profiles' clock; and the proxied calls made in them. */
+const profileWindow = { fromUs: 0, toUs: 0 };
+let proxiedInRounds = 0;
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
+const profiled = (name: string) => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}-${process.pid}.cpuprofile`] : []);
 
 type PostRequest = { method: 'POST'; body: string; contentType: string };
 
@@ -77,7 +88,18 @@ function load(
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as LoadResult) : reject(new Error(`load exited with ${code}`))));
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`load exited with ${code}`));
+      resolve(JSON.parse(out) as LoadResult);
+    });
+  });
+}
+
+function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill(signal);
   });
 }
 
@@ -122,8 +144,8 @@ writeFileSync(
 const serviceEnv = { NATS_URL: nats.url, MONGODB_URI: mongo.uri, HEALTH_PORT: '0', LOG_LEVEL: 'error' };
 const natsPassword = (service: ServiceName) => ({ NATS_PASSWORD: nats.credentials(service).password });
 // Two proxy replicas, as operators would run them.
-const proxies = [0, 1].map(() =>
-  spawn(process.execPath, [entry('proxy')], {
+const proxies = [0, 1].map((replica) =>
+  spawn(process.execPath, [...profiled(`proxy-${replica}`), entry('proxy')], {
     env: { ...process.env, ...serviceEnv, ...natsPassword('proxy'), MONGODB_DB: uniqueDbName('bench_proxy'), PROXY_ALLOW_CIDRS: '127.0.0.1/32' },
     stdio: ['ignore', 'ignore', 'inherit'],
   }),
@@ -167,9 +189,9 @@ const gateway = await startGateway({
 /** The gateway from its `dist/main.js` on a free port, on the server's core; resolves once `/health` answers. */
 async function startGateway(env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
-  const [command, args] = onCore(0, [entry('gateway')]);
+  const [command, args] = onCore(0, [...profiled('gateway'), entry('gateway')]);
   const child = spawn(command, args, {
-    env: { ...process.env, ...env, PORT: String(port), HEALTH_PORT: '0', LOG_LEVEL: 'error' },
+    env: { ...process.env, ...env, PORT: String(port), HEALTH_PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'error' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   for (let attempt = 0; attempt < 600; attempt++) {
@@ -357,6 +379,7 @@ try {
   await settleIngest();
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
+  profileWindow.fromUs = nowUs();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
@@ -364,6 +387,8 @@ try {
       if (name === 'ingest') await settleIngest();
     }
   }
+  profileWindow.toUs = nowUs();
+  if (results['latchkey']) proxiedInRounds = results['latchkey'].reduce((sum, result) => sum + Math.round(result.rps * DURATION_S), 0);
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
     p50: median(results[name]!.map((result) => result.p50)),
@@ -427,8 +452,13 @@ try {
   reverseProxy.child.kill('SIGKILL');
   hopFront.child.kill('SIGKILL');
   for (const back of hopBacks) back.kill('SIGKILL');
-  for (const proxy of proxies) proxy.kill('SIGKILL');
-  gateway.child.kill('SIGKILL');
+  // Profiled processes stop as on SIGTERM, so that V8 writes their profiles.
+  const stopping = [...proxies, gateway.child].map((child) => stopProcess(child, PROFILE_DIR ? 'SIGTERM' : 'SIGKILL'));
+  await Promise.all(stopping);
+  if (PROFILE_DIR) {
+    console.log(formatProfile('proxy replicas (both)', summarizeProfiles(PROFILE_DIR, 'proxy-', profileWindow), proxiedInRounds));
+    console.log(formatProfile('gateway', summarizeProfiles(PROFILE_DIR, 'gateway-', profileWindow), proxiedInRounds));
+  }
   vault.kill('SIGKILL');
   webhookRouter.kill('SIGKILL');
   await benchNats.close();

@@ -101,6 +101,7 @@ async function benchBackend(backend: string): Promise<Timings> {
   const apiKey = `lk_sk_${randomBytes(32).toString('base64url')}`;
   start('gateway', {
     PORT: String(port),
+    METRICS_PORT: '0',
     ADMIN_TOKEN: adminToken,
     API_KEY_DIGEST_SECRET: randomBytes(24).toString('base64url'),
     SETTINGS_ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,

@@ -70,6 +70,22 @@ describe.each([existsSync(validator) ? 'built' : 'absent'])('the manifest valida
     expect(validate(DEPLOYMENT.replace('name: app', 'name: [app]')).output).toMatch(/cannot unmarshal array/);
     expect(validate(DEPLOYMENT.replace('apiVersion: apps/v1', 'apiVersion: apps/v1beta1')).output).toContain('unknown kind apps/v1beta1 Deployment');
   });
+
+  test('decodes the Prometheus Operator\'s ServiceMonitor strictly too', () => {
+    const monitor = `apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: scraped
+spec:
+  selector:
+    matchLabels: { app: scraped }
+  endpoints:
+    - port: metrics
+      path: /metrics
+`;
+    expect(validate(monitor)).toMatchObject({ status: 0 });
+    expect(validate(monitor.replace('path: /metrics', 'pathh: /metrics')).output).toContain('unknown field');
+  });
 });
 
 describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])('the rendered chart (helm %s)', (state) => {
@@ -114,5 +130,31 @@ describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])(
       const [container] = (deployment.spec as { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } }).template.spec.containers;
       expect(container?.env).toContainEqual({ name: 'JETSTREAM_REPLICAS', value: '3' });
     }
+  });
+
+  test('opens the gateway\'s metrics port, and renders a ServiceMonitor per service behind a value', () => {
+    type Container = { ports: Array<{ name: string; containerPort: number }>; env: Array<{ name: string; value?: string }> };
+    const containerOf = (manifests: Manifest[], name: string) => (find(manifests, 'Deployment', name)?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0]!;
+    const defaults = render('defaults.yaml');
+    expect(containerOf(defaults, 'gateway').env).toContainEqual({ name: 'METRICS_PORT', value: '9464' });
+    expect(containerOf(defaults, 'gateway').ports).toContainEqual({ name: 'metrics', containerPort: 9464 });
+    expect(defaults.filter((manifest) => manifest.kind === 'ServiceMonitor')).toEqual([]);
+    expect(containerOf(render('hpa-off.yaml'), 'gateway').env).toContainEqual({ name: 'METRICS_PORT', value: '0' });
+
+    const monitored = render('everything.yaml');
+    const monitors = monitored.filter((manifest) => manifest.kind === 'ServiceMonitor');
+    expect(monitors.map((monitor) => monitor.metadata.name).sort()).toEqual(
+      ['action-runner', 'credential-vault', 'gateway', 'proxy', 'sync-scheduler', 'webhook-router'].map((name) => `latchkey-${name}`),
+    );
+    const gateway = monitors.find((monitor) => monitor.metadata.name === 'latchkey-gateway')!;
+    expect(gateway.spec).toMatchObject({ endpoints: [{ port: 'metrics', path: '/metrics', interval: '15s' }], selector: { matchLabels: { 'latchkey.io/metrics': 'true' } } });
+    // The headless Service a monitor selects points at the metrics port, never the API's.
+    const service = monitored.find((manifest) => manifest.kind === 'Service' && manifest.metadata.name === 'latchkey-gateway-metrics')!;
+    expect(service.spec).toMatchObject({ clusterIP: 'None', ports: [{ name: 'metrics', port: 9464, targetPort: 'metrics' }] });
+    const vault = monitored.find((manifest) => manifest.kind === 'Service' && manifest.metadata.name === 'latchkey-credential-vault-metrics')!;
+    expect(vault.spec).toMatchObject({ ports: [{ name: 'metrics', targetPort: 'http' }] });
+    // Prometheus may reach the metrics ports through the NetworkPolicies.
+    const policy = find(monitored, 'NetworkPolicy', 'proxy')!.spec as { ingress: Array<{ ports: Array<{ port: number }>; from: unknown[] }> };
+    expect(policy.ingress).toContainEqual({ ports: [{ port: 3011, protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] });
   });
 });

@@ -38,4 +38,5 @@ refuse 'a misspelled top-level key' --set networkPolicies.enabled=false
 refuse 'a mistyped value' --set-string services.proxy.replicas=three
 refuse 'a JetStream replica count NATS cannot hold' --set nats.jetstreamReplicas=0
 refuse 'an unknown scheduling mode' --set scheduling.podAntiAffinity=always
+refuse 'a scrape interval that is not a duration' --set metrics.serviceMonitor.interval=often
 echo "chart-check: ok"

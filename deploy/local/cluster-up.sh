@@ -11,6 +11,7 @@ node_bin=$(deploy/local/node.sh)
 export PATH=$node_bin:$PATH
 data=$root/.data/cluster
 postgres=${CLUSTER_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432}
+trap 'echo "make cluster-up failed; see .data/cluster/logs/ (make cluster-down stops what started)" >&2' ERR
 mkdir -p "$data"/{logs,run}
 chmod 700 "$root/.data" "$data"
 

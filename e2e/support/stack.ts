@@ -175,6 +175,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
           NATS_PASSWORD: nats.credentials('gateway').password,
           MONGODB_DB: dbOf('gateway'),
           PORT: String(port),
+          // Several gateways run side by side here: none takes the default metrics port.
+          METRICS_PORT: '0',
           PUBLIC_URL: `http://127.0.0.1:${port}`,
           ADMIN_TOKEN: adminToken,
           API_KEY_DIGEST_SECRET: `digest-${suffix}-0123456789abcdefghijklmnop`,

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -31,8 +32,11 @@ import (
 )
 
 // Only stable (GA) API versions are known: a chart that renders a beta or removed version, or a
-// custom resource, fails here and must be looked at by a person.
+// custom resource, fails here and must be looked at by a person. One custom resource is known:
+// the Prometheus Operator's monitoring.coreos.com/v1 (the chart's ServiceMonitors), decoded
+// strictly into the operator's own Go types.
 var groups = []func(*runtime.Scheme) error{
+	monitoringv1.AddToScheme,
 	corev1.AddToScheme,
 	appsv1.AddToScheme,
 	autoscalingv2.AddToScheme,

@@ -2,10 +2,12 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@latchkey/logger';
 import type { Bus } from './create-bus.js';
+import type { BusObserver } from './observer.js';
 
 export interface BusConnection {
   nc: NatsConnection;
   js: JetStreamClient;
+  observer: BusObserver;
   /** How long JetStream setup steps retry while a cluster settles (`retryJetStreamSetup`). */
   setup: { logger: Logger; timeoutMs: number };
 }

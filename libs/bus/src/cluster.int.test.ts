@@ -3,9 +3,10 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ping } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
-import { startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
+import { startNatsCluster, type TestNatsCluster, type TestNatsNode } from '@latchkey/testing';
 import { connectionOf } from './bus-connection.js';
 import { createBus, type Bus } from './create-bus.js';
+import { ensureStreams } from './streams.js';
 
 let cluster: TestNatsCluster;
 const logger = createLogger({ service: 'test', silent: true });
@@ -86,4 +87,30 @@ describe('startNatsCluster', () => {
       await Promise.all(buses.map((bus) => bus.close()));
     }
   }, 60_000);
+
+  it('retries stream setup while JetStream has no quorum, for at most jetstreamSetupTimeoutMs', async () => {
+    // Two of three nodes down: the one left answers, but JetStream cannot elect a meta leader.
+    const [first, second, third] = cluster.nodes as [TestNatsNode, TestNatsNode, TestNatsNode];
+    await Promise.all([second.kill(), third.kill()]);
+    const login = (jetstreamSetupTimeoutMs: number) =>
+      createBus({ servers: first.url, service: 'observer', identity: cluster.credentials('observer'), logger, requestTimeoutMs: 1_000, jetstreamReplicas: 3, jetstreamSetupTimeoutMs });
+    const impatient = await login(2_000);
+    const patient = await login(60_000);
+    try {
+      const startedAt = Date.now();
+      await expect(ensureStreams(impatient)).rejects.toThrow();
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(1_000);
+
+      let done = false;
+      const waiting = ensureStreams(patient).then(() => (done = true));
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      expect(done).toBe(false);
+      // The cluster forms again under it (an R3 stream needs all three peers to be placed).
+      await Promise.all([second.restart(), third.restart()]);
+      await waiting;
+      await cluster.metaLeader();
+    } finally {
+      await Promise.all([impatient.close(), patient.close()]);
+    }
+  }, 90_000);
 });

@@ -1,7 +1,10 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
+import { toAppError } from '@latchkey/errors';
 import { runWithContext, newRequestId } from '@latchkey/logger';
 import { durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
+import { connectionOf } from './bus-connection.js';
+import { secondsSince } from './observer.js';
 import { decodeJson } from './wire.js';
 
 /** What became of one message of a batch: done (acked), or the error that decides nak or term. */
@@ -34,6 +37,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   const waiting: JsMsg[] = [];
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
+  const { observer } = connectionOf(options.bus);
   let scheduled = false;
 
   async function handle(batch: JsMsg[]): Promise<void> {
@@ -45,13 +49,17 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     }
     if (items.length === 0) return;
     let outcomes: BatchOutcome[];
+    const start = performance.now();
     try {
       outcomes = await handler(items);
     } catch (error) {
       outcomes = items.map(() => ({ ok: false, error }));
     }
+    const seconds = secondsSince(start);
     items.forEach(({ msg }, index) => {
       const outcome = outcomes[index] ?? { ok: false, error: new Error('the batch handler gave no outcome for this message') };
+      // Each message of a batch took as long as its batch.
+      observer.consumed(contract.subject, seconds, outcome.ok ? undefined : toAppError(outcome.error).code);
       try {
         if (outcome.ok) msg.ack();
         else settle.failed(msg, outcome.error);

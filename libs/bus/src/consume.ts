@@ -2,11 +2,12 @@ import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
-import { runWithContext, type Logger } from '@latchkey/logger';
+import type { Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
-import { decodeJson, requestIdOf } from './wire.js';
+import { secondsSince } from './observer.js';
+import { decodeJson, inMessageContext } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
 export type JobMessage = JsMsg;
@@ -120,6 +121,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const messages = await consumer.consume({ max_messages: concurrency });
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
+  const { observer } = connectionOf(options.bus);
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
@@ -128,11 +130,14 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       return;
     }
     const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
+    const start = performance.now();
     try {
       const outcome = await handler(parsed.data as PayloadOf<C>, msg);
+      observer.consumed(contract.subject, secondsSince(start), outcome ? 'retry_later' : undefined);
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
+      observer.consumed(contract.subject, secondsSince(start), toAppError(error).code);
       settle.failed(msg, error);
     } finally {
       clearInterval(heartbeat);
@@ -148,7 +153,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         msg.nak();
         continue;
       }
-      const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => handle(msg)).finally(() => inFlight.delete(task));
+      const task = inMessageContext(msg.headers, contract.subject, 'consumer', () => handle(msg)).finally(() => inFlight.delete(task));
       inFlight.add(task);
       if (inFlight.size >= concurrency) await Promise.race(inFlight);
     }

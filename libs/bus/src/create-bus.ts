@@ -22,12 +22,14 @@ import {
 } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
+import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
 import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
+import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
+import { decodeJson, encodeJson, inMessageContext, inSendSpan, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -54,6 +56,8 @@ export interface BusOptions {
    * 1 on a single NATS server (the default), 3 on a clustered one.
    */
   jetstreamReplicas?: number;
+  /** Told of each request sent, request answered and JetStream message handled (metrics). */
+  observer?: BusObserver;
   /**
    * How long creating streams and opening KV buckets (`ensureStreams`, `openKv`) keep retrying,
    * with back-off, while a clustered JetStream is still electing its leader or placing replicas;
@@ -220,8 +224,26 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
+  const observer = options.observer ?? noObserver;
 
-  async function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}) {
+  function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}): Promise<ResponseOf<C>> {
+    return tracingEnabled() ? inSendSpan(contract.subject, 'client', () => timedRequest(contract, payload, requestOptions)) : timedRequest(contract, payload, requestOptions);
+  }
+
+  /** The request, timed for the metrics (one observe, whatever the outcome). */
+  async function timedRequest<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions): Promise<ResponseOf<C>> {
+    const start = performance.now();
+    try {
+      const answer = await requestOnce(contract, payload, requestOptions);
+      observer.requested(contract.subject, secondsSince(start), undefined);
+      return answer;
+    } catch (error) {
+      observer.requested(contract.subject, secondsSince(start), error instanceof AppError ? error.code : 'internal_error');
+      throw error;
+    }
+  }
+
+  async function requestOnce<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions): Promise<ResponseOf<C>> {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
     let msg: Msg;
     try {
@@ -258,9 +280,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
           logger.error('subscription error', { subject: contract.subject, error });
           return;
         }
-        const task = runWithContext({ requestId: requestIdOf(msg.headers) }, () => answer(contract, handler, msg)).finally(() =>
-          inFlight.delete(task),
-        );
+        const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
         inFlight.add(task);
       },
     });
@@ -274,6 +294,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     msg: Msg,
   ): Promise<void> {
     let reply: Reply<unknown>;
+    const start = performance.now();
     try {
       const payload = parseOrThrow(contract.request, decodeJson(msg.data), `request to ${contract.subject}`);
       const result = await handler(payload as RequestOf<C>, msg);
@@ -288,6 +309,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
     }
+    observer.served(contract.subject, secondsSince(start), reply.ok ? undefined : reply.error.code);
     if (msg.reply) sendReply(contract.subject, msg.reply, encodeJson(reply));
   }
 
@@ -322,11 +344,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
-    try {
-      await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
-    } catch (error) {
-      throw unavailable(contract.subject, error);
-    }
+    const store = async () => {
+      try {
+        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
+      } catch (error) {
+        throw unavailable(contract.subject, error);
+      }
+    };
+    await (tracingEnabled() ? inSendSpan(contract.subject, 'producer', store) : store());
   }
 
   function broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void {
@@ -408,7 +433,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       await nc.drain();
     },
   };
-  registerConnection(bus, { nc, js, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
+  registerConnection(bus, { nc, js, observer, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
   return bus;
 }
 

@@ -16,7 +16,19 @@ export { consume, type ConsumeOptions, type JobMessage, type RunningConsumer } f
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
-export { REQUEST_ID_HEADER, decodeJson, encodeJson, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
+export { REQUEST_ID_HEADER, decodeJson, encodeJson, inMessageContext, inSendSpan, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';
 export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';
+export {
+  busOperationLog,
+  createOperationLog,
+  newOperationId,
+  traceIdOf,
+  type OperationLog,
+  type OperationRecorderOptions,
+  type OperationRecorderStats,
+  type RecordedOperation,
+} from './operation-recorder.js';
+export { recordedHandler, type OperationScope } from './recorded-handler.js';
+export { type BusObserver } from './observer.js';

@@ -4,8 +4,8 @@ import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
 
 /**
- * Creates the EVENTS and JOBS streams if absent; every service calls this at start, idempotently.
- * Waits (`retryJetStreamSetup`) while a clustered JetStream settles.
+ * Creates the streams of STREAMS (EVENTS, JOBS, OPERATIONS) if absent; every service calls this
+ * at start, idempotently. Waits (`retryJetStreamSetup`) while a clustered JetStream settles.
  */
 export async function ensureStreams(bus: Bus): Promise<void> {
   await retryJetStreamSetup(bus, 'streams', () => ensureStreamsOnce(bus));
@@ -14,7 +14,13 @@ export async function ensureStreams(bus: Bus): Promise<void> {
 async function ensureStreamsOnce(bus: Bus): Promise<void> {
   const jsm = await bus.jetstreamManager();
   for (const stream of Object.values(STREAMS)) {
-    const config = { name: stream.name, subjects: [...stream.subjects], max_age: nanos(stream.maxAgeMs), num_replicas: bus.jetstreamReplicas };
+    const config = {
+      name: stream.name,
+      subjects: [...stream.subjects],
+      max_age: nanos(stream.maxAgeMs),
+      ...('maxBytes' in stream ? { max_bytes: stream.maxBytes } : {}),
+      num_replicas: bus.jetstreamReplicas,
+    };
     try {
       await jsm.streams.info(stream.name);
       await jsm.streams.update(stream.name, config);

@@ -1,5 +1,6 @@
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
-import { currentRequestId, newRequestId, requestIdFrom } from '@latchkey/logger';
+import { currentRequestId, newRequestId, requestIdFrom, runWithContext } from '@latchkey/logger';
+import { extractTraceContext, inSpan, injectTraceContext, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { AppError, toErrorItems, type ErrorBody } from '@latchkey/errors';
 import type { z } from 'zod';
 
@@ -17,15 +18,51 @@ export function decodeJson(data: Uint8Array): unknown {
   return JSON.parse(decoder.decode(data));
 }
 
-/** Headers for an outgoing message: the current request id travels with every hop. */
+/**
+ * Headers for an outgoing message: the current request id travels with every hop, and so does
+ * the active trace context (`traceparent`, `tracestate`) while tracing is on.
+ */
 export function outgoingHeaders(): MsgHdrs {
   const headers = natsHeaders();
   headers.set(REQUEST_ID_HEADER, currentRequestId() ?? newRequestId());
+  if (tracingEnabled()) injectTraceContext((key, value) => headers.set(key, value));
   return headers;
 }
 
 export function requestIdOf(headers: MsgHdrs | undefined): string {
   return requestIdFrom(headers?.get(REQUEST_ID_HEADER));
+}
+
+/**
+ * Runs `work` as the handling of a received message: under the request id it carried, and,
+ * while tracing is on, in a span (`kind`: server for a request, consumer for a stored message)
+ * continuing the trace context it carried. NATS has no maintained OpenTelemetry instrumentation
+ * for Node, so the bus is it.
+ */
+export function inMessageContext<T>(headers: MsgHdrs | undefined, subject: string, kind: 'server' | 'consumer', work: () => Promise<T>): Promise<T> {
+  // Tracing off: nothing below is built, the work runs as it did before tracing existed.
+  if (!tracingEnabled()) return runWithContext({ requestId: requestIdOf(headers) }, work);
+  return runWithContext({ requestId: requestIdOf(headers) }, () =>
+    inSpan(
+      `${kind === 'server' ? 'serve' : 'process'} ${subject}`,
+      {
+        kind: kind === 'server' ? SpanKind.SERVER : SpanKind.CONSUMER,
+        attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject, 'messaging.operation.type': kind === 'server' ? 'receive' : 'process' },
+        parent: extractTraceContext((key) => headers?.get(key) || undefined),
+      },
+      work,
+    ),
+  );
+}
+
+/** Runs `send` in a client (request) or producer (stored message) span while tracing is on. */
+export function inSendSpan<T>(subject: string, kind: 'client' | 'producer', send: () => Promise<T>): Promise<T> {
+  if (!tracingEnabled()) return send();
+  return inSpan(
+    `${kind === 'client' ? 'request' : 'publish'} ${subject}`,
+    { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject, 'messaging.operation.type': 'send' } },
+    send,
+  );
 }
 
 /** The reply envelope: errors keep their code across the hop, so the HTTP status survives. */

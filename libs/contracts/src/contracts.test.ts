@@ -20,7 +20,7 @@ describe('contracts', () => {
 
   it('keep request subjects out of the JetStream streams', () => {
     for (const contract of allContracts) {
-      const inStream = contract.subject.startsWith('events.') || contract.subject.startsWith('jobs.');
+      const inStream = contract.subject.startsWith('events.') || contract.subject.startsWith('jobs.') || contract.subject.startsWith('operations.');
       expect(inStream).toBe(contract.kind === 'event' || contract.kind === 'job');
     }
     expect(STREAMS.events.subjects).toEqual(['events.>']);
@@ -28,9 +28,9 @@ describe('contracts', () => {
 });
 
 describe('scopes', () => {
-  it('are the 30 scopes of the API document', () => {
-    expect(SCOPES).toHaveLength(30);
-    expect(new Set(SCOPES).size).toBe(30);
+  it('are the 30 scopes of the API document and the operations log\'s', () => {
+    expect(SCOPES).toHaveLength(31);
+    expect(new Set(SCOPES).size).toBe(31);
   });
 
   it('let a _credentials scope include its plain scope, not the reverse', () => {

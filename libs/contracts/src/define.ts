@@ -39,6 +39,8 @@ export interface JobContract<P extends z.ZodType = z.ZodType> {
   readonly name: string;
   readonly subject: string;
   readonly payload: P;
+  /** The stream that keeps it, when not JOBS (the operations log has its own limits). */
+  readonly stream?: string;
 }
 
 export type AnyContract = RequestContract | EventContract | BroadcastContract | JobContract;

@@ -38,6 +38,8 @@ export const gatewayContracts = {
   ),
   /** Every gateway replica drops its cached entry for this key digest (created, revoked). */
   apiKeyChanged: defineBroadcast('gateway.api_key.changed', z.object({ digest: z.string() })),
+  /** Every gateway replica drops its cached copy of this environment (settings, keys, variables changed). */
+  environmentChanged: defineBroadcast('gateway.environment.changed', z.object({ environment_id: z.string() })),
   environmentCreated: defineEvent('environment.created', z.object({ environment_id: z.string(), name: z.string() })),
   environmentUpdated: defineEvent('environment.updated', z.object({ environment_id: z.string(), name: z.string() })),
 } as const;

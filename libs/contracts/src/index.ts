@@ -11,5 +11,6 @@ export * from './webhooks.js';
 export * from './functions.js';
 export * from './syncs.js';
 export * from './bus.js';
+export * from './operations.js';
 export { allContracts } from './registry.js';
 export * from './nats-access.js';

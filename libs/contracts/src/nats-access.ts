@@ -3,6 +3,7 @@ import { busContracts } from './bus.js';
 import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { PROXY_SUBJECT, proxyContracts } from './proxy.js';
+import { OPERATION_OWNERS, operationsContracts, type OperationRecorder } from './operations.js';
 import { recordsContracts } from './records.js';
 import { ping, SERVICE_NAMES, type ServiceName } from './services.js';
 import { STREAMS } from './streams.js';
@@ -90,6 +91,7 @@ const entries: Array<[AnyContract, Access]> = [
   [g.getEnvironment, request(GATEWAY, [RUNNER, ROUTER])],
   [g.getSigningKeys, request(GATEWAY, [ROUTER])],
   [g.apiKeyChanged, broadcast([GATEWAY], [GATEWAY])],
+  [g.environmentChanged, broadcast([GATEWAY], [GATEWAY])],
   [g.environmentCreated, event([GATEWAY])],
   [g.environmentUpdated, event([GATEWAY])],
 
@@ -184,6 +186,12 @@ const entries: Array<[AnyContract, Access]> = [
 
   // Any service's consumer may give a message up; the gateway keeps the records for operators.
   [busContracts.messageGivenUp, event([GATEWAY, VAULT, PROXY, SCHEDULER, RUNNER, ROUTER], [{ service: GATEWAY, durable: 'gateway-given-up' }])],
+
+  // The operations log: each service publishes only its own batches (its own types); the gateway stores them.
+  ...(Object.keys(OPERATION_OWNERS) as OperationRecorder[]).map((service): [AnyContract, Access] => [
+    operationsContracts[service],
+    job([service], [{ service: GATEWAY, durable: operationsDurableOf(service) }]),
+  ]),
 ];
 
 export const CONTRACT_ACCESS: ReadonlyMap<AnyContract, Access> = new Map(entries);
@@ -227,7 +235,13 @@ export interface NatsPermissions {
   subscribe: string[];
 }
 
-function streamOf(contract: EventContract | JobContract): string {
+/** The gateway's durable consumer of one service's operations batches. */
+export function operationsDurableOf(service: OperationRecorder): string {
+  return `gateway-operations-${service}`;
+}
+
+export function streamOf(contract: EventContract | JobContract): string {
+  if (contract.kind === 'job' && contract.stream !== undefined) return contract.stream;
   return contract.kind === 'event' ? STREAMS.events.name : STREAMS.jobs.name;
 }
 
@@ -275,7 +289,7 @@ export function natsPermissions(service: Service): NatsPermissions {
     if (other !== service) publish.add(`${pullStreamPrefixOf(inboxPrefixOf(other))}.*`);
   }
 
-  // JetStream: every service creates the two streams idempotently at start (`ensureStreams`);
+  // JetStream: every service creates the streams idempotently at start (`ensureStreams`);
   // no service may delete or purge them. `$JS.API.INFO` is the account check nats.js makes.
   publish.add('$JS.API.INFO');
   for (const stream of Object.values(STREAMS)) {

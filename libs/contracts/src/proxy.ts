@@ -52,6 +52,9 @@ export const allowedHostsSchema = z.array(allowedHostSchema).max(50);
 const headerList = z.array(z.tuple([z.string(), z.string()]));
 const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
 
+/** The longest `tracestate` a proxy call carries (W3C asks to pass on at least 512 characters). */
+export const PROXY_TRACESTATE_MAX = 512;
+
 export const proxyRequestMeta = z.object({
   environment_id: z.string(),
   key_id: z.string(),
@@ -71,6 +74,9 @@ export const proxyRequestMeta = z.object({
   body,
   /** The caller's request id, for the replica's logs. */
   request_id: z.string().max(128).optional(),
+  /** The caller's W3C trace context while tracing is on (the hop's own frames carry no headers). */
+  traceparent: z.string().max(128).optional(),
+  tracestate: z.string().max(PROXY_TRACESTATE_MAX).optional(),
 });
 export type ProxyRequestMeta = z.infer<typeof proxyRequestMeta>;
 

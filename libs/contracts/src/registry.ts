@@ -2,6 +2,7 @@ import type { AnyContract } from './define.js';
 import { busContracts } from './bus.js';
 import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
+import { operationsContracts } from './operations.js';
 import { ping } from './services.js';
 import { proxyContracts } from './proxy.js';
 import { recordsContracts } from './records.js';
@@ -22,4 +23,5 @@ export const allContracts: readonly AnyContract[] = [
   ...Object.values(actionContracts),
   ...Object.values(syncContracts),
   ...Object.values(busContracts),
+  ...Object.values(operationsContracts),
 ];

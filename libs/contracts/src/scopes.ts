@@ -33,6 +33,8 @@ export const SCOPES = [
   'environment:proxy',
   'environment:variables:read',
   'environment:mcp',
+  /** Not in the API document: Latchkey's operations log (`GET /operations`). */
+  'environment:operations:read',
 ] as const;
 
 export type Scope = (typeof SCOPES)[number];

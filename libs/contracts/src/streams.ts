@@ -5,6 +5,11 @@
 export const STREAMS = {
   events: { name: 'EVENTS', subjects: ['events.>'], maxAgeMs: 7 * 24 * 3600 * 1000 },
   jobs: { name: 'JOBS', subjects: ['jobs.>'], maxAgeMs: 7 * 24 * 3600 * 1000 },
+  /**
+   * Batches of the operations log on their way to the gateway: a day at most and 256 MiB, the
+   * oldest dropped first; the log itself is kept in the gateway's database.
+   */
+  operations: { name: 'OPERATIONS', subjects: ['operations.recorded.>'], maxAgeMs: 24 * 3600 * 1000, maxBytes: 256 * 1024 ** 2 },
 } as const;
 
 export const KV_BUCKETS = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { PassThrough } from 'node:stream';
-import { createLogger, runWithContext } from './index.js';
+import { createLogger, runWithContext, useTraceIds } from './index.js';
 
 function capture() {
   const stream = new PassThrough();
@@ -32,5 +32,20 @@ describe('createLogger', () => {
     const text = JSON.stringify(lines[0]);
     for (const secret of ['sk_live_abc', '"tok"', '"cs"', '"k"']) expect(text).not.toContain(secret);
     expect(lines[0]).toMatchObject({ headers: { accept: 'json' }, connection: { id: 'c1' } });
+  });
+
+  it('adds trace_id and span_id of the active span while tracing is on, and none otherwise', async () => {
+    const { stream, lines } = capture();
+    const logger = createLogger({ service: 'test', stream });
+    logger.info('off');
+    useTraceIds(() => ({ trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) }));
+    try {
+      runWithContext({ requestId: 'req-2' }, () => logger.info('on'));
+    } finally {
+      useTraceIds(undefined);
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lines[0]).not.toHaveProperty('trace_id');
+    expect(lines[1]).toMatchObject({ message: 'on', requestId: 'req-2', trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
   });
 });

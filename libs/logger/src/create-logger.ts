@@ -23,10 +23,24 @@ const redactSecrets = winston.format((info) => {
   return info;
 });
 
+/**
+ * Where the ids of the active trace come from, set by @latchkey/tracing while tracing is on
+ * (this library does not depend on OpenTelemetry); undefined otherwise, and lines carry none.
+ */
+let traceIds: (() => { trace_id: string; span_id: string } | undefined) | undefined;
+
+export function useTraceIds(source: typeof traceIds): void {
+  traceIds = source;
+}
+
 const addRequestId = winston.format((info) => {
   if (info['requestId'] === undefined) {
     const requestId = currentRequestId();
     if (requestId !== undefined) info['requestId'] = requestId;
+  }
+  if (traceIds !== undefined && info['trace_id'] === undefined) {
+    const ids = traceIds();
+    if (ids !== undefined) Object.assign(info, ids);
   }
   return info;
 });

@@ -1,4 +1,4 @@
-export { createLogger, type Logger, type LoggerOptions } from './create-logger.js';
+export { createLogger, useTraceIds, type Logger, type LoggerOptions } from './create-logger.js';
 export { REDACTED, isSecretKey, redact } from './redact.js';
 export {
   currentContext,

@@ -1,5 +1,7 @@
 import mongoose, { type Connection } from 'mongoose';
 import type { Logger } from '@latchkey/logger';
+import { tracingEnabled } from '@latchkey/tracing';
+import { traceCommands } from './command-spans.js';
 
 export interface MongoOptions {
   uri: string;
@@ -36,6 +38,8 @@ export async function connectMongo(options: MongoOptions): Promise<Connection> {
       bufferCommands: options.bufferCommands ?? true,
       autoIndex: true,
       autoCreate: true,
+      // The driver reports each command only while tracing is on: a span per command.
+      ...(tracingEnabled() ? { monitorCommands: true } : {}),
     });
     try {
       await connection.asPromise();
@@ -44,6 +48,7 @@ export async function connectMongo(options: MongoOptions): Promise<Connection> {
       if (Date.now() - startedAt >= STARTUP_WAIT_MS) throw error;
       continue;
     }
+    if (tracingEnabled()) traceCommands(connection.getClient());
     connection.on('disconnected', () => options.logger.warn('mongodb disconnected', { db: options.dbName }));
     connection.on('reconnected', () => options.logger.info('mongodb reconnected', { db: options.dbName }));
     return connection;

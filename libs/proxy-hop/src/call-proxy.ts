@@ -1,7 +1,8 @@
-import { pullAll, pullStream, servePullStream, unavailable, type Bus } from '@latchkey/bus';
+import { inSendSpan, pullAll, pullStream, servePullStream, unavailable, type Bus } from '@latchkey/bus';
 import {
   PROXY_KEEPALIVE_MS,
   PROXY_SUBJECT,
+  PROXY_TRACESTATE_MAX,
   proxyDeadlineMs,
   proxyReplyMeta,
   type ProxyReplyMeta,
@@ -9,6 +10,7 @@ import {
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
+import { traceHeaders, tracingEnabled } from '@latchkey/tracing';
 import { callFrame, frameBatcher, frameId, KEEPALIVE, readFrames } from './frames.js';
 
 /** A caller that hears nothing of a call for this long gives it up: the replica is gone. */
@@ -79,8 +81,20 @@ function createExchange(bus: Bus): Exchange {
       const now = Date.now();
       pending.set(id, { resolve, reject, heardAt: now, deadlineAt: now + deadlineMs });
       const withRequestId = meta.request_id === undefined ? { ...meta, request_id: currentRequestId() } : meta;
-      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(withRequestId), body));
+      outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(withTraceContext(withRequestId)), body));
     });
+}
+
+/**
+ * The call's meta with the active trace context, while tracing is on. A caller's `tracestate`
+ * longer than the contract takes (W3C asks to pass on at least 512 characters) is left out
+ * rather than failing the call.
+ */
+function withTraceContext(meta: ProxyRequestMeta): ProxyRequestMeta {
+  const trace = traceHeaders();
+  if (trace === undefined) return meta;
+  const { traceparent, tracestate } = trace;
+  return { ...meta, traceparent, ...(tracestate !== undefined && tracestate.length <= PROXY_TRACESTATE_MAX ? { tracestate } : {}) };
 }
 
 const exchanges = new WeakMap<Bus, Exchange>();
@@ -93,7 +107,8 @@ const exchanges = new WeakMap<Bus, Exchange>();
 export function proxyExchange(bus: Bus, meta: ProxyRequestMeta, body: Uint8Array, deadlineMs: number): Promise<ProxyAnswer> {
   let exchange = exchanges.get(bus);
   if (!exchange) exchanges.set(bus, (exchange = createExchange(bus)));
-  return exchange(meta, body, deadlineMs);
+  const send = exchange;
+  return tracingEnabled() ? inSendSpan(PROXY_SUBJECT, 'client', () => send(meta, body, deadlineMs)) : send(meta, body, deadlineMs);
 }
 
 /** One call through the proxy service, as the gateway's `/proxy` route and functions' `ctx.proxy` make it. */

@@ -4,7 +4,9 @@ import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
+import { answerScrape, busMetrics, collectProcessMetrics, isScrape } from '@latchkey/metrics';
 import { connectMongo, isMongoConnected } from '@latchkey/mongo';
+import { startTracing } from '@latchkey/tracing';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
 export interface BaseConfig {
@@ -20,7 +22,7 @@ export interface BaseConfig {
    * most this long for a server and are never buffered while disconnected.
    */
   MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
-  /** Port of the probe server (/health, /ready); 0 turns it off. */
+  /** Port of the probe server (/health, /ready, /metrics); 0 turns it off. */
   HEALTH_PORT?: number;
   /** Copies of each JetStream stream and KV bucket the service creates (1 by default). */
   JETSTREAM_REPLICAS?: number;
@@ -66,11 +68,14 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   const { service, config } = definition;
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   const instance = randomUUID();
+  // Before any connection, so the first message and query are traced (off without OTEL_* endpoint).
+  const tracing = await startTracing({ service, instance });
   const startedAt = Date.now();
   const hooks: Array<() => Promise<void> | void> = [];
   let ready = false;
   let stopping = false;
 
+  collectProcessMetrics();
   logger.info('starting', { node: process.version, nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
   // The probes answer from the first moment: /ready says 503 while NATS, JetStream (a cluster
   // still electing its leader) and MongoDB are awaited below.
@@ -83,6 +88,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     identity: { user: service, password: config.NATS_PASSWORD },
     logger,
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+    observer: busMetrics(),
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
     ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });
@@ -120,6 +126,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
       await bus.drain();
       await mongo.close();
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
+      await tracing.shutdown().catch((error: unknown) => logger.warn('could not export the last spans', { error }));
       logger.info('stopped');
     })());
 
@@ -146,9 +153,13 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   return { runtime, started, shutdown };
 }
 
-/** /health answers while the process lives; /ready only while the service can do its work. */
+/**
+ * /health answers while the process lives; /ready only while the service can do its work;
+ * /metrics is the Prometheus scrape (never behind a key: the probe port stays in the cluster).
+ */
 async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>): Promise<Server> {
   const server = createServer((req, res) => {
+    if (isScrape(req)) return answerScrape(res);
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, body: object) => {
       res.writeHead(status, { 'content-type': 'application/json' });

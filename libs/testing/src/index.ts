@@ -31,3 +31,4 @@ export {
 } from './upstream-api.js';
 export { startOAuth1Server, type OAuth1Consumer, type TestOAuth1Server } from './oauth1-server.js';
 export { startTcpRelay, type TestTcpRelay } from './tcp-relay.js';
+export { idOrSecretLabels, parsePrometheusText, sampleSum, type PromFamily, type PromSample } from './prometheus-text.js';

@@ -16,7 +16,10 @@ export interface TestNatsNode {
   url: string;
   /** Kills it with SIGKILL: no goodbye to clients or peers. Its store stays. */
   kill(): Promise<void>;
-  /** Starts it again on the same ports with the same store; resolves when it accepts connections. */
+  /**
+   * Starts it again on the same ports with the same store (killing it first if it runs);
+   * resolves when it accepts connections.
+   */
   restart(): Promise<void>;
 }
 
@@ -148,7 +151,16 @@ export async function startNatsCluster(options: { size?: number } = {}): Promise
 
   return {
     url: nodes.map((node) => node.url).join(','),
-    nodes: nodes.map((node) => ({ name: node.name, url: node.url, kill: node.kill, restart: node.start })),
+    // Restarting a node that still runs kills it first: never two processes for one node.
+    nodes: nodes.map((node) => ({
+      name: node.name,
+      url: node.url,
+      kill: node.kill,
+      restart: async () => {
+        await node.kill();
+        await node.start();
+      },
+    })),
     credentials,
     environment,
     metaLeader,

@@ -182,6 +182,37 @@ export interface ListRecordsOptions {
   ids?: string[];
 }
 
+export type OperationType = 'proxy' | 'sync_run' | 'action_run' | 'webhook_inbound' | 'webhook_outbound' | 'connect' | 'refresh' | 'deploy';
+
+/** One entry of the operations log (`GET /operations`). */
+export interface Operation {
+  id: string;
+  type: OperationType;
+  status: 'success' | 'failure';
+  started_at: string;
+  duration_ms: number;
+  integration_id?: string;
+  connection_id?: string;
+  request_id?: string;
+  trace_id?: string;
+  error?: { code: string; message: string };
+  proxy?: { method: string; path: string; upstream_status?: number };
+}
+
+export interface ListOperationsOptions {
+  type?: OperationType | readonly OperationType[];
+  status?: 'success' | 'failure';
+  integrationId?: string;
+  connectionId?: string;
+  /** ISO 8601: started at or after. */
+  from?: string;
+  /** ISO 8601: started before. */
+  to?: string;
+  limit?: number;
+  /** The `next_cursor` of the previous page. */
+  cursor?: string | null;
+}
+
 export interface MetadataResult {
   connection_id: string | string[];
   provider_config_key: string;
@@ -573,6 +604,29 @@ export class Latchkey {
         ...(options.limit === undefined ? {} : { limit: options.limit }),
       },
     });
+  }
+
+  // ---- operations log
+
+  /** A page of the environment's operations, newest first; `next_cursor` is null on the last page. */
+  async listOperations(options: ListOperationsOptions = {}): Promise<{ operations: Operation[]; next_cursor: string | null }> {
+    return this.call('GET', 'operations', {
+      query: {
+        type: Array.isArray(options.type) ? options.type.join(',') : (options.type as string | undefined),
+        status: options.status,
+        integration_id: options.integrationId,
+        connection_id: options.connectionId,
+        from: options.from,
+        to: options.to,
+        limit: options.limit,
+        cursor: options.cursor ?? undefined,
+      },
+    });
+  }
+
+  /** One operation of the environment. */
+  async getOperation(id: string): Promise<Operation> {
+    return this.call('GET', `operations/${encodeURIComponent(id)}`);
   }
 
   // ---- syncs

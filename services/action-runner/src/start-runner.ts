@@ -1,4 +1,4 @@
-import { consume } from '@latchkey/bus';
+import { busOperationLog, consume, recordedHandler } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -45,8 +45,18 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     warmIsolates: config.FUNCTION_WARM_ISOLATES,
     limited: createLimiter(config.FUNCTION_CONCURRENCY),
   });
-  const actionDeps = { bus, logger, runner, runs, connections, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
-  bus.serve(actionContracts.trigger, triggerActionHandler(actionDeps));
+  const operations = busOperationLog(bus, logger, 'action-runner');
+  runtime.onShutdown(() => operations.flush());
+  const actionDeps = { bus, logger, runner, runs, connections, operations, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
+  // A run answered at once is logged here; a queued one when it ends (runAsyncActionHandler).
+  bus.serve(
+    actionContracts.trigger,
+    recordedHandler(operations, 'action_run', triggerActionHandler(actionDeps), (request, answer) =>
+      answer?.status === 'queued'
+        ? undefined
+        : { environment_id: request.environment_id, integration_id: request.provider_config_key, connection_id: request.connection_id },
+    ),
+  );
   bus.serve(actionContracts.getResult, getActionResultHandler(actionDeps));
   bus.serve(actionContracts.dryRun, dryRunHandler(actionDeps));
   bus.serve(actionContracts.runPreDeletion, preDeletionHandler(actionDeps));

@@ -1,4 +1,4 @@
-import { consume, openKv } from '@latchkey/bus';
+import { busOperationLog, consume, openKv, recordedHandler } from '@latchkey/bus';
 import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
@@ -19,6 +19,7 @@ import { createConnectionCredentials } from './domain/connection-credentials.js'
 import { createConnectionService } from './domain/connections.js';
 import { createIntegrationService } from './domain/integrations.js';
 import { createReadAudit } from './domain/read-audit.js';
+import { countingReads } from './vault-metrics.js';
 import type { VaultDeps } from './domain/vault-deps.js';
 import type { VaultServices } from './domain/vault-services.js';
 import {
@@ -88,7 +89,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
   runtime.onShutdown(() => http.close());
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
-  const audit = createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS });
+  const audit = countingReads(createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS }));
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
   const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
   const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
@@ -99,8 +100,12 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   }
   const integrationService = createIntegrationService({ integrations, cipher: keyring });
   const credentials = createConnectionCredentials({ cipher: keyring });
+  // The operations log: refreshes and connect-flow steps.
+  const operations = busOperationLog(bus, logger, 'credential-vault');
+  runtime.onShutdown(() => operations.flush());
   const refresher = createRefresher({
     ...base,
+    operations,
     credentials,
     integrationService,
     locks,
@@ -146,11 +151,18 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.getConnectSession, getConnectSessionHandler(deps));
   bus.serve(vaultContracts.deleteConnectSession, deleteConnectSessionHandler({ sessions }));
   const oauthDeps = { ...deps, oauthSessions, catalog, timeoutMs: config.REFRESH_TIMEOUT_MS, http };
-  bus.serve(vaultContracts.connectWithSession, connectWithSessionHandler(oauthDeps));
-  bus.serve(vaultContracts.connectClientCredentials, connectClientCredentialsHandler(oauthDeps));
-  bus.serve(vaultContracts.startOAuth, startOAuthHandler(oauthDeps));
-  bus.serve(vaultContracts.finishOAuth, finishOAuthHandler(oauthDeps));
-  bus.serve(vaultContracts.finishOAuth1, finishOAuth1Handler(oauthDeps));
+  // Steps named by a session token belong to its environment; the OAuth callbacks say theirs.
+  const bySession = async (request: { token: string; integration: string }, answer: { connectionId: string } | undefined) => {
+    const session = await sessionService.live({ token: request.token });
+    return { environment_id: session.environment_id, integration_id: request.integration, ...(answer ? { connection_id: answer.connectionId } : {}) };
+  };
+  const byAnswer = async (_request: unknown, answer: { connectionId: string; providerConfigKey: string; environment_id?: string | undefined } | undefined) =>
+    answer?.environment_id === undefined ? undefined : { environment_id: answer.environment_id, integration_id: answer.providerConfigKey, connection_id: answer.connectionId };
+  bus.serve(vaultContracts.connectWithSession, recordedHandler(operations, 'connect', connectWithSessionHandler(oauthDeps), bySession));
+  bus.serve(vaultContracts.connectClientCredentials, recordedHandler(operations, 'connect', connectClientCredentialsHandler(oauthDeps), bySession));
+  bus.serve(vaultContracts.startOAuth, recordedHandler(operations, 'connect', startOAuthHandler(oauthDeps), (request) => bySession(request, undefined)));
+  bus.serve(vaultContracts.finishOAuth, recordedHandler(operations, 'connect', finishOAuthHandler(oauthDeps), byAnswer));
+  bus.serve(vaultContracts.finishOAuth1, recordedHandler(operations, 'connect', finishOAuth1Handler(oauthDeps), byAnswer));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));

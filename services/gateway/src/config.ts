@@ -6,6 +6,8 @@ export const configSchema = baseServiceSchema('gateway', 0)
   .omit({ HEALTH_PORT: true })
   .extend({
     PORT: port(3003),
+    /** Port of the Prometheus scrape (/metrics), apart from PORT and never behind API keys; 0 turns it off. */
+    METRICS_PORT: port(9464),
     /** Where customers and end users reach this gateway; builds connect links and webhook URLs. */
     PUBLIC_URL: z.url().default('http://localhost:3003'),
     /** Where the hosted Connect UI is served; `${PUBLIC_URL}/connect` when unset. */
@@ -41,6 +43,12 @@ export const configSchema = baseServiceSchema('gateway', 0)
     PROXY_TIMEOUT_MS: positiveInt(30_000),
     /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */
     FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+    /** Days the operations log keeps an operation. */
+    OPERATIONS_RETENTION_DAYS: positiveInt(14),
+    /** Operations kept per environment at most; the sweep drops the oldest past it. */
+    OPERATIONS_MAX_PER_ENVIRONMENT: positiveInt(1_000_000),
+    /** How often the operations log is swept (retention and size). */
+    OPERATIONS_SWEEP_INTERVAL_MS: positiveInt(10 * 60_000),
     /**
      * On SIGTERM, /ready answers 503 for this long before the gateway stops accepting connections,
      * so that a load balancer stops sending it new requests first. Keep it under SHUTDOWN_TIMEOUT_MS.

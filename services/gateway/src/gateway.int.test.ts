@@ -51,6 +51,7 @@ beforeAll(async () => {
     MONGODB_URI: mongo.uri,
     MONGODB_DB: DB_NAME,
     PORT: '0',
+    METRICS_PORT: '0',
     LOG_LEVEL: 'error',
     ADMIN_TOKEN,
     API_KEY_DIGEST_SECRET: 'digest-secret-for-tests-0123456789abcdef',

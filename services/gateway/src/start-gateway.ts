@@ -3,12 +3,15 @@ import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
 import { consume, openKv } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
+import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
+import { traceHttpRequests } from '@latchkey/tracing';
 import type { Config } from './config.js';
 import { createAccountRepo } from './db/account-repo.js';
 import { createApiKeyRepo } from './db/api-key-repo.js';
 import { createEnvironmentRepo } from './db/environment-repo.js';
 import { createGivenUpRepo } from './db/given-up-repo.js';
+import { createOperationRepo } from './db/operation-repo.js';
 import { answeringUnavailable } from './db/unavailable.js';
 import { digestApiKey, keyFormat } from './domain/api-key-secrets.js';
 import { createAuthFailureLimiter } from './domain/auth-failures.js';
@@ -18,7 +21,9 @@ import { createKeyCache } from './domain/key-cache.js';
 import { createSettingsCipher } from './domain/settings-cipher.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
+import { createEnvironmentCache } from './domain/environment-cache.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
+import { consumeOperations, operationsSweeper } from './domain/operations-log.js';
 import { createProviderLogos } from './domain/provider-logos.js';
 import { getEnvironmentHandler, getSigningKeysHandler } from './handlers/get-environment.js';
 import { createApp } from './http/create-app.js';
@@ -31,20 +36,21 @@ const LAST_USED_FLUSH_MS = 60_000;
 /**
  * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
  */
-export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number }> {
+export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number; metricsPort?: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
-  const environments = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
+  const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
-  await Promise.all([accounts.init(), environments.init(), apiKeys.init(), givenUp.init()]);
-  const resealed = await environments.sealAtRest();
+  const operations = createOperationRepo(mongo);
+  await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init(), operations.init()]);
+  const resealed = await environmentRepo.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
   // Keys stored before authentication looked digests up by _id get their entry (see api-key-repo).
   await apiKeys.indexDigests();
 
   await bootstrap(
-    { accounts, environments, apiKeys, logger },
+    { accounts, environments: environmentRepo, apiKeys, logger },
     { environmentName: config.BOOTSTRAP_ENVIRONMENT, secretKey: config.BOOTSTRAP_SECRET_KEY, digestSecret: config.API_KEY_DIGEST_SECRET },
   );
 
@@ -55,8 +61,17 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
+  const environmentCache = createEnvironmentCache(
+    { repo: environmentRepo, announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
+    { ttlMs: 60_000, maxEntries: 10_000 },
+  );
+  const environments = { ...environmentRepo, findById: environmentCache.findById, update: environmentCache.update, replaceSigningKeys: environmentCache.replaceSigningKeys };
+  bus.onBroadcast(gatewayContracts.environmentChanged, ({ environment_id }) => environmentCache.invalidate(environment_id));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
-  bus.onReconnect(() => keyCache.clear());
+  bus.onReconnect(() => {
+    keyCache.clear();
+    environmentCache.clear();
+  });
 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });
@@ -79,6 +94,18 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   });
   runtime.onShutdown(() => givenUpRecords.stop());
 
+  // The operations log: stored from every service's batches, swept for age and size.
+  const operationConsumers = await consumeOperations({ bus, logger, operations });
+  runtime.onShutdown(() => Promise.all(operationConsumers.map((consumer) => consumer.stop())).then(() => undefined));
+  const sweepOperations = operationsSweeper(
+    { operations, environments, logger },
+    { retentionDays: config.OPERATIONS_RETENTION_DAYS, maxPerEnvironment: config.OPERATIONS_MAX_PER_ENVIRONMENT },
+  );
+  const sweepTimer = setInterval(() => {
+    sweepOperations().catch((error: unknown) => logger.warn('could not sweep the operations log', { error }));
+  }, config.OPERATIONS_SWEEP_INTERVAL_MS);
+  sweepTimer.unref();
+
   bus.serve(gatewayContracts.getEnvironment, answeringUnavailable(getEnvironmentHandler({ environments })));
   bus.serve(gatewayContracts.getSigningKeys, answeringUnavailable(getSigningKeysHandler({ environments })));
   const knownEnvironments = createKnownEnvironments(
@@ -100,10 +127,12 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     knownEnvironments,
     apiKeys,
     givenUp,
+    operations,
     logos: createProviderLogos(Object.values(simpleIcons).filter((icon): icon is simpleIcons.SimpleIcon => 'slug' in icon)),
     isReady: runtime.isReady,
   };
-  const server: Server = createServer(withBareRoutes(createApp(deps, routes), bareRoutes, deps));
+  // A server span per request while tracing is on, continuing the caller's traceparent.
+  const server: Server = createServer(traceHttpRequests(withBareRoutes(createApp(deps, routes), bareRoutes, deps)));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -111,9 +140,13 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   });
   const port = (server.address() as AddressInfo).port;
   logger.info('listening', { port, public_url: config.PUBLIC_URL });
+  const metrics = config.METRICS_PORT ? await serveMetrics(config.METRICS_PORT) : undefined;
+  const metricsPort = metrics ? (metrics.address() as AddressInfo).port : undefined;
+  if (metrics) runtime.onShutdown(() => new Promise<void>((resolve) => metrics.close(() => resolve())));
 
   runtime.onShutdown(async () => {
     clearInterval(flushTimer);
+    clearInterval(sweepTimer);
     // /ready answers 503 from now on (the runtime is stopping): give load balancers time to
     // notice before the port closes, while requests still arriving are served as usual.
     if (config.SHUTDOWN_READY_DELAY_MS > 0) await new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_READY_DELAY_MS));
@@ -122,9 +155,9 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     // would hold the server (and the exit) until the shutdown deadline.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    const sweep = setInterval(() => server.closeIdleConnections(), 100);
-    await closed.finally(() => clearInterval(sweep));
+    const closeIdle = setInterval(() => server.closeIdleConnections(), 100);
+    await closed.finally(() => clearInterval(closeIdle));
     await lastUsed.flush().catch(() => undefined);
   });
-  return { port };
+  return { port, ...(metricsPort === undefined ? {} : { metricsPort }) };
 }

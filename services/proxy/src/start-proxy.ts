@@ -1,3 +1,4 @@
+import { busOperationLog } from '@latchkey/bus';
 import { proxyContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -23,10 +24,12 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
   const dispatcher = createUpstreamDispatcher(createSafeLookup(policy));
   const upstream = { policy, dispatcher, timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
   bus.serve(proxyContracts.verifyCredentials, verifyCredentialsHandler({ upstream }));
-  const handle = proxyRequestHandler({ bus, logger, cache, upstream, retryCapMs: config.PROXY_RETRY_CAP_MS });
+  const operations = busOperationLog(bus, logger, 'proxy');
+  const handle = proxyRequestHandler({ bus, logger, cache, upstream, retryCapMs: config.PROXY_RETRY_CAP_MS, operations });
   const calls = serveProxyCalls(bus, handle);
   runtime.onShutdown(async () => {
     await calls.drain();
+    await operations.flush();
     await dispatcher.close();
   });
 }

@@ -1,7 +1,7 @@
 import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { consume, openKv } from '@latchkey/bus';
+import { busOperationLog, consume, openKv, recordedHandler } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -36,7 +36,16 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   const deployments = createDeploymentRepo(mongo);
   await deployments.init();
   const deps = { bus, deployments, maxDeploymentBytes: config.MAX_DEPLOYMENT_BYTES };
-  bus.serve(functionsContracts.deploy, deployHandler(deps));
+  // The operations log: deploys and sync runs.
+  const operations = busOperationLog(bus, logger, 'sync-scheduler');
+  runtime.onShutdown(() => operations.flush());
+  bus.serve(
+    functionsContracts.deploy,
+    recordedHandler(operations, 'deploy', deployHandler(deps), (request, answer) => ({
+      environment_id: request.environment_id,
+      ...(answer ? { integration_id: answer.provider_config_key } : {}),
+    })),
+  );
   bus.serve(functionsContracts.get, getFunctionHandler(deps));
   bus.serve(functionsContracts.listLifecycle, listLifecycleHandler(deps));
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
@@ -54,7 +63,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
   const schedules = createScheduleRepo(mongo, { staleRunMs: config.SYNC_RUN_STALE_MS });
   await schedules.init();
-  const syncDeps = { bus, logger, deployments, schedules, records, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
+  const syncDeps = { bus, logger, deployments, schedules, records, operations, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   bus.serve(syncContracts.trigger, triggerHandler(syncDeps));
   bus.serve(syncContracts.setPaused, setPausedHandler(syncDeps));
   bus.serve(syncContracts.status, statusHandler(syncDeps));

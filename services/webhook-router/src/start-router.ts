@@ -1,4 +1,4 @@
-import { consume, consumeBatches, type RunningConsumer } from '@latchkey/bus';
+import { busOperationLog, consume, consumeBatches, type RunningConsumer } from '@latchkey/bus';
 import { cachedLoader } from '@latchkey/cache';
 import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
@@ -6,6 +6,7 @@ import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeliveryRepo } from './db/delivery-repo.js';
 import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
+import { withInboundOperations } from './handlers/inbound-operations.js';
 import { createWebhookClaimRepo } from './db/webhook-claim-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
@@ -16,6 +17,7 @@ import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
 import { listAttemptsHandler } from './handlers/list-attempts.js';
 import { listInboundLogHandler } from './handlers/list-inbound-log.js';
+import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
 
 /**
  * How long the router trusts what it asked the gateway and the vault (environment settings,
@@ -34,7 +36,10 @@ const CLAIM_SWEEP_MS = 10 * 60_000;
  */
 export async function startRouter(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger, mongo } = runtime;
-  const inbound = createInboundWebhookRepo(mongo);
+  // The operations log: every provider webhook's outcome and every delivery attempt.
+  const operations = busOperationLog(bus, logger, 'webhook-router');
+  runtime.onShutdown(() => operations.flush());
+  const inbound = withInboundOperations(countingInbound(createInboundWebhookRepo(mongo)), operations);
   const deliveries = createDeliveryRepo(mongo);
   const claims = createWebhookClaimRepo(mongo);
   await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
@@ -104,6 +109,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
         sender,
         breakers,
         signingKeys,
+        operations,
         retry: { baseMs: config.WEBHOOK_RETRY_BASE_MS, capMs: config.WEBHOOK_RETRY_CAP_MS, windowMs: config.WEBHOOK_RETRY_HOURS * 3600_000 },
       }),
     }),
@@ -144,6 +150,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       handler: syncRunCompletedHandler(authDeps),
     }),
   ];
+  // The job queues of this service (the JOBS stream); the event consumers' backlogs stay small.
+  sampleWebhookGauges(bus, ['webhook-router-inbound', 'webhook-router-deliveries'], breakers);
 
   runtime.onShutdown(async () => {
     clearInterval(sweep);

@@ -1,4 +1,4 @@
-import type { Bus } from '@latchkey/bus';
+import type { Bus, OperationLog } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { ActionRunRepo } from '../db/action-run-repo.js';
 import type { KnownConnections } from './known-connections.js';
@@ -13,4 +13,6 @@ export interface ActionDeps {
   connections: KnownConnections;
   /** How long a served output stream waits for the gateway to read it. */
   streamIdleMs: number;
+  /** The operations log: one `action_run` per run (async runs when they end). */
+  operations: Pick<OperationLog, 'record'>;
 }

@@ -1,7 +1,10 @@
 import { functionsContracts, MAX_ACTION_OUTPUT_BYTES, type FunctionType } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
+import { toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
+import { inSpan } from '@latchkey/tracing';
 import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-in-sandbox.js';
+import { observeFunctionRun } from '../run-metrics.js';
 import type { CachedFunction, FunctionCache } from './function-cache.js';
 import { createHost, type CtxGrants, type HostDeps, type RecordedWrite, type RunTarget, type SyncWrites } from './host.js';
 
@@ -68,8 +71,9 @@ export function createRunner(deps: RunnerDeps) {
     const writes: RecordedWrite[] = options.writes ?? [];
     const dryRun = options.dryRun ?? false;
     const target = { ...options.target, function_name: name };
+    const started = performance.now();
     const result = await deps.limited(() =>
-      runInSandbox({
+      inSpan('sandbox run', { attributes: { 'latchkey.function': name, 'latchkey.connection_id': target.connection_id } }, () => runInSandbox({
         bundle: options.fn.bundle,
         entry: options.entry ?? 'exec',
         ...(description ? { kind: description.type } : {}),
@@ -90,7 +94,16 @@ export function createRunner(deps: RunnerDeps) {
           deps.logger.debug('function log', { function: `${target.provider_config_key}/${name}`, level, message });
         },
         limits: { ...deps.limits, ...(options.sync?.scheduled ? deps.syncLimits : {}), maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
-      }),
+      }).then(
+        (done) => {
+          observeFunctionRun(description?.type ?? 'dryrun', undefined, (performance.now() - started) / 1000);
+          return done;
+        },
+        (error: unknown) => {
+          observeFunctionRun(description?.type ?? 'dryrun', toAppError(error).code, (performance.now() - started) / 1000);
+          throw error;
+        },
+      )),
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobMessage } from '@latchkey/bus';
 import { actionContracts, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
+import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
 import type { ActionDeps } from '../domain/action-deps.js';
@@ -97,6 +98,7 @@ export function runAsyncActionHandler(deps: ActionDeps) {
 async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage): Promise<ActionRunDoc> {
   const environment = environmentId(run.environment_id);
   await deps.runs.markRunning(environment, run._id, msg.info.deliveryCount);
+  const startedAt = Date.now();
   const target = { environment_id: run.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id };
   let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
   try {
@@ -110,5 +112,17 @@ async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage): Pr
     outcome = { status: 'failed', output_json: null, error: { code: appError.code, message: appError.message } };
   }
   await deps.runs.finish(environment, run._id, outcome);
+  const requestId = currentRequestId();
+  deps.operations.record({
+    type: 'action_run',
+    environment_id: run.environment_id,
+    status: outcome.status === 'done' ? 'success' : 'failure',
+    started_at: new Date(startedAt).toISOString(),
+    duration_ms: Date.now() - startedAt,
+    integration_id: run.provider_config_key,
+    connection_id: run.connection_id,
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+    ...(outcome.error ? { error: { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) } } : {}),
+  });
   return (await deps.runs.get(environment, run._id)) ?? run;
 }

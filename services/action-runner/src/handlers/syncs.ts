@@ -3,6 +3,7 @@ import { syncContracts, type ModelCounts, type ModelField, type PayloadOf, type 
 import { AppError, toAppError } from '@latchkey/errors';
 import type { ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
+import { observeSyncRun } from '../run-metrics.js';
 
 /** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */
 const MAX_DELIVERIES = 5;
@@ -35,6 +36,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       });
     };
     let outcome: { status: 'SUCCESS' } | { status: 'ERROR'; error: { code: string; message: string } };
+    const started = performance.now();
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
       const description = fn.description;
@@ -49,10 +51,14 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     } catch (error) {
       const appError = toAppError(error);
       // The bus or a service was away: try again later (the records written so far stay), unless it failed too often.
-      if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
+      if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) {
+        observeSyncRun('retrying', (performance.now() - started) / 1000, counts);
+        throw appError;
+      }
       outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     }
+    observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
     await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: counts, ...outcome });
   };
 }

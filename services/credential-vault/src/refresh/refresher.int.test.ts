@@ -1,11 +1,14 @@
 import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { createBus, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import { createBus, createOperationLog, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import type { Operation } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
+import { registry } from '@latchkey/metrics';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
+  eventually,
   startMongo,
   startNats,
   startOAuthServer,
@@ -58,6 +61,9 @@ const keks = [{ version: 'v1', key: randomBytes(32) }];
  * fresh keyring loads the environment's data key when it first decrypts, right after the
  * connection was read under the lock, which is where replica A is paused.
  */
+/** Operations the replicas' refreshers logged. */
+const logged: Operation[] = [];
+
 function replica(keys: Connection): { refresher: Refresher; connections: ReturnType<typeof createConnectionRepo> } {
   const connection = direct;
   const connections = createConnectionRepo(connection);
@@ -76,6 +82,8 @@ function replica(keys: Connection): { refresher: Refresher; connections: ReturnT
     timeoutMs: 500,
     http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
     lockTtlMs: LOCK_TTL_MS,
+    // Batches are the gateway's concern (its own tests); here they are kept to be read.
+    operations: createOperationLog({ logger, flushMs: 1, send: async (batch) => void logged.push(...batch) }),
   });
   return { refresher, connections };
 }
@@ -151,6 +159,14 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A series of this process's metrics registry (what the vault's /metrics serves): its summed value. */
+async function metricValue(name: string, labels: Record<string, string> = {}, sample = name): Promise<number> {
+  const values = (await registry.getSingleMetric(name)?.get())?.values ?? [];
+  return values
+    .filter((value) => ((value as { metricName?: string }).metricName ?? name) === sample && Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))
+    .reduce((sum, value) => sum + value.value, 0);
+}
+
 it('case 13: a refresher whose lock expired while it waited cannot present the used refresh token again nor overwrite the newer tokens', async () => {
   const client = oauth.addClient({ client_secret: CANARY_CLIENT_SECRET });
   const firstRefreshToken = await issuedRefreshToken(client);
@@ -158,6 +174,7 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   const a = replica(relayed);
   const b = replica(direct);
   oauth.stats.reset();
+  const [successesBefore, waitsBefore] = [await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' }), await metricValue('latchkey_vault_refresh_lock_wait_seconds', {}, 'latchkey_vault_refresh_lock_wait_seconds_count')];
 
   // Replica A takes the lock and reads the connection; its keyring's read of the data key is
   // held, so A stays paused with the old refresh token in hand while its lock runs out.
@@ -186,6 +203,15 @@ it('case 13: a refresher whose lock expired while it waited cannot present the u
   expect(aAnswer.credentials['access_token']).toBe(bResult.credentials['access_token']);
   // The client secret went only to the token endpoint, in the one request B made.
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+  // One call to the provider, one `refresh` in the operations log, and no secret in it.
+  await eventually(() => (logged.some((operation) => operation.connection_id === doc.connection_id) ? true : undefined), 5_000, 'the refresh logged');
+  const refreshes = logged.filter((operation) => operation.connection_id === doc.connection_id);
+  expect(refreshes).toEqual([expect.objectContaining({ type: 'refresh', status: 'success', environment_id: doc.environment_id, integration_id: doc.provider_config_key })]);
+  expect(JSON.stringify(refreshes)).not.toContain(CANARY_CLIENT_SECRET);
+  expect(JSON.stringify(refreshes)).not.toContain(firstRefreshToken);
+  // Metrics: one refresh (B's), and B's wait for A's lock (A then waits for B's).
+  expect(await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' })).toBe(successesBefore + 1);
+  expect(await metricValue('latchkey_vault_refresh_lock_wait_seconds', {}, 'latchkey_vault_refresh_lock_wait_seconds_count')).toBeGreaterThanOrEqual(waitsBefore + 1);
 });
 
 it('case 13: a stale write loses the compare-and-set on the credentials version', async () => {

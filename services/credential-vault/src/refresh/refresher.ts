@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { JsonKv } from '@latchkey/bus';
+import type { JsonKv, OperationLog } from '@latchkey/bus';
 import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
+import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { inSpan, SpanKind } from '@latchkey/tracing';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
@@ -12,6 +14,7 @@ import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
+import { countRefresh, observeLockWait } from '../vault-metrics.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
 
@@ -28,6 +31,8 @@ export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'conne
   http: HttpClient;
   /** Longer than `timeoutMs` (start-vault sees to it): a renewed lock outlives the provider call. */
   lockTtlMs: number;
+  /** The operations log: one `refresh` per call to the provider, with its outcome. */
+  operations: Pick<OperationLog, 'record'>;
 }
 
 const POLL_MS = 25;
@@ -80,16 +85,33 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     const client = await deps.integrationService.clientCredentials(integration);
     if (!(await locks.renew(lock))) return null;
     const now = new Date();
-    try {
-      const fresh = await requestFreshCredentials(doc.credentials_type, {
-        provider,
-        client,
-        connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
-        credentials,
-        now,
-        timeoutMs: deps.timeoutMs,
-        http: deps.http,
+    const logRefresh = (error?: AppError) => {
+      const requestId = currentRequestId();
+      deps.operations.record({
+        type: 'refresh',
+        environment_id: doc.environment_id,
+        status: error ? 'failure' : 'success',
+        started_at: now.toISOString(),
+        duration_ms: Math.max(0, Date.now() - now.getTime()),
+        integration_id: doc.provider_config_key,
+        connection_id: doc.connection_id,
+        ...(requestId === undefined ? {} : { request_id: requestId }),
+        ...(error ? { error: { code: error.code, message: error.message.slice(0, 1000) } } : {}),
       });
+    };
+    try {
+      // The token request as a span: which provider and connection, never the request or answer.
+      const fresh = await inSpan('vault token refresh', { kind: SpanKind.CLIENT, attributes: { 'latchkey.provider': doc.provider, 'latchkey.connection_id': doc.connection_id } }, () =>
+        requestFreshCredentials(doc.credentials_type, {
+          provider,
+          client,
+          connectionConfig: { ...doc.connection_config, ...(vendorJwt ? { refresh_vendor_app_jwt_token: true } : {}) },
+          credentials,
+          now,
+          timeoutMs: deps.timeoutMs,
+          http: deps.http,
+        }),
+      );
       const fields = {
         credentials: await deps.credentials.seal(doc, fresh),
         expires_at: expiryOf(fresh),
@@ -97,14 +119,19 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         refresh_failure: null,
         updated_at: now,
       };
+      logRefresh();
       if (!(await deps.connections.replaceCredentials(environment, doc._id, version, fields))) {
         deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
+        countRefresh('superseded');
         return reread(doc);
       }
+      countRefresh('success');
       await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
       return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
     } catch (error) {
       const appError = toAppError(error);
+      logRefresh(appError);
+      countRefresh('failed');
       const logId = randomUUID();
       const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
       await deps.logs.insert({ _id: logId, environment_id: doc.environment_id, connection: doc._id, at: now, code: appError.code, message: appError.message, payload: appError.payload ?? null });
@@ -142,7 +169,9 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       }
       // Another replica is refreshing: wait for its lock to go, then read what it stored.
       const deadline = Date.now() + deps.lockTtlMs;
+      const waitStart = performance.now();
       while ((await locks.isHeld(key)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      observeLockWait((performance.now() - waitStart) / 1000);
       const current = await reread(doc);
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);

@@ -8,6 +8,7 @@ import type { KeyCheck } from '../domain/authenticate-key.js';
 import type { RateLimitDecision } from '../domain/rate-limiter.js';
 import { clientAddress, clientBucket } from './client-address.js';
 import type { GatewayDeps } from './deps.js';
+import { countAuthBlocked, countRateLimited } from './request-metrics.js';
 
 /** The bearer token of a request, or the documented 401. */
 export function bearerToken(req: IncomingMessage): string {
@@ -41,6 +42,7 @@ function admit(
   scope: Scope | readonly Scope[],
 ): ResolvedKey | Promise<ResolvedKey> {
   if ('blocked' in check) {
+    countAuthBlocked();
     res.setHeader('Retry-After', check.blocked);
     throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${check.blocked} s`);
   }
@@ -57,6 +59,7 @@ function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope | readonly 
   res.setHeader('X-RateLimit-Remaining', decision.remaining);
   res.setHeader('X-RateLimit-Reset', decision.resetAt);
   if (!decision.allowed) {
+    countRateLimited();
     res.setHeader('Retry-After', decision.retryAfter);
     throw new AppError('too_many_requests', `Rate limit of ${decision.limit} requests per minute reached; retry in ${decision.retryAfter} s`);
   }
@@ -98,6 +101,7 @@ export async function authorizeSession(
   const address = clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS));
   const retryAfter = deps.authFailures.retryAfter(address);
   if (retryAfter > 0) {
+    countAuthBlocked();
     res.setHeader('Retry-After', retryAfter);
     throw new AppError('too_many_requests', `Too many failed authentications from this address; retry in ${retryAfter} s`);
   }

@@ -5,6 +5,7 @@ import type { AccountRepo } from '../db/account-repo.js';
 import type { ApiKeyRepo } from '../db/api-key-repo.js';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 import type { GivenUpRepo } from '../db/given-up-repo.js';
+import type { OperationRepo } from '../db/operation-repo.js';
 import type { AuthFailureLimiter } from '../domain/auth-failures.js';
 import type { KeyAuthenticator } from '../domain/authenticate-key.js';
 import type { KeyCache } from '../domain/key-cache.js';
@@ -34,6 +35,8 @@ export interface GatewayDeps {
   logos: ProviderLogos;
   /** Messages the services' consumers gave up on (operator API). */
   givenUp: GivenUpRepo;
+  /** The operations log (`GET /operations`, and the operator's view of it). */
+  operations: OperationRepo;
   /** Whether this process is started and connected to NATS and MongoDB. */
   isReady(): boolean;
 }

@@ -3,6 +3,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { fromDatabase } from '../db/unavailable.js';
+import { countAuthFailure } from './request-metrics.js';
 
 /** body-parser's failures, told apart by their `type`, mapped to our codes. */
 function fromBodyParser(error: unknown): AppError | undefined {
@@ -26,6 +27,7 @@ export function notFound(req: Request): never {
 export function sendError(logger: Logger, error: unknown, req: IncomingMessage, res: ServerResponse): void {
   const appError = fromBodyParser(error) ?? fromDatabase(error) ?? toAppError(error);
   const path = (req.url ?? '').split('?')[0];
+  countAuthFailure(appError.code);
   if (appError.code === 'internal_error') {
     logger.error('request failed', { method: req.method, path, error: appError.cause ?? appError });
   } else if (appError.status >= 500) {

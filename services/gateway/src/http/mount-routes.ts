@@ -1,10 +1,13 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@latchkey/errors';
 import type { ConnectSession } from '@latchkey/contracts';
+import { httpRouteMetrics } from '@latchkey/metrics';
+import { nameServerSpan } from '@latchkey/tracing';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import { authorize, authorizeAdmin, authorizeSession, carriesSessionToken } from './authenticate.js';
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
+import { timeResponse } from './request-metrics.js';
 import { parsePart, querySchemaFor } from './validate.js';
 
 const METHODS_WITH_BODY = new Set(['post', 'put', 'patch']);
@@ -58,6 +61,7 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
     });
 
   return (req, res, next) => {
+    nameServerSpan(route.method, route.path);
     if (route.errorShape) res.locals['errorShape'] = route.errorShape;
     try {
       let key: ResolvedKey | Promise<ResolvedKey> | undefined;
@@ -82,5 +86,14 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
 }
 
 export function mountRoutes(app: Express, routes: readonly AnyRoute[], deps: GatewayDeps): void {
-  for (const route of routes) app[route.method](route.path, handlerFor(route, deps));
+  for (const route of routes) {
+    const handler = handlerFor(route, deps);
+    // Labelled with the route's template as the API reference writes it (`/connections/{connectionId}`),
+    // never the path as sent: that carries ids.
+    const observe = httpRouteMetrics(route.path.replace(/:(\w+)/g, '{$1}'), route.method);
+    app[route.method](route.path, (req, res, next) => {
+      timeResponse(res, observe);
+      handler(req, res, next);
+    });
+  }
 }

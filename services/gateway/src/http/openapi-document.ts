@@ -44,6 +44,7 @@ const TAGS: ReadonlyArray<{ name: string; description: string; prefixes: readonl
   { name: 'Functions', description: 'Deploying, compiling and dry-running functions.', prefixes: ['functions', 'scripts'] },
   { name: 'Syncs', description: 'Sync schedules, runs and variants.', prefixes: ['sync'] },
   { name: 'Records', description: 'What syncs saved.', prefixes: ['records'] },
+  { name: 'Operations', description: 'The operations log: proxy calls, runs, webhooks, connect steps, refreshes, deploys.', prefixes: ['operations'] },
   { name: 'Environment', description: "The environment's variables.", prefixes: ['environment-variables'] },
   { name: 'Webhooks', description: 'Provider webhooks, received for an integration.', prefixes: ['webhook'] },
   { name: 'MCP', description: "A connection's actions as Model Context Protocol tools.", prefixes: ['mcp'] },

@@ -1,10 +1,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppError } from '@latchkey/errors';
 import { runWithContext } from '@latchkey/logger';
+import { nameServerSpan } from '@latchkey/tracing';
 import { authorize } from './authenticate.js';
 import type { BareRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
 import { sendError } from './errors.js';
+import { bareRouteMetrics, timeResponse } from './request-metrics.js';
 import { assignRequestId } from './request-id.js';
 
 /** Whether `url` is `prefix` itself, or a path or query under it. */
@@ -38,6 +40,7 @@ function pathDecodes(url: string): boolean {
  * the scope check (unless the route is public), and errors in the one envelope.
  */
 export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[], deps: GatewayDeps): RequestListener {
+  const observers = routes.map((route) => bareRouteMetrics(route.doc.path, route.doc.methods));
   return (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     if (!pathDecodes(url)) {
@@ -46,11 +49,14 @@ export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[
       );
       return;
     }
-    const route = routes.find((candidate) => under(url, candidate.prefix));
+    const index = routes.findIndex((candidate) => under(url, candidate.prefix));
+    const route = routes[index];
     if (!route) {
       app(req, res);
       return;
     }
+    nameServerSpan(req.method ?? 'GET', `${route.prefix}/*`);
+    timeResponse(res, observers[index]!(req));
     runWithContext({ requestId: assignRequestId(req, res) }, () => {
       const fail = (error: unknown) => sendError(deps.logger, error, req, res);
       try {

@@ -7,6 +7,8 @@ import { listEnvironments } from './admin/list-environments.js';
 import { listGivenUp } from './admin/list-given-up.js';
 import { listInboundWebhooks } from './admin/list-inbound-webhooks.js';
 import { listWebhookAttempts } from './admin/list-webhook-attempts.js';
+import { getEnvironmentOperation } from './admin/get-environment-operation.js';
+import { listEnvironmentOperations } from './admin/list-environment-operations.js';
 import { rotateEncryptionKeys } from './admin/rotate-encryption-keys.js';
 import { getSchedulerLeader } from './admin/get-scheduler-leader.js';
 import { getSigningKey } from './admin/get-signing-key.js';
@@ -44,6 +46,8 @@ import { deployFunctions } from './functions/deploy-functions.js';
 import { dryRunFunction } from './functions/dry-run-function.js';
 import { getScriptsConfig } from './functions/get-scripts-config.js';
 import { listRecords } from './records/list-records.js';
+import { getOperation } from './operations/get-operation.js';
+import { listOperations } from './operations/list-operations.js';
 import { createSyncVariant } from './syncs/create-sync-variant.js';
 import { deleteSyncVariant } from './syncs/delete-sync-variant.js';
 import { getSyncStatus } from './syncs/get-sync-status.js';
@@ -123,6 +127,9 @@ export const routes: readonly AnyRoute[] = [
   // records
   listRecords,
   pruneRecords,
+  // the operations log
+  listOperations,
+  getOperation,
   // operator API
   createEnvironment,
   listEnvironments,
@@ -136,6 +143,8 @@ export const routes: readonly AnyRoute[] = [
   listGivenUp,
   listInboundWebhooks,
   listWebhookAttempts,
+  listEnvironmentOperations,
+  getEnvironmentOperation,
   getSchedulerLeader,
   // the API reference, built from this list and bareRoutes
   getOpenApiDocument(() => buildOpenApiDocument(routes, bareRoutes)),

@@ -1,15 +1,17 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { pullStream, servePullStream } from '@latchkey/bus';
+import { pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
+import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { CredentialCache } from '../domain/credential-cache.js';
 import { connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
+import { countRetry, observeUpstream } from '../upstream/upstream-metrics.js';
 import type { IncomingProxyCall } from './serve-proxy-calls.js';
 
 const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
@@ -21,6 +23,31 @@ export interface ProxyDeps {
   cache: CredentialCache;
   upstream: UpstreamOptions;
   retryCapMs: number;
+  /** The operations log: one entry per call, never a header, query or body. */
+  operations: Pick<OperationLog, 'record'>;
+}
+
+/** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
+const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
+
+function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
+  const traceparent = meta.headers.find(([name]) => name.toLowerCase() === 'traceparent')?.[1];
+  const traceId = traceIdOf(traceparent);
+  const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
+  deps.operations.record({
+    type: 'proxy',
+    environment_id: meta.environment_id,
+    status: failed ? 'failure' : 'success',
+    started_at: new Date(startedAt).toISOString(),
+    duration_ms: Math.max(0, Date.now() - startedAt),
+    integration_id: meta.provider_config_key,
+    connection_id: meta.connection_id,
+    ...(meta.request_id === undefined ? {} : { request_id: meta.request_id }),
+    ...(traceId === undefined ? {} : { trace_id: traceId }),
+    // The coded message only: it never holds a credential (see libs/errors).
+    ...(outcome.error === undefined ? {} : { error: { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) } }),
+    proxy: { method: meta.method, path: loggedPath(meta), ...(outcome.upstreamStatus === undefined ? {} : { upstream_status: outcome.upstreamStatus }) },
+  });
 }
 
 const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
@@ -40,17 +67,21 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
 }
 
 /** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */
-async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall): Promise<UpstreamResponse> {
+async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall, provider: string): Promise<UpstreamResponse> {
   const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
   const attempts = replayable ? meta.retries + 1 : 1;
   for (let attempt = 1; ; attempt++) {
     const last = attempt >= attempts;
+    if (attempt > 1) countRetry(provider);
+    const start = performance.now();
     try {
-      const response = await callUpstream(call, deps.upstream);
+      const response = await (tracingEnabled() ? tracedCall(deps, call, attempt) : callUpstream(call, deps.upstream));
+      observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
       if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
       response.discard();
       await sleep(retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs));
     } catch (error) {
+      observeUpstream(provider, call.method, 0, (performance.now() - start) / 1000);
       if (!(error instanceof UpstreamNetworkError)) throw error;
       if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) {
         throw error.code === 'ETIMEDOUT'
@@ -60,6 +91,26 @@ async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: Up
       await sleep(retryDelayMs(attempt, undefined, deps.retryCapMs));
     }
   }
+}
+
+/**
+ * One attempt as a client span: method, host, port and scheme of the provider, the attempt and
+ * the status; never the path, the query or a header (they may carry the credential).
+ */
+function tracedCall(deps: ProxyDeps, call: UpstreamCall, attempt: number): Promise<UpstreamResponse> {
+  const { url } = call;
+  const attributes = {
+    'http.request.method': call.method,
+    'server.address': url.hostname,
+    'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    'url.scheme': url.protocol.slice(0, -1),
+    'latchkey.attempt': attempt,
+  };
+  return inSpan(`upstream ${call.method}`, { kind: SpanKind.CLIENT, attributes }, async () => {
+    const response = await callUpstream(call, deps.upstream);
+    setSpanAttributes({ 'http.response.status_code': response.status });
+    return response;
+  });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -87,22 +138,27 @@ function decoderFor(encoding: string | undefined) {
 export function proxyRequestHandler(deps: ProxyDeps) {
   return async (call: IncomingProxyCall): Promise<void> => {
     const { meta } = call;
+    const startedAt = Date.now();
+    let upstreamStatus: number | undefined;
     try {
       const body: UpstreamCall['body'] =
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(cacheKey(meta)) ?? (await fetchCredentials(deps, meta, false));
-      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
         response.discard();
         credentials = await fetchCredentials(deps, meta, true);
-        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body));
+        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       }
+      upstreamStatus = response.status;
       await reply(deps, call, credentials, response);
+      recordCall(deps, meta, startedAt, { upstreamStatus });
     } catch (error) {
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
       call.respond({ ok: false, error: appError.toBody() }, new Uint8Array(0));
+      recordCall(deps, meta, startedAt, { ...(upstreamStatus === undefined ? {} : { upstreamStatus }), error: appError });
     }
   };
 }

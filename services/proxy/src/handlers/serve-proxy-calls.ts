@@ -2,6 +2,8 @@ import type { Bus } from '@latchkey/bus';
 import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
+import { busMetrics } from '@latchkey/metrics';
+import { extractTraceContext, inSpan, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { ANSWER, KEEPALIVE, answerFrame, frameBatcher, readFrames } from '@latchkey/proxy-hop';
 
 /** One call as a replica gets it; `respond` may be called once, and ends its keepalives. */
@@ -32,6 +34,9 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
   let next = 0;
   const answer = (reply: string, id: number, meta: ProxyReplyMeta, body: Uint8Array) =>
     outgoing.queue(reply, undefined, answerFrame(id, ANSWER, JSON.stringify(meta), body));
+  // The hop's frames bypass the bus's serve: timed here, as `messaging_process_duration_seconds`
+  // of `proxy.request`, until the answer's head leaves (a streamed body goes on after it).
+  const processed = busMetrics().served;
 
   const subscription = bus.subscribeRaw(
     PROXY_SUBJECT,
@@ -45,16 +50,20 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
           continue;
         }
         const key = next++;
+        const start = performance.now();
         unanswered.set(key, { reply, id: frame.id });
         const call: IncomingProxyCall = {
           meta: parsed.meta,
           body: frame.body,
           respond: (meta, body) => {
             if (!unanswered.delete(key)) return;
+            processed(PROXY_SUBJECT, (performance.now() - start) / 1000, meta.ok ? undefined : meta.error.code);
             answer(reply, frame.id, meta, body);
           },
         };
-        const task = runWithContext({ requestId: requestIdFrom(parsed.meta.request_id) }, () => handle(call)).finally(() => inFlight.delete(task));
+        const requestId = requestIdFrom(parsed.meta.request_id);
+        const handled = runWithContext({ requestId }, tracingEnabled() ? () => inCallerTrace(parsed.meta, () => handle(call)) : () => handle(call));
+        const task = handled.finally(() => inFlight.delete(task));
         inFlight.add(task);
       }
     },
@@ -71,6 +80,20 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
       outgoing.flush();
     },
   };
+}
+
+/** A server span continuing the trace context the caller put in the call's meta (tracing on only). */
+function inCallerTrace(meta: ProxyRequestMeta, work: () => Promise<void>): Promise<void> {
+  const { traceparent, tracestate } = meta;
+  return inSpan(
+    `serve ${PROXY_SUBJECT}`,
+    {
+      kind: SpanKind.SERVER,
+      attributes: { 'messaging.system': 'nats', 'messaging.destination.name': PROXY_SUBJECT, 'messaging.operation.type': 'receive' },
+      parent: extractTraceContext((key) => (key === 'traceparent' ? traceparent : key === 'tracestate' ? tracestate : undefined)),
+    },
+    work,
+  );
 }
 
 function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { AppError } from '@latchkey/errors';
 import { ALLOW_CIDRS_HINT, checkUrlHost, UpstreamNotAllowedError, type AddressPolicy } from '@latchkey/net';
+import { countRefusedAddress } from './upstream-metrics.js';
 
 export interface UpstreamCall {
   method: string;
@@ -241,6 +242,7 @@ export async function callUpstream(call: UpstreamCall, options: UpstreamOptions)
       response = await send(current, options);
     } catch (error) {
       if (error instanceof UpstreamNotAllowedError) {
+        countRefusedAddress(error.reason);
         throw new AppError('upstream_not_allowed', `The upstream address is not allowed: ${error.reason}; ${ALLOW_CIDRS_HINT}`);
       }
       throw error;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Bus } from '@latchkey/bus';
+import type { Bus, OperationLog } from '@latchkey/bus';
 import {
   BASE_VARIANT,
   syncContracts,
@@ -12,7 +12,7 @@ import {
   type SyncStatusEntry,
 } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import type { Logger } from '@latchkey/logger';
+import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { DeploymentRepo } from '../db/deployment-repo.js';
 import type { RecordRepo } from '../db/record-repo.js';
@@ -29,6 +29,28 @@ export interface SyncsDeps {
   records: RecordRepo;
   /** The shortest frequency accepted. */
   minFrequencyMs: number;
+  /** The operations log: one `sync_run` per finished run. */
+  operations: Pick<OperationLog, 'record'>;
+}
+
+/** A finished run in the operations log; its error is the run's coded error, cut short. */
+function recordRun(
+  deps: Pick<SyncsDeps, 'operations'>,
+  run: { environment_id: string; provider_config_key: string; connection_id: string; run_id: string; started_at: string; finished_at: string; failed: boolean; error?: { code: string; message: string } | null | undefined },
+): void {
+  const startedAt = Date.parse(run.started_at);
+  const requestId = currentRequestId();
+  deps.operations.record({
+    type: 'sync_run',
+    environment_id: run.environment_id,
+    status: run.failed ? 'failure' : 'success',
+    started_at: new Date(startedAt).toISOString(),
+    duration_ms: Math.max(0, Date.parse(run.finished_at) - startedAt),
+    integration_id: run.provider_config_key,
+    connection_id: run.connection_id,
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+    ...(run.error ? { error: { code: run.error.code.slice(0, 64), message: run.error.message.slice(0, 1000) } } : {}),
+  });
 }
 
 type SyncDescription = Extract<FunctionDescriptionWire, { type: 'sync' }>;
@@ -294,12 +316,13 @@ export function finishRunHandler(deps: SyncsDeps) {
     };
     // Published again on a repeated finish under the same message id: JetStream keeps one.
     await deps.bus.publish(finished.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${run._id}` });
+    if (recorded) recordRun(deps, { ...event, failed: finished.status === 'ERROR', error: finished.error });
     return { recorded };
   };
 }
 
 /** A sync's `onWebhook` run, announced like a run of its `base` variant (see the contract). */
-export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus'>) {
+export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus' | 'operations'>) {
   return async (request: RequestOf<typeof syncContracts.webhookRunFinished>): Promise<ResponseOf<typeof syncContracts.webhookRunFinished>> => {
     const event: PayloadOf<typeof syncContracts.runCompleted> = {
       environment_id: request.environment_id,
@@ -314,6 +337,7 @@ export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus'>) {
       ...(request.error ? { error: request.error } : {}),
     };
     await deps.bus.publish(request.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${request.run_id}` });
+    recordRun(deps, { ...event, failed: request.status === 'ERROR', error: request.error });
     return { published: true };
   };
 }

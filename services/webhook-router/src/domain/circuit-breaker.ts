@@ -21,6 +21,17 @@ export function createCircuitBreakers(options: { threshold: number; cooldownMs: 
     succeeded(url: string): void {
       circuits.delete(url);
     },
+    /** How many URLs' circuits are in each state that is not closed (for metrics). */
+    states(): { failing: number; open: number; halfOpen: number } {
+      const counts = { failing: 0, open: 0, halfOpen: 0 };
+      const at = now();
+      for (const circuit of circuits.values()) {
+        if (circuit.failures < options.threshold) counts.failing += 1;
+        else if (circuit.openUntil > at) counts.open += 1;
+        else counts.halfOpen += 1;
+      }
+      return counts;
+    },
     failed(url: string): void {
       if (!circuits.has(url) && circuits.size >= maxUrls) circuits.clear();
       const circuit = circuits.get(url) ?? { failures: 0, openUntil: 0, probing: false };

@@ -1,11 +1,13 @@
-import type { JobMessage } from '@latchkey/bus';
+import type { JobMessage, OperationLog } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
-import type { Logger } from '@latchkey/logger';
+import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
 import { signatureHeaders, type WebhookSender } from '../delivery/send-webhook.js';
+import { countAttempt, countDelivery } from '../webhook-metrics.js';
 
 export interface DeliverDeps {
   logger: Logger;
@@ -15,6 +17,27 @@ export interface DeliverDeps {
   /** The environment's signing secrets, newest first (two during a rotation's overlap). */
   signingKeys(environmentId: string): Promise<string[]>;
   retry: { baseMs: number; capMs: number; windowMs: number };
+  /** The operations log: one `webhook_outbound` per attempt (never its URL or body). */
+  operations: Pick<OperationLog, 'record'>;
+}
+
+function recordAttempt(deps: Pick<DeliverDeps, 'operations'>, job: WebhookDelivery, at: Date, result: { status: number | null; error: string | null; durationMs: number }): void {
+  const delivered = result.status !== null && result.status >= 200 && result.status < 300;
+  const requestId = currentRequestId();
+  const error = delivered
+    ? undefined
+    : result.status === null
+      ? { code: (result.error ?? 'network_error').slice(0, 64), message: 'The webhook could not be delivered' }
+      : { code: 'webhook_rejected', message: `The webhook URL answered ${result.status}` };
+  deps.operations.record({
+    type: 'webhook_outbound',
+    environment_id: job.environment_id,
+    status: delivered ? 'success' : 'failure',
+    started_at: at.toISOString(),
+    duration_ms: Math.max(0, Math.round(result.durationMs)),
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+    ...(error ? { error } : {}),
+  });
 }
 
 /**
@@ -39,11 +62,17 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     // An open circuit holds the delivery without an attempt, unless the wait would outlast the
     // retry window: then it gets its last attempt now.
     const wait = deps.breakers.waitFor(job.url);
-    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) return { retryInMs: wait };
+    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) {
+      countDelivery('held');
+      return { retryInMs: wait };
+    }
 
     const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
-    const result = await deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+    const result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
+    recordAttempt(deps, job, at, result);
+    countAttempt();
     const attempt = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
@@ -61,6 +90,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     if (result.status !== null && result.status >= 200 && result.status < 300) {
       deps.breakers.succeeded(job.url);
       await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null });
+      countDelivery('delivered');
       return;
     }
     const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
@@ -77,9 +107,31 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     if (delay === null) {
       deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
       await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'failed', next_attempt_at: null });
+      countDelivery('failed');
       return;
     }
     await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
+    countDelivery('retrying');
     return { retryInMs: delay };
   };
+}
+
+/** One delivery attempt as a client span: the receiver's host and the status, never the URL's path or query. */
+function tracedSend<R extends { status: number | null }>(url: string, attempt: number, send: () => Promise<R>): Promise<R> {
+  let host: URL | undefined;
+  try {
+    host = new URL(url);
+  } catch {
+    host = undefined;
+  }
+  const attributes = {
+    'http.request.method': 'POST',
+    'latchkey.attempt': attempt,
+    ...(host ? { 'server.address': host.hostname, 'url.scheme': host.protocol.slice(0, -1) } : {}),
+  };
+  return inSpan('webhook delivery POST', { kind: SpanKind.CLIENT, attributes }, async () => {
+    const result = await send();
+    if (result.status !== null) setSpanAttributes({ 'http.response.status_code': result.status });
+    return result;
+  });
 }

@@ -1,4 +1,4 @@
-import { requestIdOf, type BatchOutcome, type Bus, type JobMessage } from '@latchkey/bus';
+import { inMessageContext, type BatchOutcome, type Bus, type JobMessage } from '@latchkey/bus';
 import {
   MATCH_MANY_MAX,
   gatewayContracts,
@@ -9,7 +9,7 @@ import {
   type ResponseOf,
 } from '@latchkey/contracts';
 import { toAppError } from '@latchkey/errors';
-import { runWithContext, type Logger } from '@latchkey/logger';
+import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookDoc } from '../db/inbound-webhook-model.js';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
@@ -219,8 +219,8 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
     return { record: () => deps.inbound.record(environmentId(environment.id), doc) };
   }
 
-  /** Runs `work` under the request id the webhook came with, so its hops and log lines carry it. */
-  const asOwn = <T>(msg: JobMessage, work: () => Promise<T>): Promise<T> => runWithContext({ requestId: requestIdOf(msg.headers) }, work);
+  /** Runs `work` under the request id and trace the webhook came with, so its hops, log lines and spans carry them. */
+  const asOwn = <T>(msg: JobMessage, work: () => Promise<T>): Promise<T> => inMessageContext(msg.headers, msg.subject, 'consumer', work);
   const settled = (work: () => Promise<Step>) => work().catch((error: unknown): Step => ({ error }));
 
   return async (items: Array<{ payload: InboundWebhook; msg: JobMessage }>): Promise<BatchOutcome[]> => {

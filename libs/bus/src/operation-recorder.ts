@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { operationsContracts, type Operation, type OperationRecorder } from '@latchkey/contracts';
+import type { Bus } from './create-bus.js';
+
+/** Where the log says it dropped operations (once a minute at most). */
+export interface OperationLogLogger {
+  warn(message: string, meta: Record<string, unknown>): unknown;
+}
+
+/** An operation as a service reports it; the recorder gives it its id. */
+export type RecordedOperation = Omit<Operation, 'id'>;
+
+export interface OperationRecorderOptions {
+  /** Sends one batch; a rejection drops the batch (counted), it is never retried in memory. */
+  send: (operations: Operation[]) => Promise<void>;
+  logger: OperationLogLogger;
+  /** A batch leaves this long after its first operation at most. */
+  flushMs?: number;
+  /** A batch leaves as soon as it holds this many. */
+  maxBatch?: number;
+  /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
+  maxBuffered?: number;
+}
+
+export interface OperationRecorderStats {
+  /** Operations handed to `send` whose batch was acknowledged. */
+  sent: number;
+  /** Dropped because the buffer was full. */
+  dropped: number;
+  /** Lost with a batch that could not be sent. */
+  failed: number;
+}
+
+export interface OperationLog {
+  /** Queues an operation; never blocks, never throws, drops (and counts) when the buffer is full. */
+  record(operation: RecordedOperation): void;
+  stats(): OperationRecorderStats;
+  /** Sends what is queued and waits for every batch in flight (at shutdown). */
+  flush(): Promise<void>;
+}
+
+/** Random per process: two processes never make the same id. */
+const PROCESS_TAG = randomBytes(6).toString('base64url');
+let sequence = 0;
+
+/**
+ * A time-ordered, unique id: its start time (base 36, 9 characters: the gateway pages by it),
+ * this process's tag and a counter. A batch delivered twice is then stored once.
+ */
+export function newOperationId(now = Date.now()): string {
+  sequence = (sequence + 1) % 36 ** 6;
+  return `${Math.max(0, Math.floor(now)).toString(36).padStart(9, '0')}${PROCESS_TAG}${sequence.toString(36).padStart(6, '0')}`;
+}
+
+/**
+ * The trace id of a W3C `traceparent` header (`00-<32 hex trace id>-<16 hex span id>-<flags>`),
+ * or undefined when absent, malformed or the invalid all-zero id.
+ */
+export function traceIdOf(traceparent: string | null | undefined): string | undefined {
+  if (typeof traceparent !== 'string') return undefined;
+  const match = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}/.exec(traceparent.trim());
+  if (!match?.[1] || /^0+$/.test(match[1])) return undefined;
+  return match[1];
+}
+
+/**
+ * Records operations off the hot path: they wait in memory and leave in batches, every
+ * `flushMs` or `maxBatch` items. The buffer is bounded: when the bus is slow or gone, new
+ * operations are dropped and counted rather than held without end, and a failed batch is
+ * dropped too (the log is an aid, not a ledger; the work itself never waits on it).
+ */
+export function createOperationLog(options: OperationRecorderOptions): OperationLog {
+  const flushMs = options.flushMs ?? 250;
+  const maxBatch = options.maxBatch ?? 500;
+  const maxBuffered = options.maxBuffered ?? 10_000;
+  let waiting: Operation[] = [];
+  let sending = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const inFlight = new Set<Promise<void>>();
+  const stats: OperationRecorderStats = { sent: 0, dropped: 0, failed: 0 };
+  let lastWarning = 0;
+
+  const warn = (message: string) => {
+    // Once a minute at most: a dead bus must not flood the logs either.
+    const now = Date.now();
+    if (now - lastWarning < 60_000) return;
+    lastWarning = now;
+    options.logger.warn(message, { ...stats });
+  };
+
+  const sendWaiting = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    while (waiting.length > 0) {
+      const batch = waiting.slice(0, maxBatch);
+      waiting = waiting.slice(batch.length);
+      sending += batch.length;
+      const task = (async () => {
+        try {
+          await options.send(batch);
+          stats.sent += batch.length;
+        } catch {
+          stats.failed += batch.length;
+          warn('could not send operations; dropped them');
+        } finally {
+          sending -= batch.length;
+        }
+      })();
+      inFlight.add(task);
+      void task.finally(() => inFlight.delete(task));
+    }
+  };
+
+  return {
+    record(recorded) {
+      if (waiting.length + sending >= maxBuffered) {
+        stats.dropped += 1;
+        warn('the operations buffer is full; dropping operations');
+        return;
+      }
+      waiting.push({ ...recorded, id: newOperationId(Date.parse(recorded.started_at) || Date.now()) });
+      if (waiting.length >= maxBatch) sendWaiting();
+      else if (timer === undefined) {
+        timer = setTimeout(sendWaiting, flushMs);
+        timer.unref();
+      }
+    },
+    stats: () => ({ ...stats }),
+    async flush() {
+      sendWaiting();
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+/** The operation log of one service, sending its batches on its own OPERATIONS subject. */
+export function busOperationLog(bus: Bus, logger: OperationLogLogger, service: OperationRecorder, options: Omit<OperationRecorderOptions, 'send' | 'logger'> = {}): OperationLog {
+  const contract = operationsContracts[service];
+  return createOperationLog({ ...options, logger, send: (operations) => bus.enqueue(contract, { operations }) });
+}

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import type { JobContract } from './define.js';
+import type { ServiceName } from './services.js';
+
+/**
+ * The operations log: one entry per proxy call, sync run, action run, inbound or outbound
+ * webhook, connect-flow step, refresh and deploy. Each service records what it owns and
+ * publishes batches on the OPERATIONS stream (`operations.recorded.<service>`); the gateway
+ * stores them and answers `GET /operations`. Nothing in an entry may hold a credential: error
+ * messages are the coded, credential-free messages and proxy paths carry no query.
+ */
+export const OPERATION_TYPES = ['proxy', 'sync_run', 'action_run', 'webhook_inbound', 'webhook_outbound', 'connect', 'refresh', 'deploy'] as const;
+export type OperationType = (typeof OPERATION_TYPES)[number];
+
+export const OPERATION_STATUSES = ['success', 'failure'] as const;
+export type OperationStatus = (typeof OPERATION_STATUSES)[number];
+
+/** The types each service records; only it may publish them (its own subject, its own schema). */
+export const OPERATION_OWNERS = {
+  proxy: ['proxy'],
+  'credential-vault': ['connect', 'refresh'],
+  'sync-scheduler': ['deploy', 'sync_run'],
+  'action-runner': ['action_run'],
+  'webhook-router': ['webhook_inbound', 'webhook_outbound'],
+} as const satisfies Partial<Record<ServiceName, readonly OperationType[]>>;
+export type OperationRecorder = keyof typeof OPERATION_OWNERS;
+
+const operationFields = {
+  /** Made by the recorder (time-ordered, unique): a batch delivered twice is stored once. */
+  id: z.string().min(1).max(64),
+  environment_id: z.string().min(1),
+  status: z.enum(OPERATION_STATUSES),
+  started_at: z.iso.datetime(),
+  duration_ms: z.number().int().min(0),
+  integration_id: z.string().max(255).optional(),
+  connection_id: z.string().max(255).optional(),
+  request_id: z.string().max(128).optional(),
+  /** W3C trace id (32 hex digits) of the `traceparent` the work arrived with. */
+  trace_id: z.string().regex(/^[0-9a-f]{32}$/).optional(),
+  error: z.object({ code: z.string().max(64), message: z.string().max(1000) }).optional(),
+  proxy: z.object({ method: z.string().max(16), path: z.string().max(2048), upstream_status: z.number().int().optional() }).optional(),
+};
+
+export const operation = z.object({ type: z.enum(OPERATION_TYPES), ...operationFields });
+export type Operation = z.infer<typeof operation>;
+
+/** How the API shows an entry: without the environment (the caller's own). */
+export const operationView = operation.omit({ environment_id: true });
+export type OperationView = z.infer<typeof operationView>;
+
+/** Operations of one service, sent together (a batch per ~250 ms or per many items). */
+function operationsBatch<S extends OperationRecorder>(service: S) {
+  const types = OPERATION_OWNERS[service] as unknown as [OperationType, ...OperationType[]];
+  return {
+    kind: 'job' as const,
+    name: `operations.recorded.${service}`,
+    subject: `operations.recorded.${service}`,
+    stream: 'OPERATIONS',
+    payload: z.object({ operations: z.array(z.object({ type: z.enum(types), ...operationFields })).min(1).max(1000) }),
+  } satisfies JobContract;
+}
+
+export const operationsContracts = {
+  proxy: operationsBatch('proxy'),
+  'credential-vault': operationsBatch('credential-vault'),
+  'sync-scheduler': operationsBatch('sync-scheduler'),
+  'action-runner': operationsBatch('action-runner'),
+  'webhook-router': operationsBatch('webhook-router'),
+} as const satisfies Record<OperationRecorder, JobContract>;
+
+/** What every batch holds, whichever service sent it (the gateway's view). */
+export const operationsBatchPayload = z.object({ operations: z.array(operation) });
+export type OperationsBatch = z.infer<typeof operationsBatchPayload>;

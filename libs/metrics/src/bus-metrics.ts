@@ -1,0 +1,36 @@
+import type { Histogram } from 'prom-client';
+import { histogram } from './registry.js';
+
+/** What the bus reports (see `BusObserver` in @latchkey/bus), as Prometheus histograms. */
+export interface BusMetrics {
+  requested(subject: string, seconds: number, errorCode: string | undefined): void;
+  served(subject: string, seconds: number, errorCode: string | undefined): void;
+  consumed(subject: string, seconds: number, errorCode: string | undefined): void;
+}
+
+type Child = ReturnType<Histogram<string>['labels']>;
+
+/**
+ * Children kept per subject template and error code (both bounded: contract subjects and the
+ * error table), so observing costs two map lookups.
+ */
+function observer(metric: Histogram<string>, operation: string) {
+  const bySubject = new Map<string, Map<string, Child>>();
+  return (subject: string, seconds: number, errorCode: string | undefined) => {
+    let byError = bySubject.get(subject);
+    if (!byError) bySubject.set(subject, (byError = new Map()));
+    const error = errorCode ?? '';
+    let child = byError.get(error);
+    if (!child) {
+      child = metric.labels({ messaging_system: 'nats', messaging_operation_name: operation, messaging_destination_name: subject, error_type: error });
+      byError.set(error, child);
+    }
+    child.observe(seconds);
+  };
+}
+
+export function busMetrics(): BusMetrics {
+  const client = histogram('messaging_client_operation_duration_seconds');
+  const processed = histogram('messaging_process_duration_seconds');
+  return { requested: observer(client, 'send'), served: observer(processed, 'process'), consumed: observer(processed, 'process') };
+}
