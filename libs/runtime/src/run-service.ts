@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { Connection } from 'mongoose';
 import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
@@ -40,6 +40,12 @@ export interface Runtime {
   isReady(): boolean;
   /** Runs before NATS drains on shutdown, in reverse order of registration. */
   onShutdown(hook: () => Promise<void> | void): void;
+  /**
+   * Serves `handler` on `port` and returns the listening server. With the definition's
+   * `httpPort`, that port has been answering the probes since the start: the server is handed
+   * over, never closed and reopened, so the port stays open throughout.
+   */
+  serveHttp(handler: RequestListener, port: number): Promise<Server>;
 }
 
 export interface ServiceDefinition<C extends BaseConfig, T> {
@@ -49,6 +55,12 @@ export interface ServiceDefinition<C extends BaseConfig, T> {
   start(runtime: Runtime, config: C): Promise<T>;
   /** Exit the process on SIGTERM / SIGINT after shutting down (default true; tests pass false). */
   handleSignals?: boolean;
+  /**
+   * The port the service serves its own HTTP on (the gateway's PORT), when its probes live
+   * there: bound at once, answering `/health` 200 and `/ready` 503 while NATS, JetStream and
+   * MongoDB are awaited, until `start` takes it over with `runtime.serveHttp`.
+   */
+  httpPort?: number;
 }
 
 export interface RunningService<T> {
@@ -82,6 +94,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let runtime: Runtime | undefined;
   let probes: Server | undefined;
   if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, { isReady: () => runtime?.isReady() ?? false });
+  let early = definition.httpPort === undefined ? undefined : await startProbeServer(definition.httpPort, { isReady: () => false }, { starting: true });
   const bus = await createBus({
     servers: config.NATS_URL,
     service,
@@ -109,6 +122,21 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     mongo,
     isReady: () => ready && !stopping && bus.isConnected() && isMongoConnected(mongo),
     onShutdown: (hook) => hooks.push(hook),
+    async serveHttp(handler, port) {
+      if (early) {
+        const server = early;
+        early = undefined;
+        server.removeAllListeners('request');
+        server.on('request', handler);
+        return server;
+      }
+      const server = createServer(handler);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, resolve);
+      });
+      return server;
+    },
   };
 
   const started = await definition.start(runtime, config);
@@ -126,6 +154,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
       await bus.drain();
       await mongo.close();
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
+      await new Promise<void>((resolve) => (early ? early.close(() => resolve()) : resolve()));
       await tracing.shutdown().catch((error: unknown) => logger.warn('could not export the last spans', { error }));
       logger.info('stopped');
     })());
@@ -157,9 +186,9 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
  * /health answers while the process lives; /ready only while the service can do its work;
  * /metrics is the Prometheus scrape (never behind a key: the probe port stays in the cluster).
  */
-async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>): Promise<Server> {
+async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>, options: { starting?: boolean } = {}): Promise<Server> {
   const server = createServer((req, res) => {
-    if (isScrape(req)) return answerScrape(res);
+    if (!options.starting && isScrape(req)) return answerScrape(res);
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, body: object) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -167,6 +196,8 @@ async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>)
     };
     if (path === '/health') send(200, { status: 'ok' });
     else if (path === '/ready') send(runtime.isReady() ? 200 : 503, { status: runtime.isReady() ? 'ready' : 'not_ready' });
+    // On a service's own port before it is wired, every other route is "not yet".
+    else if (options.starting) send(503, { error: { code: 'service_unavailable', message: 'Starting; try again shortly' } });
     else send(404, { error: { code: 'route_not_found', message: 'Not found' } });
   });
   await new Promise<void>((resolve, reject) => {

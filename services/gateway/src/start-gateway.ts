@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
 import { consume, openKv } from '@latchkey/bus';
@@ -132,12 +132,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     isReady: runtime.isReady,
   };
   // A server span per request while tracing is on, continuing the caller's traceparent.
-  const server: Server = createServer(traceHttpRequests(withBareRoutes(createApp(deps, routes), bareRoutes, deps)));
+  const server: Server = await runtime.serveHttp(traceHttpRequests(withBareRoutes(createApp(deps, routes), bareRoutes, deps)), config.PORT);
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.PORT, resolve);
-  });
   const port = (server.address() as AddressInfo).port;
   logger.info('listening', { port, public_url: config.PUBLIC_URL });
   const metrics = config.METRICS_PORT ? await serveMetrics(config.METRICS_PORT) : undefined;
