@@ -67,6 +67,19 @@ export const syncStatusEntry = z.object({
 });
 export type SyncStatusEntry = z.infer<typeof syncStatusEntry>;
 
+/**
+ * The leader's last scheduler tick, as it wrote it into the lease: when it began, how long it
+ * took, how long finding the due schedules took, how many it read and how many runs it queued.
+ */
+export const schedulerTick = z.object({
+  at: z.string(),
+  duration_ms: z.number(),
+  due_query_ms: z.number(),
+  read: z.number().int(),
+  queued: z.number().int(),
+});
+export type SchedulerTick = z.infer<typeof schedulerTick>;
+
 export const syncContracts = {
   /** One queued run; its details live in the scheduler's `sync_runs`. */
   run: defineJob('sync.run', z.object({ environment_id: z.string(), run_id: z.string() })),
@@ -164,5 +177,5 @@ export const syncContracts = {
    * For operators (`GET /admin/sync-scheduler`): which replica holds the scheduling lease, as the
    * lease names it (`<host>/<pid>/<random>`), or null while none does.
    */
-  leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable() })),
+  leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable(), last_tick: schedulerTick.nullable().optional() })),
 } as const;

@@ -23,7 +23,7 @@ import {
   triggerHandler,
   updateFrequencyHandler,
 } from './handlers/syncs.js';
-import { createLease } from './scheduling/lease.js';
+import { createLease, type LeaseEntry } from './scheduling/lease.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
 import { connectionDeletedHandler } from './handlers/connection-deleted.js';
 import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
@@ -87,7 +87,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
   // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.
-  const leaseKv = await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
+  const leaseKv = await openKv<LeaseEntry>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
   const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
   bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
   const loop = startSchedulerLoop({

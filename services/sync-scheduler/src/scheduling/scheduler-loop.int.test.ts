@@ -3,10 +3,10 @@ import type { Connection } from 'mongoose';
 import { createBus, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { eventually, startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
 import type { ScheduleDoc } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
-import { createLease } from './lease.js';
+import { createLease, type LeaseEntry } from './lease.js';
 import { startSchedulerLoop } from './scheduler-loop.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -57,7 +57,7 @@ async function replica(bucket: string, name: string, leaseMs: number) {
   // Test buckets are no service's: the test server's observer may open them.
   const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000 });
   buses.push(bus);
-  const lease = createLease(await openKv<{ owner: string }>(bus, { name: bucket, ttlMs: leaseMs }), 'leader', name);
+  const lease = createLease(await openKv<LeaseEntry>(bus, { name: bucket, ttlMs: leaseMs }), 'leader', name);
   const queued: number[] = [];
   const loop = startSchedulerLoop({
     logger,
@@ -112,6 +112,19 @@ describe('the scheduler lease', () => {
     await a.loop.stop();
     // Far sooner than the 30 s TTL: the key was deleted on the way out.
     expect(await until(() => b.lease.holding(), 2000)).toBeLessThan(1000);
+  });
+
+  it('carries what the holder\'s last tick did, for the operator route', async () => {
+    const a = await replica('lease_tick', 'a', 30_000);
+    const kv = await openKv<LeaseEntry>(a.bus, { name: 'lease_tick', ttlMs: 30_000 });
+    const tick = await eventually(async () => {
+      const entry = await kv.get('leader');
+      return entry?.value.last_tick ? entry.value : undefined;
+    }, 5000, 'a tick in the lease');
+    expect(tick.owner).toBe('a');
+    expect(tick.last_tick).toMatchObject({ read: 1, queued: 1 });
+    expect(tick.last_tick!.duration_ms).toBeGreaterThanOrEqual(tick.last_tick!.due_query_ms);
+    expect(Date.parse(tick.last_tick!.at)).not.toBeNaN();
   });
 });
 
