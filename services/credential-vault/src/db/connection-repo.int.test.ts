@@ -50,6 +50,14 @@ describe('connection lookups are index lookups', () => {
     expect(await repo.findById(other, 'conn_150')).toBeNull();
   }, 30_000);
 
+  it('updates by _id (the lookup explained above), only in the connection\'s own environment', async () => {
+    expect(await repo.update(environment, 'conn_151', { metadata: { plan: 'gold' } })).toBe(true);
+    expect(await repo.findById(environment, 'conn_151')).toMatchObject({ metadata: { plan: 'gold' } });
+    expect(await repo.update(other, 'conn_151', { metadata: { plan: 'stolen' } })).toBe(false);
+    expect(await repo.update(environment, 'conn_missing', { metadata: {} })).toBe(false);
+    expect(await repo.findById(environment, 'conn_151')).toMatchObject({ metadata: { plan: 'gold' } });
+  });
+
   it('finds connections stored before the key entries existed, once two replicas have started together', async () => {
     await connectionModel(connection).collection.insertOne({ ...doc(900), environment_id: environment } as never);
     expect(await repo.find(environment, 'github', 'c900')).toBeNull();

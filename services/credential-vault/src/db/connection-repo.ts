@@ -111,8 +111,16 @@ export function createConnectionRepo(connection: Connection) {
     },
     countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),
     listForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.find(environment, { integration_id: integrationId }),
-    /** Fields other than the credentials; those change only through `replaceCredentials`. */
-    update: (environment: EnvironmentId, id: string, fields: ConnectionFields) => scoped.updateOne(environment, { _id: id }, { $set: fields }),
+    /**
+     * Fields other than the credentials; those change only through `replaceCredentials`. Two
+     * `_id` lookups: the document's environment is checked on a read (a connection never changes
+     * environment), and the write's filter is `_id` alone, which FerretDB answers from an index
+     * (with the environment in it, it reads every connection).
+     */
+    update: async (environment: EnvironmentId, id: string, fields: ConnectionFields): Promise<boolean> => {
+      if (!(await findById(environment, id))) return false;
+      return (await model.updateOne(connectionQueries.byId(id), { $set: fields }).exec()).matchedCount > 0;
+    },
     /**
      * Writes new credentials (and any other fields) only if the connection still holds
      * `readVersion`, bumping it: a compare-and-set on one document, which MongoDB 7 and FerretDB
