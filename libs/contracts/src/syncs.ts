@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent, defineJob, defineRequest } from './define.js';
+import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
 
 /**
  * Sync runs. The sync-scheduler owns schedules and runs: it enqueues `jobs.sync.run`, the
@@ -177,5 +177,11 @@ export const syncContracts = {
    * For operators (`GET /admin/sync-scheduler`): which replica holds the scheduling lease, as the
    * lease names it (`<host>/<pid>/<random>`), or null while none does.
    */
+  /**
+   * Schedules whose due state (next run, paused, run in flight) a replica just wrote, or removed:
+   * the leader reads them again by `_id` into its due index (best effort; it also reads every
+   * schedule again when it starts leading and every `SCHEDULER_RESCAN_MS`).
+   */
+  scheduleChanged: defineBroadcast('sync.schedule.changed', z.object({ ids: z.array(z.string().min(1)).min(1).max(1000) })),
   leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable(), last_tick: schedulerTick.nullable().optional() })),
 } as const;

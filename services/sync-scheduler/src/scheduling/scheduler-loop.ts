@@ -11,6 +11,8 @@ export interface SchedulerLoopDeps {
   /** Claims the schedule and enqueues its run; false when a run is already in flight. */
   startRun(schedule: ScheduleDoc, now: Date): Promise<boolean>;
   tickMs: number;
+  /** Told when this replica starts or stops leading (the due index starts over). */
+  onLeadership?(leading: boolean): void;
 }
 
 /** Due schedules taken per tick: a backlog drains over a few ticks instead of one burst. */
@@ -35,7 +37,10 @@ export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<v
       deps.logger.warn('could not renew the scheduler lease', { error });
       return false;
     });
-    if (leader !== wasLeader) deps.logger.info(leader ? 'took the scheduler lease' : 'lost the scheduler lease');
+    if (leader !== wasLeader) {
+      deps.logger.info(leader ? 'took the scheduler lease' : 'lost the scheduler lease');
+      deps.onLeadership?.(leader);
+    }
     wasLeader = leader;
     if (!leader || stopped) return;
     const now = new Date();
