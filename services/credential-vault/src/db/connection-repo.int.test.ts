@@ -70,7 +70,10 @@ describe('connection lookups are index lookups', () => {
   }, 30_000);
 
   it('a removed connection is found no more, and its connection id can be taken again', async () => {
-    await repo.remove(environment, 'conn_12');
+    // Another environment's connection stays.
+    expect(await repo.remove(other, 'conn_12')).toBe(false);
+    expect(await repo.find(environment, 'github', 'c12')).toMatchObject({ _id: 'conn_12' });
+    expect(await repo.remove(environment, 'conn_12')).toBe(true);
     expect(await repo.find(environment, 'github', 'c12')).toBeNull();
     await repo.insert(environment, { ...doc(12), _id: 'conn_12b', id: 5000 });
     expect(await repo.find(environment, 'github', 'c12')).toMatchObject({ _id: 'conn_12b' });

@@ -131,11 +131,15 @@ export function createConnectionRepo(connection: Connection) {
     /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
     updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
       scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields }),
-    /** The connection, then its key entry (an entry left behind finds nothing: see `find`). */
+    /**
+     * The connection, then its key entry (an entry left behind finds nothing: see `find`). Both by
+     * `_id` alone, once the read has shown the connection is the environment's.
+     */
     async remove(environment: EnvironmentId, id: string): Promise<boolean> {
       const doc = await findById(environment, id);
-      const removed = await scoped.deleteOne(environment, { _id: id });
-      if (doc) await keys.deleteOne({ _id: keyOf(doc)._id }).exec();
+      if (!doc) return false;
+      const removed = (await model.deleteOne(connectionQueries.byId(id)).exec()).deletedCount > 0;
+      await keys.deleteOne({ _id: keyOf(doc)._id }).exec();
       return removed;
     },
     /**
