@@ -97,7 +97,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   const leaseKv = await openKv<LeaseEntry>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
   const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
   bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
-  const dueSchedules = createDueSchedules({ logger, all: () => schedules.allDueStates(), one: (id) => schedules.getSchedule(id), rescanMs: config.SCHEDULER_RESCAN_MS });
+  const dueSchedules = createDueSchedules({ logger, all: () => schedules.all(), one: (id) => schedules.getSchedule(id), rescanMs: config.SCHEDULER_RESCAN_MS });
   bus.onBroadcast(syncContracts.scheduleChanged, ({ ids }) => dueSchedules.changed(ids));
   // What was announced while NATS was away is lost: the whole collection is read again.
   bus.onReconnect(() => dueSchedules.reset());

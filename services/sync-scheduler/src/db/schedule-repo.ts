@@ -79,12 +79,11 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         .lean<ScheduleDoc[]>()
         .exec(),
     /**
-     * Every schedule's due state, for the leader's due index: one read of the whole collection
+     * Every schedule, for the leader's due index: one read of the whole collection
      * (what FerretDB does for any query on `next_run_at`), made when a replica starts leading and
      * every `SCHEDULER_RESCAN_MS`, instead of on every tick.
      */
-    allDueStates: () =>
-      schedules.find({}, { _id: 1, paused: 1, running: 1, next_run_at: 1 }).lean<Array<Pick<ScheduleDoc, '_id' | 'paused' | 'running' | 'next_run_at'>>>().exec(),
+    all: () => schedules.find({}).lean<ScheduleDoc[]>().exec(),
     async setPaused(ids: readonly string[], paused: boolean) {
       const { modifiedCount } = await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec();
       changed(...ids);

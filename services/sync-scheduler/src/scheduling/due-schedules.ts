@@ -1,12 +1,12 @@
 import type { Logger } from '@latchkey/logger';
 import type { ScheduleDoc } from '../db/schedule-model.js';
-import { isDue, type ScheduleState } from '../domain/schedule-rules.js';
+import { isDue } from '../domain/schedule-rules.js';
 import { createDueIndex } from './due-index.js';
 
 export interface DueSchedulesDeps {
   logger: Logger;
-  /** Every schedule's due state (the whole collection, read at once). */
-  all(): Promise<Array<ScheduleState & { _id: string }>>;
+  /** Every schedule (the whole collection, read at once). */
+  all(): Promise<ScheduleDoc[]>;
   /** One schedule by `_id` (an index lookup on every backend), null once removed. */
   one(id: string): Promise<ScheduleDoc | null>;
   /** How often the whole collection is read again, whatever was heard meanwhile. */
@@ -54,33 +54,40 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
     return due;
   }
 
-  async function rebuild(): Promise<void> {
+  /** Reads every schedule into the index; returns those due at `now`, as just read. */
+  async function rebuild(now: Date): Promise<Map<string, ScheduleDoc>> {
     heardWhileBuilding = new Set();
+    const due = new Map<string, ScheduleDoc>();
     try {
       const started = readCounter;
-      const states = await deps.all();
+      const docs = await deps.all();
       index.clear();
-      for (const state of states) {
+      for (const doc of docs) {
         // A schedule read by `_id` after the whole read began is newer than what the whole read saw.
-        if ((applied.get(state._id) ?? 0) > started) continue;
-        index.put(state._id, state);
+        if ((applied.get(doc._id) ?? 0) > started) continue;
+        index.put(doc._id, doc);
+        if (isDue(doc, now)) due.set(doc._id, doc);
       }
       builtAt = Date.now();
       const heard = [...heardWhileBuilding];
       heardWhileBuilding = null;
       await readInto(heard);
+      for (const id of heard) due.delete(id);
     } finally {
       heardWhileBuilding = null;
     }
+    return due;
   }
 
   return {
     /** The schedules due at `now` (at most `limit`), each read again by `_id`. */
     async due(now: Date, limit: number): Promise<ScheduleDoc[]> {
-      if (builtAt === null || Date.now() - builtAt >= deps.rescanMs) await rebuild();
+      const fresh = builtAt === null || Date.now() - builtAt >= deps.rescanMs ? await rebuild(now) : new Map<string, ScheduleDoc>();
       const taken = index.take(now, limit);
-      // Put back as read: a claim's own announcement moves each to its next run.
-      return readInto(taken, now);
+      // Just read whole: no need to read again. Put back as read: a claim's announcement moves each to its next run.
+      const known = taken.flatMap((id) => (fresh.has(id) ? [fresh.get(id)!] : []));
+      for (const doc of known) index.put(doc._id, doc);
+      return [...known, ...(await readInto(taken.filter((id) => !fresh.has(id)), now))];
     },
     /** Schedules a replica wrote or removed: read again, while this replica holds an index. */
     changed(ids: readonly string[]): void {
