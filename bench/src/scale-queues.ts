@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import mongoose from 'mongoose';
 import type { Bus } from '@latchkey/bus';
-import { webhookContracts } from '@latchkey/contracts';
+import { syncContracts, webhookContracts } from '@latchkey/contracts';
 
 /**
  * `make bench-scale`'s webhooks and scheduler parts: backlogs drained by the webhook router, and
@@ -22,6 +22,9 @@ import { webhookContracts } from '@latchkey/contracts';
  *   scheduler is stopped; once it is back, its first tick's figures (`GET /admin/sync-scheduler`):
  *   the due query and the whole tick per run queued (a tick queues 500 at most); then, once every
  *   due run is queued, the due query of a tick that finds nothing (what every idle second costs).
+ *   Then N more are written while it leads and announced as its repo does (`sync.schedule.changed`
+ *   with the scheduler's identity): the due query per schedule read and the tick per run queued
+ *   of the first tick that finds them (no full read: the tick of a leader in its steady state).
  */
 export interface QueueBench {
   mongoUri: string;
@@ -29,6 +32,8 @@ export interface QueueBench {
   environmentId: string;
   /** The router's NATS identity, for loading deliveries. */
   routerBus: Bus;
+  /** The scheduler's, for announcing schedules written in bulk (`sync.schedule.changed`). */
+  schedulerBus: Bus;
   gatewayUrl: string;
   api(method: string, path: string, body?: unknown): Promise<unknown>;
   admin(method: string, path: string, body?: unknown): Promise<unknown>;
@@ -164,19 +169,19 @@ export async function benchScheduler(bench: QueueBench, sizes: number[], schedul
   const lastTick = async () => ((await bench.admin('GET', '/admin/sync-scheduler')) as { data: { last_tick: LastTick | null } }).data.last_tick;
   try {
     const collection = client.db(bench.schedulerDb).collection('sync_schedules');
-    let loaded = 0;
-    for (const size of sizes) {
-      await bench.stopService(scheduler.child);
+    const insertDue = async (prefix: string, count: number, from: number): Promise<string[]> => {
       const due = new Date(Date.now() - 60_000);
-      for (let start = 0; start < size; start += BULK) {
+      const ids: string[] = [];
+      for (let start = 0; start < count; start += BULK) {
         const docs = [];
-        for (let i = start; i < Math.min(size, start + BULK); i++) {
-          const n = loaded + i;
+        for (let i = start; i < Math.min(count, start + BULK); i++) {
+          const n = from + i;
+          ids.push(`${prefix}${n}`);
           docs.push({
-            _id: `sched_bulk_${n}`,
+            _id: `${prefix}${n}`,
             environment_id: bench.environmentId,
             provider_config_key: 'scale-upstream',
-            connection_id: `bulk-${n}`,
+            connection_id: `${prefix}${n}`,
             sync_name: 'contacts',
             variant: 'base',
             frequency: 'every day',
@@ -194,28 +199,46 @@ export async function benchScheduler(bench: QueueBench, sizes: number[], schedul
         }
         await collection.insertMany(docs as never[], { ordered: false });
       }
-      loaded += size;
-      bench.note(`${size} schedules due (${loaded} in sync_schedules, bulk, in the scheduler's shape)`);
-      const restartedAt = Date.now();
-      scheduler.child = bench.startService('sync-scheduler');
-      // The first tick that found them; then the one that found none left (every run queued).
+      return ids;
+    };
+    /** The first tick since `since` that found some due, then the first that found none. */
+    const ticks = async (since: number, size: number) => {
       let first: LastTick | null = null;
       let drained: LastTick | null = null;
       const deadline = Date.now() + 30 * 60_000;
       while (!drained) {
         if (Date.now() > deadline) throw new Error(`scheduler: ${size} due schedules not queued in time`);
         const tick = await lastTick().catch(() => null);
-        if (tick && Date.parse(tick.at) >= restartedAt) {
+        if (tick && Date.parse(tick.at) >= since) {
           if (!first && tick.read > 0) first = tick;
           if (first && tick.read === 0) drained = tick;
         }
         await sleep(100);
       }
-      bench.record('scheduler tick: due query, ms', size, first!.due_query_ms);
-      bench.record('scheduler tick: ms per run queued', size, first!.duration_ms / Math.max(first!.queued, 1));
+      return { first: first!, drained };
+    };
+    let loaded = 0;
+    for (const size of sizes) {
+      await bench.stopService(scheduler.child);
+      await insertDue('sched_bulk_', size, loaded);
+      loaded += size;
+      bench.note(`${size} schedules due (${loaded} in sync_schedules, bulk, in the scheduler's shape)`);
+      const restartedAt = Date.now();
+      scheduler.child = bench.startService('sync-scheduler');
+      const { first, drained } = await ticks(restartedAt, size);
+      bench.record('scheduler tick: due query, ms', size, first.due_query_ms);
+      bench.record('scheduler tick: ms per run queued', size, first.duration_ms / Math.max(first.queued, 1));
       // The steady state: a tick that finds nothing due still runs the due query, every second.
       bench.record('scheduler tick, nothing due: due query, ms', size, drained.due_query_ms);
-      bench.note(`scheduler: first tick read ${first!.read}, queued ${first!.queued} in ${first!.duration_ms} ms (due query ${first!.due_query_ms} ms)`);
+
+      // N more, written while the scheduler leads and announced as its repo does: no full read.
+      const heardAt = Date.now();
+      const ids = await insertDue('sched_heard_', size, loaded);
+      for (let start = 0; start < ids.length; start += 1000) bench.schedulerBus.broadcast(syncContracts.scheduleChanged, { ids: ids.slice(start, start + 1000) });
+      const heard = await ticks(heardAt, size);
+      bench.record('scheduler tick, N due heard: due query per schedule, ms', size, heard.first.due_query_ms / Math.max(heard.first.read, 1));
+      bench.record('scheduler tick, N due heard: ms per run queued', size, heard.first.duration_ms / Math.max(heard.first.queued, 1));
+      bench.note(`scheduler: first tick read ${first.read}, queued ${first.queued} in ${first.duration_ms} ms (due query ${first.due_query_ms} ms); heard: read ${heard.first.read} in ${heard.first.due_query_ms} ms`);
     }
   } finally {
     await client.close();

@@ -128,6 +128,7 @@ async function benchBackend(backend: string): Promise<Timings> {
   const logger = createLogger({ service: 'bench', silent: true });
   const bus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('action-runner'), logger, requestTimeoutMs: 600_000 });
   const routerBus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('webhook-router'), logger, requestTimeoutMs: 600_000 });
+  const schedulerBus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('sync-scheduler'), logger, requestTimeoutMs: 600_000 });
 
   /** A call through the gateway, retried while a service is still starting. */
   async function api(method: string, path: string, body?: unknown, secret = apiKey): Promise<unknown> {
@@ -242,6 +243,7 @@ async function benchBackend(backend: string): Promise<Timings> {
       schedulerDb: databases.get('sync-scheduler')!,
       environmentId,
       routerBus,
+      schedulerBus,
       gatewayUrl: base,
       api: (method: string, path: string, body?: unknown) => api(method, path, body),
       admin,
@@ -256,6 +258,7 @@ async function benchBackend(backend: string): Promise<Timings> {
   } finally {
     await bus.drain().catch(() => undefined);
     await routerBus.drain().catch(() => undefined);
+    await schedulerBus.drain().catch(() => undefined);
     for (const child of children) child.kill('SIGKILL');
     await Promise.all([nats.dispose(), mongo.dispose()]);
     if (postgresDb) execFileSync('psql', [POSTGRES, '-qc', `drop database if exists ${postgresDb} with (force)`], { stdio: 'ignore' });
