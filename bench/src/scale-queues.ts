@@ -236,8 +236,8 @@ export async function benchScheduler(bench: QueueBench, sizes: number[], schedul
       const ids = await insertDue('sched_heard_', size, loaded);
       for (let start = 0; start < ids.length; start += 1000) bench.schedulerBus.broadcast(syncContracts.scheduleChanged, { ids: ids.slice(start, start + 1000) });
       const heard = await ticks(heardAt, size);
-      bench.record('scheduler tick, N due heard: due query per schedule, ms', size, heard.first.due_query_ms / Math.max(heard.first.read, 1));
-      bench.record('scheduler tick, N due heard: ms per run queued', size, heard.first.duration_ms / Math.max(heard.first.queued, 1));
+      bench.record('scheduler tick, heard: due query per schedule, ms', size, heard.first.due_query_ms / Math.max(heard.first.read, 1));
+      bench.record('scheduler tick, heard: ms per run queued', size, heard.first.duration_ms / Math.max(heard.first.queued, 1));
       bench.note(`scheduler: first tick read ${first.read}, queued ${first.queued} in ${first.duration_ms} ms (due query ${first.due_query_ms} ms); heard: read ${heard.first.read} in ${heard.first.due_query_ms} ms`);
     }
   } finally {
