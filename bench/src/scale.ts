@@ -8,6 +8,7 @@ import { gatewayContracts, recordsContracts, type ServiceName } from '@latchkey/
 import { createLogger } from '@latchkey/logger';
 import { freePort, repoRoot, startMongo, startNats, uniqueDbName } from '@latchkey/testing';
 import { benchApiKeys, benchConnections } from './scale-lookups.js';
+import { benchScheduler, benchWebhooks } from './scale-queues.js';
 
 /**
  * `make bench-scale`: how the cost of each hot operation grows with the data beside it. For each
@@ -26,7 +27,10 @@ import { benchApiKeys, benchConnections } from './scale-lookups.js';
  * `BENCH_SCALE_PARTS` (default records,connections,api-keys) picks the parts; connections are
  * measured at `BENCH_SCALE_CONNECTIONS` (default 1000,10000,100000) connections in the
  * environment, API-key authentication at `BENCH_SCALE_KEYS` (default 100,10000) keys (see
- * scale-lookups.ts).
+ * scale-lookups.ts). The webhooks part drains backlogs of `BENCH_SCALE_WEBHOOKS` (default
+ * 1000,10000,100000) provider webhooks and customer deliveries, the scheduler part ticks with
+ * `BENCH_SCALE_SCHEDULES` (default 100,1000,10000) schedules due (see scale-queues.ts); neither
+ * is in the default parts.
  */
 const SIZES = (process.env['BENCH_SCALE_SIZES'] ?? '10000,100000,1000000').split(',').map(Number);
 const BACKENDS = (process.env['BENCH_SCALE_BACKENDS'] ?? 'sqlite,postgresql').split(',');
@@ -34,6 +38,8 @@ const POSTGRES = process.env['BENCH_SCALE_POSTGRES'] ?? 'postgres://postgres@127
 const PARTS = (process.env['BENCH_SCALE_PARTS'] ?? 'records,connections,api-keys').split(',');
 const CONNECTION_SIZES = (process.env['BENCH_SCALE_CONNECTIONS'] ?? '1000,10000,100000').split(',').map(Number);
 const KEY_SIZES = (process.env['BENCH_SCALE_KEYS'] ?? '100,10000').split(',').map(Number);
+const WEBHOOK_SIZES = (process.env['BENCH_SCALE_WEBHOOKS'] ?? '1000,10000,100000').split(',').map(Number);
+const SCHEDULE_SIZES = (process.env['BENCH_SCALE_SCHEDULES'] ?? '100,1000,10000').split(',').map(Number);
 /** Records per load batch: as many as fit one NATS message (1 MB) at this record size. */
 const LOAD_BATCH = 5000;
 const PROBE = 1000;
@@ -68,9 +74,13 @@ async function benchBackend(backend: string): Promise<Timings> {
   const [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   const children: ChildProcess[] = [];
   const databases = new Map<ServiceName, string>();
+  const opened = new Set<ServiceName>();
   const start = (service: ServiceName, env: Record<string, string>) => {
     const flags = service === 'sync-scheduler' ? ['--no-node-snapshot'] : [];
-    databases.set(service, uniqueDbName(`scale_${service.replace('-', '_')}`));
+    if (!databases.has(service)) databases.set(service, uniqueDbName(`scale_${service.replace('-', '_')}`));
+    // A restarted service's output follows its earlier run's.
+    const log = openSync(join(logDir, `${backend}-${service}.log`), opened.has(service) ? 'a' : 'w');
+    opened.add(service);
     const child = spawn(process.execPath, [...flags, entry(service)], {
       env: {
         ...process.env,
@@ -84,18 +94,25 @@ async function benchBackend(backend: string): Promise<Timings> {
         REQUEST_TIMEOUT_MS: '600000',
         ...env,
       },
-      stdio: ['ignore', openSync(join(logDir, `${backend}-${service}.log`), 'w'), 'inherit'],
+      stdio: ['ignore', log, 'inherit'],
     });
     children.push(child);
     return child;
   };
+  const stop = async (child: ChildProcess) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  };
   const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-bench-scale-')), 'providers.yaml');
   writeFileSync(
     providersFile,
-    'scale-upstream:\n  display_name: Scale upstream\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: http://127.0.0.1:9\n    headers:\n      X-Api-Key: ${apiKey}\n',
+    'scale-upstream:\n  display_name: Scale upstream\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: http://127.0.0.1:9\n    headers:\n      X-Api-Key: ${apiKey}\n' +
+      'scale-hooks:\n  display_name: Scale hooks\n  categories: [test]\n  auth_mode: API_KEY\n  webhook:\n    signature_header: X-Scale-Signature\n    algorithm: sha256\n    encoding: hex\n    prefix: sha256=\n',
   );
   start('credential-vault', { ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`, PROVIDERS_FILE: providersFile });
-  start('sync-scheduler', {});
+  const scheduler = { child: start('sync-scheduler', {}) };
   const port = await freePort();
   const adminToken = randomBytes(24).toString('base64url');
   const apiKey = `lk_sk_${randomBytes(32).toString('base64url')}`;
@@ -111,6 +128,8 @@ async function benchBackend(backend: string): Promise<Timings> {
   const base = `http://127.0.0.1:${port}`;
   const logger = createLogger({ service: 'bench', silent: true });
   const bus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('action-runner'), logger, requestTimeoutMs: 600_000 });
+  const routerBus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('webhook-router'), logger, requestTimeoutMs: 600_000 });
+  const schedulerBus = await createBus({ servers: nats.url, service: 'bench-scale', identity: nats.credentials('sync-scheduler'), logger, requestTimeoutMs: 600_000 });
 
   /** A call through the gateway, retried while a service is still starting. */
   async function api(method: string, path: string, body?: unknown, secret = apiKey): Promise<unknown> {
@@ -147,7 +166,7 @@ async function benchBackend(backend: string): Promise<Timings> {
   const timings: Timings = new Map();
   const record = (name: string, size: number, ms: number) => {
     timings.set(name, [...(timings.get(name) ?? []), [size, ms]]);
-    process.stderr.write(`[${backend}]   ${name} at ${size}: ${ms.toFixed(0)} ms\n`);
+    process.stderr.write(`[${backend}]   ${name} at ${size}: ${ms.toFixed(0)}${/, (ms|MiB)/.test(name) ? '' : ' ms'}\n`);
   };
   try {
     await api('POST', '/integrations', { provider: 'scale-upstream', unique_key: 'scale-upstream' });
@@ -220,9 +239,27 @@ async function benchBackend(backend: string): Promise<Timings> {
     }
     if (PARTS.includes('connections')) await benchConnections(lookups, CONNECTION_SIZES);
     if (PARTS.includes('api-keys')) await benchApiKeys(lookups, KEY_SIZES);
+    const queues = {
+      mongoUri: mongo.uri,
+      schedulerDb: databases.get('sync-scheduler')!,
+      environmentId,
+      routerBus,
+      schedulerBus,
+      gatewayUrl: base,
+      api: (method: string, path: string, body?: unknown) => api(method, path, body),
+      admin,
+      startService: (service: 'webhook-router' | 'sync-scheduler') => start(service, service === 'webhook-router' ? { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } : {}),
+      stopService: stop,
+      record,
+      note: lookups.note,
+    };
+    if (PARTS.includes('webhooks')) await benchWebhooks(queues, WEBHOOK_SIZES);
+    if (PARTS.includes('scheduler')) await benchScheduler(queues, SCHEDULE_SIZES, scheduler);
     return timings;
   } finally {
     await bus.drain().catch(() => undefined);
+    await routerBus.drain().catch(() => undefined);
+    await schedulerBus.drain().catch(() => undefined);
     for (const child of children) child.kill('SIGKILL');
     await Promise.all([nats.dispose(), mongo.dispose()]);
     if (postgresDb) execFileSync('psql', [POSTGRES, '-qc', `drop database if exists ${postgresDb} with (force)`], { stdio: 'ignore' });
@@ -234,10 +271,12 @@ for (const backend of BACKENDS) results.set(backend, await benchBackend(backend)
 
 const pad = (text: string, width: number) => text.padEnd(width);
 for (const [backend, timings] of results) {
-  console.log(`\nFerretDB on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: milliseconds per operation at each size (records in the scope, connections or keys in the environment)\n`);
+  console.log(
+    `\nFerretDB on ${backend === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: milliseconds per operation (unless named) at each size (records in the scope, connections or keys in the environment, webhooks in the backlog, schedules due)\n`,
+  );
   for (const [name, values] of timings) {
     const ratio = values.at(-1)![1] / Math.max(values[0]![1], 0.1);
     const cells = values.map(([size, ms]) => pad(`${size.toLocaleString('en')}: ${ms.toFixed(0)}`, 18)).join('');
-    console.log(`${pad(name, 44)}${cells}${ratio.toFixed(1)}×${ratio <= 2 ? '' : '   (goal ≤ 2×: not met)'}`);
+    console.log(`${pad(name, 50)}${cells}${ratio.toFixed(1)}×${ratio <= 2 ? '' : '   (goal ≤ 2×: not met)'}`);
   }
 }

@@ -177,6 +177,7 @@ const entries: Array<[AnyContract, Access]> = [
   [s.createVariant, request(SCHEDULER, [GATEWAY])],
   [s.deleteVariant, request(SCHEDULER, [GATEWAY])],
   [s.leader, request(SCHEDULER, [GATEWAY])],
+  [s.scheduleChanged, broadcast([SCHEDULER], [SCHEDULER])],
   [s.webhookRunFinished, request(SCHEDULER, [RUNNER])],
   [s.runCompleted, event([SCHEDULER], [
     { service: ROUTER, durable: 'webhook-router-sync-completed' },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineEvent, defineJob, defineRequest } from './define.js';
+import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
 
 /**
  * Sync runs. The sync-scheduler owns schedules and runs: it enqueues `jobs.sync.run`, the
@@ -66,6 +66,19 @@ export const syncStatusEntry = z.object({
   progress: z.object({ startedAt: z.string().nullable(), records: z.number().int(), results: modelCounts }).nullable(),
 });
 export type SyncStatusEntry = z.infer<typeof syncStatusEntry>;
+
+/**
+ * The leader's last scheduler tick, as it wrote it into the lease: when it began, how long it
+ * took, how long finding the due schedules took, how many it read and how many runs it queued.
+ */
+export const schedulerTick = z.object({
+  at: z.string(),
+  duration_ms: z.number(),
+  due_query_ms: z.number(),
+  read: z.number().int(),
+  queued: z.number().int(),
+});
+export type SchedulerTick = z.infer<typeof schedulerTick>;
 
 export const syncContracts = {
   /** One queued run; its details live in the scheduler's `sync_runs`. */
@@ -164,5 +177,11 @@ export const syncContracts = {
    * For operators (`GET /admin/sync-scheduler`): which replica holds the scheduling lease, as the
    * lease names it (`<host>/<pid>/<random>`), or null while none does.
    */
-  leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable() })),
+  /**
+   * Schedules whose due state (next run, paused, run in flight) a replica just wrote, or removed:
+   * the leader reads them again by `_id` into its due index (best effort; it also reads every
+   * schedule again when it starts leading and every `SCHEDULER_RESCAN_MS`).
+   */
+  scheduleChanged: defineBroadcast('sync.schedule.changed', z.object({ ids: z.array(z.string().min(1)).min(1).max(1000) })),
+  leader: defineRequest('sync.scheduler.leader', z.object({}), z.object({ owner: z.string().nullable(), last_tick: schedulerTick.nullable().optional() })),
 } as const;

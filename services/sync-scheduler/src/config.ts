@@ -6,6 +6,12 @@ export const configSchema = baseServiceSchema('sync-scheduler', 3012).extend({
   MAX_DEPLOYMENT_BYTES: positiveInt(20 * 1024 * 1024),
   /** How often the lease holder looks for due schedules (and every replica renews or tries the lease). */
   SCHEDULER_TICK_MS: positiveInt(1000),
+  /**
+   * How often the lease holder reads every schedule again into its due index (it also does when
+   * it starts leading and after a NATS reconnection; between, the index follows the replicas'
+   * `sync.schedule.changed` broadcasts): the longest a schedule can wait should one be lost.
+   */
+  SCHEDULER_RESCAN_MS: positiveInt(600_000),
   /** The scheduler lease's TTL: a dead holder is replaced after at most this long plus one tick. */
   SCHEDULER_LEASE_MS: positiveInt(6000),
   /** The shortest sync frequency accepted (one minute; tests lower it to run schedules in seconds). */

@@ -23,7 +23,8 @@ import {
   triggerHandler,
   updateFrequencyHandler,
 } from './handlers/syncs.js';
-import { createLease } from './scheduling/lease.js';
+import { createLease, type LeaseEntry } from './scheduling/lease.js';
+import { createDueSchedules } from './scheduling/due-schedules.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
 import { connectionDeletedHandler } from './handlers/connection-deleted.js';
 import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
@@ -61,7 +62,13 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
-  const schedules = createScheduleRepo(mongo, { staleRunMs: config.SYNC_RUN_STALE_MS });
+  // Every write of a schedule's due state is announced, in chunks, to the leader's due index.
+  const schedules = createScheduleRepo(mongo, {
+    staleRunMs: config.SYNC_RUN_STALE_MS,
+    onChange: (ids) => {
+      for (let start = 0; start < ids.length; start += 1000) bus.broadcast(syncContracts.scheduleChanged, { ids: ids.slice(start, start + 1000) });
+    },
+  });
   await schedules.init();
   const syncDeps = { bus, logger, deployments, schedules, records, operations, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   bus.serve(syncContracts.trigger, triggerHandler(syncDeps));
@@ -96,14 +103,19 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
   // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.
-  const leaseKv = await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
+  const leaseKv = await openKv<LeaseEntry>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
   const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
   bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
+  const dueSchedules = createDueSchedules({ logger, all: () => schedules.all(), one: (id) => schedules.getSchedule(id), rescanMs: config.SCHEDULER_RESCAN_MS });
+  bus.onBroadcast(syncContracts.scheduleChanged, ({ ids }) => dueSchedules.changed(ids));
+  // What was announced while NATS was away is lost: the whole collection is read again.
+  bus.onReconnect(() => dueSchedules.reset());
   const loop = startSchedulerLoop({
     logger,
     lease,
     tickMs: config.SCHEDULER_TICK_MS,
-    due: (now, limit) => schedules.due(now, limit),
+    due: (now, limit) => dueSchedules.due(now, limit),
+    onLeadership: () => dueSchedules.reset(),
     startRun: (schedule, now) => startRun(syncDeps, schedule, now),
   });
   runtime.onShutdown(async () => {

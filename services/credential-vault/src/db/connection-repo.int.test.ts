@@ -50,6 +50,29 @@ describe('connection lookups are index lookups', () => {
     expect(await repo.findById(other, 'conn_150')).toBeNull();
   }, 30_000);
 
+  it('updates by _id (the lookup explained above), only in the connection\'s own environment', async () => {
+    expect(await repo.update(environment, 'conn_151', { metadata: { plan: 'gold' } })).toBe(true);
+    expect(await repo.findById(environment, 'conn_151')).toMatchObject({ metadata: { plan: 'gold' } });
+    expect(await repo.update(other, 'conn_151', { metadata: { plan: 'stolen' } })).toBe(false);
+    expect(await repo.update(environment, 'conn_missing', { metadata: {} })).toBe(false);
+    expect(await repo.findById(environment, 'conn_151')).toMatchObject({ metadata: { plan: 'gold' } });
+  });
+
+  it('lists by connection id with key lookups (explained above), as the query would', async () => {
+    const page = { limit: 10, page: 0 };
+    const byKeys = await repo.list(environment, { connection_id: 'c150' }, page, ['github', 'gitlab']);
+    expect(byKeys.map((item) => item._id)).toEqual(['conn_150']);
+    expect(byKeys).toEqual(await repo.list(environment, { connection_id: 'c150' }, page));
+    // The other filters apply to what the lookups found.
+    expect(await repo.list(environment, { connection_id: 'c150', tags: { team: 'nobody' } }, page, ['github'])).toEqual([]);
+    expect(await repo.list(environment, { connection_id: 'c150', end_user_id: 'nobody' }, page, ['github'])).toEqual([]);
+    expect(await repo.list(environment, { connection_id: 'c150', search: 'C15' }, page, ['github'])).toHaveLength(1);
+    expect(await repo.list(environment, { connection_id: 'c150', provider_config_keys: ['gitlab'] }, page)).toEqual([]);
+    // Another environment's connection of the same id is its own.
+    expect((await repo.list(other, { connection_id: 'c5' }, page, ['github'])).map((item) => item._id)).toEqual(['conn_1000']);
+    expect(await repo.list(environment, { connection_id: 'c150' }, { limit: 10, page: 1 }, ['github'])).toEqual([]);
+  });
+
   it('finds connections stored before the key entries existed, once two replicas have started together', async () => {
     await connectionModel(connection).collection.insertOne({ ...doc(900), environment_id: environment } as never);
     expect(await repo.find(environment, 'github', 'c900')).toBeNull();
@@ -62,7 +85,10 @@ describe('connection lookups are index lookups', () => {
   }, 30_000);
 
   it('a removed connection is found no more, and its connection id can be taken again', async () => {
-    await repo.remove(environment, 'conn_12');
+    // Another environment's connection stays.
+    expect(await repo.remove(other, 'conn_12')).toBe(false);
+    expect(await repo.find(environment, 'github', 'c12')).toMatchObject({ _id: 'conn_12' });
+    expect(await repo.remove(environment, 'conn_12')).toBe(true);
     expect(await repo.find(environment, 'github', 'c12')).toBeNull();
     await repo.insert(environment, { ...doc(12), _id: 'conn_12b', id: 5000 });
     expect(await repo.find(environment, 'github', 'c12')).toMatchObject({ _id: 'conn_12b' });

@@ -43,6 +43,13 @@ export function createConnectionRepo(connection: Connection) {
     const doc = await model.findOne(connectionQueries.byId(id)).lean<ConnectionDoc>().exec();
     return doc?.environment_id === environment ? doc : null;
   };
+  /** Two `_id` lookups; an entry left by a removed connection finds nothing. */
+  const findByKey = async (environment: EnvironmentId, providerConfigKey: string, connectionId: string): Promise<ConnectionDoc | null> => {
+    const entry = await keys.findOne(connectionQueries.key(environment, providerConfigKey, connectionId)).lean<ConnectionKeyDoc>().exec();
+    if (!entry) return null;
+    const doc = await findById(environment, entry.connection);
+    return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
+  };
   return {
     init: async () => {
       await Promise.all([model.init(), keys.init()]);
@@ -70,13 +77,7 @@ export function createConnectionRepo(connection: Connection) {
       }
       return added;
     },
-    /** Two `_id` lookups; an entry left by a removed connection finds nothing. */
-    async find(environment: EnvironmentId, providerConfigKey: string, connectionId: string): Promise<ConnectionDoc | null> {
-      const entry = await keys.findOne(connectionQueries.key(environment, providerConfigKey, connectionId)).lean<ConnectionKeyDoc>().exec();
-      if (!entry) return null;
-      const doc = await findById(environment, entry.connection);
-      return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
-    },
+    find: findByKey,
     findById,
     /** The connection first (its unique index refuses a duplicate), then its key entry. */
     async insert(environment: EnvironmentId, doc: Omit<ConnectionDoc, 'environment_id'>): Promise<ConnectionDoc> {
@@ -99,7 +100,27 @@ export function createConnectionRepo(connection: Connection) {
       }
       return stored;
     },
-    async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }): Promise<ConnectionDoc[]> {
+    /**
+     * `integrationKeys`: the environment's integrations, for a list by connection id. Then the
+     * list is one key lookup per integration (two `_id` lookups each, see `find`) and the other
+     * filters are applied to those few documents, instead of a query FerretDB answers by reading
+     * every connection of every environment.
+     */
+    async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }, integrationKeys?: readonly string[]): Promise<ConnectionDoc[]> {
+      const connectionId = filter.connection_id;
+      if (connectionId !== undefined && (filter.provider_config_keys?.length || integrationKeys)) {
+        const keys = [...new Set(filter.provider_config_keys?.length ? filter.provider_config_keys : integrationKeys)];
+        const search = filter.search?.toLowerCase();
+        const found = (await Promise.all(keys.map((key) => findByKey(environment, key, connectionId)))).filter(
+          (doc): doc is ConnectionDoc =>
+            doc !== null &&
+            Object.entries(filter.tags ?? {}).every(([key, value]) => doc.tags?.[key] === value) &&
+            (filter.end_user_id === undefined || doc.end_user?.['id'] === filter.end_user_id) &&
+            (!search || doc.connection_id.toLowerCase().includes(search)),
+        );
+        found.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
+        return found.slice(page.page * page.limit, (page.page + 1) * page.limit);
+      }
       const query: QueryFilter<Omit<ConnectionDoc, 'environment_id'>> = {};
       if (filter.connection_id !== undefined) query.connection_id = filter.connection_id;
       if (filter.provider_config_keys?.length) query.provider_config_key = { $in: filter.provider_config_keys };
@@ -111,8 +132,16 @@ export function createConnectionRepo(connection: Connection) {
     },
     countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),
     listForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.find(environment, { integration_id: integrationId }),
-    /** Fields other than the credentials; those change only through `replaceCredentials`. */
-    update: (environment: EnvironmentId, id: string, fields: ConnectionFields) => scoped.updateOne(environment, { _id: id }, { $set: fields }),
+    /**
+     * Fields other than the credentials; those change only through `replaceCredentials`. Two
+     * `_id` lookups: the document's environment is checked on a read (a connection never changes
+     * environment), and the write's filter is `_id` alone, which FerretDB answers from an index
+     * (with the environment in it, it reads every connection).
+     */
+    update: async (environment: EnvironmentId, id: string, fields: ConnectionFields): Promise<boolean> => {
+      if (!(await findById(environment, id))) return false;
+      return (await model.updateOne(connectionQueries.byId(id), { $set: fields }).exec()).matchedCount > 0;
+    },
     /**
      * Writes new credentials (and any other fields) only if the connection still holds
      * `readVersion`, bumping it: a compare-and-set on one document, which MongoDB 7 and FerretDB
@@ -123,11 +152,15 @@ export function createConnectionRepo(connection: Connection) {
     /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
     updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
       scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields }),
-    /** The connection, then its key entry (an entry left behind finds nothing: see `find`). */
+    /**
+     * The connection, then its key entry (an entry left behind finds nothing: see `find`). Both by
+     * `_id` alone, once the read has shown the connection is the environment's.
+     */
     async remove(environment: EnvironmentId, id: string): Promise<boolean> {
       const doc = await findById(environment, id);
-      const removed = await scoped.deleteOne(environment, { _id: id });
-      if (doc) await keys.deleteOne({ _id: keyOf(doc)._id }).exec();
+      if (!doc) return false;
+      const removed = (await model.deleteOne(connectionQueries.byId(id)).exec()).deletedCount > 0;
+      await keys.deleteOne({ _id: keyOf(doc)._id }).exec();
       return removed;
     },
     /**

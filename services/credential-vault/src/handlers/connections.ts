@@ -51,8 +51,13 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
   };
 }
 
-export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
+export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections' | 'integrations'>) {
   return async (request: RequestOf<typeof vaultContracts.listConnections>) => {
+    // By connection id: one key lookup per integration of the environment (see the repo's list).
+    const integrationKeys =
+      request.connection_id !== undefined && request.integration_ids === undefined
+        ? (await deps.integrations.list(environmentId(request.environment_id))).map((integration) => integration.unique_key)
+        : undefined;
     const docs = await deps.connections.list(
       environmentId(request.environment_id),
       {
@@ -63,6 +68,7 @@ export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
         ...(request.search === undefined ? {} : { search: request.search }),
       },
       { limit: request.limit, page: request.page },
+      integrationKeys,
     );
     return docs.map(connectionListItem);
   };

@@ -47,6 +47,19 @@ describe('API-key authentication', () => {
     expect(await repo.findByDigest('digest_unknown')).toBeNull();
   }, 30_000);
 
+  it('records the last use by _id (the lookup explained above), never moving it back', async () => {
+    const keys = apiKeyModel(connection).collection as unknown as driver.Collection<ApiKeyDoc>;
+    const later = new Date('2026-03-02T10:00:00Z');
+    await repo.touchLastUsed('key_151', later);
+    expect((await keys.findOne(apiKeyQueries.key('key_151')))!.last_used_at).toEqual(later);
+    // Another replica's older report changes nothing.
+    await repo.touchLastUsed('key_151', new Date('2026-03-01T10:00:00Z'));
+    expect((await keys.findOne(apiKeyQueries.key('key_151')))!.last_used_at).toEqual(later);
+    const latest = new Date('2026-03-03T10:00:00Z');
+    await repo.touchLastUsed('key_151', latest);
+    expect((await keys.findOne(apiKeyQueries.key('key_151')))!.last_used_at).toEqual(latest);
+  });
+
   it('finds keys stored before the digest entries existed, once two replicas have started together', async () => {
     const legacy = { ...key(900), environment_id: environment };
     await apiKeyModel(connection).collection.insertOne(legacy as never);

@@ -72,9 +72,14 @@ export function createApiKeyRepo(connection: Connection) {
       await scoped.deleteOne(environment, { _id: key._id });
       await digests.deleteOne(apiKeyQueries.digest(key.digest)).exec();
     },
-    /** Coarse: called by the last-used tracker at most once a minute per key and replica. */
+    /**
+     * Coarse: called by the last-used tracker at most once a minute per key and replica. An `_id`
+     * equality filter (the one FerretDB answers from an index) with `$max`, so that a replica's
+     * older time never overwrites a newer one (a condition on `last_used_at` in the filter would
+     * make FerretDB read every key).
+     */
     async touchLastUsed(id: string, at: Date): Promise<void> {
-      await model.updateOne({ _id: id, $or: [{ last_used_at: null }, { last_used_at: { $lt: at } }] }, { $set: { last_used_at: at } }).exec();
+      await model.updateOne(apiKeyQueries.key(id), { $max: { last_used_at: at } }).exec();
     },
   };
 }

@@ -17,6 +17,11 @@ export interface ScheduleRepoOptions {
    * message cannot stop a sync for good.
    */
   staleRunMs?: number;
+  /**
+   * Told the ids of schedules whose due state (next run, paused, run in flight) was just written
+   * or which were removed, after the write: the service broadcasts them to the leader's due index.
+   */
+  onChange?: (ids: readonly string[]) => void;
 }
 
 export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptions = {}) {
@@ -24,6 +29,9 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
   const schedules = scheduleModel(mongo);
   const runs = syncRunModel(mongo);
   const slots = runSlotModel(mongo);
+  const changed = (...ids: string[]) => {
+    if (ids.length > 0) options.onChange?.(ids);
+  };
   const idOf = (environment: EnvironmentId, target: ScheduleTarget) =>
     scheduleKey(environment, target.provider_config_key, target.connection_id, target.sync_name, target.variant);
 
@@ -55,6 +63,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           checkpoint: null,
           created_at: new Date(),
         });
+        changed(_id);
         return 'created';
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
@@ -69,19 +78,26 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         .sort({ connection_id: 1, sync_name: 1, variant: 1 })
         .lean<ScheduleDoc[]>()
         .exec(),
-    /** Schedules whose time has come (paused and running ones are filtered by the caller's rules too). */
-    due: (now: Date, limit: number) =>
-      schedules
-        .find({ next_run_at: { $lte: now }, paused: false, running: null })
-        .limit(limit)
-        .lean<ScheduleDoc[]>()
-        .exec(),
-    setPaused: async (ids: readonly string[], paused: boolean) => (await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec()).modifiedCount,
-    setFrequencyOverride: (id: string, frequency: string | null, nextRunAt: Date) =>
-      schedules.updateOne({ _id: id }, { $set: { frequency_override: frequency, next_run_at: nextRunAt } }).exec(),
+    /**
+     * Every schedule, for the leader's due index: one read of the whole collection
+     * (what FerretDB does for any query on `next_run_at`), made when a replica starts leading and
+     * every `SCHEDULER_RESCAN_MS`, instead of on every tick.
+     */
+    all: () => schedules.find({}).lean<ScheduleDoc[]>().exec(),
+    async setPaused(ids: readonly string[], paused: boolean) {
+      const { modifiedCount } = await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec();
+      changed(...ids);
+      return modifiedCount;
+    },
+    async setFrequencyOverride(id: string, frequency: string | null, nextRunAt: Date) {
+      const result = await schedules.updateOne({ _id: id }, { $set: { frequency_override: frequency, next_run_at: nextRunAt } }).exec();
+      changed(id);
+      return result;
+    },
     async remove(ids: readonly string[]) {
       await schedules.deleteMany({ _id: { $in: [...ids] } }).exec();
       await slots.deleteMany({ _id: { $in: [...ids] } }).exec();
+      changed(...ids);
     },
     /**
      * Takes the schedule for a new run: succeeds only while no run is in flight (the insert of
@@ -130,6 +146,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         }
       }
       await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
+      changed(schedule._id);
       const run: SyncRunDoc = {
         _id: runId,
         environment_id: schedule.environment_id,
@@ -152,6 +169,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     async release(scheduleId: string, runId: string) {
       await slots.deleteOne({ _id: scheduleId, run_id: runId }).exec();
       await schedules.updateOne({ _id: scheduleId, running: runId }, { $set: { running: null } }).exec();
+      changed(scheduleId);
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
     markStarted: (runId: string, at: Date) => runs.updateOne({ _id: runId, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
@@ -185,6 +203,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           { $set: { running: null, last_status: outcome.status, last_finished_at: at, last_results: outcome.results, last_error: outcome.error } },
         )
         .exec();
+      changed(run.schedule_id);
       return done.modifiedCount === 1;
     },
   };

@@ -3,10 +3,11 @@ import type { Connection } from 'mongoose';
 import { createBus, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
-import type { ScheduleDoc } from '../db/schedule-model.js';
+import { eventually, explainUntilIndexed, startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { scheduleModel, type ScheduleDoc } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
-import { createLease } from './lease.js';
+import { createDueSchedules } from './due-schedules.js';
+import { createLease, type LeaseEntry } from './lease.js';
 import { startSchedulerLoop } from './scheduler-loop.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -57,7 +58,7 @@ async function replica(bucket: string, name: string, leaseMs: number) {
   // Test buckets are no service's: the test server's observer may open them.
   const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000 });
   buses.push(bus);
-  const lease = createLease(await openKv<{ owner: string }>(bus, { name: bucket, ttlMs: leaseMs }), 'leader', name);
+  const lease = createLease(await openKv<LeaseEntry>(bus, { name: bucket, ttlMs: leaseMs }), 'leader', name);
   const queued: number[] = [];
   const loop = startSchedulerLoop({
     logger,
@@ -113,6 +114,19 @@ describe('the scheduler lease', () => {
     // Far sooner than the 30 s TTL: the key was deleted on the way out.
     expect(await until(() => b.lease.holding(), 2000)).toBeLessThan(1000);
   });
+
+  it('carries what the holder\'s last tick did, for the operator route', async () => {
+    const a = await replica('lease_tick', 'a', 30_000);
+    const kv = await openKv<LeaseEntry>(a.bus, { name: 'lease_tick', ttlMs: 30_000 });
+    const tick = await eventually(async () => {
+      const entry = await kv.get('leader');
+      return entry?.value.last_tick ? entry.value : undefined;
+    }, 5000, 'a tick in the lease');
+    expect(tick.owner).toBe('a');
+    expect(tick.last_tick).toMatchObject({ read: 1, queued: 1 });
+    expect(tick.last_tick!.duration_ms).toBeGreaterThanOrEqual(tick.last_tick!.due_query_ms);
+    expect(Date.parse(tick.last_tick!.at)).not.toBeNaN();
+  });
 });
 
 describe('run claims', () => {
@@ -149,4 +163,51 @@ describe('run claims', () => {
     expect(claims.filter((run) => run !== null)).toHaveLength(1);
     expect(await schedules.getRun(env, 'run-lost')).toMatchObject({ status: 'ERROR', error: { code: 'sync_run_abandoned' } });
   });
+});
+
+describe('due schedules', () => {
+  it('come from the index, read again by _id once heard of: an idle tick reads nothing, writes are heard', async () => {
+    const env = environmentId('env_due');
+    const reads = { all: 0, one: 0 };
+    // The service broadcasts the repo's changes; here they go straight to the index.
+    let heard: (ids: readonly string[]) => void = () => undefined;
+    const repo = createScheduleRepo(connection, { onChange: (ids) => heard(ids) });
+    const due = createDueSchedules({
+      logger,
+      all: () => (reads.all++, repo.all()),
+      one: (id) => (reads.one++, repo.getSchedule(id)),
+      rescanMs: 3_600_000,
+    });
+    heard = (ids) => due.changed(ids);
+    const target = (connection_id: string) => ({ provider_config_key: 'crm', connection_id, sync_name: 'contacts', variant: 'base' });
+    const now = new Date();
+    await repo.ensure(env, target('d1'), 'every hour', new Date(now.getTime() - 1000));
+    await repo.ensure(env, target('d2'), 'every hour', new Date(now.getTime() - 2000));
+    await repo.ensure(env, target('later'), 'every hour', new Date(now.getTime() + 3_600_000));
+
+    const first = await due.due(now, 500);
+    expect(first.filter((doc) => doc.environment_id === env).map((doc) => doc.connection_id)).toEqual(['d2', 'd1']);
+    // Just read whole: the first tick reads none of them again.
+    expect(reads).toEqual({ all: 1, one: 0 });
+    for (const doc of first) await repo.claim(doc, `run-${doc._id}`, new Date(now.getTime() + 3_600_000), now);
+    // The claims' announcements are read back; then a tick finds nothing and reads nothing.
+    await eventually(() => (reads.one >= first.length ? true : undefined), 5000, 'the claims heard');
+    const before = reads.one;
+    expect(await due.due(new Date(), 500)).toEqual([]);
+    expect(reads.one).toBe(before);
+
+    // Another replica moves a schedule to now: heard, read by _id, due at the next tick.
+    const later = (await repo.get(env, target('later')))!;
+    await repo.setFrequencyOverride(later._id, 'every minute', new Date(Date.now() - 1));
+    const moved = await eventually(async () => {
+      const found = await due.due(new Date(), 500);
+      return found.length > 0 ? found : undefined;
+    }, 5000, 'the moved schedule');
+    expect(moved.map((doc) => doc.connection_id)).toEqual(['later']);
+    expect(reads.all).toBe(1);
+
+    // Each read again is an `_id` lookup: an index lookup on every backend.
+    const collection = scheduleModel(connection).collection;
+    expect(await explainUntilIndexed(() => collection.find({ _id: later._id } as never))).toMatchObject({ indexed: true });
+  }, 30_000);
 });

@@ -1,3 +1,4 @@
+import type { SchedulerTick } from '@latchkey/contracts';
 import type { Logger } from '@latchkey/logger';
 import type { ScheduleDoc } from '../db/schedule-model.js';
 import { isDue } from '../domain/schedule-rules.js';
@@ -10,33 +11,55 @@ export interface SchedulerLoopDeps {
   /** Claims the schedule and enqueues its run; false when a run is already in flight. */
   startRun(schedule: ScheduleDoc, now: Date): Promise<boolean>;
   tickMs: number;
+  /** Told when this replica starts or stops leading (the due index starts over). */
+  onLeadership?(leading: boolean): void;
 }
 
 /** Due schedules taken per tick: a backlog drains over a few ticks instead of one burst. */
 const BATCH = 500;
 
+const msSince = (startedAt: bigint) => Math.round(Number(process.hrtime.bigint() - startedAt) / 1e4) / 100;
+
 /**
  * Every tick: hold (or try to take) the lease; only the holder looks for due schedules and
- * queues their runs. Returns a stop function.
+ * queues their runs. What a tick did (its duration, the due query's, schedules read and runs
+ * queued) goes into the lease at the next renewal, where `GET /admin/sync-scheduler` reads it.
+ * Returns a stop function.
  */
 export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<void> } {
   let stopped = false;
   let current: Promise<void> = Promise.resolve();
   let wasLeader = false;
+  let lastTick: SchedulerTick | null = null;
 
   async function tick(): Promise<void> {
-    const leader = await deps.lease.tick().catch((error: unknown) => {
+    const leader = await deps.lease.tick(lastTick).catch((error: unknown) => {
       deps.logger.warn('could not renew the scheduler lease', { error });
       return false;
     });
-    if (leader !== wasLeader) deps.logger.info(leader ? 'took the scheduler lease' : 'lost the scheduler lease');
+    if (leader !== wasLeader) {
+      deps.logger.info(leader ? 'took the scheduler lease' : 'lost the scheduler lease');
+      deps.onLeadership?.(leader);
+    }
     wasLeader = leader;
     if (!leader || stopped) return;
     const now = new Date();
-    for (const schedule of await deps.due(now, BATCH)) {
-      if (stopped || !deps.lease.holding()) return;
-      if (!isDue(schedule, now)) continue;
-      await deps.startRun(schedule, now).catch((error: unknown) => deps.logger.warn('could not queue a sync run', { schedule: schedule._id, error }));
+    const startedAt = process.hrtime.bigint();
+    const due = await deps.due(now, BATCH);
+    const stats: SchedulerTick = { at: now.toISOString(), duration_ms: 0, due_query_ms: msSince(startedAt), read: due.length, queued: 0 };
+    try {
+      for (const schedule of due) {
+        if (stopped || !deps.lease.holding()) return;
+        if (!isDue(schedule, now)) continue;
+        const queued = await deps.startRun(schedule, now).catch((error: unknown) => {
+          deps.logger.warn('could not queue a sync run', { schedule: schedule._id, error });
+          return false;
+        });
+        if (queued) stats.queued += 1;
+      }
+    } finally {
+      stats.duration_ms = msSince(startedAt);
+      lastTick = stats;
     }
   }
 
