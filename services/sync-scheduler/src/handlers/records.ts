@@ -123,7 +123,12 @@ export function writeRecordsHandler(deps: RecordsDeps) {
         const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
         const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
         await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
-        await deps.records.upsertMany(scope, numbered.slice(fresh.length));
+        // Their earlier changes leave the change log: each record is read once, at its newest.
+        await deps.records.upsertMany(
+          scope,
+          numbered.slice(fresh.length),
+          known.map((change) => existing.get(change.write.external_id)!.seq),
+        );
         changes.push(...looked);
       }
       failed.sort((a, b) => a.index - b.index);
