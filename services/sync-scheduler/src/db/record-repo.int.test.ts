@@ -106,10 +106,12 @@ describe('record lookups are index lookups', () => {
     const commands: Array<{ name: string; body: Record<string, unknown> }> = [];
     watched.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
     try {
+      const ferretDb = 'ferretdbVersion' in (await watched.db!.admin().command({ buildInfo: 1 }));
       const watchedRepo = createRecordRepo(watched);
       const target = { ...scope, model: 'Watched' };
       const at = new Date();
       await watchedRepo.insertNew(target, Array.from({ length: 300 }, (_, i) => write(`w${i}`, i + 1, 'ADDED', at)));
+      await watchedRepo.page(target, { limit: 1 });
       commands.length = 0;
       expect(await watchedRepo.page(target, { limit: 50 })).toHaveLength(50);
       expect(await watchedRepo.page(target, { afterSeq: 250, limit: 100 })).toHaveLength(50);
@@ -125,7 +127,9 @@ describe('record lookups are index lookups', () => {
       for (const { body } of [...finds, ...updates]) {
         const filter = body['filter'] as Record<string, unknown>;
         expect(Object.keys(filter)).toEqual(['_id']);
-        expect(typeof filter['_id']).toBe('string');
+        // MongoDB answers a page's records with one `$in` on `_id` (an index lookup there).
+        if (ferretDb || typeof filter['_id'] !== 'object') expect(typeof filter['_id']).toBe('string');
+        else expect(Object.keys(filter['_id'] as object)).toEqual(['$in']);
         // No sort or skip for the server to do after reading everything.
         expect(body['sort']).toBeUndefined();
         expect(body['skip']).toBeUndefined();

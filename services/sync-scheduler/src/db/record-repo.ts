@@ -75,14 +75,9 @@ function groupBy<T>(items: readonly T[], key: (item: T) => number): Map<number, 
   return groups;
 }
 
-/**
- * Runs `work` for each item, `LOOKUPS_IN_FLIGHT` at a time. Many single-document writes go this
- * way rather than as one `bulkWrite`: FerretDB 1.24 answers a single update command of a hundred
- * statements or more after minutes, if at all, where the same updates sent one by one take a few
- * milliseconds each.
- */
-async function inFlights<T>(items: readonly T[], work: (item: T) => Promise<unknown>): Promise<void> {
-  for (let at = 0; at < items.length; at += LOOKUPS_IN_FLIGHT) await Promise.all(items.slice(at, at + LOOKUPS_IN_FLIGHT).map(work));
+/** Runs `work` for each item, `inFlight` at a time. */
+async function inFlights<T>(items: readonly T[], inFlight: number, work: (item: T) => Promise<unknown>): Promise<void> {
+  for (let at = 0; at < items.length; at += inFlight) await Promise.all(items.slice(at, at + inFlight).map(work));
 }
 
 export function createRecordRepo(mongo: Connection) {
@@ -101,6 +96,26 @@ export function createRecordRepo(mongo: Connection) {
   const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
 
   /**
+   * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
+   * pushes down only `{_id: <string>}` and reads the whole collection for a list.
+   */
+  let isMongoDb: Promise<boolean> | undefined;
+  const listsIndexed = () =>
+    (isMongoDb ??= mongo
+      .db!.admin()
+      .command({ buildInfo: 1 })
+      .then((info) => !('ferretdbVersion' in info)));
+  /**
+   * Single-document writes, each by `_id`: on MongoDB many at once; on FerretDB one at a time.
+   * FerretDB 1.24 on SQLite takes one writer at a time and makes the others wait in SQLite's
+   * busy handler, so concurrent writes cost several times more each than the same writes in
+   * turn; and one update command of a hundred statements or more takes minutes there, if it
+   * ends at all, where the same updates sent one by one take milliseconds.
+   */
+  const eachWrite = async <T,>(items: readonly T[], work: (item: T) => Promise<unknown>) =>
+    inFlights(items, (await listsIndexed()) ? LOOKUPS_IN_FLIGHT : 1, work);
+
+  /**
    * A write's first step: its changes go into the log above the scope's `visible` number, so
    * no reader takes them yet, and their blocks into the head's lists. Written before the
    * records, so a record stored is always in the log, even if the writer stops half-way.
@@ -113,7 +128,7 @@ export function createRecordRepo(mongo: Connection) {
       if (numbers.length > 0) lists[`blocks.${action}`] = { $each: numbers };
     }
     await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
-    await inFlights([...groupBy(writes, (write) => blockOf(write.seq))], ([block, group]) =>
+    await eachWrite([...groupBy(writes, (write) => blockOf(write.seq))], ([block, group]) =>
       blocks.updateOne(
         recordQueries.logBlock(scope, block),
         {
@@ -132,7 +147,7 @@ export function createRecordRepo(mongo: Connection) {
    */
   async function publish(scope: RecordScope, upTo: number, dropped: readonly number[]): Promise<void> {
     if (dropped.length > 0) {
-      await inFlights([...groupBy(dropped, blockOf)], ([block, seqs]) =>
+      await eachWrite([...groupBy(dropped, blockOf)], ([block, seqs]) =>
         blocks.updateOne(recordQueries.logBlock(scope, block), { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) }),
       );
     }
@@ -149,7 +164,7 @@ export function createRecordRepo(mongo: Connection) {
     if (writes.length === 0) return;
     await announce(scope, writes);
     // In any order: readers take none of them before `publish`.
-    await inFlights(writes, (write) =>
+    await eachWrite(writes, (write) =>
       recordDocs.updateOne(recordQueries.byId(scope, write.external_id), { $set: { ...inScope(scope), ...write } } as mongo.UpdateFilter<RecordDoc>, { upsert: true }),
     );
     await publish(scope, Math.max(...writes.map((write) => write.seq)), superseded);
@@ -193,9 +208,20 @@ export function createRecordRepo(mongo: Connection) {
       .flatMap((doc) => (doc ? Object.entries(doc.e).map(([key, entry]): Entry => [Number(key.slice(1)), entry]) : []))
       .filter(([seq, entry]) => keep(seq, entry))
       .sort((a, b) => a[0] - b[0]);
-  /** The records the entries name, still as the entries wrote them (else null: written again since). */
-  const current = async (entries: readonly Entry[]) =>
-    (await Promise.all(entries.map(([, entry]) => recordDocs.findOne({ _id: entry.r })))).map((doc, at) => (doc && doc.seq === entries[at]![0] ? doc : null));
+  /**
+   * The records the entries name, still as the entries wrote them (else null: written again
+   * since): one `$in` query on MongoDB, one `_id` lookup each (in parallel) on FerretDB.
+   */
+  const current = async (entries: readonly Entry[]) => {
+    const docs = (await listsIndexed())
+      ? await recordDocs.find({ _id: { $in: entries.map(([, entry]) => entry.r) } }).toArray()
+      : await Promise.all(entries.map(([, entry]) => recordDocs.findOne({ _id: entry.r })));
+    const byKey = new Map(docs.flatMap((doc) => (doc ? [[doc._id, doc] as const] : [])));
+    return entries.map(([seq, entry]) => {
+      const doc = byKey.get(entry.r);
+      return doc && doc.seq === seq ? doc : null;
+    });
+  };
 
   /**
    * Goes through the log's entries from `after` (exclusive) to `upTo` in the blocks listed,
@@ -377,7 +403,7 @@ export function createRecordRepo(mongo: Connection) {
         },
       );
       if (ids.length > 0) {
-        await inFlights(ids, (_id) => recordDocs.updateOne({ _id }, { $set: { payload: null, pruned_at: now } }));
+        await eachWrite(ids, (_id) => recordDocs.updateOne({ _id }, { $set: { payload: null, pruned_at: now } }));
       }
       if (done > after) await heads.updateOne(recordQueries.sequence(scope), { $max: { pruned: done } });
       return { count: ids.length, hasMore };
