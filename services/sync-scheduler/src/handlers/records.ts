@@ -27,7 +27,8 @@ async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: stri
 
 /**
  * Writes to one scope run one at a time in this replica: sequence numbers are reserved and
- * written in order, so a reader paging by cursor never passes a number still being written.
+ * written in order, and each write raises the scope's `visible` number only once its records
+ * are stored, so a reader paging by cursor never passes a number still being written.
  * (Across replicas, sync runs of one connection, sync and variant never overlap.)
  */
 const scopeKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
