@@ -63,7 +63,13 @@ beforeAll(async () => {
   await repo.insertNew(scope, Array.from({ length: 500 }, (_, i) => write(`r${i}`, i + 1)));
   await repo.insertNew({ ...scope, connection: 8 }, Array.from({ length: 100 }, (_, i) => write(`r${i}`, i + 1)));
   await repo.reserve(scope, 500);
-}, 60_000);
+  // Other scopes' heads and log blocks, so that PostgreSQL's planner, which reads a table of a
+  // few rows whole, has a table worth an index.
+  await (recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string; seq: number; log: number }>).insertMany(
+    Array.from({ length: 3000 }, (_, i) => ({ ...recordQueries.sequence({ ...scope, model: `Other${i}` }), seq: 1, log: 1 })),
+  );
+  await repo.insertNew({ ...scope, model: 'Spread' }, Array.from({ length: 200 }, (_, i) => write(`s${i}`, i * LOG_BLOCK + 1)));
+}, 120_000);
 
 afterAll(async () => {
   await connection?.dropDatabase();
@@ -80,7 +86,7 @@ describe('record lookups are index lookups', () => {
   it('a record by scope and id (the re-sync lookup, the upsert filter, and each record of a page)', async () => {
     const records = recordModel(connection).collection as unknown as driver.Collection<RecordDoc>;
     const verdict = await explainUntilIndexed(() => records.find(recordQueries.byId(scope, 'r250')));
-    expect(verdict).toMatchObject({ indexed: true });
+    expect(verdict.indexed ? 'indexed' : verdict.summary).toBe('indexed');
     const found = await repo.findByIds(scope, ['r250', 'r3', 'missing']);
     expect(found.map((doc) => doc.external_id).sort()).toEqual(['r250', 'r3']);
     // The other scope's record of the same id is not this one.
@@ -90,13 +96,13 @@ describe('record lookups are index lookups', () => {
   it("a scope's sequence counter and change log head (reserving numbers, and every read's first lookup)", async () => {
     const sequences = recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string; seq: number }>;
     const verdict = await explainUntilIndexed(() => sequences.find(recordQueries.sequence(scope)));
-    expect(verdict).toMatchObject({ indexed: true });
+    expect(verdict.indexed ? 'indexed' : verdict.summary).toBe('indexed');
   }, 20_000);
 
   it('a block of the change log (pages, modified_after, filters and prune)', async () => {
     const blocks = recordLogModel(connection).collection as unknown as driver.Collection<{ _id: string }>;
     const verdict = await explainUntilIndexed(() => blocks.find(recordQueries.logBlock(scope, 0)));
-    expect(verdict).toMatchObject({ indexed: true });
+    expect(verdict.indexed ? 'indexed' : verdict.summary).toBe('indexed');
   }, 20_000);
 
   it('pages, modified_after, filters and prune send no query but those `_id` lookups', async () => {
