@@ -3,6 +3,8 @@ import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
 import {
   LOG_BLOCK,
+  decodeLogEntry,
+  encodeLogEntry,
   logBlockKey,
   recordKey,
   recordLogModel,
@@ -39,6 +41,10 @@ const BLOCKS_IN_FLIGHT = 4;
 /** The change log's shape; a scope's head without it is back-filled at start. */
 const LOG_VERSION = 1;
 const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
+/** The actions whose blocks the head lists. */
+const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
+/** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
+const PAGE_LOOKUPS_IN_FLIGHT = 16;
 
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
 const entryField = (seq: number) => `e.s${seq}`;
@@ -63,6 +69,17 @@ type Entry = [seq: number, entry: RecordLogEntry];
 /** Block numbers of the lists, once each, in order. */
 function sortedUnion(lists: ReadonlyArray<readonly number[] | undefined>): number[] {
   return [...new Set(lists.flatMap((list) => list ?? []))].sort((a, b) => a - b);
+}
+
+/**
+ * The blocks that may hold entries of these actions from block `low` to `high`: every block
+ * when added records are asked for, else those the head lists; none below the head's `from`
+ * (where the scope was last cleared).
+ */
+function blocksFor(top: RecordSequenceDoc, actions: readonly RecordAction[], low: number, high: number): number[] {
+  const first = Math.max(low, top.from ?? 0);
+  if (actions.includes('ADDED')) return Array.from({ length: Math.max(0, high - first + 1) }, (_, i) => first + i);
+  return sortedUnion(actions.map((action) => top.blocks?.[action])).filter((block) => block >= first && block <= high);
 }
 
 function groupBy<T>(items: readonly T[], key: (item: T) => number): Map<number, T[]> {
@@ -122,17 +139,21 @@ export function createRecordRepo(mongo: Connection) {
    */
   async function announce(scope: RecordScope, writes: readonly Pick<RecordWrite, 'seq' | 'external_id' | 'last_action' | 'last_modified_at'>[]): Promise<void> {
     if (writes.length === 0) return;
+    // Only the rarer actions have lists: pages of every action, or of added records, read all
+    // the blocks from the cursor on.
     const lists: Record<string, { $each: number[] }> = {};
-    for (const action of ACTIONS) {
+    for (const action of LISTED) {
       const numbers = [...new Set(writes.filter((write) => write.last_action === action).map((write) => blockOf(write.seq)))];
       if (numbers.length > 0) lists[`blocks.${action}`] = { $each: numbers };
     }
-    await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
+    if (Object.keys(lists).length > 0) {
+      await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
+    }
     await eachWrite([...groupBy(writes, (write) => blockOf(write.seq))], ([block, group]) =>
       blocks.updateOne(
         recordQueries.logBlock(scope, block),
         {
-          $set: Object.fromEntries(group.map((write) => [entryField(write.seq), { r: keyOf(scope, write.external_id), a: write.last_action, t: write.last_modified_at }])),
+          $set: Object.fromEntries(group.map((write) => [entryField(write.seq), encodeLogEntry({ r: keyOf(scope, write.external_id), a: write.last_action, t: write.last_modified_at })])),
           $max: { t1: new Date(Math.max(...group.map((write) => write.last_modified_at.getTime()))) },
           $setOnInsert: { environment_id: scope.environment, connection: scope.connection, model: scope.model, variant: scope.variant },
         } as mongo.UpdateFilter<RecordLogBlockDoc>,
@@ -205,7 +226,7 @@ export function createRecordRepo(mongo: Connection) {
   /** The entries of some blocks that `keep` accepts, in order. */
   const entriesOf = (docs: ReadonlyArray<RecordLogBlockDoc | null>, keep: (seq: number, entry: RecordLogEntry) => boolean): Entry[] =>
     docs
-      .flatMap((doc) => (doc ? Object.entries(doc.e).map(([key, entry]): Entry => [Number(key.slice(1)), entry]) : []))
+      .flatMap((doc) => (doc ? Object.entries(doc.e).map(([key, entry]): Entry => [Number(key.slice(1)), decodeLogEntry(entry)]) : []))
       .filter(([seq, entry]) => keep(seq, entry))
       .sort((a, b) => a[0] - b[0]);
   /**
@@ -237,7 +258,7 @@ export function createRecordRepo(mongo: Connection) {
     for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
       const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), keep);
       for (let next = 0; next < entries.length; ) {
-        const chunk = entries.slice(next, next + Math.min(LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
+        const chunk = entries.slice(next, next + Math.min(PAGE_LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
         next += chunk.length;
         const docs = await current(chunk);
         for (let i = 0; i < chunk.length; i++) if (!visit(docs[i]!, chunk[i]![0])) return;
@@ -251,9 +272,12 @@ export function createRecordRepo(mongo: Connection) {
     let high = numbers.length;
     while (low < high) {
       const middle = (low + high) >> 1;
-      const doc = await blocks.findOne(recordQueries.logBlock(scope, numbers[middle]!));
-      if (doc && doc.t1 > time) high = middle;
-      else low = middle + 1;
+      // A block with no document holds nothing: judge by the next one that exists.
+      let at = middle;
+      let doc: RecordLogBlockDoc | null = null;
+      for (; at < high && !(doc = await blocks.findOne(recordQueries.logBlock(scope, numbers[at]!))); at++);
+      if (!doc || doc.t1 > time) high = middle;
+      else low = at + 1;
     }
     return low;
   }
@@ -357,7 +381,7 @@ export function createRecordRepo(mongo: Connection) {
       const top = await head(scope);
       if (!top) return [];
       const visible = top.visible ?? 0;
-      let numbers = sortedUnion(actions.map((action) => top.blocks?.[action])).filter((block) => block >= blockOf(after + 1) && block <= blockOf(visible));
+      let numbers = blocksFor(top, actions, blockOf(after + 1), blockOf(visible));
       if (since) numbers = numbers.slice(await firstBlockAfter(scope, numbers, since));
       const found: RecordDoc[] = [];
       await walk(
@@ -382,7 +406,7 @@ export function createRecordRepo(mongo: Connection) {
       if (!top) return { count: 0, hasMore: false };
       const upTo = Math.min(untilSeq, top.visible ?? 0);
       const after = top.pruned ?? 0;
-      const numbers = sortedUnion(ACTIONS.map((action) => top.blocks?.[action])).filter((block) => block >= blockOf(after + 1) && block <= blockOf(upTo));
+      const numbers = blocksFor(top, ACTIONS, blockOf(after + 1), blockOf(upTo));
       const ids: string[] = [];
       let hasMore = false;
       let done = upTo;
@@ -412,7 +436,8 @@ export function createRecordRepo(mongo: Connection) {
     count: (scope: RecordScope) => records.countDocuments({ ...inScope(scope), deleted_at: null }).exec(),
     /** A full resync starts from nothing: the scope's records and log go; its sequence keeps counting, so older cursors stay valid. */
     async clear(scope: RecordScope): Promise<number> {
-      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {} } });
+      const top = await head(scope);
+      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {} }, $max: { from: blockOf((top?.seq ?? 0) + 1) } });
       await log.deleteMany(inScope(scope)).exec();
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;
