@@ -43,6 +43,8 @@ const LOG_VERSION = 1;
 const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
 /** The actions whose blocks the head lists. */
 const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
+/** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
+const PAGE_LOOKUPS_IN_FLIGHT = 16;
 
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
 const entryField = (seq: number) => `e.s${seq}`;
@@ -121,21 +123,14 @@ export function createRecordRepo(mongo: Connection) {
       .command({ buildInfo: 1 })
       .then((info) => !('ferretdbVersion' in info)));
   /**
-   * Single-document writes at once: 50 on MongoDB and on FerretDB's PostgreSQL backend (which
-   * commits each in its own transaction); one on FerretDB's SQLite backend, which takes one
-   * writer at a time and puts the others to sleep in SQLite's busy handler, so concurrent writes
-   * each cost several times more there. (One update command of a hundred statements or more took
-   * minutes on FerretDB 1.24, if it ended at all, so these are single updates.) FerretDB's
-   * backend shows in an explained query: SQLite's plan is a list of lines.
+   * Single-document writes, each by `_id`: on MongoDB many at once; on FerretDB one at a time.
+   * FerretDB 1.24 on SQLite takes one writer at a time and makes the others wait in SQLite's
+   * busy handler, so concurrent writes cost several times more each than the same writes in
+   * turn; and one update command of a hundred statements or more takes minutes there, if it
+   * ends at all, where the same updates sent one by one take milliseconds.
    */
-  let writersAtOnce: Promise<number> | undefined;
-  const writers = () =>
-    (writersAtOnce ??= listsIndexed().then(async (isMongo) => {
-      if (isMongo) return LOOKUPS_IN_FLIGHT;
-      const explained = (await heads.find({ _id: '' }).explain()) as { queryPlanner?: { Plan?: unknown } };
-      return Array.isArray(explained.queryPlanner?.Plan) ? 1 : LOOKUPS_IN_FLIGHT;
-    }));
-  const eachWrite = async <T,>(items: readonly T[], work: (item: T) => Promise<unknown>) => inFlights(items, await writers(), work);
+  const eachWrite = async <T,>(items: readonly T[], work: (item: T) => Promise<unknown>) =>
+    inFlights(items, (await listsIndexed()) ? LOOKUPS_IN_FLIGHT : 1, work);
 
   /**
    * A write's first step: its changes go into the log above the scope's `visible` number, so
@@ -263,7 +258,7 @@ export function createRecordRepo(mongo: Connection) {
     for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
       const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), keep);
       for (let next = 0; next < entries.length; ) {
-        const chunk = entries.slice(next, next + Math.min(LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
+        const chunk = entries.slice(next, next + Math.min(PAGE_LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
         next += chunk.length;
         const docs = await current(chunk);
         for (let i = 0; i < chunk.length; i++) if (!visit(docs[i]!, chunk[i]![0])) return;
