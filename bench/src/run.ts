@@ -37,9 +37,12 @@ const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
  * per proxied call. Use it with BENCH_ONLY=latchkey, so the gateway's profile holds proxy calls only.
  */
 const PROFILE_DIR = process.env['BENCH_PROFILE'];
-/** The measured rounds, on the profiles' clock; and the proxied calls made in them. */
+/**
+ * The measured rounds, on the profiles' clock; and the calls made in them: the proxied ones, or,
+ * when BENCH_ONLY names one target, that target's (to profile one route of the gateway alone).
+ */
 const profileWindow = { fromUs: 0, toUs: 0 };
-let proxiedInRounds = 0;
+let callsInRounds = 0;
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 const profiled = (name: string) => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}-${process.pid}.cpuprofile`] : []);
 
@@ -388,7 +391,8 @@ try {
     }
   }
   profileWindow.toUs = nowUs();
-  if (results['latchkey']) proxiedInRounds = results['latchkey'].reduce((sum, result) => sum + Math.round(result.rps * DURATION_S), 0);
+  const counted = names.length === 1 ? names[0]! : 'latchkey';
+  if (results[counted]) callsInRounds = results[counted].reduce((sum, result) => sum + Math.round(result.rps * DURATION_S), 0);
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
     p50: median(results[name]!.map((result) => result.p50)),
@@ -456,8 +460,8 @@ try {
   const stopping = [...proxies, gateway.child].map((child) => stopProcess(child, PROFILE_DIR ? 'SIGTERM' : 'SIGKILL'));
   await Promise.all(stopping);
   if (PROFILE_DIR) {
-    console.log(formatProfile('proxy replicas (both)', summarizeProfiles(PROFILE_DIR, 'proxy-', profileWindow), proxiedInRounds));
-    console.log(formatProfile('gateway', summarizeProfiles(PROFILE_DIR, 'gateway-', profileWindow), proxiedInRounds));
+    console.log(formatProfile('proxy replicas (both)', summarizeProfiles(PROFILE_DIR, 'proxy-', profileWindow), callsInRounds));
+    console.log(formatProfile('gateway', summarizeProfiles(PROFILE_DIR, 'gateway-', profileWindow), callsInRounds));
   }
   vault.kill('SIGKILL');
   webhookRouter.kill('SIGKILL');
