@@ -144,7 +144,8 @@ describe('the operations log', () => {
     expect(action).toMatchObject({ type: 'action_run', status: 'success', integration_id: 'api', connection_id: 'conn-1' });
     // A sync run, once the deployment's schedules exist.
     await eventually(async () => ((await api('POST', '/sync/trigger', { provider_config_key: 'api', syncs: ['items'], connection_id: 'conn-1' })).status === 200 ? true : undefined), 30_000, 'the items schedule');
-    const [run] = await operationsOf('type=sync_run', (found) => found.length > 0);
+    // Only conn-1's: the connection the connect flow made above syncs too, on its own schedule.
+    const [run] = await operationsOf('type=sync_run&connection_id=conn-1', (found) => found.length > 0);
     expect(run).toMatchObject({ type: 'sync_run', integration_id: 'api', connection_id: 'conn-1' });
     // The action's own proxy call is logged too, with its path and no query.
     const fromAction = await operationsOf('type=proxy&integration_id=api', (found) => found.some((operation) => operation.proxy?.path === '/echo/logged'));
