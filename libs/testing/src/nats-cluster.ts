@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { natsPasswordVariable, renderNatsAuthorization, SERVICE_NAMES, TEST_IDENTITIES, type NatsIdentityName } from '@latchkey/contracts';
+import type { NatsIdentityName } from '@latchkey/contracts';
 import { eventually } from './eventually.js';
-import type { NatsCredentials } from './nats-server.js';
+import { testIdentities, type NatsCredentials } from './nats-server.js';
 import { freePort, untilListening } from './ports.js';
 import { repoRoot } from './repo-root.js';
 
@@ -52,16 +52,7 @@ interface JszReply {
  */
 export async function startNatsCluster(options: { size?: number } = {}): Promise<TestNatsCluster> {
   const size = options.size ?? 3;
-  const identities = [...SERVICE_NAMES, ...TEST_IDENTITIES];
-  // A letter first, as in startNats: the server would read a leading digit as a number.
-  const passwords = new Map<string, string>(identities.map((identity) => [identity, `p${randomBytes(24).toString('hex')}`]));
-  const environment = Object.fromEntries(identities.map((identity) => [natsPasswordVariable(identity), passwords.get(identity)!]));
-  const credentials = (identity: NatsIdentityName): NatsCredentials => {
-    const password = passwords.get(identity);
-    if (password === undefined) throw new Error(`no NATS identity ${identity}`);
-    return { user: identity, password };
-  };
-  const authorization = renderNatsAuthorization({ testIdentities: true });
+  const { environment, credentials, authorization } = testIdentities();
   const binary = natsServerBinary();
   const dataDir = mkdtempSync(join(tmpdir(), 'latchkey-nats-cluster-'));
   const clusterName = `latchkey-test-${randomBytes(3).toString('hex')}`;

@@ -34,18 +34,26 @@ export interface TestNats {
  * deployments run (generated from the contracts), with fresh passwords, plus the test-only
  * `observer`: every client must log in as some identity.
  */
-export async function startNats(): Promise<TestNats> {
+/**
+ * A fresh password for every service and test identity, as the server's environment
+ * (`NATS_PASSWORD_*`), the authorization block that reads them, and a lookup by identity.
+ */
+export function testIdentities() {
   const identities = [...SERVICE_NAMES, ...TEST_IDENTITIES];
   // A letter first: the server reads each from its environment as a config value, and one that
   // starts with a digit or `-` would be taken for a number (and fail the server now and then).
   const passwords = new Map<string, string>(identities.map((identity) => [identity, `p${randomBytes(24).toString('hex')}`]));
-  const environment = Object.fromEntries(identities.map((identity) => [natsPasswordVariable(identity), passwords.get(identity)!]));
+  const environment: Record<string, string> = Object.fromEntries(identities.map((identity) => [natsPasswordVariable(identity), passwords.get(identity)!]));
   const credentials = (identity: NatsIdentityName): NatsCredentials => {
     const password = passwords.get(identity);
     if (password === undefined) throw new Error(`no NATS identity ${identity}`);
     return { user: identity, password };
   };
-  const authorization = renderNatsAuthorization({ testIdentities: true });
+  return { environment, credentials, authorization: renderNatsAuthorization({ testIdentities: true }) };
+}
+
+export async function startNats(): Promise<TestNats> {
+  const { environment, credentials, authorization } = testIdentities();
   if (await dockerAvailable()) return { ...(await startNatsContainer(authorization, environment)), credentials };
   return { ...(await startNatsProcess(authorization, environment)), credentials };
 }
