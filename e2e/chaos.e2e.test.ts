@@ -26,6 +26,9 @@ it('loses nothing when a NATS node and one replica of each service are killed un
   for (const row of rows) {
     expect({ fault: row.fault, lost: row.webhooksLost, dup: row.webhooksDuplicated, deliveriesDup: row.deliveriesDuplicated }).toEqual({ fault: row.fault, lost: 0, dup: 0, deliveriesDup: 0 });
     expect({ fault: row.fault, incomplete: row.actionsIncomplete, dup: row.actionsDuplicated, hung: row.hung }).toEqual({ fault: row.fault, incomplete: 0, dup: 0, hung: 0 });
+    // An action whose function met the fault (its proxy call found no replica) completes once,
+    // as failed, with a coded error and its webhook: answered, not lost.
+    expect({ fault: row.fault, codes: row.actionFailureCodes.filter((code) => !['function_failed', 'service_unavailable'].includes(code)) }).toEqual({ fault: row.fault, codes: [] });
     expect({ fault: row.fault, refreshFailures: row.refreshFailures }).toEqual({ fault: row.fault, refreshFailures: 0 });
     if (row.tokenRequestsPerExpiry > 0) expect(row.tokenRequestsPerExpiry).toBe(1);
     // A killed replica costs at most its in-flight calls; the load keeps going.

@@ -45,9 +45,17 @@ export interface WindowReport {
   webhooksLost: number;
   webhooksDuplicated: number;
   actionsAccepted: number;
+  /** Accepted actions with no completion webhook at all: lost. */
   actionsIncomplete: number;
   /** Their ids, to look into. */
   incompleteActionIds: string[];
+  /**
+   * Accepted actions that completed once, as failed, with a coded error (their function's proxy
+   * call met the fault): answered, not lost; the function decides whether to try again.
+   */
+  actionsFailed: number;
+  /** The codes those failures carried. */
+  actionFailureCodes: string[];
   /** Accepted actions that completed more than once (two completion webhooks of their own). */
   actionsDuplicated: number;
   deliveriesDuplicated: number;
@@ -300,7 +308,9 @@ function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[])
 
   const accepted = ops.filter((op) => op.kind === 'action' && op.ok && op.key);
   const deliveriesOf = (id: string) => received.filter((item) => item.json.type === 'async_action' && item.json.id === id);
-  const incomplete = accepted.filter((op) => deliveriesOf(op.key!).filter((item) => item.json.success === true).length === 0).map((op) => op.key!);
+  const incomplete = accepted.filter((op) => deliveriesOf(op.key!).length === 0).map((op) => op.key!);
+  const failed = accepted.filter((op) => deliveriesOf(op.key!).length > 0 && deliveriesOf(op.key!).every((item) => item.json.success !== true));
+  const failureCodes = failed.map((op) => String(deliveriesOf(op.key!)[0]?.json.error?.code ?? 'none'));
   // Customer webhook deliveries: duplicates per webhook-id at the receiver, over this window's forwards and completions.
   const windowIds = new Set<string>();
   let deliveriesDuplicated = 0;
@@ -338,6 +348,8 @@ function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[])
     actionsAccepted: accepted.length,
     actionsIncomplete: incomplete.length,
     incompleteActionIds: incomplete,
+    actionsFailed: failed.length,
+    actionFailureCodes: failureCodes,
     actionsDuplicated,
     deliveriesDuplicated,
     deliveriesResentAfterKill,
@@ -411,7 +423,7 @@ export function formatFailures(rows: WindowReport[]): string {
 
 /** The table `make chaos` prints. */
 export function formatTable(rows: WindowReport[]): string {
-  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
   const lines = rows.map((row) => [
     row.fault,
     String(row.proxyOk),
@@ -420,7 +432,7 @@ export function formatTable(rows: WindowReport[]): string {
     `${(row.recoveryMs / 1000).toFixed(1)} s`,
     `${row.webhooksAcked}/${row.webhooksLost}/${row.webhooksDuplicated}`,
     `${row.deliveriesDuplicated} (${row.deliveriesResentAfterKill})`,
-    `${row.actionsAccepted}/${row.actionsIncomplete}/${row.actionsDuplicated}`,
+    `${row.actionsAccepted}/${row.actionsIncomplete}/${row.actionsDuplicated} (${row.actionsFailed})`,
     row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
     String(row.refreshFailures),
     String(row.connectFailed),
