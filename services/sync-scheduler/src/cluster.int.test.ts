@@ -71,7 +71,7 @@ describe('sync-scheduler on a NATS cluster', () => {
     for (const [index, node] of cluster.nodes.slice(0, 2).entries()) {
       // Each contender starts on a different node, and may fail over to any.
       const servers = [node.url, ...cluster.nodes.filter((other) => other !== node).map((other) => other.url)].join(',');
-      const bus = await createBus({ servers, service: 'observer', identity: cluster.credentials('observer'), logger, requestTimeoutMs: 2_000, jetstreamReplicas: 3 });
+      const bus = await createBus({ servers, service: 'observer', identity: cluster.credentials('observer'), logger, requestTimeoutMs: 2_000, jetstreamReplicas: 3, jetstreamSetupTimeoutMs: 30_000 });
       buses.push(bus);
       const kv = await openKv<{ owner: string }>(bus, { name: 'sync_scheduler_lease', ttlMs: 6_000 });
       contenders.push({ bus, lease: createLease(kv, 'cluster-test', `contender-${index}`) });
@@ -88,7 +88,7 @@ describe('sync-scheduler on a NATS cluster', () => {
     try {
       await eventually(() => (contenders.some(({ lease }) => lease.holding()) ? true : undefined), 20_000, 'a first holder');
       const jsm = await contenders[0]!.bus.jetstreamManager();
-      const leaderName = (await jsm.streams.info('KV_sync_scheduler_lease')).cluster?.leader;
+      const leaderName = await eventually(async () => (await jsm.streams.info('KV_sync_scheduler_lease').catch(() => undefined))?.cluster?.leader, 20_000, 'the bucket leader');
       const leader = cluster.nodes.find((node) => node.name === leaderName);
       expect(leader).toBeDefined();
       await leader!.kill();

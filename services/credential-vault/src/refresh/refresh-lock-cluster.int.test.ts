@@ -11,7 +11,7 @@ const buses: Bus[] = [];
 async function replica(index: number): Promise<{ bus: Bus; locks: RefreshLocks }> {
   const urls = cluster.nodes.map((node) => node.url);
   const servers = [...urls.slice(index), ...urls.slice(0, index)].join(',');
-  const bus = await createBus({ servers, service: 'credential-vault', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3 });
+  const bus = await createBus({ servers, service: 'credential-vault', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3, jetstreamSetupTimeoutMs: 30_000 });
   buses.push(bus);
   return { bus, locks: createRefreshLocks(await openKv<{ owner: string }>(bus, { name: 'refresh_locks_cluster', ttlMs: 60_000 })) };
 }
@@ -36,7 +36,7 @@ describe('refresh locks on a NATS cluster', () => {
     const held = await a.locks.acquire('conn_1');
     expect(held).not.toBeNull();
     const jsm = await a.bus.jetstreamManager();
-    const leaderName = (await jsm.streams.info('KV_refresh_locks_cluster')).cluster?.leader;
+    const leaderName = await eventually(async () => (await jsm.streams.info('KV_refresh_locks_cluster').catch(() => undefined))?.cluster?.leader, 20_000, 'the bucket leader');
     const dying = cluster.nodes.find((node) => node.name === leaderName);
     if (!dying) throw new Error(`no node named ${leaderName}`);
     await dying.kill();

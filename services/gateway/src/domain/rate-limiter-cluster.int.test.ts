@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
-import { startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
+import { eventually, startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
 import { createRateLimiter, type RateLimiter } from './rate-limiter.js';
 
 // The shared window on a three-node NATS cluster, its bucket in 3 replicas.
@@ -13,7 +13,7 @@ async function replica(index: number, limit: number, bucket: string): Promise<{ 
   // Each replica starts on a different node and may fail over to any.
   const urls = cluster.nodes.map((node) => node.url);
   const servers = [...urls.slice(index % urls.length), ...urls.slice(0, index % urls.length)].join(',');
-  const bus = await createBus({ servers, service: 'gateway', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3 });
+  const bus = await createBus({ servers, service: 'gateway', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3, jetstreamSetupTimeoutMs: 30_000 });
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
   // One window throughout, whatever the wall clock: the budget must not renew mid-test.
@@ -51,7 +51,7 @@ describe('rate limiter on a NATS cluster', () => {
     await take(60);
     expect(allowed).toBe(60);
     const jsm = await replicas[0]!.bus.jetstreamManager();
-    const leaderName = (await jsm.streams.info('KV_rl_cluster')).cluster?.leader;
+    const leaderName = await eventually(async () => (await jsm.streams.info('KV_rl_cluster').catch(() => undefined))?.cluster?.leader, 20_000, 'the bucket leader');
     const dying = cluster.nodes.find((node) => node.name === leaderName);
     if (!dying) throw new Error(`no node named ${leaderName}`);
     await dying.kill();
