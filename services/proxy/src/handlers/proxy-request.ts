@@ -31,7 +31,9 @@ export interface ProxyDeps {
 const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
 
 function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
-  const traceparent = meta.headers.find(([name]) => name.toLowerCase() === 'traceparent')?.[1];
+  // The hop's own trace context when tracing is on (same trace as the caller's); else the
+  // caller's header, forwarded with the others.
+  const traceparent = meta.traceparent ?? meta.headers.find(([name]) => name.toLowerCase() === 'traceparent')?.[1];
   const traceId = traceIdOf(traceparent);
   const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
   deps.operations.record({
