@@ -27,22 +27,8 @@ secrets=$data/secrets.env
 generate_secrets "$secrets"
 load_secrets "$secrets"
 
-start() { # name, whose secrets (a service, nats or none), command...
-  local name=$1 who=$2 env_args=()
-  shift 2
-  mapfile -t env_args < <(service_env "$who")
-  nohup env "${env_args[@]}" "$@" > "$data/logs/$name.log" 2>&1 &
-  echo $! > "$data/run/$name.pid"
-}
-
-wait_for_port() { # port, what
-  for _ in $(seq 1 150); do
-    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "$2 did not start; see .data/cluster/logs/ (make cluster-down stops what started)" >&2
-  exit 1
-}
+# shellcheck source=processes.sh
+source deploy/local/processes.sh
 
 # NATS: three nodes, each routed to the other two. A fresh store each run, as the database is.
 nats_bin=nats-server

@@ -32,22 +32,8 @@ generate_secrets "$secrets"
 # Values from the file only fill in what the caller left unset; nothing is exported.
 load_secrets "$secrets"
 
-start() { # name, whose secrets (a service, nats or none), command...
-  local name=$1 who=$2 env_args=()
-  shift 2
-  mapfile -t env_args < <(service_env "$who")
-  nohup env "${env_args[@]}" "$@" > "$data/logs/$name.log" 2>&1 &
-  echo $! > "$data/run/$name.pid"
-}
-
-wait_for_port() { # port, what
-  for _ in $(seq 1 100); do
-    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "$2 did not start; see .data/logs/" >&2
-  exit 1
-}
+# shellcheck source=processes.sh
+source deploy/local/processes.sh
 
 if [ -z "${NATS_URL:-}" ]; then
   nats_port=${LOCAL_NATS_PORT:-4322}
