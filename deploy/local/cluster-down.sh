@@ -5,19 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 run=.data/cluster/run
 postgres=${CLUSTER_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432}
-stop() { # name
-  local pidfile=$run/$1.pid
-  [ -f "$pidfile" ] || return 0
-  local pid
-  pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-    echo "stopped $1"
-  fi
-  rm -f "$pidfile"
-}
+# shellcheck source=processes.sh
+source deploy/local/processes.sh
 for replica in 1 2; do
   for service in gateway credential-vault proxy sync-scheduler action-runner webhook-router; do stop "$service-$replica" & done
 done

@@ -1,5 +1,6 @@
-# Starting and waiting for the processes of `make up` and `make cluster-up`; sourced by both,
-# after they set `data` (their directory under .data/) and load their secrets.
+# Starting, waiting for and stopping the processes of `make up` and `make cluster-up`, sourced
+# by their up and down scripts: `start` and `wait_for_port` after `data` (their directory under
+# .data/) is set and the secrets loaded, `stop` after `run` (where the pids are) is set.
 
 start() { # name, whose secrets (a service, nats or none), command...
   local name=$1 who=$2 env_args=()
@@ -16,4 +17,18 @@ wait_for_port() { # port, what
   done
   echo "$2 did not start; see $data/logs/" >&2
   exit 1
+}
+
+stop() { # name: SIGTERM, then SIGKILL after 15 s
+  local pidfile=$run/$1.pid
+  [ -f "$pidfile" ] || return 0
+  local pid
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    echo "stopped $1"
+  fi
+  rm -f "$pidfile"
 }
