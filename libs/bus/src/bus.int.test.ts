@@ -20,6 +20,7 @@ const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
 const handedBack = defineEvent('test.handed_back', z.object({ n: z.number() }));
+const slowJob = defineEvent('test.slow_job', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -148,6 +149,36 @@ describe('a consumer that stops', () => {
     await next.stop();
     expect([...first, ...second].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
+});
+
+describe('two replicas whose work outlasts the ack wait', () => {
+  it('run each message once: a busy replica holds no message it has not started', async () => {
+    // Each run takes longer than the ack wait; the heartbeat keeps a running message, but a
+    // message waiting in a replica's buffer would be handed to the other and then run twice.
+    const runs: Array<{ n: number; replica: string; deliveries: number }> = [];
+    const options = { logger, stream: STREAMS.events.name, durable: 'test-slow-jobs', contract: slowJob, concurrency: 2, ackWaitMs: 1000, heartbeatMs: 250 };
+    const replica = (bus: Bus, name: string) =>
+      consume({
+        ...options,
+        bus,
+        handler: async ({ n }, msg) => {
+          runs.push({ n, replica: name, deliveries: msg.info.deliveryCount });
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+        },
+      });
+    const first = await replica(server, 'a');
+    const second = await replica(client, 'b');
+    for (let n = 1; n <= 12; n++) await client.publish(slowJob, { n });
+    const deadline = Date.now() + 20_000;
+    while (new Set(runs.map((run) => run.n)).size < 12 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    // Anything more would be a message run again after its ack wait.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    await Promise.all([first.stop(), second.stop()]);
+    expect(runs.map((run) => run.n).sort((a, b) => a - b)).toEqual(Array.from({ length: 12 }, (_, index) => index + 1));
+    expect(runs.every((run) => run.deliveries === 1)).toBe(true);
+    // Both replicas took a share.
+    expect(new Set(runs.map((run) => run.replica))).toEqual(new Set(['a', 'b']));
+  }, 40_000);
 });
 
 describe('messages that always fail', () => {

@@ -111,17 +111,26 @@ export function settlerFor(
   };
 }
 
+/** How long one pull waits for messages before it is asked again. */
+const FETCH_EXPIRES_MS = 5_000;
+
 /**
  * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
  * a delay, anything else (and a payload that fails its schema) is terminated and logged.
+ *
+ * It pulls only as many messages as it has free slots, so every message it holds is running and
+ * kept alive by its heartbeat: none waits in a client-side buffer past its ack wait (JetStream
+ * would hand it to another replica while this one still meant to run it: the same job twice),
+ * and a busy replica never hoards work an idle one could take.
  */
 export async function consume<C extends EventContract | JobContract>(options: ConsumeOptions<C>): Promise<RunningConsumer> {
   const { logger, contract, concurrency, handler } = options;
   const consumer = await durableConsumer(options, options.maxAckPending ?? Math.max(concurrency * 4, 16));
-  const messages = await consumer.consume({ max_messages: concurrency });
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
   const { observer } = connectionOf(options.bus);
+  // Pull again once a quarter of the slots are free, not for each one: a pull is a round trip.
+  const pullAt = Math.max(1, Math.floor(concurrency / 4));
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
@@ -145,24 +154,43 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   }
 
   let stopping = false;
+  let pulling: Awaited<ReturnType<typeof consumer.fetch>> | undefined;
   const loop = (async () => {
-    for await (const msg of messages) {
-      // Fetched but not started when the consumer stops: back to JetStream at once, for another
-      // replica, rather than after its ack wait.
-      if (stopping) {
-        msg.nak();
+    let failures = 0;
+    while (!stopping) {
+      const free = concurrency - inFlight.size;
+      if (free < pullAt) {
+        await Promise.race(inFlight);
         continue;
       }
-      const task = inMessageContext(msg.headers, contract.subject, 'consumer', () => handle(msg)).finally(() => inFlight.delete(task));
-      inFlight.add(task);
-      if (inFlight.size >= concurrency) await Promise.race(inFlight);
+      try {
+        pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
+        for await (const msg of pulling) {
+          // Delivered as the consumer stops: back to JetStream at once, for another replica.
+          if (stopping) {
+            msg.nak();
+            continue;
+          }
+          const task = inMessageContext(msg.headers, contract.subject, 'consumer', () => handle(msg)).finally(() => inFlight.delete(task));
+          inFlight.add(task);
+        }
+        failures = 0;
+      } catch (error) {
+        if (stopping) break;
+        // NATS away, a node lost, the consumer moving: ask again with back-off.
+        failures += 1;
+        if (failures === 1 || failures % 10 === 0) logger.warn('could not pull messages; retrying', { durable: options.durable, failures, error });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** Math.min(failures, 6))));
+      } finally {
+        pulling = undefined;
+      }
     }
   })();
 
   return {
     stop: async () => {
       stopping = true;
-      await messages.close();
+      pulling?.stop();
       await loop.catch(() => undefined);
       await Promise.allSettled(inFlight);
     },
