@@ -1,6 +1,5 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
-import { toAppError } from '@latchkey/errors';
 import { runWithContext, newRequestId } from '@latchkey/logger';
 import { durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
 import { connectionOf } from './bus-connection.js';
@@ -59,7 +58,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     items.forEach(({ msg }, index) => {
       const outcome = outcomes[index] ?? { ok: false, error: new Error('the batch handler gave no outcome for this message') };
       // Each message of a batch took as long as its batch.
-      observer.consumed(contract.subject, seconds, outcome.ok ? undefined : toAppError(outcome.error).code);
+      observer.consumed(contract.subject, seconds, outcome.ok ? undefined : options.bus.toAppError(outcome.error).code);
       try {
         if (outcome.ok) msg.ack();
         else settle.failed(msg, outcome.error);

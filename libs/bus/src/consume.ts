@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
-import { AppError, toAppError } from '@latchkey/errors';
+import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
@@ -103,7 +103,7 @@ export function settlerFor(
   return {
     malformed: (msg) => giveUp(msg, 'malformed', new AppError('invalid_body', 'The message does not match its contract')),
     failed: (msg, error) => {
-      const appError = toAppError(error);
+      const appError = bus.toAppError(error);
       if (!appError.retryable) return giveUp(msg, 'final_error', appError);
       if (msg.info.deliveryCount >= cap) return giveUp(msg, 'delivery_cap', appError);
       msg.nak(delayOf(msg.info.deliveryCount));
@@ -146,7 +146,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
-      observer.consumed(contract.subject, secondsSince(start), toAppError(error).code);
+      observer.consumed(contract.subject, secondsSince(start), options.bus.toAppError(error).code);
       settle.failed(msg, error);
     } finally {
       clearInterval(heartbeat);

@@ -64,6 +64,12 @@ export interface BusOptions {
    * 0 (the default): the first error is thrown.
    */
   jetstreamSetupTimeoutMs?: number;
+  /**
+   * Gives a coded error to a failure of the service's own dependencies, which would otherwise
+   * leave a handler as `internal_error` (500, logged as a defect): the runtime maps its
+   * database being unreachable to `service_unavailable` (503, retried by consumers).
+   */
+  classifyError?: (error: unknown) => AppError | undefined;
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
@@ -129,6 +135,8 @@ export interface Bus {
   readonly jetstreamReplicas: number;
   /** True while the connection to NATS is up. */
   isConnected(): boolean;
+  /** The coded error a handler's failure leaves as (`classifyError` first, else `toAppError`). */
+  toAppError(error: unknown): AppError;
   /**
    * Calls `listener` after each reconnection to NATS: what a replica heard while it was away
    * (cache invalidations, deletions) is lost, so caches kept in step by broadcasts start over.
@@ -225,6 +233,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
   const observer = options.observer ?? noObserver;
+  const classify = options.classifyError;
+  const appErrorOf = (error: unknown): AppError => (error instanceof AppError ? error : (classify?.(error) ?? toAppError(error)));
 
   function request<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions = {}): Promise<ResponseOf<C>> {
     return tracingEnabled() ? inSendSpan(contract.subject, 'client', () => timedRequest(contract, payload, requestOptions)) : timedRequest(contract, payload, requestOptions);
@@ -305,7 +315,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       }
       reply = { ok: true, data: checked.data };
     } catch (error) {
-      const appError = toAppError(error);
+      const appError = appErrorOf(error);
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
     }
@@ -409,6 +419,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       return maxPayload();
     },
     jetstreamReplicas: options.jetstreamReplicas ?? 1,
+    toAppError: appErrorOf,
     isConnected: () => connected && !nc.isClosed(),
     onReconnect: (listener) => void reconnectListeners.push(listener),
     request,

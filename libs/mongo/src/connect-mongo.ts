@@ -1,4 +1,5 @@
 import mongoose, { type Connection } from 'mongoose';
+import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
 import { traceCommands } from './command-spans.js';
@@ -75,12 +76,22 @@ const SOCKET_CODES = new Set(['EPIPE', 'ECONNRESET', 'ECONNREFUSED']);
 /** Whether an error means the database is unreachable now (as opposed to a bad query). */
 export function isMongoUnavailable(error: unknown): boolean {
   for (let current = error, depth = 0; typeof current === 'object' && current !== null && depth < 5; depth++) {
-    const { name, code, cause } = current as { name?: unknown; code?: unknown; cause?: unknown };
+    const { name, code, cause, message } = current as { name?: unknown; code?: unknown; cause?: unknown; message?: unknown };
     if (typeof name === 'string' && UNAVAILABLE.has(name)) return true;
     if (typeof code === 'string' && SOCKET_CODES.has(code)) return true;
+    // Mongoose's own: a command held while disconnected (bufferCommands) past its wait.
+    if (name === 'MongooseError' && typeof message === 'string' && message.includes('buffering timed out')) return true;
     current = cause;
   }
   return false;
+}
+
+/**
+ * The database unreachable, as the coded error a caller gets: 503 `service_unavailable`
+ * (retryable: consumers try the message again later), not a 500 logged as a defect.
+ */
+export function databaseUnavailable(error: unknown, who = 'The service'): AppError | undefined {
+  return isMongoUnavailable(error) ? new AppError('service_unavailable', `${who} cannot reach its database; retry shortly`, { cause: error }) : undefined;
 }
 
 /** True while the driver holds a live connection. */

@@ -5,7 +5,7 @@ import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { answerScrape, busMetrics, collectProcessMetrics, isScrape } from '@latchkey/metrics';
-import { connectMongo, isMongoConnected } from '@latchkey/mongo';
+import { connectMongo, databaseUnavailable, isMongoConnected } from '@latchkey/mongo';
 import { startTracing } from '@latchkey/tracing';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
@@ -102,6 +102,8 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     logger,
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
     observer: busMetrics(),
+    // A handler that met the database away answers 503, and its message is tried again later.
+    classifyError: (error) => databaseUnavailable(error),
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
     ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });

@@ -1,6 +1,6 @@
 export { dockerAvailable } from './docker.js';
 export { eventually } from './eventually.js';
-export { startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
+export { startFerretDb, startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type NatsCredentials, type TestNats } from './nats-server.js';
 export { startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
 export { freePort, waitForPort } from './ports.js';

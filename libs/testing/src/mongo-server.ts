@@ -36,7 +36,11 @@ export async function startMongo(): Promise<TestMongo> {
   return startFerretDb();
 }
 
-async function startFerretDb(): Promise<TestMongo> {
+/**
+ * Our own FerretDB build on a free loopback port, whatever `MONGODB_URI` says: for a test that
+ * takes the database away (`restart`), which a shared server must not be.
+ */
+export async function startFerretDb(): Promise<TestMongo & { restart(downMs?: number): Promise<void> }> {
   const binary = process.env['FERRETDB_BIN'] ?? join(repoRoot(), '.data', 'bin', 'ferretdb');
   if (!existsSync(binary)) throw new Error(`no FerretDB binary at ${binary}: run \`make ferretdb\` first`);
   const port = await freePort();

@@ -1,5 +1,5 @@
-import { AppError } from '@latchkey/errors';
-import { isMongoUnavailable } from '@latchkey/mongo';
+import type { AppError } from '@latchkey/errors';
+import { databaseUnavailable } from '@latchkey/mongo';
 
 /**
  * The gateway's own database unreachable, as the coded error every caller gets: 503
@@ -7,7 +7,7 @@ import { isMongoUnavailable } from '@latchkey/mongo';
  * request deadline. Used where errors leave the gateway: the HTTP error path and its NATS handlers.
  */
 export function fromDatabase(error: unknown): AppError | undefined {
-  return isMongoUnavailable(error) ? new AppError('service_unavailable', 'The gateway cannot reach its database; retry shortly', { cause: error }) : undefined;
+  return databaseUnavailable(error, 'The gateway');
 }
 
 /** A NATS handler whose database failures leave as service_unavailable. */
