@@ -73,7 +73,7 @@ export function runAsyncActionHandler(deps: ActionDeps) {
       deps.logger.warn('an async action job names no run', { id: job.id });
       return;
     }
-    // A later delivery took the run over (this one waited too long in a buffer): it is theirs.
+    // A later delivery took the run over (this replica stalled past the ack wait): it is theirs.
     if (run.status === 'running' && run.attempts > msg.info.deliveryCount) return;
     if (run.status === 'queued' || run.status === 'running') run = await runOnce(deps, run, msg);
     await deps.bus.publish(
