@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CompileResult } from './compile-source.js';
 import { sdkLocation } from './sdk-location.js';
@@ -19,6 +20,15 @@ export interface CompilerOptions {
  * hangs or swells costs only the child. Compiling takes a few hundred milliseconds of CPU, off
  * the service's event loop. The child starts on first use and is kept.
  */
+/**
+ * The child's entry: beside this module once built; when this module runs from its sources (a
+ * service's tests), the built one (`make build` precedes the tests).
+ */
+function childEntry(): string {
+  const beside = fileURLToPath(new URL('./compiler-process.js', import.meta.url));
+  return existsSync(beside) ? beside : fileURLToPath(new URL('../dist/compiler-process.js', import.meta.url));
+}
+
 export function createCompiler(options: CompilerOptions = {}) {
   const timeoutMs = options.timeoutMs ?? 25_000;
   let child: ChildProcess | undefined;
@@ -34,7 +44,7 @@ export function createCompiler(options: CompilerOptions = {}) {
   }
 
   function start(): ChildProcess {
-    const started = fork(fileURLToPath(new URL('./compiler-process.js', import.meta.url)), [], {
+    const started = fork(childEntry(), [], {
       env: {},
       cwd: sdkLocation().dir,
       execArgv: [`--max-old-space-size=${options.maxOldSpaceMb ?? 256}`],
