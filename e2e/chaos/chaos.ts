@@ -14,7 +14,7 @@ import { startBalancer, type Balancer } from './balancer.js';
  * (`e2e/dist/chaos/run.js`) the full one.
  */
 
-export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session';
+export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session' | 'sync-trigger';
 
 export interface Op {
   kind: OpKind;
@@ -65,6 +65,9 @@ export interface WindowReport {
   tokenRequestsPerExpiry: number;
   refreshFailures: number;
   connectFailed: number;
+  /** `POST /sync/trigger` of the `items` sync answered 200, or not. */
+  syncTriggersOk: number;
+  syncTriggersFailed: number;
   hung: number;
   /** Failed requests by kind, status and error code, to read next to the table. */
   failures: Record<string, number>;
@@ -85,6 +88,17 @@ const DEADLINE_MS = 20_000;
 /** The vault refreshes a token within 15 minutes of its expiry: these expire 10 s after issue. */
 const TOKEN_LIFETIME_S = 15 * 60 + 10;
 
+/**
+ * The sync in the load: the upstream's cursor list holds this many items, `UPSTREAM_PAGE_SIZE` a
+ * page; the e2e functions' `items` sync (`e2e/functions/api/items.ts`) reads them all through
+ * the proxy with `conn-1` and saves them as `Item` records.
+ */
+const SYNCED_ITEMS = 300;
+const UPSTREAM_PAGE_SIZE = 20;
+const SYNC = { provider_config_key: 'api', connection_id: 'conn-1', sync: 'items', model: 'Item' } as const;
+/** Its schedule during the chaos run, besides the triggers of the load. */
+const SYNC_FREQUENCY = '5s';
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface ChaosRig {
@@ -100,7 +114,7 @@ export interface ChaosRig {
 }
 
 export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<ChaosRig> {
-  const upstream = await startUpstreamApi();
+  const upstream = await startUpstreamApi({ paginationItems: SYNCED_ITEMS, pageSize: UPSTREAM_PAGE_SIZE });
   const oauth = await startOAuthServer({ expiresIn: TOKEN_LIFETIME_S });
   const receiver = await startReceiver(await freePort());
   const providers = [
@@ -120,7 +134,12 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
     // A dozen processes start at once on a busy machine.
     readyTimeoutMs: 120_000,
     env: { PROVIDERS_FILE: writeProvidersFile(providers), PROXY_ALLOW_CIDRS: '127.0.0.1/32', SHUTDOWN_TIMEOUT_MS: '15000' },
-    serviceEnv: { gateway: { SHUTDOWN_READY_DELAY_MS: '1000', RATE_LIMIT_PER_MINUTE: '10000000' }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
+    serviceEnv: {
+      gateway: { SHUTDOWN_READY_DELAY_MS: '1000', RATE_LIMIT_PER_MINUTE: '10000000' },
+      'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' },
+      // The items sync runs on a schedule of seconds too.
+      'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000' },
+    },
   });
   const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
   const must = async (result: Promise<{ status: number; json: any }>, what: string) => {
@@ -138,6 +157,10 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
     'oauth connection',
   );
   await deployWithCli(FUNCTIONS_DIR, stack);
+  await must(
+    api('PUT', '/sync/update-connection-frequency', { provider_config_key: SYNC.provider_config_key, connection_id: SYNC.connection_id, sync_name: SYNC.sync, frequency: SYNC_FREQUENCY }),
+    'items sync frequency',
+  );
   const env = await webhookEnvironment(stack, 'chaos', receiver.url);
   const balancer = startBalancer(() => stack.gateways);
   return {
@@ -228,6 +251,16 @@ export function startLoad(rig: ChaosRig) {
         (json: { id?: string }) => json.id,
       ),
     ),
+    // Sync runs in flight while the faults hit: a trigger every few seconds (a no-op while a run
+    // is in flight), every fourth a full resync, which clears the records and writes them all again.
+    (() => {
+      let triggers = 0;
+      return worker(3000, () => {
+        const fullResync = ++triggers % 4 === 0;
+        const body = JSON.stringify({ provider_config_key: SYNC.provider_config_key, syncs: [SYNC.sync], connection_id: SYNC.connection_id, ...(fullResync ? { full_resync: true } : {}) });
+        return timed('sync-trigger', (signal) => balancer.fetch('/sync/trigger', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body }), 200);
+      });
+    })(),
     worker(300, () => timed('connect-session', (signal) => balancer.fetch('/connect/sessions', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body: '{}' }), 201)),
   ];
 
@@ -356,6 +389,8 @@ function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[])
     tokenRequestsPerExpiry: presented.size === 0 ? 0 : refreshes.length / presented.size,
     refreshFailures: refreshes.filter((request) => request.status !== 200).length,
     connectFailed: ops.filter((op) => op.kind === 'connect-session' && !op.ok).length,
+    syncTriggersOk: ops.filter((op) => op.kind === 'sync-trigger' && op.ok).length,
+    syncTriggersFailed: ops.filter((op) => op.kind === 'sync-trigger' && !op.ok).length,
     hung: ops.filter((op) => op.status === 'hung').length,
     failures: ops
       .filter((op) => !op.ok)
@@ -423,7 +458,7 @@ export function formatFailures(rows: WindowReport[]): string {
 
 /** The table `make chaos` prints. */
 export function formatTable(rows: WindowReport[]): string {
-  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'sync triggers ok/failed', 'hung'];
   const lines = rows.map((row) => [
     row.fault,
     String(row.proxyOk),
@@ -436,6 +471,7 @@ export function formatTable(rows: WindowReport[]): string {
     row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
     String(row.refreshFailures),
     String(row.connectFailed),
+    `${row.syncTriggersOk}/${row.syncTriggersFailed}`,
     String(row.hung),
   ]);
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...lines.map((cells) => `| ${cells.join(' | ')} |`)].join('\n');
