@@ -1,5 +1,5 @@
 import { freePort, startOAuthServer, startUpstreamApi, type TestOAuthServer, type TestUpstreamApi } from '@latchkey/testing';
-import type { ServiceName } from '@latchkey/contracts';
+import type { ServiceName, SyncStatusEntry } from '@latchkey/contracts';
 import { deployWithCli, FUNCTIONS_DIR } from '../support/functions.js';
 import { authorizationCodeTokens } from '../support/oauth.js';
 import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
@@ -14,7 +14,7 @@ import { startBalancer, type Balancer } from './balancer.js';
  * (`e2e/dist/chaos/run.js`) the full one.
  */
 
-export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session';
+export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session' | 'sync-trigger';
 
 export interface Op {
   kind: OpKind;
@@ -65,9 +65,47 @@ export interface WindowReport {
   tokenRequestsPerExpiry: number;
   refreshFailures: number;
   connectFailed: number;
+  /** Runs of the `items` sync that finished in the window, as the operations log has them. */
+  syncRunsOk: number;
+  syncRunsFailed: number;
+  /** `POST /sync/trigger` of the load answered other than 200. */
+  syncTriggersFailed: number;
   hung: number;
   /** Failed requests by kind, status and error code, to read next to the table. */
   failures: Record<string, number>;
+}
+
+/**
+ * After the load: the records of the `items` sync against what the upstream serves, read with
+ * `GET /records` page by page (`next_cursor` to the end) once a run started after the load has
+ * finished.
+ */
+export interface RecordsReport {
+  model: string;
+  /** Items the upstream's cursor list serves (read from it directly). */
+  served: number;
+  /** Distinct ids of the live records paged through. */
+  stored: number;
+  /** Served items with no live record. */
+  missing: number;
+  /** Records met again on another page (or twice on one): each extra sighting counts. */
+  repeated: number;
+  /** Live records of ids the upstream does not serve. */
+  unexpected: number;
+  /** Records marked deleted (the sync deletes nothing, so none should be). */
+  deleted: number;
+  pages: number;
+  pageSize: number;
+  /** False when `next_cursor` still named a page after far more pages than the records fill. */
+  pagingEnded: boolean;
+  /** How the run triggered after the load ended: SUCCESS, or what it was instead. */
+  finalRun: string;
+}
+
+export interface ChaosReport {
+  /** One per fault window, the quiet start first. */
+  windows: WindowReport[];
+  records: RecordsReport;
 }
 
 export interface ChaosOptions {
@@ -85,6 +123,17 @@ const DEADLINE_MS = 20_000;
 /** The vault refreshes a token within 15 minutes of its expiry: these expire 10 s after issue. */
 const TOKEN_LIFETIME_S = 15 * 60 + 10;
 
+/**
+ * The sync in the load: the upstream's cursor list holds this many items, `UPSTREAM_PAGE_SIZE` a
+ * page; the e2e functions' `items` sync (`e2e/functions/api/items.ts`) reads them all through
+ * the proxy with `conn-1` and saves them as `Item` records.
+ */
+const SYNCED_ITEMS = 300;
+const UPSTREAM_PAGE_SIZE = 20;
+const SYNC = { provider_config_key: 'api', connection_id: 'conn-1', sync: 'items', model: 'Item' } as const;
+/** Its schedule during the chaos run, besides the triggers of the load. */
+const SYNC_FREQUENCY = '5s';
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface ChaosRig {
@@ -100,7 +149,7 @@ export interface ChaosRig {
 }
 
 export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<ChaosRig> {
-  const upstream = await startUpstreamApi();
+  const upstream = await startUpstreamApi({ paginationItems: SYNCED_ITEMS, pageSize: UPSTREAM_PAGE_SIZE });
   const oauth = await startOAuthServer({ expiresIn: TOKEN_LIFETIME_S });
   const receiver = await startReceiver(await freePort());
   const providers = [
@@ -120,7 +169,12 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
     // A dozen processes start at once on a busy machine.
     readyTimeoutMs: 120_000,
     env: { PROVIDERS_FILE: writeProvidersFile(providers), PROXY_ALLOW_CIDRS: '127.0.0.1/32', SHUTDOWN_TIMEOUT_MS: '15000' },
-    serviceEnv: { gateway: { SHUTDOWN_READY_DELAY_MS: '1000', RATE_LIMIT_PER_MINUTE: '10000000' }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
+    serviceEnv: {
+      gateway: { SHUTDOWN_READY_DELAY_MS: '1000', RATE_LIMIT_PER_MINUTE: '10000000' },
+      'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' },
+      // The items sync runs on a schedule of seconds too.
+      'sync-scheduler': { SYNC_MIN_FREQUENCY_MS: '1000' },
+    },
   });
   const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
   const must = async (result: Promise<{ status: number; json: any }>, what: string) => {
@@ -138,6 +192,10 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
     'oauth connection',
   );
   await deployWithCli(FUNCTIONS_DIR, stack);
+  await must(
+    api('PUT', '/sync/update-connection-frequency', { provider_config_key: SYNC.provider_config_key, connection_id: SYNC.connection_id, sync_name: SYNC.sync, frequency: SYNC_FREQUENCY }),
+    'items sync frequency',
+  );
   const env = await webhookEnvironment(stack, 'chaos', receiver.url);
   const balancer = startBalancer(() => stack.gateways);
   return {
@@ -228,6 +286,16 @@ export function startLoad(rig: ChaosRig) {
         (json: { id?: string }) => json.id,
       ),
     ),
+    // Sync runs in flight while the faults hit: a trigger every few seconds (a no-op while a run
+    // is in flight), every fourth a full resync, which clears the records and writes them all again.
+    (() => {
+      let triggers = 0;
+      return worker(3000, () => {
+        const fullResync = ++triggers % 4 === 0;
+        const body = JSON.stringify({ provider_config_key: SYNC.provider_config_key, syncs: [SYNC.sync], connection_id: SYNC.connection_id, ...(fullResync ? { full_resync: true } : {}) });
+        return timed('sync-trigger', (signal) => balancer.fetch('/sync/trigger', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body }), 200);
+      });
+    })(),
     worker(300, () => timed('connect-session', (signal) => balancer.fetch('/connect/sessions', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body: '{}' }), 201)),
   ];
 
@@ -247,8 +315,8 @@ interface Window {
   tokenLog: [number, number];
 }
 
-/** Runs the load through the faults and reports each window (the quiet start is the first row). */
-export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<WindowReport[]> {
+/** Runs the load through the faults and reports each window (the quiet start is the first row), then the synced records. */
+export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'replicas' | 'natsCluster'>): Promise<ChaosReport> {
   const log = options.log ?? (() => undefined);
   const load = startLoad(rig);
   const windows: Window[] = [];
@@ -269,10 +337,148 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
   }
   log('load stopped; waiting for queued work to settle');
   await settle(rig, load.ops);
+  log('checking the synced records');
+  const records = await checkRecords(rig);
+  const runs = await syncRuns(rig);
   // A request belongs to the window it was answered in: one sent just before a fault and cut
   // short by it counts against that fault.
   const routerKills = windows.filter((window) => window.fault.startsWith('webhook-router') && window.fault.includes('SIGKILL')).map((window) => window.from);
-  return windows.map((window) => report(rig, window, load.ops.filter((op) => op.end >= window.from && op.end < window.to), routerKills));
+  const within = (window: Window, at: number) => at >= window.from && at < window.to;
+  return {
+    windows: windows.map((window) =>
+      report(
+        rig,
+        window,
+        load.ops.filter((op) => within(window, op.end)),
+        runs.filter((run) => within(window, run.end)),
+        routerKills,
+      ),
+    ),
+    records,
+  };
+}
+
+interface SyncRun {
+  end: number;
+  ok: boolean;
+  code?: string;
+}
+
+/** The `items` sync's runs of `conn-1` in the operations log: when each finished, and how. */
+async function syncRuns(rig: ChaosRig): Promise<SyncRun[]> {
+  const runs: SyncRun[] = [];
+  let cursor: string | null = null;
+  do {
+    const query = new URLSearchParams({ type: 'sync_run', connection_id: SYNC.connection_id, limit: '1000', ...(cursor ? { cursor } : {}) });
+    const response = await rig.balancer.fetch(`/operations?${query}`, { headers: { authorization: `Bearer ${rig.stack.bootstrapKey}` }, signal: AbortSignal.timeout(DEADLINE_MS) });
+    const page = (await response.json()) as { operations: Array<{ status: string; started_at: string; duration_ms: number; error?: { code: string } }>; next_cursor: string | null };
+    if (response.status !== 200) throw new Error(`GET /operations: ${response.status} ${JSON.stringify(page)}`);
+    for (const operation of page.operations) {
+      runs.push({ end: Date.parse(operation.started_at) + operation.duration_ms, ok: operation.status === 'success', ...(operation.error ? { code: operation.error.code } : {}) });
+    }
+    cursor = page.next_cursor;
+  } while (cursor);
+  return runs;
+}
+
+/** `GET /records` page size for the check: many pages, so a gap or a repeat between two shows. */
+const RECORDS_PAGE_SIZE = 25;
+
+/**
+ * Waits for the sync to be idle, triggers one more run and waits for it to finish (bounded),
+ * then pages the records to the end and compares them with what the upstream serves.
+ */
+async function checkRecords(rig: ChaosRig): Promise<RecordsReport> {
+  const call = async (path: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}) => {
+    const response = await rig.balancer.fetch(path, {
+      method: init.method ?? 'GET',
+      signal: AbortSignal.timeout(DEADLINE_MS),
+      headers: { authorization: `Bearer ${rig.stack.bootstrapKey}`, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...init.headers },
+      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, json: (text ? JSON.parse(text) : undefined) as any };
+  };
+  const status = async (): Promise<SyncStatusEntry | undefined> => {
+    const query = new URLSearchParams({ provider_config_key: SYNC.provider_config_key, syncs: SYNC.sync, connection_id: SYNC.connection_id });
+    const answer = await call(`/sync/status?${query}`).catch(() => undefined);
+    return answer?.status === 200 ? (answer.json.syncs as SyncStatusEntry[]).find((entry) => entry.variant === 'base') : undefined;
+  };
+  const waitFor = async (done: (entry: SyncStatusEntry) => boolean, ms: number) => {
+    const deadline = Date.now() + ms;
+    let last: SyncStatusEntry | undefined;
+    while (Date.now() < deadline) {
+      last = (await status()) ?? last;
+      if (last && done(last)) return { entry: last, done: true };
+      await sleep(500);
+    }
+    return { entry: last, done: false };
+  };
+  const statusText = (entry: SyncStatusEntry | undefined) => (entry ? `${entry.status}${entry.latestError ? ` ${entry.latestError.code}` : ''}` : 'no status');
+
+  // The load's last run (or a scheduled one) may still be in flight; a trigger then does nothing.
+  let finalRun: string;
+  const idle = await waitFor((entry) => entry.status !== 'RUNNING', 120_000);
+  if (!idle.done) {
+    finalRun = `still ${statusText(idle.entry)} 120 s after the load`;
+  } else {
+    const before = idle.entry!.finishedAt;
+    let triggered = false;
+    for (let attempt = 0; attempt < 5 && !triggered; attempt++) {
+      const answer = await call('/sync/trigger', { method: 'POST', body: { provider_config_key: SYNC.provider_config_key, syncs: [SYNC.sync], connection_id: SYNC.connection_id } }).catch(() => undefined);
+      triggered = answer?.status === 200;
+      if (!triggered) await sleep(1000);
+    }
+    // A run that finished after the idle one: this trigger's, or a scheduled one started meanwhile.
+    const finished = await waitFor((entry) => entry.status !== 'RUNNING' && entry.finishedAt !== null && entry.finishedAt !== before, 120_000);
+    finalRun = !triggered ? 'the trigger failed' : finished.done ? statusText(finished.entry) : `none finished within 120 s (${statusText(finished.entry)})`;
+  }
+
+  const served = new Set<string>();
+  let upstreamCursor: string | null = null;
+  do {
+    const response = await fetch(`${rig.upstream.url}/paginate/cursor?limit=100${upstreamCursor ? `&cursor=${upstreamCursor}` : ''}`);
+    const page = (await response.json()) as { items: Array<{ id: string }>; next_cursor: string | null };
+    for (const item of page.items) served.add(item.id);
+    upstreamCursor = page.next_cursor;
+  } while (upstreamCursor);
+
+  const sightings = new Map<string, number>();
+  let deleted = 0;
+  let pages = 0;
+  let cursor: string | null = null;
+  const maxPages = Math.ceil((2 * served.size) / RECORDS_PAGE_SIZE) + 10;
+  do {
+    const query = new URLSearchParams({ model: SYNC.model, limit: String(RECORDS_PAGE_SIZE), ...(cursor ? { cursor } : {}) });
+    let answer: { status: number; json: any } | undefined;
+    // The same cursor read again is the same page: a request that failed may be sent again.
+    for (let attempt = 0; attempt < 3 && answer?.status !== 200; attempt++) {
+      if (attempt > 0) await sleep(1000);
+      answer = await call(`/records?${query}`, { headers: { 'connection-id': SYNC.connection_id, 'provider-config-key': SYNC.provider_config_key } }).catch(() => undefined);
+    }
+    if (answer?.status !== 200) throw new Error(`GET /records (page ${pages + 1}): ${answer?.status ?? 'no answer'} ${JSON.stringify(answer?.json)}`);
+    pages++;
+    for (const record of answer.json.records as Array<{ id: string; _metadata: { deleted_at: string | null } }>) {
+      if (record._metadata.deleted_at !== null) deleted++;
+      else sightings.set(record.id, (sightings.get(record.id) ?? 0) + 1);
+    }
+    cursor = answer.json.next_cursor as string | null;
+  } while (cursor && pages < maxPages);
+
+  const ids = [...sightings.keys()];
+  return {
+    model: SYNC.model,
+    served: served.size,
+    stored: ids.length,
+    missing: [...served].filter((id) => !sightings.has(id)).length,
+    repeated: [...sightings.values()].reduce((sum, count) => sum + count - 1, 0),
+    unexpected: ids.filter((id) => !served.has(id)).length,
+    deleted,
+    pages,
+    pageSize: RECORDS_PAGE_SIZE,
+    pagingEnded: cursor === null,
+    finalRun,
+  };
 }
 
 /** Waits (bounded) until every accepted webhook was forwarded and every accepted action completed. */
@@ -294,7 +500,7 @@ async function settle(rig: ChaosRig, ops: Op[]): Promise<void> {
 /** A webhook-router replica SIGKILLed this soon after sending a webhook may die before recording it: JetStream hands it over again. */
 const IN_FLIGHT_AT_KILL_MS = 5000;
 
-function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[]): WindowReport {
+function report(rig: ChaosRig, window: Window, ops: Op[], runs: SyncRun[], routerKills: number[]): WindowReport {
   const proxy = ops.filter((op) => op.kind === 'proxy-key' || op.kind === 'proxy-oauth');
   const proxyFailed = proxy.filter((op) => !op.ok);
   const lastFailure = Math.max(window.from, ...proxyFailed.map((op) => op.end));
@@ -356,14 +562,17 @@ function report(rig: ChaosRig, window: Window, ops: Op[], routerKills: number[])
     tokenRequestsPerExpiry: presented.size === 0 ? 0 : refreshes.length / presented.size,
     refreshFailures: refreshes.filter((request) => request.status !== 200).length,
     connectFailed: ops.filter((op) => op.kind === 'connect-session' && !op.ok).length,
+    syncRunsOk: runs.filter((run) => run.ok).length,
+    syncRunsFailed: runs.filter((run) => !run.ok).length,
+    syncTriggersFailed: ops.filter((op) => op.kind === 'sync-trigger' && !op.ok).length,
     hung: ops.filter((op) => op.status === 'hung').length,
-    failures: ops
-      .filter((op) => !op.ok)
-      .reduce<Record<string, number>>((counts, op) => {
-        const key = `${op.kind} ${op.status} ${op.code ?? ''}`.trim();
-        counts[key] = (counts[key] ?? 0) + 1;
-        return counts;
-      }, {}),
+    failures: [
+      ...ops.filter((op) => !op.ok).map((op) => `${op.kind} ${op.status} ${op.code ?? ''}`.trim()),
+      ...runs.filter((run) => !run.ok).map((run) => `sync-run ${run.code ?? 'failure'}`),
+    ].reduce<Record<string, number>>((counts, key) => {
+      counts[key] = (counts[key] ?? 0) + 1;
+      return counts;
+    }, {}),
   };
 }
 
@@ -421,9 +630,17 @@ export function formatFailures(rows: WindowReport[]): string {
     .join('\n');
 }
 
-/** The table `make chaos` prints. */
-export function formatTable(rows: WindowReport[]): string {
-  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'hung'];
+/** The records line under the table. */
+export function formatRecords(records: RecordsReport): string {
+  return (
+    `records (${records.model}, after the load): ${records.served} served, ${records.stored} stored, ${records.missing} missing, ${records.repeated} repeated, ` +
+    `${records.unexpected} unexpected, ${records.deleted} deleted; ${records.pages} pages of ${records.pageSize}${records.pagingEnded ? '' : ' (paging did not end)'}; last run ${records.finalRun}`
+  );
+}
+
+/** The table `make chaos` prints: a row per fault window, then the records line. */
+export function formatTable({ windows: rows, records }: ChaosReport): string {
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'sync runs ok/failed (triggers failed)', 'hung'];
   const lines = rows.map((row) => [
     row.fault,
     String(row.proxyOk),
@@ -436,9 +653,10 @@ export function formatTable(rows: WindowReport[]): string {
     row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
     String(row.refreshFailures),
     String(row.connectFailed),
+    `${row.syncRunsOk}/${row.syncRunsFailed} (${row.syncTriggersFailed})`,
     String(row.hung),
   ]);
-  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...lines.map((cells) => `| ${cells.join(' | ')} |`)].join('\n');
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...lines.map((cells) => `| ${cells.join(' | ')} |`), '', formatRecords(records)].join('\n');
 }
 
 /** SIGKILL NATS node `index`, keep it away `downMs`, start it again. */
