@@ -27,7 +27,8 @@ async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: stri
 
 /**
  * Writes to one scope run one at a time in this replica: sequence numbers are reserved and
- * written in order, so a reader paging by cursor never passes a number still being written.
+ * written in order, and each write raises the scope's `visible` number only once its records
+ * are stored, so a reader paging by cursor never passes a number still being written.
  * (Across replicas, sync runs of one connection, sync and variant never overlap.)
  */
 const scopeKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
@@ -123,7 +124,12 @@ export function writeRecordsHandler(deps: RecordsDeps) {
         const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
         const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
         await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
-        await deps.records.upsertMany(scope, numbered.slice(fresh.length));
+        // Their earlier changes leave the change log: each record is read once, at its newest.
+        await deps.records.upsertMany(
+          scope,
+          numbered.slice(fresh.length),
+          known.map((change) => existing.get(change.write.external_id)!.seq),
+        );
         changes.push(...looked);
       }
       failed.sort((a, b) => a.index - b.index);
