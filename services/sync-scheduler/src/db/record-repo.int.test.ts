@@ -41,6 +41,28 @@ async function save(target: RecordScope, externalIds: readonly string[], action:
   );
 }
 
+/**
+ * A save as the records handler first tries it in a scope that met no stored record last time:
+ * every record inserted at once; those already stored are looked up, and, their content being the
+ * same, not written again (a re-sync of unchanged records). Returns the ids the insert stored.
+ */
+async function insertFirst(target: RecordScope, externalIds: readonly string[]): Promise<string[]> {
+  const first = await repo.reserve(target, externalIds.length);
+  const skipped = new Set(
+    await repo.insertAbsent(
+      target,
+      externalIds.map((id, offset) => write(id, first + offset)),
+    ),
+  );
+  const rest = externalIds.filter((_, index) => skipped.has(index));
+  const stored = new Set(ids(await repo.findByIds(target, rest)));
+  await save(
+    target,
+    rest.filter((id) => !stored.has(id)),
+  );
+  return externalIds.filter((_, index) => !skipped.has(index));
+}
+
 /** Every page from a cursor on, as a client reads them. */
 async function readAll(target: RecordScope, limit: number, query: { actions?: RecordAction[]; modifiedAfter?: Date } = {}, afterSeq?: number) {
   const seen: RecordDoc[] = [];
@@ -171,6 +193,23 @@ describe('the change log', () => {
     // The old entries left the log: the blocks hold one entry per record.
     const blocks = await (recordLogModel(connection).collection as unknown as driver.Collection<{ e: object }>).find({ model: 'Again' }).toArray();
     expect(blocks.reduce((sum, block) => sum + Object.keys(block.e).length, 0)).toBe(1200);
+  }, 60_000);
+
+  it("reads every record a re-sync's first insert stored, when it met records already stored", async () => {
+    // A run killed after its first page, and run again: its one batch of 995 starts with the
+    // 100 records the first run stored. (FerretDB 1.24 inserts in batches of 100, and an
+    // ordered insert went on past the duplicate into the next batch.)
+    const target = fresh('Rerun');
+    expect(await insertFirst(target, range(0, 100))).toEqual(range(0, 100));
+    expect(await insertFirst(target, range(0, 995))).toEqual(range(100, 995));
+    const all = await readAll(target, 1000);
+    expect(ids(all).sort()).toEqual(range(0, 995).sort());
+    expect(await repo.count(target)).toBe(995);
+    // Also with the first stored record further in, and several batches of stored ones.
+    const later = fresh('RerunLater');
+    await insertFirst(later, [...range(150, 151), ...range(300, 520)]);
+    expect(await insertFirst(later, range(0, 995))).toHaveLength(995 - 221);
+    expect(ids(await readAll(later, 1000)).sort()).toEqual(range(0, 995).sort());
   }, 60_000);
 
   it('pages without a gap or a repeat while a writer rewrites records', async () => {

@@ -191,10 +191,20 @@ export function createRecordRepo(mongo: Connection) {
     await publish(scope, Math.max(...writes.map((write) => write.seq)), superseded);
   }
 
-  async function insertUntilStored(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number> {
-    if (writes.length === 0) return 0;
+  /**
+   * Inserts every write whose record is not stored yet, in one insert (far cheaper than an
+   * upsert each; the documents are complete, so they go to the driver as they are); returns the
+   * positions of the writes whose record was stored already: those were not inserted, and their
+   * numbers leave the log. The insert is unordered, and what went in is read from the errors,
+   * which name each write left out by its position. An ordered insert's count says how many went
+   * in, not which: FerretDB 1.24 inserts in batches of 100 and goes on past a duplicate into its
+   * next batch, so "the first n" were not the ones stored (a sync run redelivered after its first
+   * page had its second page stored, its log entries dropped, and never read).
+   */
+  async function insertAbsent(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number[]> {
+    if (writes.length === 0) return [];
     await announce(scope, writes);
-    let inserted: number;
+    let skipped: number[] = [];
     try {
       const documents = writes.map(
         (write): RecordDoc => ({
@@ -206,19 +216,26 @@ export function createRecordRepo(mongo: Connection) {
           ...write,
         }),
       );
-      await recordDocs.insertMany(documents, { ordered: true });
-      inserted = writes.length;
+      await recordDocs.insertMany(documents, { ordered: false });
     } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
-      // An ordered insert stops at the duplicate: what came before it is stored.
-      inserted = (error as { insertedCount?: number }).insertedCount ?? 0;
+      const writeErrors = (error as { writeErrors?: Array<{ index: number; code?: number; errmsg?: string }> }).writeErrors;
+      const onlyDuplicates = Array.isArray(writeErrors) && writeErrors.length > 0 && writeErrors.every((item) => isDuplicateKey({ code: item.code, message: item.errmsg }));
+      if (!onlyDuplicates) throw error;
+      skipped = [...new Set(writeErrors.map((item) => item.index))].sort((a, b) => a - b);
+      // Every write inserted or named: else which are stored is not known, and the batch fails.
+      const inserted = (error as { insertedCount?: number }).insertedCount;
+      if (inserted !== undefined && inserted + skipped.length !== writes.length) {
+        throw new Error(`records insert: ${inserted} inserted and ${skipped.length} duplicates of ${writes.length} writes`, { cause: error });
+      }
     }
+    const left = new Set(skipped);
+    const stored = writes.filter((_, index) => !left.has(index));
     await publish(
       scope,
-      Math.max(0, ...writes.slice(0, inserted).map((write) => write.seq)),
-      writes.slice(inserted).map((write) => write.seq),
+      Math.max(0, ...stored.map((write) => write.seq)),
+      skipped.map((index) => writes[index]!.seq),
     );
-    return inserted;
+    return skipped;
   }
 
   const head = (scope: RecordScope) => heads.findOne(recordQueries.sequence(scope));
@@ -347,19 +364,14 @@ export function createRecordRepo(mongo: Connection) {
         }
       }
     },
+    insertAbsent,
     /**
-     * Inserts in order and stops at the first record already stored; returns how many went in
-     * (all of them, or those before it). One insert costs far less than an upsert each, and the
-     * documents are complete, so they go to the driver as they are.
-     */
-    insertUntilStored,
-    /**
-     * Records not stored yet, in one ordered insert. Should another writer have stored one
-     * meanwhile, the rest of the batch is written as upserts, which leave the same result.
+     * Records not stored yet, in one insert. Should another writer have stored some meanwhile,
+     * those are written as upserts, which leave the same result.
      */
     async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
-      const inserted = await insertUntilStored(scope, writes);
-      if (inserted < writes.length) await upsertMany(scope, writes.slice(inserted));
+      const skipped = await insertAbsent(scope, writes);
+      if (skipped.length > 0) await upsertMany(scope, skipped.map((index) => writes[index]!));
     },
     upsertMany,
     /**

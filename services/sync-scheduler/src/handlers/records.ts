@@ -92,17 +92,19 @@ export function writeRecordsHandler(deps: RecordsDeps) {
       let unchanged = 0;
       let rest = [...accepted];
       // A save into a scope that met no stored record last time is first tried as an insert of
-      // every record, in order: an initial sync then costs one insert and no lookup. The insert
-      // stops at the first record already stored, and the rest take the path below.
+      // every record: an initial sync then costs one insert and no lookup. Records already
+      // stored are left out of it, and take the path below.
       if (request.mode === 'save' && !meetsStored.has(scopeKey(scope))) {
         const candidates = rest.map(([id, { record }]) => upsert(request, id, record, undefined, now) as Change);
         const first = await deps.records.reserve(scope, candidates.length);
-        const inserted = await deps.records.insertUntilStored(
-          scope,
-          candidates.map((change, offset) => ({ ...change.write, seq: first + offset })),
+        const skipped = new Set(
+          await deps.records.insertAbsent(
+            scope,
+            candidates.map((change, offset) => ({ ...change.write, seq: first + offset })),
+          ),
         );
-        changes.push(...candidates.slice(0, inserted));
-        rest = rest.slice(inserted);
+        changes.push(...candidates.filter((_, index) => !skipped.has(index)));
+        rest = rest.filter((_, index) => skipped.has(index));
         if (rest.length > 0) meetsStored.add(scopeKey(scope));
       }
       if (rest.length > 0) {
