@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import mongoose, { type Connection, type mongo as driver } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
@@ -44,7 +44,8 @@ async function save(target: RecordScope, externalIds: readonly string[], action:
 /**
  * A save as the records handler first tries it in a scope that met no stored record last time:
  * every record inserted at once; those already stored are looked up, and, their content being the
- * same, not written again (a re-sync of unchanged records). Returns the ids the insert stored.
+ * same, not written again (a re-sync of unchanged records), only revealed when the batch writes
+ * nothing. Returns the ids the insert stored.
  */
 async function insertFirst(target: RecordScope, externalIds: readonly string[]): Promise<string[]> {
   const first = await repo.reserve(target, externalIds.length);
@@ -55,11 +56,11 @@ async function insertFirst(target: RecordScope, externalIds: readonly string[]):
     ),
   );
   const rest = externalIds.filter((_, index) => skipped.has(index));
-  const stored = new Set(ids(await repo.findByIds(target, rest)));
-  await save(
-    target,
-    rest.filter((id) => !stored.has(id)),
-  );
+  const found = await repo.findByIds(target, rest);
+  const stored = new Set(ids(found));
+  const absent = rest.filter((id) => !stored.has(id));
+  if (absent.length > 0) await save(target, absent);
+  else if (found.length > 0) await repo.reveal(target, Math.max(...found.map((doc) => doc.seq)));
   return externalIds.filter((_, index) => !skipped.has(index));
 }
 
@@ -210,6 +211,20 @@ describe('the change log', () => {
     await insertFirst(later, [...range(150, 151), ...range(300, 520)]);
     expect(await insertFirst(later, range(0, 995))).toHaveLength(995 - 221);
     expect(ids(await readAll(later, 1000)).sort()).toEqual(range(0, 995).sort());
+  }, 60_000);
+
+  it('reads the records a writer stored before it stopped, once a retry finds them stored', async () => {
+    // The writer stopped after storing its records and before raising `visible` (its process
+    // killed, or the database gone): they are stored and logged, not yet readable. The retry
+    // finds them stored and unchanged, and writes nothing.
+    const target = fresh('Stopped');
+    await insertFirst(target, range(0, 100));
+    const publish = jest.spyOn(recordSequenceModel(connection).collection, 'updateOne').mockRejectedValueOnce(new Error('writer stopped'));
+    await expect(insertFirst(target, range(100, 200))).rejects.toThrow('writer stopped');
+    publish.mockRestore();
+    expect(await repo.count(target)).toBe(200);
+    await insertFirst(target, range(100, 200));
+    expect(ids(await readAll(target, 1000))).toEqual(range(0, 200));
   }, 60_000);
 
   it('pages without a gap or a repeat while a writer rewrites records', async () => {

@@ -375,6 +375,15 @@ export function createRecordRepo(mongo: Connection) {
     },
     upsertMany,
     /**
+     * Lets readers read up to `upTo`, the highest number among records a write found stored
+     * and then left as they were. A writer that stopped after storing its records and before
+     * publishing them (killed, or its database gone) left them stored and logged but unread;
+     * its retry finds them unchanged and writes nothing, so nothing else would publish them.
+     * Safe because a record is stored only after its log entry, and writes to a scope run one
+     * at a time: the numbers below `upTo` are written, or will never be.
+     */
+    reveal: (scope: RecordScope, upTo: number) => publish(scope, upTo, []),
+    /**
      * A page in change order, from the change log: the head, then the blocks after the cursor
      * (after a binary search by time for `modified_after`; only the blocks holding the actions
      * asked for), then each entry's record; all `_id` lookups.

@@ -121,6 +121,8 @@ export function writeRecordsHandler(deps: RecordsDeps) {
         }
         // Records never stored before go first, in one insert; then the rest, as updates. Sequence
         // numbers follow that order, so a reader still sees every lower number of the batch first.
+        // Nothing to write: records found stored may be a stopped writer's, never published.
+        if (looked.length === 0 && existing.size > 0) await deps.records.reveal(scope, Math.max(...[...existing.values()].map((doc) => doc.seq)));
         const fresh = looked.filter((change) => !existing.has(change.write.external_id));
         const known = looked.filter((change) => existing.has(change.write.external_id));
         const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
