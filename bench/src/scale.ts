@@ -231,11 +231,13 @@ async function benchBackend(backend: string): Promise<Timings> {
       await timed('GET /records, first page', () => page({}));
       const deep = await page({ ids: `c${size - 2 * PROBE}` });
       const cursor = deep.records[0]!._metadata.cursor;
-      await timed('GET /records, page deep in the cursor', () => page({ cursor }));
+      const deeper = await timed('GET /records, page deep in the cursor', () => page({ cursor }));
       const recent = await timed('GET /records?modified_after', () => page({ modified_after: before }));
       if (recent.records.length !== PROBE) throw new Error(`modified_after returned ${recent.records.length}`);
       await timed('GET /records?filter=updated', () => page({ filter: 'updated' }));
-      await timed('PATCH /records/prune (1,000)', () => api('PATCH', '/records/prune', { model: MODEL, until_cursor: cursor, limit: PROBE }));
+      // Up to the deep page's last record: at least 1,000 records left to prune at every size.
+      const pruneUntil = deeper.records.at(-1)!._metadata.cursor;
+      await timed('PATCH /records/prune (1,000)', () => api('PATCH', '/records/prune', { model: MODEL, until_cursor: pruneUntil, limit: PROBE }));
     }
     if (PARTS.includes('connections')) await benchConnections(lookups, CONNECTION_SIZES);
     if (PARTS.includes('api-keys')) await benchApiKeys(lookups, KEY_SIZES);

@@ -51,12 +51,95 @@ const recordSchema = new Schema<RecordDoc>(
 recordSchema.index({ environment_id: 1, connection: 1, model: 1, variant: 1, external_id: 1 }, { unique: true });
 recordSchema.index({ environment_id: 1, connection: 1, model: 1, variant: 1, seq: 1 });
 
-/** The last sequence number handed out per (environment, connection, model, variant). */
-interface RecordSequenceDoc {
+/**
+ * Per (environment, connection, model, variant): the last sequence number handed out, and the
+ * head of the scope's change log (see `RecordLogBlockDoc`).
+ */
+export interface RecordSequenceDoc {
   _id: string;
   seq: number;
+  /** Every change at or below this number is in the log and its record stored: readers stop here. */
+  visible?: number;
+  /** The log blocks holding updates and deletions (numbers only added; `clear` empties them). */
+  blocks?: Partial<Record<RecordAction, number[]>>;
+  /** The first log block that may hold entries: the scope was cleared below it. */
+  from?: number;
+  /** Every record at or below this number has had its payload pruned: prune starts above it. */
+  pruned?: number;
+  /** Set once the scope has a change log; a scope without it is back-filled at start. */
+  log?: number;
 }
-const recordSequenceSchema = new Schema<RecordSequenceDoc>({ _id: { type: String, required: true }, seq: { type: Number, required: true } }, { versionKey: false });
+const recordSequenceSchema = new Schema<RecordSequenceDoc>(
+  {
+    _id: { type: String, required: true },
+    seq: { type: Number, required: true },
+    visible: { type: Number },
+    blocks: { type: Schema.Types.Mixed },
+    from: { type: Number },
+    pruned: { type: Number },
+    log: { type: Number },
+  },
+  { versionKey: false },
+);
+
+/** Sequence numbers per block of a change log. */
+export const LOG_BLOCK = 500;
+
+/** One change in the log: the record it wrote (its `_id`), the action and its time. */
+export interface RecordLogEntry {
+  r: string;
+  a: RecordAction;
+  t: Date;
+}
+
+const ACTION_LETTERS: Record<RecordAction, string> = { ADDED: 'A', UPDATED: 'U', DELETED: 'D' };
+const LETTER_ACTIONS: Record<string, RecordAction> = { A: 'ADDED', U: 'UPDATED', D: 'DELETED' };
+
+/**
+ * An entry as stored: one string, `<action letter><time in ms>:<record key>`. FerretDB stores a
+ * type for every field of a document beside it, and rewrites and parses the whole block on each
+ * change; as strings, a block of 500 entries costs a fraction of what sub-documents do.
+ */
+export function encodeLogEntry(entry: RecordLogEntry): string {
+  return `${ACTION_LETTERS[entry.a]}${entry.t.getTime()}:${entry.r}`;
+}
+
+export function decodeLogEntry(text: string): RecordLogEntry {
+  const colon = text.indexOf(':');
+  return { a: LETTER_ACTIONS[text[0]!]!, t: new Date(Number(text.slice(1, colon))), r: text.slice(colon + 1) };
+}
+
+/**
+ * A scope's change log, in blocks of `LOG_BLOCK` sequence numbers, each block one document
+ * whose `_id` is built from the scope and the block's number: every read of the log is an
+ * `_id` lookup, which FerretDB (on SQLite and PostgreSQL, with our launcher's index) and
+ * MongoDB answer from an index, so a page costs the same whatever the scope holds. Entries are
+ * keyed `s<seq>`; a record written again loses its old entry (it moved to the end).
+ */
+export interface RecordLogBlockDoc {
+  _id: string;
+  environment_id: string;
+  connection: number;
+  model: string;
+  variant: string;
+  /** The latest change time written to the block: `modified_after` seeks by it. */
+  t1: Date;
+  /** Entries by `s<seq>`, each `encodeLogEntry`'s string. */
+  e: Record<string, string>;
+}
+const recordLogBlockSchema = new Schema<RecordLogBlockDoc>(
+  {
+    _id: { type: String, required: true },
+    environment_id: { type: String, required: true },
+    connection: { type: Number, required: true },
+    model: { type: String, required: true },
+    variant: { type: String, required: true },
+    t1: { type: Date, required: true },
+    e: { type: Schema.Types.Mixed, required: true },
+  },
+  { versionKey: false },
+);
+recordLogBlockSchema.index({ environment_id: 1, connection: 1, model: 1, variant: 1 });
 
 /** A record's `_id`: a digest of where it lives and its own id (short, whatever the id's length). */
 export function recordKey(environment: string, connection: number, model: string, variant: string, externalId: string): string {
@@ -65,3 +148,9 @@ export function recordKey(environment: string, connection: number, model: string
 
 export const recordModel = (connection: Connection) => connection.model<RecordDoc>('Record', recordSchema);
 export const recordSequenceModel = (connection: Connection) => connection.model<RecordSequenceDoc>('RecordSequence', recordSequenceSchema, 'record_sequences');
+export const recordLogModel = (connection: Connection) => connection.model<RecordLogBlockDoc>('RecordLogBlock', recordLogBlockSchema, 'record_log');
+
+/** A change log block's `_id`: a digest of the scope, and the block's number. */
+export function logBlockKey(environment: string, connection: number, model: string, variant: string, block: number): string {
+  return `${createHash('sha256').update(JSON.stringify([environment, connection, model, variant])).digest('base64url')}:${block}`;
+}

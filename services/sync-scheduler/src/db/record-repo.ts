@@ -1,7 +1,20 @@
 import type { Connection, QueryFilter, mongo } from 'mongoose';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
-import { recordKey, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
+import {
+  LOG_BLOCK,
+  decodeLogEntry,
+  encodeLogEntry,
+  logBlockKey,
+  recordKey,
+  recordLogModel,
+  recordModel,
+  recordSequenceModel,
+  type RecordDoc,
+  type RecordLogBlockDoc,
+  type RecordLogEntry,
+  type RecordSequenceDoc,
+} from './record-model.js';
 
 /** The records of one connection's model in one variant. */
 export interface RecordScope {
@@ -23,22 +36,74 @@ export interface PageQuery {
 
 /** Lookups a re-sync makes at once; the driver's pool (100 by default) keeps room for others. */
 const LOOKUPS_IN_FLIGHT = 50;
+/** Change log blocks a page reads at once. */
+const BLOCKS_IN_FLIGHT = 4;
+/** The change log's shape; a scope's head without it is back-filled at start. */
+const LOG_VERSION = 1;
+const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
+/** The actions whose blocks the head lists. */
+const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
+/** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
+const PAGE_LOOKUPS_IN_FLIGHT = 16;
+
+const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
+const entryField = (seq: number) => `e.s${seq}`;
 
 /**
- * The filters of the write path's lookups, shared with the explain test so it checks the very
- * queries the repository sends: each is an `_id` equality, answered from an index on MongoDB
- * and on FerretDB's SQLite and PostgreSQL backends alike.
+ * The filters of every hot query, shared with the explain test so it checks the very queries
+ * the repository sends: each is an `_id` equality, answered from an index on MongoDB and on
+ * FerretDB's SQLite and PostgreSQL backends alike (FerretDB 1.24 pushes down no other filter
+ * on SQLite, and no range, sort or limit on either backend).
  */
 export const recordQueries = {
   /** A record, by its scope and own id. */
   byId: (scope: RecordScope, externalId: string) => ({ _id: recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId) }),
-  /** A scope's sequence counter. */
+  /** A scope's sequence counter and the head of its change log. */
   sequence: (scope: RecordScope) => ({ _id: JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]) }),
+  /** One block of a scope's change log. */
+  logBlock: (scope: RecordScope, block: number) => ({ _id: logBlockKey(scope.environment, scope.connection, scope.model, scope.variant, block) }),
 };
+
+type Entry = [seq: number, entry: RecordLogEntry];
+
+/** Block numbers of the lists, once each, in order. */
+function sortedUnion(lists: ReadonlyArray<readonly number[] | undefined>): number[] {
+  return [...new Set(lists.flatMap((list) => list ?? []))].sort((a, b) => a - b);
+}
+
+/**
+ * The blocks that may hold entries of these actions from block `low` to `high`: every block
+ * when added records are asked for, else those the head lists; none below the head's `from`
+ * (where the scope was last cleared).
+ */
+function blocksFor(top: RecordSequenceDoc, actions: readonly RecordAction[], low: number, high: number): number[] {
+  const first = Math.max(low, top.from ?? 0);
+  if (actions.includes('ADDED')) return Array.from({ length: Math.max(0, high - first + 1) }, (_, i) => first + i);
+  return sortedUnion(actions.map((action) => top.blocks?.[action])).filter((block) => block >= first && block <= high);
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => number): Map<number, T[]> {
+  const groups = new Map<number, T[]>();
+  for (const item of items) {
+    const group = groups.get(key(item));
+    if (group) group.push(item);
+    else groups.set(key(item), [item]);
+  }
+  return groups;
+}
+
+/** Runs `work` for each item, `inFlight` at a time. */
+async function inFlights<T>(items: readonly T[], inFlight: number, work: (item: T) => Promise<unknown>): Promise<void> {
+  for (let at = 0; at < items.length; at += inFlight) await Promise.all(items.slice(at, at + inFlight).map(work));
+}
 
 export function createRecordRepo(mongo: Connection) {
   const records = recordModel(mongo);
   const sequences = recordSequenceModel(mongo);
+  const log = recordLogModel(mongo);
+  const recordDocs = records.collection as unknown as mongo.Collection<RecordDoc>;
+  const heads = sequences.collection as unknown as mongo.Collection<RecordSequenceDoc>;
+  const blocks = log.collection as unknown as mongo.Collection<RecordLogBlockDoc>;
   const inScope = (scope: RecordScope): QueryFilter<RecordDoc> => ({
     environment_id: scope.environment,
     connection: scope.connection,
@@ -47,23 +112,99 @@ export function createRecordRepo(mongo: Connection) {
   });
   const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
 
-  /** Writes in order, so a reader that sees a sequence number sees every lower one of the batch. */
-  async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
+  /**
+   * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
+   * pushes down only `{_id: <string>}` and reads the whole collection for a list.
+   */
+  let isMongoDb: Promise<boolean> | undefined;
+  const listsIndexed = () =>
+    (isMongoDb ??= mongo
+      .db!.admin()
+      .command({ buildInfo: 1 })
+      .then((info) => !('ferretdbVersion' in info)));
+  /**
+   * Single-document writes, each by `_id`: on MongoDB many at once; on FerretDB one at a time.
+   * FerretDB 1.24 on SQLite takes one writer at a time and makes the others wait in SQLite's
+   * busy handler, so concurrent writes cost several times more each than the same writes in
+   * turn; and one update command of a hundred statements or more takes minutes there, if it
+   * ends at all, where the same updates sent one by one take milliseconds.
+   */
+  const eachWrite = async <T,>(items: readonly T[], work: (item: T) => Promise<unknown>) =>
+    inFlights(items, (await listsIndexed()) ? LOOKUPS_IN_FLIGHT : 1, work);
+
+  /**
+   * A write's first step: its changes go into the log above the scope's `visible` number, so
+   * no reader takes them yet, and their blocks into the head's lists. Written before the
+   * records, so a record stored is always in the log, even if the writer stops half-way.
+   */
+  async function announce(scope: RecordScope, writes: readonly Pick<RecordWrite, 'seq' | 'external_id' | 'last_action' | 'last_modified_at'>[]): Promise<void> {
     if (writes.length === 0) return;
-    await records.bulkWrite(
-      writes.map((write) => ({
-        updateOne: {
-          filter: recordQueries.byId(scope, write.external_id),
-          update: { $set: { ...inScope(scope), ...write } },
-          upsert: true,
-        },
-      })),
-      { ordered: true },
+    // Only the rarer actions have lists: pages of every action, or of added records, read all
+    // the blocks from the cursor on.
+    const lists: Record<string, { $each: number[] }> = {};
+    for (const action of LISTED) {
+      const numbers = [...new Set(writes.filter((write) => write.last_action === action).map((write) => blockOf(write.seq)))];
+      if (numbers.length > 0) lists[`blocks.${action}`] = { $each: numbers };
+    }
+    if (Object.keys(lists).length > 0) {
+      await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
+    }
+    await eachWrite([...groupBy(writes, (write) => blockOf(write.seq))], ([block, group]) =>
+      blocks.updateOne(
+        recordQueries.logBlock(scope, block),
+        {
+          $set: Object.fromEntries(group.map((write) => [entryField(write.seq), encodeLogEntry({ r: keyOf(scope, write.external_id), a: write.last_action, t: write.last_modified_at })])),
+          $max: { t1: new Date(Math.max(...group.map((write) => write.last_modified_at.getTime()))) },
+          $setOnInsert: { environment_id: scope.environment, connection: scope.connection, model: scope.model, variant: scope.variant },
+        } as mongo.UpdateFilter<RecordLogBlockDoc>,
+        { upsert: true },
+      ),
     );
   }
 
-  async function insertUntilStored(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number> {
-    if (writes.length === 0) return 0;
+  /**
+   * A write's last step: entries no longer current leave the log (records written again, or
+   * numbers reserved and not used), and readers may now read up to `upTo`.
+   */
+  async function publish(scope: RecordScope, upTo: number, dropped: readonly number[]): Promise<void> {
+    if (dropped.length > 0) {
+      await eachWrite([...groupBy(dropped, blockOf)], ([block, seqs]) =>
+        blocks.updateOne(recordQueries.logBlock(scope, block), { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) }),
+      );
+    }
+    await heads.updateOne(recordQueries.sequence(scope), { $max: { visible: upTo }, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, {
+      upsert: true,
+    });
+  }
+
+  /**
+   * Writes, then publishes. `superseded`: the sequence numbers the records had before
+   * (their log entries go).
+   */
+  async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[], superseded: readonly number[] = []): Promise<void> {
+    if (writes.length === 0) return;
+    await announce(scope, writes);
+    // In any order: readers take none of them before `publish`.
+    await eachWrite(writes, (write) =>
+      recordDocs.updateOne(recordQueries.byId(scope, write.external_id), { $set: { ...inScope(scope), ...write } } as mongo.UpdateFilter<RecordDoc>, { upsert: true }),
+    );
+    await publish(scope, Math.max(...writes.map((write) => write.seq)), superseded);
+  }
+
+  /**
+   * Inserts every write whose record is not stored yet, in one insert (far cheaper than an
+   * upsert each; the documents are complete, so they go to the driver as they are); returns the
+   * positions of the writes whose record was stored already: those were not inserted, and their
+   * numbers leave the log. The insert is unordered, and what went in is read from the errors,
+   * which name each write left out by its position. An ordered insert's count says how many went
+   * in, not which: FerretDB 1.24 inserts in batches of 100 and goes on past a duplicate into its
+   * next batch, so "the first n" were not the ones stored (a sync run redelivered after its first
+   * page had its second page stored, its log entries dropped, and never read).
+   */
+  async function insertAbsent(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number[]> {
+    if (writes.length === 0) return [];
+    await announce(scope, writes);
+    let skipped: number[] = [];
     try {
       const documents = writes.map(
         (write): RecordDoc => ({
@@ -75,19 +216,124 @@ export function createRecordRepo(mongo: Connection) {
           ...write,
         }),
       );
-      await (records.collection as unknown as mongo.Collection<RecordDoc>).insertMany(documents, { ordered: true });
-      return writes.length;
+      await recordDocs.insertMany(documents, { ordered: false });
     } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
-      // An ordered insert stops at the duplicate: what came before it is stored.
-      return (error as { insertedCount?: number }).insertedCount ?? 0;
+      const writeErrors = (error as { writeErrors?: Array<{ index: number; code?: number; errmsg?: string }> }).writeErrors;
+      const onlyDuplicates = Array.isArray(writeErrors) && writeErrors.length > 0 && writeErrors.every((item) => isDuplicateKey({ code: item.code, message: item.errmsg }));
+      if (!onlyDuplicates) throw error;
+      skipped = [...new Set(writeErrors.map((item) => item.index))].sort((a, b) => a - b);
+      // Every write inserted or named: else which are stored is not known, and the batch fails.
+      const inserted = (error as { insertedCount?: number }).insertedCount;
+      if (inserted !== undefined && inserted + skipped.length !== writes.length) {
+        throw new Error(`records insert: ${inserted} inserted and ${skipped.length} duplicates of ${writes.length} writes`, { cause: error });
+      }
     }
+    const left = new Set(skipped);
+    const stored = writes.filter((_, index) => !left.has(index));
+    await publish(
+      scope,
+      Math.max(0, ...stored.map((write) => write.seq)),
+      skipped.map((index) => writes[index]!.seq),
+    );
+    return skipped;
+  }
+
+  const head = (scope: RecordScope) => heads.findOne(recordQueries.sequence(scope));
+  const readBlocks = (scope: RecordScope, numbers: readonly number[]) => Promise.all(numbers.map((block) => blocks.findOne(recordQueries.logBlock(scope, block))));
+  /** The entries of some blocks that `keep` accepts, in order. */
+  const entriesOf = (docs: ReadonlyArray<RecordLogBlockDoc | null>, keep: (seq: number, entry: RecordLogEntry) => boolean): Entry[] =>
+    docs
+      .flatMap((doc) => (doc ? Object.entries(doc.e).map(([key, entry]): Entry => [Number(key.slice(1)), decodeLogEntry(entry)]) : []))
+      .filter(([seq, entry]) => keep(seq, entry))
+      .sort((a, b) => a[0] - b[0]);
+  /**
+   * The records the entries name, still as the entries wrote them (else null: written again
+   * since): one `$in` query on MongoDB, one `_id` lookup each (in parallel) on FerretDB.
+   */
+  const current = async (entries: readonly Entry[]) => {
+    const docs = (await listsIndexed())
+      ? await recordDocs.find({ _id: { $in: entries.map(([, entry]) => entry.r) } }).toArray()
+      : await Promise.all(entries.map(([, entry]) => recordDocs.findOne({ _id: entry.r })));
+    const byKey = new Map(docs.flatMap((doc) => (doc ? [[doc._id, doc] as const] : [])));
+    return entries.map(([seq, entry]) => {
+      const doc = byKey.get(entry.r);
+      return doc && doc.seq === seq ? doc : null;
+    });
+  };
+
+  /**
+   * Goes through the log's entries from `after` (exclusive) to `upTo` in the blocks listed,
+   * handing each current record to `visit` in order until it returns false.
+   */
+  async function walk(
+    scope: RecordScope,
+    numbers: readonly number[],
+    keep: (seq: number, entry: RecordLogEntry) => boolean,
+    wanted: () => number,
+    visit: (doc: RecordDoc | null, seq: number) => boolean,
+  ): Promise<void> {
+    for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
+      const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), keep);
+      for (let next = 0; next < entries.length; ) {
+        const chunk = entries.slice(next, next + Math.min(PAGE_LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
+        next += chunk.length;
+        const docs = await current(chunk);
+        for (let i = 0; i < chunk.length; i++) if (!visit(docs[i]!, chunk[i]![0])) return;
+      }
+    }
+  }
+
+  /** The index in `numbers` of the first block with a change after `time` (changes are written in time order). */
+  async function firstBlockAfter(scope: RecordScope, numbers: readonly number[], time: Date): Promise<number> {
+    let low = 0;
+    let high = numbers.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      // A block with no document holds nothing: judge by the next one that exists.
+      let at = middle;
+      let doc: RecordLogBlockDoc | null = null;
+      for (; at < high && !(doc = await blocks.findOne(recordQueries.logBlock(scope, numbers[at]!))); at++);
+      if (!doc || doc.t1 > time) high = middle;
+      else low = at + 1;
+    }
+    return low;
+  }
+
+  /**
+   * Scopes stored before the change log: their heads lack `log`. One pass over the records
+   * puts each record's current change in its scope's log; safe to run twice or side by side
+   * (entries are set, lists added to, numbers only raised).
+   */
+  async function backfillLog(): Promise<void> {
+    const old = await heads.find({ log: { $exists: false } }).toArray();
+    if (old.length === 0) return;
+    const pending = new Set(old.map((doc) => doc._id));
+    const batches = new Map<string, { scope: RecordScope; docs: RecordDoc[] }>();
+    const flush = async (key: string) => {
+      const batch = batches.get(key);
+      if (!batch) return;
+      batches.delete(key);
+      await announce(batch.scope, batch.docs);
+    };
+    for await (const doc of recordDocs.find({})) {
+      const scope: RecordScope = { environment: doc.environment_id as EnvironmentId, connection: doc.connection, model: doc.model, variant: doc.variant };
+      const key = recordQueries.sequence(scope)._id;
+      if (!pending.has(key)) continue;
+      const batch = batches.get(key) ?? { scope, docs: [] };
+      batches.set(key, batch);
+      batch.docs.push(doc);
+      if (batch.docs.length >= 2000) await flush(key);
+    }
+    for (const key of [...batches.keys()]) await flush(key);
+    for (const doc of old) await heads.updateOne({ _id: doc._id }, { $max: { visible: doc.seq }, $set: { log: LOG_VERSION } });
   }
 
   return {
     init: async () => {
       await records.init();
       await sequences.init();
+      await log.init();
+      await backfillLog();
     },
     /**
      * By scope and record id, one `{_id}` lookup each (the key is built from both): the one
@@ -98,9 +344,7 @@ export function createRecordRepo(mongo: Connection) {
     async findByIds(scope: RecordScope, ids: readonly string[]): Promise<RecordDoc[]> {
       const found: RecordDoc[] = [];
       for (let at = 0; at < ids.length; at += LOOKUPS_IN_FLIGHT) {
-        const docs = await Promise.all(
-          ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((id) => records.findOne(recordQueries.byId(scope, id)).lean<RecordDoc>().exec()),
-        );
+        const docs = await Promise.all(ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((id) => recordDocs.findOne(recordQueries.byId(scope, id))));
         for (const doc of docs) if (doc) found.push(doc);
       }
       return found;
@@ -110,7 +354,7 @@ export function createRecordRepo(mongo: Connection) {
       for (let attempt = 0; ; attempt++) {
         try {
           const doc = await sequences
-            .findOneAndUpdate(recordQueries.sequence(scope), { $inc: { seq: count } }, { upsert: true, returnDocument: 'after' })
+            .findOneAndUpdate(recordQueries.sequence(scope), { $inc: { seq: count }, $setOnInsert: { log: LOG_VERSION } }, { upsert: true, returnDocument: 'after' })
             .lean()
             .exec();
           return doc!.seq - count + 1;
@@ -120,51 +364,110 @@ export function createRecordRepo(mongo: Connection) {
         }
       }
     },
+    insertAbsent,
     /**
-     * Inserts in order and stops at the first record already stored; returns how many went in
-     * (all of them, or those before it). One insert costs far less than an upsert each, and the
-     * documents are complete, so they go to the driver as they are.
-     */
-    insertUntilStored,
-    /**
-     * Records not stored yet, in one ordered insert. Should another writer have stored one
-     * meanwhile, the rest of the batch is written as upserts, which leave the same result.
+     * Records not stored yet, in one insert. Should another writer have stored some meanwhile,
+     * those are written as upserts, which leave the same result.
      */
     async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
-      const inserted = await insertUntilStored(scope, writes);
-      if (inserted < writes.length) await upsertMany(scope, writes.slice(inserted));
+      const skipped = await insertAbsent(scope, writes);
+      if (skipped.length > 0) await upsertMany(scope, skipped.map((index) => writes[index]!));
     },
     upsertMany,
-    page: (scope: RecordScope, query: PageQuery) => {
-      const filter: QueryFilter<RecordDoc> = { ...inScope(scope) };
-      if (query.afterSeq !== undefined) filter.seq = { $gt: query.afterSeq };
-      if (query.modifiedAfter) filter.last_modified_at = { $gt: query.modifiedAfter };
-      if (query.actions) filter.last_action = { $in: [...query.actions] };
-      if (query.ids) filter._id = { $in: query.ids.map((id) => keyOf(scope, id)) };
-      return records.find(filter).sort({ seq: 1 }).limit(query.limit).lean<RecordDoc[]>().exec();
+    /**
+     * Lets readers read up to `upTo`, the highest number among records a write found stored
+     * and then left as they were. A writer that stopped after storing its records and before
+     * publishing them (killed, or its database gone) left them stored and logged but unread;
+     * its retry finds them unchanged and writes nothing, so nothing else would publish them.
+     * Safe because a record is stored only after its log entry, and writes to a scope run one
+     * at a time: the numbers below `upTo` are written, or will never be.
+     */
+    reveal: (scope: RecordScope, upTo: number) => publish(scope, upTo, []),
+    /**
+     * A page in change order, from the change log: the head, then the blocks after the cursor
+     * (after a binary search by time for `modified_after`; only the blocks holding the actions
+     * asked for), then each entry's record; all `_id` lookups.
+     */
+    async page(scope: RecordScope, query: PageQuery): Promise<RecordDoc[]> {
+      const after = query.afterSeq ?? 0;
+      const actions = query.actions ?? ACTIONS;
+      const since = query.modifiedAfter;
+      if (query.ids) {
+        const docs = await this.findByIds(scope, query.ids);
+        return docs
+          .filter((doc) => doc.seq > after && (!since || doc.last_modified_at > since) && actions.includes(doc.last_action))
+          .sort((a, b) => a.seq - b.seq)
+          .slice(0, query.limit);
+      }
+      const top = await head(scope);
+      if (!top) return [];
+      const visible = top.visible ?? 0;
+      let numbers = blocksFor(top, actions, blockOf(after + 1), blockOf(visible));
+      if (since) numbers = numbers.slice(await firstBlockAfter(scope, numbers, since));
+      const found: RecordDoc[] = [];
+      await walk(
+        scope,
+        numbers,
+        (seq, entry) => seq > after && seq <= visible && actions.includes(entry.a) && (!since || entry.t > since),
+        () => query.limit - found.length,
+        (doc) => {
+          if (doc) found.push(doc);
+          return found.length < query.limit;
+        },
+      );
+      return found;
     },
-    /** Drops the payloads of up to `limit` records at or before `untilSeq`; says whether more remain. */
+    /**
+     * Drops the payloads of up to `limit` records at or before `untilSeq`; says whether more
+     * remain. Starts above the scope's `pruned` mark (every record at or below it is pruned) and
+     * raises it, so a prune reads only the records it prunes.
+     */
     async prune(scope: RecordScope, untilSeq: number, limit: number, now: Date): Promise<{ count: number; hasMore: boolean }> {
-      const found = await records
-        .find({ ...inScope(scope), seq: { $lte: untilSeq }, payload: { $ne: null } }, { _id: 1 })
-        .sort({ seq: 1 })
-        .limit(limit + 1)
-        .lean()
-        .exec();
-      const ids = found.slice(0, limit).map((doc) => doc._id);
-      if (ids.length > 0) await records.updateMany({ _id: { $in: ids } }, { $set: { payload: null, pruned_at: now } }).exec();
-      return { count: ids.length, hasMore: found.length > limit };
+      const top = await head(scope);
+      if (!top) return { count: 0, hasMore: false };
+      const upTo = Math.min(untilSeq, top.visible ?? 0);
+      const after = top.pruned ?? 0;
+      const numbers = blocksFor(top, ACTIONS, blockOf(after + 1), blockOf(upTo));
+      const ids: string[] = [];
+      let hasMore = false;
+      let done = upTo;
+      await walk(
+        scope,
+        numbers,
+        (seq) => seq > after && seq <= upTo,
+        () => limit + 1 - ids.length,
+        (doc, seq) => {
+          if (!doc || doc.payload === null) return true;
+          if (ids.length === limit) {
+            hasMore = true;
+            done = seq - 1;
+            return false;
+          }
+          ids.push(doc._id);
+          return true;
+        },
+      );
+      if (ids.length > 0) {
+        await eachWrite(ids, (_id) => recordDocs.updateOne({ _id }, { $set: { payload: null, pruned_at: now } }));
+      }
+      if (done > after) await heads.updateOne(recordQueries.sequence(scope), { $max: { pruned: done } });
+      return { count: ids.length, hasMore };
     },
     /** Records present (not deleted) in a scope, for the sync status. */
     count: (scope: RecordScope) => records.countDocuments({ ...inScope(scope), deleted_at: null }).exec(),
-    /** A full resync starts from nothing: the scope's records go; its sequence keeps counting, so older cursors stay valid. */
+    /** A full resync starts from nothing: the scope's records and log go; its sequence keeps counting, so older cursors stay valid. */
     async clear(scope: RecordScope): Promise<number> {
+      const top = await head(scope);
+      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {} }, $max: { from: blockOf((top?.seq ?? 0) + 1) } });
+      await log.deleteMany(inScope(scope)).exec();
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;
     },
     /** A deleted connection takes its records with it. */
-    deleteConnection: async (environment: EnvironmentId, connection: number) =>
-      (await records.deleteMany({ environment_id: environment, connection }).exec()).deletedCount,
+    async deleteConnection(environment: EnvironmentId, connection: number): Promise<number> {
+      await log.deleteMany({ environment_id: environment, connection }).exec();
+      return (await records.deleteMany({ environment_id: environment, connection }).exec()).deletedCount;
+    },
   };
 }
 

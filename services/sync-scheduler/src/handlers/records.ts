@@ -27,7 +27,8 @@ async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: stri
 
 /**
  * Writes to one scope run one at a time in this replica: sequence numbers are reserved and
- * written in order, so a reader paging by cursor never passes a number still being written.
+ * written in order, and each write raises the scope's `visible` number only once its records
+ * are stored, so a reader paging by cursor never passes a number still being written.
  * (Across replicas, sync runs of one connection, sync and variant never overlap.)
  */
 const scopeKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
@@ -91,17 +92,19 @@ export function writeRecordsHandler(deps: RecordsDeps) {
       let unchanged = 0;
       let rest = [...accepted];
       // A save into a scope that met no stored record last time is first tried as an insert of
-      // every record, in order: an initial sync then costs one insert and no lookup. The insert
-      // stops at the first record already stored, and the rest take the path below.
+      // every record: an initial sync then costs one insert and no lookup. Records already
+      // stored are left out of it, and take the path below.
       if (request.mode === 'save' && !meetsStored.has(scopeKey(scope))) {
         const candidates = rest.map(([id, { record }]) => upsert(request, id, record, undefined, now) as Change);
         const first = await deps.records.reserve(scope, candidates.length);
-        const inserted = await deps.records.insertUntilStored(
-          scope,
-          candidates.map((change, offset) => ({ ...change.write, seq: first + offset })),
+        const skipped = new Set(
+          await deps.records.insertAbsent(
+            scope,
+            candidates.map((change, offset) => ({ ...change.write, seq: first + offset })),
+          ),
         );
-        changes.push(...candidates.slice(0, inserted));
-        rest = rest.slice(inserted);
+        changes.push(...candidates.filter((_, index) => !skipped.has(index)));
+        rest = rest.filter((_, index) => skipped.has(index));
         if (rest.length > 0) meetsStored.add(scopeKey(scope));
       }
       if (rest.length > 0) {
@@ -118,12 +121,19 @@ export function writeRecordsHandler(deps: RecordsDeps) {
         }
         // Records never stored before go first, in one insert; then the rest, as updates. Sequence
         // numbers follow that order, so a reader still sees every lower number of the batch first.
+        // Nothing to write: records found stored may be a stopped writer's, never published.
+        if (looked.length === 0 && existing.size > 0) await deps.records.reveal(scope, Math.max(...[...existing.values()].map((doc) => doc.seq)));
         const fresh = looked.filter((change) => !existing.has(change.write.external_id));
         const known = looked.filter((change) => existing.has(change.write.external_id));
         const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
         const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
         await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
-        await deps.records.upsertMany(scope, numbered.slice(fresh.length));
+        // Their earlier changes leave the change log: each record is read once, at its newest.
+        await deps.records.upsertMany(
+          scope,
+          numbered.slice(fresh.length),
+          known.map((change) => existing.get(change.write.external_id)!.seq),
+        );
         changes.push(...looked);
       }
       failed.sort((a, b) => a.index - b.index);
