@@ -126,18 +126,34 @@ async function selectSchedules(
 /**
  * Starts a run of a schedule unless one is in flight: claims the schedule, records the run, and
  * enqueues its job under the run's id (JetStream drops a duplicate). Returns whether it queued.
+ * `prepare` runs once the schedule is claimed and before the job is queued (a full resync clears
+ * the records there): no other run of the schedule can be writing while it does.
  */
-export async function startRun(deps: Pick<SyncsDeps, 'bus' | 'schedules' | 'minFrequencyMs'>, schedule: ScheduleDoc, now: Date): Promise<boolean> {
+export async function startRun(
+  deps: Pick<SyncsDeps, 'bus' | 'schedules' | 'minFrequencyMs'>,
+  schedule: ScheduleDoc,
+  now: Date,
+  prepare?: () => Promise<void>,
+): Promise<boolean> {
   const runId = randomUUID();
   const run = await deps.schedules.claim(schedule, runId, nextRunAfter(now, intervalOf(schedule, deps.minFrequencyMs)), now);
   if (!run) return false;
   try {
+    await prepare?.();
     await deps.bus.enqueue(syncContracts.run, { environment_id: schedule.environment_id, run_id: runId }, { msgId: `sync-run-${runId}` });
   } catch (error) {
     await deps.schedules.release(schedule._id, runId);
     throw error;
   }
   return true;
+}
+
+/** Clears a schedule's records and checkpoint: the next run starts from the beginning. */
+async function startOver(deps: SyncsDeps, environment: EnvironmentId, schedule: ScheduleDoc, sync: SyncDescription | undefined): Promise<void> {
+  const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
+  for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
+  // Starting over means from the beginning: the function finds no checkpoint.
+  await deps.schedules.clearCheckpoint(schedule._id);
 }
 
 export function triggerHandler(deps: SyncsDeps) {
@@ -148,14 +164,10 @@ export function triggerHandler(deps: SyncsDeps) {
     let queued = 0;
     for (const schedule of schedules.filter((item) => item.variant === variant)) {
       if (schedule.running !== null) continue;
-      if (request.full_resync) {
-        const sync = syncs.find((item) => item.name === schedule.sync_name);
-        const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
-        for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
-        // Starting over means from the beginning: the function finds no checkpoint.
-        await deps.schedules.clearCheckpoint(schedule._id);
-      }
-      if (await startRun(deps, schedule, now)) queued++;
+      // A full resync clears only once the schedule is claimed: a run the scheduler started since
+      // the list was read keeps its records, and this trigger queues nothing.
+      const prepare = request.full_resync ? () => startOver(deps, environment, schedule, syncs.find((item) => item.name === schedule.sync_name)) : undefined;
+      if (await startRun(deps, schedule, now, prepare)) queued++;
     }
     return { queued };
   };
