@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
+import { pullStream, servePullStream, traceIdOf, type OperationLog, type RecordedOperation } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
@@ -31,12 +31,11 @@ export interface ProxyDeps {
 const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
 
 function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
-  // The hop's own trace context when tracing is on (same trace as the caller's); else the
-  // caller's header, forwarded with the others.
-  const traceparent = meta.traceparent ?? meta.headers.find(([name]) => name.toLowerCase() === 'traceparent')?.[1];
-  const traceId = traceIdOf(traceparent);
+  // One entry per call, on the hot path: built field by field, no copies.
   const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
-  deps.operations.record({
+  const proxy: NonNullable<RecordedOperation['proxy']> = { method: meta.method, path: loggedPath(meta) };
+  if (outcome.upstreamStatus !== undefined) proxy.upstream_status = outcome.upstreamStatus;
+  const operation: RecordedOperation = {
     type: 'proxy',
     environment_id: meta.environment_id,
     status: failed ? 'failure' : 'success',
@@ -44,12 +43,23 @@ function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, 
     duration_ms: Math.max(0, Date.now() - startedAt),
     integration_id: meta.provider_config_key,
     connection_id: meta.connection_id,
-    ...(meta.request_id === undefined ? {} : { request_id: meta.request_id }),
-    ...(traceId === undefined ? {} : { trace_id: traceId }),
-    // The coded message only: it never holds a credential (see libs/errors).
-    ...(outcome.error === undefined ? {} : { error: { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) } }),
-    proxy: { method: meta.method, path: loggedPath(meta), ...(outcome.upstreamStatus === undefined ? {} : { upstream_status: outcome.upstreamStatus }) },
-  });
+    proxy,
+  };
+  if (meta.request_id !== undefined) operation.request_id = meta.request_id;
+  const traceId = traceIdOf(meta.traceparent ?? forwardedTraceparent(meta.headers));
+  if (traceId !== undefined) operation.trace_id = traceId;
+  // The coded message only: it never holds a credential (see libs/errors).
+  if (outcome.error !== undefined) operation.error = { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) };
+  deps.operations.record(operation, startedAt);
+}
+
+/**
+ * The caller's `traceparent`, forwarded with its other headers: the trace an operation belongs to
+ * when tracing is off here (when on, the hop's own trace context says it).
+ */
+function forwardedTraceparent(headers: ProxyRequestMeta['headers']): string | undefined {
+  for (const [name, value] of headers) if (name.length === 11 && name.toLowerCase() === 'traceparent') return value;
+  return undefined;
 }
 
 const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
