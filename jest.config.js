@@ -24,6 +24,10 @@ const common = {
 };
 
 export default {
+  // Real servers and browsers on a shared two-core machine: jest's 5 s default is a latency bet,
+  // not a check; a test that means a deadline asserts it itself. Global, not per project: jest
+  // reads a test's timeout from the run's own configuration only (a project's is ignored).
+  testTimeout: 30_000,
   projects: [
     {
       ...common,
@@ -36,16 +40,12 @@ export default {
       displayName: 'integration',
       testMatch: ['<rootDir>/{libs,packages,services}/*/src/**/*.int.test.ts'],
       slowTestThreshold: 30,
-      // Real servers and browsers on a shared two-core machine: jest's 5 s default is a latency
-      // bet, not a check. A test that means a deadline asserts it itself.
-      testTimeout: 30_000,
     },
     {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/e2e/**/*.e2e.test.ts'],
       slowTestThreshold: 60,
-      testTimeout: 30_000,
     },
   ],
 };
