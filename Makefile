@@ -88,6 +88,12 @@ bench-scale: build ferretdb ## how each hot operation's cost grows with the data
 chaos: build ferretdb ## the full chaos schedule under load; prints what held per fault
 	node --no-node-snapshot e2e/dist/chaos/run.js
 
+.PHONY: chaos-nats
+# Not part of `make test` either: a few minutes, one NATS node at a time, then the node leading
+# the rate-limit bucket just before the minute turns.
+chaos-nats: build ferretdb ## proxy calls through both gateways while each NATS node is killed; prints each failure window
+	node --no-node-snapshot e2e/dist/chaos/nats-loss.js
+
 lint: node_modules/.package-lock.json ## type-check everything, then check import boundaries and cycles (ESLint)
 	npx tsc -b --force --noEmit false
 	npx eslint .

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
+import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 
 const error = { code: 'invalid_grant', message: 'refresh token revoked' };
 
@@ -11,6 +11,14 @@ describe('refresh policy', () => {
     expect(needsRefresh('OAUTH2', new Date(now + REFRESH_WINDOW_MS + 1000), now, true)).toBe(true);
     expect(needsRefresh('OAUTH2', null, now, false)).toBe(false);
     expect(needsRefresh('API_KEY', null, now, true)).toBe(false);
+  });
+
+  it('hands out a token refreshed ahead only while it outlives the call by a minute', () => {
+    const now = Date.now();
+    expect(stillValid(new Date(now + 5 * 60_000), now)).toBe(true);
+    expect(stillValid(new Date(now + 30_000), now)).toBe(false);
+    expect(stillValid(new Date(now - 1000), now)).toBe(false);
+    expect(stillValid(null, now)).toBe(false);
   });
 
   it('gets a token on first fetch for the types whose token is made from the credentials', () => {

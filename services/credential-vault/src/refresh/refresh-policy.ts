@@ -24,6 +24,14 @@ export function needsRefresh(type: string, expiresAt: Date | null, now: number, 
   return expiresAt.getTime() - now <= REFRESH_WINDOW_MS;
 }
 
+/** Margin under which a token about to expire counts as expired: it must outlive the call it is handed out for. */
+const STILL_VALID_MARGIN_MS = 60_000;
+
+/** Whether a token with this expiry may still be handed out (one without an expiry is not refreshed ahead). */
+export function stillValid(expiresAt: Date | null, now: number): boolean {
+  return expiresAt !== null && expiresAt.getTime() - now > STILL_VALID_MARGIN_MS;
+}
+
 /**
  * Whether a fetch forces a refresh: `force_refresh`, or `refresh_vendor_app_jwt_token` on an
  * APP connection (the spec: "the JWT token of app-type connections is refreshed"); the vendor

@@ -125,8 +125,8 @@ afterAll(async () => {
   await Promise.all([nats?.dispose(), mongo?.dispose(), oauth?.close()]);
 });
 
-/** An integration and an OAUTH2 connection whose access token has expired, in a fresh environment. */
-async function seedExpiredConnection(refreshToken: string, client: { client_id: string; client_secret: string }) {
+/** An integration and an OAUTH2 connection whose access token expires at `expiresAt` (a minute ago by default), in a fresh environment. */
+async function seedExpiredConnection(refreshToken: string, client: { client_id: string; client_secret: string }, expiresAt = new Date(Date.now() - 60_000)) {
   const environment = environmentId(`env_${randomBytes(6).toString('hex')}`);
   const cipher = createKeyring({ keks, dataKeys: createDataKeyRepo(direct) });
   const integrationId = `int_${randomUUID()}`;
@@ -146,8 +146,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     created_at: now,
     updated_at: now,
   });
-  const expired = new Date(Date.now() - 60_000).toISOString();
-  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expired, raw: {} }, {
+  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expiresAt.toISOString(), raw: {} }, {
     connection_id: 'conn-1',
     metadata: {},
     connection_config: {},
@@ -240,4 +239,30 @@ it('case 13: a lock is released only by its holder, never after it expired and a
   expect(await locks.isHeld(key)).toBe(true);
   expect(await locks.release(second!)).toBe(true);
   expect(await locks.isHeld(key)).toBe(false);
+});
+
+// Issue 20: a NATS node loss left the lock bucket without a leader for seconds, and every call
+// whose token was merely near its expiry answered 503 meanwhile, though the token still worked.
+it('hands out a token that is near its expiry but still valid when the lock bucket is unavailable, and refreshes it afterwards', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000));
+  const { refresher } = replica(direct);
+  const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: refreshToken, raw: {} };
+  oauth.stats.reset();
+  await nats.stop();
+  try {
+    const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+    expect(answer.credentials['access_token']).toBe('still-valid');
+    // A forced refresh (the provider refused the token) has nothing to fall back on.
+    await expect(refresher.ensureFresh(doc, held, { force: true, vendorJwt: false })).rejects.toMatchObject({ code: 'service_unavailable' });
+  } finally {
+    await nats.start();
+  }
+  expect(oauth.stats.tokenRequestLog).toHaveLength(0);
+  const refreshed = await eventually(async () => {
+    const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false }).catch(() => undefined);
+    return answer && answer.credentials['access_token'] !== 'still-valid' ? answer : undefined;
+  }, 20_000, 'a refresh once NATS is back');
+  expect(refreshed.credentials['refresh_token']).not.toBe(refreshToken);
 });

@@ -15,7 +15,7 @@ import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
 import { countRefresh, observeLockWait } from '../vault-metrics.js';
-import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce } from './refresh-policy.js';
+import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
 
 export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'connections' | 'integrations' | 'providers'> {
@@ -195,7 +195,16 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         attempt = underLock(doc, force, vendorJwt, Date.now()).finally(() => inFlight.delete(doc._id));
         inFlight.set(doc._id, attempt);
       }
-      return attempt;
+      try {
+        return await attempt;
+      } catch (error) {
+        // A token refreshed ahead of its expiry still works: while the lock bucket or the
+        // database is away (a NATS node lost, its bucket electing a leader), it is handed out as
+        // it is, and the next fetch tries again. A forced refresh has nothing to fall back on.
+        if (force || !(error instanceof AppError && error.code === 'service_unavailable') || !stillValid(doc.expires_at, Date.now())) throw error;
+        deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: error.message });
+        return { doc, credentials };
+      }
     },
   };
 }

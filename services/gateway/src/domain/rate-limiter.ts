@@ -7,6 +7,12 @@ import { AppError } from '@latchkey/errors';
  * the remaining budget with one compare-and-set and spends it locally. Reservations never
  * exceed the limit, so replicas together never admit more than the limit; slices shrink as the
  * budget drains, so little is stranded in a replica that stops receiving traffic.
+ *
+ * A NATS node lost takes the bucket's leader with it for the seconds its copies take to elect
+ * another. The limiter rides that out rather than answering 503: a window's first slice is
+ * reserved ahead, in the last tenth of the window before (when this replica had traffic in it),
+ * so the minute turning needs no round trip then; and a reservation the bucket cannot take is
+ * tried again until `unavailableRetryMs` has passed, the requests waiting on it waiting longer.
  */
 export interface WindowStore {
   get(key: string): Promise<{ value: { reserved: number }; revision: number } | null>;
@@ -38,27 +44,74 @@ export interface RateLimiterOptions {
   windowMs: number;
   /** Upper bound of one reservation, as a fraction of the limit. */
   maxSliceFraction?: number;
+  /**
+   * How long a reservation goes on trying while the bucket is unavailable (electing a leader)
+   * before the requests waiting on it answer 503; 10 s by default.
+   */
+  unavailableRetryMs?: number;
 }
+
+const RETRY_PAUSE_MS = 250;
 
 export function createRateLimiter(deps: { store: WindowStore; now?: () => number }, options: RateLimiterOptions) {
   const now = deps.now ?? Date.now;
   const { limit, windowMs } = options;
   const maxSlice = Math.max(1, Math.floor(limit * (options.maxSliceFraction ?? 0.1)));
+  const unavailableRetryMs = options.unavailableRetryMs ?? 10_000;
   const windows = new Map<string, AccountWindow>();
+  /** An account's next window, its first slice reserved before it opens. */
+  const upcoming = new Map<string, AccountWindow>();
+
+  const freshWindow = (start: number): AccountWindow => ({ start, tokens: 0, knownReserved: 0, exhausted: false, reserving: undefined });
 
   function windowOf(accountId: string, start: number): AccountWindow {
     let window = windows.get(accountId);
     if (!window || window.start !== start) {
-      window = { start, tokens: 0, knownReserved: 0, exhausted: false, reserving: undefined };
+      const ahead = upcoming.get(accountId);
+      upcoming.delete(accountId);
+      window = ahead?.start === start ? ahead : freshWindow(start);
       windows.set(accountId, window);
     }
     return window;
   }
 
+  /** One reservation at a time per window: requests that need it wait for the one under way. */
+  function reserving(accountId: string, window: AccountWindow): Promise<void> {
+    window.reserving ??= reserve(accountId, window).finally(() => {
+      window.reserving = undefined;
+    });
+    return window.reserving;
+  }
+
+  /** In the last tenth of a window, the next one's first slice (once per account and window). */
+  function reserveNextWindow(accountId: string, window: AccountWindow, at: number): void {
+    if (at - window.start < windowMs - windowMs / 10) return;
+    const start = window.start + windowMs;
+    if (upcoming.get(accountId)?.start === start) return;
+    const next = freshWindow(start);
+    upcoming.set(accountId, next);
+    // Its failure is left to the first request of that window, which reserves again.
+    reserving(accountId, next).catch(() => undefined);
+  }
+
+  /** A store call; while the bucket is unavailable, tried again until `giveUpAt`. */
+  async function patiently<T>(call: () => Promise<T>, giveUpAt: number): Promise<T> {
+    for (;;) {
+      try {
+        return await call();
+      } catch (error) {
+        if (!(error instanceof AppError && error.code === 'service_unavailable') || Date.now() + RETRY_PAUSE_MS > giveUpAt) throw error;
+        await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+      }
+    }
+  }
+
   async function reserve(accountId: string, window: AccountWindow): Promise<void> {
     const key = `${accountId}.${window.start}`;
+    // Wall-clock time, whatever clock the windows follow.
+    const giveUpAt = Date.now() + unavailableRetryMs;
     for (let attempt = 0; attempt < 50; attempt++) {
-      const entry = await deps.store.get(key);
+      const entry = await patiently(() => deps.store.get(key), giveUpAt);
       const reserved = entry?.value.reserved ?? 0;
       if (reserved >= limit) {
         window.knownReserved = reserved;
@@ -67,7 +120,9 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
       }
       const slice = Math.max(1, Math.min(maxSlice, Math.ceil((limit - reserved) / 10)));
       const next = { reserved: reserved + slice };
-      const revision = entry ? await deps.store.update(key, next, entry.revision) : await deps.store.create(key, next);
+      // A write whose answer was lost may have been stored: the next read shows it, and its
+      // slice stays unspent (fewer admitted, never more).
+      const revision = await patiently(() => (entry ? deps.store.update(key, next, entry.revision) : deps.store.create(key, next)), giveUpAt);
       if (revision !== null) {
         window.tokens += slice;
         window.knownReserved = next.reserved;
@@ -86,10 +141,7 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
       }
       if (window.exhausted) return decision(window, false);
       // One reservation at a time per account; concurrent requests wait for it and retry.
-      window.reserving ??= reserve(accountId, window).finally(() => {
-        window.reserving = undefined;
-      });
-      await window.reserving;
+      await reserving(accountId, window);
     }
   }
 
@@ -109,11 +161,12 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
     /**
      * Spends one request of the account's budget: synchronously while this replica holds
      * reserved tokens (the hot path), otherwise after reserving more. Throws `service_unavailable`
-     * if the shared store cannot be reached.
+     * if the shared store cannot be reached within `unavailableRetryMs`.
      */
     take(accountId: string): RateLimitDecision | Promise<RateLimitDecision> {
-      const start = Math.floor(now() / windowMs) * windowMs;
-      const window = windowOf(accountId, start);
+      const at = now();
+      const window = windowOf(accountId, Math.floor(at / windowMs) * windowMs);
+      reserveNextWindow(accountId, window, at);
       if (window.tokens > 0) {
         window.tokens--;
         return decision(window, true);
