@@ -32,7 +32,6 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
 export async function consumeBatches<C extends EventContract | JobContract>(options: ConsumeBatchesOptions<C>): Promise<RunningConsumer> {
   const { logger, contract, batchSize, concurrency, handler } = options;
   const consumer = await durableConsumer(options, options.maxAckPending ?? batchSize * concurrency * 2);
-  const messages = await consumer.consume({ max_messages: batchSize * concurrency });
   const waiting: JsMsg[] = [];
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
@@ -83,24 +82,43 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     }
   }
 
+  let stopping = false;
+  let messages: Awaited<ReturnType<typeof consumer.consume>> | undefined;
   const loop = (async () => {
-    for await (const msg of messages) {
-      waiting.push(msg);
-      // Gather what arrives in this turn of the event loop before starting a batch.
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(dispatch);
-      }
-      if (waiting.length >= batchSize * concurrency) {
-        dispatch();
-        if (inFlight.size > 0) await Promise.race(inFlight);
+    let failures = 0;
+    while (!stopping) {
+      try {
+        messages = await consumer.consume({ max_messages: batchSize * concurrency });
+        for await (const msg of messages) {
+          failures = 0;
+          waiting.push(msg);
+          // Gather what arrives in this turn of the event loop before starting a batch.
+          if (!scheduled) {
+            scheduled = true;
+            setImmediate(dispatch);
+          }
+          if (waiting.length >= batchSize * concurrency) {
+            dispatch();
+            if (inFlight.size > 0) await Promise.race(inFlight);
+          }
+        }
+        if (stopping) break;
+        throw new Error('the consumer stopped delivering');
+      } catch (error) {
+        if (stopping) break;
+        // The client gave up on this pull (the consumer moved or vanished while NATS changed
+        // nodes): consume again, with back-off, rather than fall silent for good.
+        failures += 1;
+        if (failures === 1 || failures % 10 === 0) logger.warn('a batch consumer stopped; consuming again', { durable: options.durable, failures, error });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** Math.min(failures, 6))));
       }
     }
   })();
 
   return {
     stop: async () => {
-      await messages.close();
+      stopping = true;
+      await messages?.close();
       await loop.catch(() => undefined);
       // Messages taken but not started go back at once rather than after their ack wait.
       for (const msg of waiting.splice(0)) msg.nak();
