@@ -38,7 +38,8 @@ it('loses nothing when a NATS node and one replica of each service are killed un
   // The steady window before any fault has no failure at all.
   expect(rows[0]!.proxyFailed).toBe(0);
   // Sync runs finished while the faults hit; a run after the load leaves each served item stored once.
-  expect(rows.slice(1).reduce((sum, row) => sum + row.syncRunsOk + row.syncRunsFailed, 0)).toBeGreaterThan(0);
+  // (Seen in the sync's status: the operations log may drop entries while NATS is away.)
+  expect(rows.slice(1).reduce((sum, row) => sum + row.syncFinishesSeen, 0)).toBeGreaterThan(0);
   expect(records).toMatchObject({ finalRun: 'SUCCESS', stored: records.served, missing: 0, repeated: 0, unexpected: 0, deleted: 0, pagingEnded: true });
   expect(records.served).toBeGreaterThan(100);
 }, 600_000);

@@ -14,7 +14,7 @@ import { startBalancer, type Balancer } from './balancer.js';
  * (`e2e/dist/chaos/run.js`) the full one.
  */
 
-export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session' | 'sync-trigger';
+export type OpKind = 'proxy-key' | 'proxy-oauth' | 'webhook' | 'action' | 'connect-session' | 'sync-trigger' | 'sync-status';
 
 export interface Op {
   kind: OpKind;
@@ -70,6 +70,11 @@ export interface WindowReport {
   syncRunsFailed: number;
   /** `POST /sync/trigger` of the load answered other than 200. */
   syncTriggersFailed: number;
+  /**
+   * Runs of the `items` sync that finished in the window as `GET /sync/status` showed them
+   * (its `finishedAt`, read every second): the runs themselves, whatever the operations log kept.
+   */
+  syncFinishesSeen: number;
   hung: number;
   /** Failed requests by kind, status and error code, to read next to the table. */
   failures: Record<string, number>;
@@ -296,6 +301,13 @@ export function startLoad(rig: ChaosRig) {
         return timed('sync-trigger', (signal) => balancer.fetch('/sync/trigger', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body }), 200);
       });
     })(),
+    // What the sync's status says while the load runs: each run's end, as `finishedAt`.
+    worker(1000, () => {
+      const query = new URLSearchParams({ provider_config_key: SYNC.provider_config_key, syncs: SYNC.sync, connection_id: SYNC.connection_id });
+      return timed('sync-status', (signal) => balancer.fetch(`/sync/status?${query}`, { signal, headers: auth }), 200, undefined, (json: { syncs?: Array<{ variant?: string; finishedAt?: string | null }> }) => {
+        return json.syncs?.find((entry) => entry.variant === 'base')?.finishedAt ?? undefined;
+      });
+    }),
     worker(300, () => timed('connect-session', (signal) => balancer.fetch('/connect/sessions', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body: '{}' }), 201)),
   ];
 
@@ -344,6 +356,7 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
   // short by it counts against that fault.
   const routerKills = windows.filter((window) => window.fault.startsWith('webhook-router') && window.fault.includes('SIGKILL')).map((window) => window.from);
   const within = (window: Window, at: number) => at >= window.from && at < window.to;
+  const syncFinishes = [...new Set(load.ops.filter((op) => op.kind === 'sync-status' && op.ok && op.key).map((op) => op.key!))].map((at) => Date.parse(at));
   return {
     windows: windows.map((window) =>
       report(
@@ -351,6 +364,7 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
         window,
         load.ops.filter((op) => within(window, op.end)),
         runs.filter((run) => within(window, run.end)),
+        syncFinishes,
         routerKills,
       ),
     ),
@@ -500,7 +514,7 @@ async function settle(rig: ChaosRig, ops: Op[]): Promise<void> {
 /** A webhook-router replica SIGKILLed this soon after sending a webhook may die before recording it: JetStream hands it over again. */
 const IN_FLIGHT_AT_KILL_MS = 5000;
 
-function report(rig: ChaosRig, window: Window, ops: Op[], runs: SyncRun[], routerKills: number[]): WindowReport {
+function report(rig: ChaosRig, window: Window, ops: Op[], runs: SyncRun[], syncFinishes: number[], routerKills: number[]): WindowReport {
   const proxy = ops.filter((op) => op.kind === 'proxy-key' || op.kind === 'proxy-oauth');
   const proxyFailed = proxy.filter((op) => !op.ok);
   const lastFailure = Math.max(window.from, ...proxyFailed.map((op) => op.end));
@@ -565,6 +579,7 @@ function report(rig: ChaosRig, window: Window, ops: Op[], runs: SyncRun[], route
     syncRunsOk: runs.filter((run) => run.ok).length,
     syncRunsFailed: runs.filter((run) => !run.ok).length,
     syncTriggersFailed: ops.filter((op) => op.kind === 'sync-trigger' && !op.ok).length,
+    syncFinishesSeen: syncFinishes.filter((at) => at >= window.from && at < window.to).length,
     hung: ops.filter((op) => op.status === 'hung').length,
     failures: [
       ...ops.filter((op) => !op.ok).map((op) => `${op.kind} ${op.status} ${op.code ?? ''}`.trim()),
@@ -640,7 +655,7 @@ export function formatRecords(records: RecordsReport): string {
 
 /** The table `make chaos` prints: a row per fault window, then the records line. */
 export function formatTable({ windows: rows, records }: ChaosReport): string {
-  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'sync runs ok/failed (triggers failed)', 'hung'];
+  const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'sync runs seen, logged ok/failed (triggers failed)', 'hung'];
   const lines = rows.map((row) => [
     row.fault,
     String(row.proxyOk),
@@ -653,7 +668,7 @@ export function formatTable({ windows: rows, records }: ChaosReport): string {
     row.tokenRequestsPerExpiry === 0 ? '-' : row.tokenRequestsPerExpiry.toFixed(2),
     String(row.refreshFailures),
     String(row.connectFailed),
-    `${row.syncRunsOk}/${row.syncRunsFailed} (${row.syncTriggersFailed})`,
+    `${row.syncFinishesSeen}, ${row.syncRunsOk}/${row.syncRunsFailed} (${row.syncTriggersFailed})`,
     String(row.hung),
   ]);
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...lines.map((cells) => `| ${cells.join(' | ')} |`), '', formatRecords(records)].join('\n');
