@@ -142,16 +142,18 @@ export function createConnectionLists(connection: Connection) {
 
   /**
    * The `wanted` newest connections of one list that pass the filter (fewer if it holds fewer),
-   * newest first. Walks down from `top` and stops at an entry listed before the oldest of the
-   * `wanted` newest found: every entry below it was listed no later, and no connection is
-   * listed before it is created.
+   * newest first. Walks down from `top` and stops at an entry listed no later than the oldest
+   * of the `wanted` newest found: every entry below it was listed no later, and no connection
+   * is listed before it is created, so none below is newer (one as old ties, and ties keep the
+   * order they were found in, on this page and the next).
    */
   async function walk(environment: EnvironmentId, list: ConnectionList, top: number, filter: ConnectionFilter, wanted: number): Promise<ConnectionDoc[]> {
     const found: ConnectionDoc[] = [];
     const seen = new Set<string>();
     const oldestWanted = () => (found.length >= wanted ? newestFirst(found)[wanted - 1]!.created_at.getTime() : -Infinity);
     for (let next = top; next >= 1; ) {
-      const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, next) }, (_, i) => next - i);
+      // As many as the page still needs (a few once it has them, to find where to stop).
+      const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, Math.max(wanted - found.length, 2), next) }, (_, i) => next - i);
       next -= numbers.length;
       const entries = await byIds(
         entryDocs,
@@ -162,7 +164,7 @@ export function createConnectionLists(connection: Connection) {
       let done = false;
       for (const entry of entries) {
         if (!entry) continue;
-        if (entry.t < floor) {
+        if (entry.t <= floor) {
           done = true;
           break;
         }
