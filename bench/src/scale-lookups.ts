@@ -55,7 +55,8 @@ function connectionDoc(environmentId: string, i: number) {
     expires_at: null,
     metadata: {},
     connection_config: {},
-    tags: { team: `t${i % 100}` },
+    // `cohort` tags the first 100 connections only: a filter whose page is the same at every size.
+    tags: i < 100 ? { team: `t${i % 100}`, cohort: 'first' } : { team: `t${i % 100}` },
     end_user: { id: `user-${i % 1000}` },
     errors: [],
     refresh_failure: null,
@@ -81,18 +82,19 @@ async function bulkLoad(db: mongoose.mongo.Db, from: number, to: number, make: (
 
 /**
  * The list entries of a batch of connections, as the vault's connection-lists.ts writes them:
- * each list's next numbers (after its head and any entries past it), listed now, and the heads
- * raised after.
+ * each list's next numbers (after its head and any entries past it), listed when created (the
+ * vault lists a connection the moment it stores it), and the heads raised after.
  */
 async function listEntries(db: mongoose.mongo.Db, connections: Array<Record<string, unknown>>): Promise<Bulk> {
   const heads = db.collection<{ _id: string; top: number }>('connection_lists');
   const entries = db.collection<{ _id: string }>('connection_list_entries');
   const tops = new Map<string, number>();
   const made: Bulk = [];
-  const t = Date.now();
   for (const doc of connections) {
+    const t = (doc['created_at'] as Date).getTime();
     const environment = doc['environment_id'] as string;
-    const lists = [['all'], ['integration', doc['provider_config_key']], ['tag', 'team', (doc['tags'] as Record<string, string>)['team']], ['end_user', (doc['end_user'] as { id: string }).id]];
+    const tags = Object.entries(doc['tags'] as Record<string, string>).map(([key, value]) => ['tag', key, value]);
+    const lists = [['all'], ['integration', doc['provider_config_key']], ...tags, ['end_user', (doc['end_user'] as { id: string }).id]];
     for (const list of lists) {
       const head = JSON.stringify([environment, ...list]);
       let top = tops.get(head);
@@ -144,6 +146,7 @@ export async function benchConnections(bench: LookupBench, sizes: number[]): Pro
         ['GET /connections?connectionId', `connectionId=bulk-${size - 3}`],
         ['GET /connections?integrationId', `integrationId=${PROVIDER_CONFIG_KEY}`],
         ['GET /connections?tags', 'tags[team]=t7'],
+        ['GET /connections?tags (100 at every size)', 'tags[cohort]=first'],
         ['GET /connections?endUserId', 'endUserId=user-7'],
         ['GET /connections?search', 'search=bulk-12'],
       ];
