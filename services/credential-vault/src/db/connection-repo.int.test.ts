@@ -37,6 +37,12 @@ beforeAll(async () => {
   // Enough connections that a scan and a lookup differ in the plan, and another environment's.
   for (let i = 0; i < 300; i += 1) await repo.insert(environment, doc(i));
   await repo.insert(other, doc(1000, 'c5'));
+  // Other environments' key entries and lists, so that PostgreSQL's planner, which reads a
+  // table of a few hundred rows whole, has tables worth an index.
+  const filler = Array.from({ length: 3000 }, (_, i) => JSON.stringify(['env_filler', 'all', i]));
+  await connectionKeyModel(connection).collection.insertMany(filler.map((_id) => ({ _id: `${_id}:key`, connection: 'none' })) as never[]);
+  await connectionListHeadModel(connection).collection.insertMany(filler.map((_id) => ({ _id, top: 1 })) as never[]);
+  await connectionListEntryModel(connection).collection.insertMany(filler.map((_id) => ({ _id, c: 'none', n: 'none', t: 0 })) as never[]);
 }, 60_000);
 
 afterAll(async () => {
