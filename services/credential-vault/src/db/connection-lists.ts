@@ -74,8 +74,8 @@ export function createConnectionLists(connection: Connection) {
   const headDocs = connectionListHeadModel(connection).collection as unknown as mongo.Collection<ConnectionListHeadDoc>;
   const entryDocs = connectionListEntryModel(connection).collection as unknown as mongo.Collection<ConnectionListEntryDoc>;
   const connectionDocs = connectionModel(connection).collection as unknown as mongo.Collection<ConnectionDoc>;
-  /** The last number this replica took or saw taken, per list head. */
-  const tops = new Map<string, number>();
+  /** The last number this replica took, per list head, and that entry's `t`. */
+  const tops = new Map<string, { top: number; t: number }>();
 
   /**
    * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
@@ -100,17 +100,22 @@ export function createConnectionLists(connection: Connection) {
   /**
    * Takes the list's next number by inserting its entry there; a number taken already moves it
    * on (first to past the head). `t` is now, or the previous entry's if later (another
-   * replica's clock), so it never goes down along the list.
+   * replica's clock), so it never goes down along the list. The previous entry is read, unless
+   * it is the one this replica last wrote to the list.
    */
   async function append(environment: string, list: ConnectionList, doc: Pick<Listed, '_id' | 'connection_id'>): Promise<void> {
     const head = connectionListQueries.head(environment, list);
     const remembered = tops.get(head._id);
-    let number = (remembered ?? (await headDocs.findOne(head))?.top ?? 0) + 1;
+    let number = (remembered?.top ?? (await headDocs.findOne(head))?.top ?? 0) + 1;
     let headRead = remembered === undefined;
+    let t: number;
     for (;;) {
-      const below = number > 1 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, number - 1)) : null;
+      // Entries never change, so the one this replica wrote at `remembered.top` still has its `t`.
+      const lastWritten = remembered !== undefined && number === remembered.top + 1;
+      const below = lastWritten ? remembered : number > 1 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, number - 1)) : null;
+      t = Math.max(Date.now(), below?.t ?? 0);
       try {
-        await entryDocs.insertOne({ ...connectionListQueries.entry(environment, list, number), c: doc._id, n: doc.connection_id, t: Math.max(Date.now(), below?.t ?? 0) });
+        await entryDocs.insertOne({ ...connectionListQueries.entry(environment, list, number), c: doc._id, n: doc.connection_id, t });
         break;
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
@@ -119,7 +124,7 @@ export function createConnectionLists(connection: Connection) {
       }
     }
     if (tops.size >= TOPS_REMEMBERED) tops.clear();
-    tops.set(head._id, number);
+    tops.set(head._id, { top: number, t });
     try {
       await headDocs.updateOne(head, { $max: { top: number } }, { upsert: true });
     } catch (error) {
