@@ -35,7 +35,7 @@ build: node_modules/.package-lock.json ## compile every workspace (tsc -b), the 
 	npm run --silent build:ui -w @latchkey/gateway
 	npm run --silent openapi
 
-$(FERRETDB): deploy/ferretdb/main.go deploy/ferretdb/go.mod deploy/ferretdb/go.sum
+$(FERRETDB): $(filter-out %_test.go,$(wildcard deploy/ferretdb/*.go)) deploy/ferretdb/go.mod deploy/ferretdb/go.sum
 	cd deploy/ferretdb && go build -trimpath -o ../../$(FERRETDB) .
 
 ferretdb: $(FERRETDB) ## build the MongoDB-wire server for native runs (FerretDB)

@@ -4,8 +4,9 @@ import mongoose from 'mongoose';
 /**
  * `make bench-scale`'s connections and API-keys parts. The background data (the connections
  * and keys beside the probed ones) goes in bulk into the owning service's collections, in the
- * shape its repo writes (the document and its `_id` lookup entry); the probed connections and
- * keys are made through the real API, so each probe is a first read (a cache miss).
+ * shape its repo writes (the document, its `_id` lookup entry and, for connections, its list
+ * entries); the probed connections and keys are made through the real API, so each probe is a
+ * first read (a cache miss).
  */
 export interface LookupBench {
   mongoUri: string;
@@ -54,7 +55,8 @@ function connectionDoc(environmentId: string, i: number) {
     expires_at: null,
     metadata: {},
     connection_config: {},
-    tags: { team: `t${i % 100}` },
+    // `cohort` tags the first 100 connections only: a filter whose page is the same at every size.
+    tags: i < 100 ? { team: `t${i % 100}`, cohort: 'first' } : { team: `t${i % 100}` },
     end_user: { id: `user-${i % 1000}` },
     errors: [],
     refresh_failure: null,
@@ -62,17 +64,50 @@ function connectionDoc(environmentId: string, i: number) {
     created_at: now,
     updated_at: now,
     last_fetched_at: null,
+    listed: true,
   };
 }
 
-async function bulkLoad(db: mongoose.mongo.Db, from: number, to: number, make: (i: number) => Array<[string, Record<string, unknown>]>) {
+type Bulk = Array<[string, Record<string, unknown>]>;
+
+async function bulkLoad(db: mongoose.mongo.Db, from: number, to: number, make: (i: number) => Bulk, batch: (docs: Bulk) => Promise<Bulk> = async () => []) {
   for (let start = from; start < to; start += BULK) {
+    const made: Bulk = [];
+    for (let i = start; i < Math.min(to, start + BULK); i++) made.push(...make(i));
     const byCollection = new Map<string, Array<Record<string, unknown>>>();
-    for (let i = start; i < Math.min(to, start + BULK); i++) {
-      for (const [collection, doc] of make(i)) byCollection.set(collection, [...(byCollection.get(collection) ?? []), doc]);
-    }
+    for (const [collection, doc] of [...made, ...(await batch(made))]) byCollection.set(collection, [...(byCollection.get(collection) ?? []), doc]);
     for (const [collection, docs] of byCollection) await db.collection(collection).insertMany(docs as never[], { ordered: false });
   }
+}
+
+/**
+ * The list entries of a batch of connections, as the vault's connection-lists.ts writes them:
+ * each list's next numbers (after its head and any entries past it), listed when created (the
+ * vault lists a connection the moment it stores it), and the heads raised after.
+ */
+async function listEntries(db: mongoose.mongo.Db, connections: Array<Record<string, unknown>>): Promise<Bulk> {
+  const heads = db.collection<{ _id: string; top: number }>('connection_lists');
+  const entries = db.collection<{ _id: string }>('connection_list_entries');
+  const tops = new Map<string, number>();
+  const made: Bulk = [];
+  for (const doc of connections) {
+    const t = (doc['created_at'] as Date).getTime();
+    const environment = doc['environment_id'] as string;
+    const tags = Object.entries(doc['tags'] as Record<string, string>).map(([key, value]) => ['tag', key, value]);
+    const lists = [['all'], ['integration', doc['provider_config_key']], ...tags, ['end_user', (doc['end_user'] as { id: string }).id]];
+    for (const list of lists) {
+      const head = JSON.stringify([environment, ...list]);
+      let top = tops.get(head);
+      if (top === undefined) {
+        top = (await heads.findOne({ _id: head }))?.top ?? 0;
+        while (await entries.findOne({ _id: JSON.stringify([environment, ...list, top + 1]) })) top += 1;
+      }
+      tops.set(head, top + 1);
+      made.push(['connection_list_entries', { _id: JSON.stringify([environment, ...list, top + 1]), c: doc['_id'], n: doc['connection_id'], t }]);
+    }
+  }
+  for (const [head, top] of tops) await heads.updateOne({ _id: head }, { $max: { top } }, { upsert: true });
+  return made;
 }
 
 export async function benchConnections(bench: LookupBench, sizes: number[]): Promise<void> {
@@ -82,13 +117,19 @@ export async function benchConnections(bench: LookupBench, sizes: number[]): Pro
     let loaded = 0;
     let probe = 0;
     for (const size of sizes) {
-      await bulkLoad(db, loaded, size, (i) => {
-        const doc = connectionDoc(bench.environmentId, i);
-        return [
-          ['connections', doc],
-          ['connection_keys', { _id: JSON.stringify([doc.environment_id, doc.provider_config_key, doc.connection_id]), connection: doc._id }],
-        ];
-      });
+      await bulkLoad(
+        db,
+        loaded,
+        size,
+        (i) => {
+          const doc = connectionDoc(bench.environmentId, i);
+          return [
+            ['connections', doc],
+            ['connection_keys', { _id: JSON.stringify([doc.environment_id, doc.provider_config_key, doc.connection_id]), connection: doc._id }],
+          ];
+        },
+        (made) => listEntries(db, made.filter(([collection]) => collection === 'connections').map(([, doc]) => doc)),
+      );
       loaded = size;
       bench.note(`${size} connections in the environment (bulk, in the vault's shape)`);
       const fresh = async () => {
@@ -105,6 +146,7 @@ export async function benchConnections(bench: LookupBench, sizes: number[]): Pro
         ['GET /connections?connectionId', `connectionId=bulk-${size - 3}`],
         ['GET /connections?integrationId', `integrationId=${PROVIDER_CONFIG_KEY}`],
         ['GET /connections?tags', 'tags[team]=t7'],
+        ['GET /connections?tags (100 at every size)', 'tags[cohort]=first'],
         ['GET /connections?endUserId', 'endUserId=user-7'],
         ['GET /connections?search', 'search=bulk-12'],
       ];

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,7 +55,11 @@ func main() {
 		// The SQLite backend takes a directory URI that must end with a slash.
 		config.SQLiteURL = "file:" + dir + "/"
 	case "postgresql":
-		config.PostgreSQLURL = *postgresURL
+		url, err := withCustomPlans(*postgresURL)
+		if err != nil {
+			fail(err)
+		}
+		config.PostgreSQLURL = url
 	default:
 		fail(fmt.Errorf("unknown handler %q (want sqlite or postgresql)", *handler))
 	}
@@ -81,4 +86,24 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "ferretdb:", err)
 	os.Exit(1)
+}
+
+// withCustomPlans makes FerretDB's PostgreSQL sessions plan every statement with its
+// parameters. FerretDB sends a pushed-down `_id` lookup as `_jsonb->$1 @> $2`, the key a
+// parameter too: a custom plan sees `_jsonb->'_id'` and uses the lookup index (id_index.go), a
+// generic plan cannot. PostgreSQL switches a prepared statement to its generic plan when that
+// looks no dearer, which it does while a table's statistics are those of a small table (until
+// autovacuum analyzes it, a minute or more after a burst of inserts): every lookup then read
+// the whole table (10,000 rows each, on a table just grown from one).
+func withCustomPlans(postgresURL string) (string, error) {
+	parsed, err := url.Parse(postgresURL)
+	if err != nil {
+		return "", fmt.Errorf("-postgres: %w", err)
+	}
+	query := parsed.Query()
+	if query.Get("plan_cache_mode") == "" {
+		query.Set("plan_cache_mode", "force_custom_plan")
+	}
+	parsed.RawQuery = query.Encode()
+	return parsed.String(), nil
 }

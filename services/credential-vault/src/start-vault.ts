@@ -84,6 +84,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
   // Connections stored before lookups by name went by _id get their key entry (see connection-repo).
   await connections.indexKeys();
+  // And connections stored before the lists get their place in them (see connection-lists).
+  await connections.indexLists();
 
   // Token endpoints are reached under the proxy's address policy and its operator allow-list.
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });

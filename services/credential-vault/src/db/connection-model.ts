@@ -48,6 +48,11 @@ export interface ConnectionDoc {
   created_at: Date;
   updated_at: Date;
   last_fetched_at: Date | null;
+  /**
+   * True once the connection has its entries in the environment's lists (connection-lists.ts);
+   * absent on connections stored before the lists, until the vault's start lists them.
+   */
+  listed?: boolean;
 }
 
 export interface SyncRunState {
@@ -79,6 +84,7 @@ const connectionSchema = new Schema<ConnectionDoc>(
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
     last_fetched_at: { type: Date, default: null },
+    listed: { type: Boolean },
   },
   { collection: 'connections', versionKey: false, minimize: false, suppressReservedKeysWarning: true },
 );
@@ -109,3 +115,49 @@ const connectionKeySchema = new Schema<ConnectionKeyDoc>(
 );
 
 export const connectionKeyModel = (connection: Connection) => connection.model<ConnectionKeyDoc>('ConnectionKey', connectionKeySchema);
+
+/**
+ * A list of an environment's connections: all of them, or those of one integration, tag or end
+ * user. `_id` is `connectionListKey(environment, list)`.
+ */
+export type ConnectionList = ['all'] | ['integration', providerConfigKey: string] | ['tag', key: string, value: string] | ['end_user', id: string];
+
+/**
+ * A list's entries are numbered 1, 2, 3… with no gap (each number is taken by inserting its
+ * entry, which the unique `_id` lets only one writer do); the head holds a number at or below the
+ * last one taken, from which a reader looks for later entries.
+ */
+export interface ConnectionListHeadDoc {
+  _id: string;
+  top: number;
+}
+
+/**
+ * One entry, never changed or removed: the connection's `_id` and connection id, and `t`, the
+ * time it was listed (ms), at or after the connection's `created_at` and never below the
+ * previous entry's, so a reader walking down from the top knows when nothing newer can follow.
+ * A connection that left the list since, or is gone, is skipped by the reader.
+ */
+export interface ConnectionListEntryDoc {
+  _id: string;
+  c: string;
+  n: string;
+  t: number;
+}
+
+/** A list head's `_id`: a JSON array, so no value can run into the next one. */
+export const connectionListKey = (environment: string, list: ConnectionList) => JSON.stringify([environment, ...list]);
+/** An entry's `_id`: the list's key and the entry's number. */
+export const connectionListEntryKey = (environment: string, list: ConnectionList, entry: number) => JSON.stringify([environment, ...list, entry]);
+
+const connectionListHeadSchema = new Schema<ConnectionListHeadDoc>(
+  { _id: { type: String, required: true }, top: { type: Number, required: true } },
+  { collection: 'connection_lists', versionKey: false },
+);
+const connectionListEntrySchema = new Schema<ConnectionListEntryDoc>(
+  { _id: { type: String, required: true }, c: { type: String, required: true }, n: { type: String, required: true }, t: { type: Number, required: true } },
+  { collection: 'connection_list_entries', versionKey: false },
+);
+
+export const connectionListHeadModel = (connection: Connection) => connection.model<ConnectionListHeadDoc>('ConnectionListHead', connectionListHeadSchema);
+export const connectionListEntryModel = (connection: Connection) => connection.model<ConnectionListEntryDoc>('ConnectionListEntry', connectionListEntrySchema);

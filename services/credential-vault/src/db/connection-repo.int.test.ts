@@ -1,13 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Connection, mongo as driver } from 'mongoose';
+import mongoose, { type Connection, type mongo as driver } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
-import { connectionKeyModel, connectionModel, type ConnectionDoc, type ConnectionKeyDoc } from './connection-model.js';
+import { connectionListQueries } from './connection-lists.js';
+import {
+  connectionKeyModel,
+  connectionListEntryModel,
+  connectionListHeadModel,
+  connectionModel,
+  type ConnectionDoc,
+  type ConnectionKeyDoc,
+  type ConnectionList,
+  type ConnectionListEntryDoc,
+  type ConnectionListHeadDoc,
+} from './connection-model.js';
 import { connectionFixture } from './connection-fixture.js';
 import { connectionQueries, createConnectionRepo, type ConnectionRepo } from './connection-repo.js';
 
 let mongo: TestMongo;
+let dbName: string;
 let connection: Connection;
 let repo: ConnectionRepo;
 
@@ -18,12 +30,19 @@ const doc = (i: number, connectionId = `c${i}`) =>
 
 beforeAll(async () => {
   mongo = await startMongo();
-  connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('connections'), logger: createLogger({ service: 'test', level: 'error' }) });
+  dbName = uniqueDbName('connections');
+  connection = await connectMongo({ uri: mongo.uri, dbName, logger: createLogger({ service: 'test', level: 'error' }) });
   repo = createConnectionRepo(connection);
   await repo.init();
   // Enough connections that a scan and a lookup differ in the plan, and another environment's.
   for (let i = 0; i < 300; i += 1) await repo.insert(environment, doc(i));
   await repo.insert(other, doc(1000, 'c5'));
+  // Other environments' key entries and lists, so that PostgreSQL's planner, which reads a
+  // table of a few hundred rows whole, has tables worth an index.
+  const filler = Array.from({ length: 3000 }, (_, i) => JSON.stringify(['env_filler', 'all', i]));
+  await connectionKeyModel(connection).collection.insertMany(filler.map((_id) => ({ _id: `${_id}:key`, connection: 'none' })) as never[]);
+  await connectionListHeadModel(connection).collection.insertMany(filler.map((_id) => ({ _id, top: 1 })) as never[]);
+  await connectionListEntryModel(connection).collection.insertMany(filler.map((_id) => ({ _id, c: 'none', n: 'none', t: 0 })) as never[]);
 }, 60_000);
 
 afterAll(async () => {
@@ -97,5 +116,159 @@ describe('connection lookups are index lookups', () => {
   it('refuses a second connection with the same connection id, and keeps finding the first', async () => {
     await expect(repo.insert(environment, { ...doc(20), _id: 'conn_20b', id: 5001 })).rejects.toMatchObject({ code: 'invalid_body' });
     expect(await repo.find(environment, 'github', 'c20')).toMatchObject({ _id: 'conn_20' });
+  }, 30_000);
+});
+
+const listed = environmentId('env_lists');
+/** A connection of the lists' environment: integration `github` when i is even, else `gitlab`; tag team `t<i % 3>`; end user `u<i % 5>`. */
+const member = (i: number, fields: Partial<ConnectionDoc> = {}) =>
+  connectionFixture(
+    { _id: `list_${i}`, id: 10_000 + i, provider_config_key: i % 2 === 0 ? 'github' : 'gitlab', connection_id: `m${i}` },
+    { tags: { team: `t${i % 3}` }, end_user: { id: `u${i % 5}` }, created_at: new Date(Date.UTC(2026, 0, 1) + i * 1000), ...fields },
+  );
+const all = { limit: 1000, page: 0 };
+const names = (docs: readonly ConnectionDoc[]) => docs.map((doc) => doc.connection_id);
+/** What the list shows, as the old query computed it: the filter on every connection, newest first. */
+const expected = (docs: ReadonlyArray<Omit<ConnectionDoc, 'environment_id'>>, keep: (doc: Omit<ConnectionDoc, 'environment_id'>) => boolean) =>
+  docs.filter(keep).sort((a, b) => b.created_at.getTime() - a.created_at.getTime()).map((doc) => doc.connection_id);
+
+/**
+ * `GET /connections` without a connection id reads the environment's lists: heads and blocks by
+ * `_id`, then each entry's connection by `_id`, so a page costs the same however many
+ * connections the environment and the database hold.
+ */
+describe('connection lists are index lookups', () => {
+  const members = Array.from({ length: 60 }, (_, i) => member(i));
+
+  beforeAll(async () => {
+    for (const doc of members) await repo.insert(listed, doc);
+  }, 60_000);
+
+  it("a list's head and its entries: _id lookups", async () => {
+    const heads = connectionListHeadModel(connection).collection as unknown as driver.Collection<ConnectionListHeadDoc>;
+    const entries = connectionListEntryModel(connection).collection as unknown as driver.Collection<ConnectionListEntryDoc>;
+    const shapes: ConnectionList[] = [['all'], ['integration', 'github'], ['tag', 'team', 't1'], ['end_user', 'u2']];
+    for (const list of shapes) {
+      const head = await explainUntilIndexed(() => heads.find(connectionListQueries.head(listed, list)));
+      expect(head.indexed ? 'indexed' : `${list.join(' ')}: ${head.summary}`).toBe('indexed');
+      const entry = await explainUntilIndexed(() => entries.find(connectionListQueries.entry(listed, list, 3)));
+      expect(entry.indexed ? 'indexed' : `${list.join(' ')}: ${entry.summary}`).toBe('indexed');
+    }
+  }, 60_000);
+
+  it('every filter lists what the query did, newest first, page by page', async () => {
+    expect(names(await repo.list(listed, {}, all))).toEqual(expected(members, () => true));
+    expect(names(await repo.list(listed, { provider_config_keys: ['github'] }, all))).toEqual(expected(members, (doc) => doc.provider_config_key === 'github'));
+    expect(names(await repo.list(listed, { provider_config_keys: ['github', 'gitlab', 'none'] }, all))).toEqual(expected(members, () => true));
+    expect(names(await repo.list(listed, { tags: { team: 't1' } }, all))).toEqual(expected(members, (doc) => doc.tags['team'] === 't1'));
+    expect(names(await repo.list(listed, { end_user_id: 'u2' }, all))).toEqual(expected(members, (doc) => doc.end_user?.['id'] === 'u2'));
+    expect(names(await repo.list(listed, { search: 'M1' }, all))).toEqual(expected(members, (doc) => doc.connection_id.includes('m1')));
+    expect(names(await repo.list(listed, { provider_config_keys: ['gitlab'], tags: { team: 't0' }, end_user_id: 'u3', search: '3' }, all))).toEqual(
+      expected(members, (doc) => doc.provider_config_key === 'gitlab' && doc.tags['team'] === 't0' && doc.end_user?.['id'] === 'u3' && doc.connection_id.includes('3')),
+    );
+    expect(await repo.list(listed, { tags: { team: 'nobody' } }, all)).toEqual([]);
+    expect(await repo.list(listed, { provider_config_keys: ['none'] }, all)).toEqual([]);
+    const pages = [0, 1, 2, 3].map((page) => repo.list(listed, { provider_config_keys: ['github'] }, { limit: 8, page }));
+    expect((await Promise.all(pages)).map(names)).toEqual([0, 1, 2, 3].map((page) => expected(members, (doc) => doc.provider_config_key === 'github').slice(page * 8, page * 8 + 8)));
+    // Another environment's connections are its own.
+    expect(names(await repo.list(other, {}, all))).toEqual(['c5']);
+  }, 30_000);
+
+  it('a change of tags or end user moves the connection; a removed one leaves every list', async () => {
+    expect(await repo.update(listed, 'list_4', { tags: { team: 'moved' }, end_user: { id: 'u-moved' } })).toBe(true);
+    expect(names(await repo.list(listed, { tags: { team: 'moved' } }, all))).toEqual(['m4']);
+    expect(names(await repo.list(listed, { end_user_id: 'u-moved' }, all))).toEqual(['m4']);
+    expect(names(await repo.list(listed, { tags: { team: 't1' } }, all))).not.toContain('m4');
+    expect(names(await repo.list(listed, { end_user_id: 'u4' }, all))).not.toContain('m4');
+    // A reconnect's credentials write carries the merged tags.
+    expect(await repo.replaceCredentials(listed, 'list_4', 0, { credentials: 'sealed-2', tags: { team: 'moved', extra: 'x' } })).toBe(true);
+    expect(names(await repo.list(listed, { tags: { extra: 'x' } }, all))).toEqual(['m4']);
+    expect(await repo.remove(listed, 'list_6')).toBe(true);
+    for (const filter of [{}, { provider_config_keys: ['github'] }, { tags: { team: 't0' } }, { end_user_id: 'u1' }, { search: 'm6' }]) {
+      expect(names(await repo.list(listed, filter, all))).not.toContain('m6');
+    }
+  }, 30_000);
+
+  it('concurrent inserts and changes of tags leave each connection in the lists it belongs to', async () => {
+    const busy = environmentId('env_busy');
+    const many = Array.from({ length: 40 }, (_, i) => member(500 + i));
+    // Two replicas, each with its own memory of the lists' last numbers.
+    const replica = createConnectionRepo(connection);
+    await Promise.all(many.map((doc, i) => (i % 2 === 0 ? repo : replica).insert(busy, doc)));
+    expect(names(await repo.list(busy, {}, all))).toEqual(expected(many, () => true));
+    expect(names(await repo.list(busy, { end_user_id: 'u0' }, all))).toEqual(expected(many, (doc) => doc.end_user?.['id'] === 'u0'));
+
+    for (let round = 0; round < 5; round++) {
+      const values = ['a', 'b', 'c', 'a'].map((value) => `${value}${round}`);
+      await Promise.all(values.map((value) => repo.update(listed, 'list_8', { tags: { team: value } })));
+      const now = (await repo.findById(listed, 'list_8'))!.tags['team']!;
+      expect(names(await repo.list(listed, { tags: { team: now } }, all))).toEqual(['m8']);
+      for (const value of values.filter((value) => value !== now)) expect(await repo.list(listed, { tags: { team: value } }, all)).toEqual([]);
+    }
+  }, 60_000);
+
+  it('entries left behind list nothing: of a connection never stored, of tags it no longer holds, a second one', async () => {
+    const entries = connectionListEntryModel(connection).collection as unknown as driver.Collection<ConnectionListEntryDoc>;
+    const heads = connectionListHeadModel(connection).collection as unknown as driver.Collection<ConnectionListHeadDoc>;
+    /** An entry past the head (the head is a hint a writer raises after its entry). */
+    const stray = async (list: ConnectionList, c: string, n: string) => {
+      let top = (await heads.findOne(connectionListQueries.head(listed, list)))?.top ?? 0;
+      while (await entries.findOne(connectionListQueries.entry(listed, list, top + 1))) top += 1;
+      await entries.insertOne({ ...connectionListQueries.entry(listed, list, top + 1), c, n, t: Date.now() });
+    };
+    // An insert that stopped after its entries; a second entry (two replicas listing one connection).
+    await stray(['all'], 'list_never', 'never');
+    await stray(['tag', 'team', 't0'], 'list_9', 'm9');
+    await stray(['tag', 'team', 'stale'], 'list_10', 'm10');
+    expect(names(await repo.list(listed, {}, all))).not.toContain('never');
+    expect(names(await repo.list(listed, { tags: { team: 't0' } }, all)).filter((name) => name === 'm9')).toHaveLength(1);
+    expect(names(await repo.list(listed, { tags: { team: 't0' } }, all))).toEqual(expected(members, (doc) => doc.tags['team'] === 't0' && doc._id !== 'list_6'));
+    expect(await repo.list(listed, { tags: { team: 'stale' } }, all)).toEqual([]);
+  }, 30_000);
+
+  it('connections stored before the lists are listed, below newer ones, once two replicas have started together', async () => {
+    const older = environmentId('env_older');
+    const docs = connectionModel(connection).collection as unknown as driver.Collection<ConnectionDoc>;
+    await docs.insertMany([3, 1, 2].map((i) => ({ ...member(100 + i, { created_at: new Date(Date.UTC(2025, 0, i)) }), environment_id: older })));
+    expect(await repo.list(older, {}, all)).toEqual([]);
+    expect(await repo.indexLists()).toBeGreaterThanOrEqual(3);
+    expect(await repo.indexLists()).toBe(0);
+    await repo.insert(older, member(200));
+    expect(names(await repo.list(older, {}, all))).toEqual(['m200', 'm103', 'm102', 'm101']);
+    expect(names(await repo.list(older, { end_user_id: 'u1' }, all))).toEqual(['m101']);
+    // Two replicas at once: each connection listed once.
+    const both = environmentId('env_older_2');
+    await docs.insertMany(Array.from({ length: 20 }, (_, i) => ({ ...member(300 + i), environment_id: both })));
+    await Promise.all([repo.indexLists(), createConnectionRepo(connection).indexLists()]);
+    const twenty = Array.from({ length: 20 }, (_, i) => member(300 + i));
+    expect(names(await repo.list(both, {}, all))).toEqual(expected(twenty, () => true));
+    expect(names(await repo.list(both, { tags: { team: 't1' } }, all))).toEqual(expected(twenty, (doc) => doc.tags['team'] === 't1'));
+    expect(names(await repo.list(both, {}, { limit: 3, page: 2 }))).toEqual(expected(twenty, () => true).slice(6, 9));
+  }, 30_000);
+
+  it('a list sends no query but _id lookups (a search aside: it still filters every connection)', async () => {
+    // A second connection that reports every command it sends, to the same database.
+    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
+    await watched.asPromise();
+    const finds: Array<Record<string, unknown>> = [];
+    watched.getClient().on('commandStarted', (event) => {
+      if (event.commandName === 'find') finds.push(event.command['filter'] as Record<string, unknown>);
+    });
+    try {
+      const watchedRepo = createConnectionRepo(watched);
+      for (const filter of [{}, { provider_config_keys: ['github', 'gitlab'] }, { tags: { team: 't2' } }, { end_user_id: 'u3' }, { provider_config_keys: ['gitlab'], tags: { team: 't1' } }]) {
+        expect((await watchedRepo.list(listed, filter, { limit: 5, page: 1 })).length).toBeGreaterThan(0);
+      }
+      // A first page reads about as many entries and connections as it shows, however long the list.
+      const recent = environmentId('env_recent');
+      for (let i = 0; i < 120; i++) await repo.insert(recent, member(700 + i, { created_at: new Date() }));
+      finds.length = 0;
+      expect(names(await watchedRepo.list(recent, {}, { limit: 5, page: 0 }))).toEqual(['m819', 'm818', 'm817', 'm816', 'm815']);
+      expect(finds.length).toBeLessThan(30);
+      const notById = finds.filter((filter) => Object.keys(filter).join() !== '_id' || !(typeof filter['_id'] === 'string' || Object.keys(filter['_id'] as object).join() === '$in'));
+      expect(notById).toEqual([]);
+    } finally {
+      await watched.close();
+    }
   }, 30_000);
 });

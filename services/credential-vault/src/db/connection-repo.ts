@@ -1,15 +1,10 @@
 import type { Connection, QueryFilter } from 'mongoose';
 import { AppError } from '@latchkey/errors';
 import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
+import { createConnectionLists, matchesFilter, type ConnectionFilter } from './connection-lists.js';
 import { connectionKey, connectionKeyModel, connectionModel, type ConnectionDoc, type ConnectionKeyDoc, type SyncRunState } from './connection-model.js';
 
-export interface ConnectionFilter {
-  connection_id?: string;
-  provider_config_keys?: string[];
-  tags?: Record<string, string>;
-  end_user_id?: string;
-  search?: string;
-}
+export type { ConnectionFilter } from './connection-lists.js';
 
 /** What `update` may write: never the credentials or their version (see `replaceCredentials`). */
 export type ConnectionFields = Partial<Omit<ConnectionDoc, '_id' | 'environment_id' | 'credentials' | 'credentials_version'>>;
@@ -33,6 +28,7 @@ export function createConnectionRepo(connection: Connection) {
   const model = connectionModel(connection);
   const keys = connectionKeyModel(connection);
   const scoped = scopedRepo(model);
+  const lists = createConnectionLists(connection);
   const keyOf = (doc: Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_config_key' | 'connection_id'>): ConnectionKeyDoc => ({
     ...connectionQueries.key(doc.environment_id, doc.provider_config_key, doc.connection_id),
     connection: doc._id,
@@ -50,9 +46,16 @@ export function createConnectionRepo(connection: Connection) {
     const doc = await findById(environment, entry.connection);
     return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
   };
+  /** A write of fields that may move the connection into lists (`tags`, `end_user`): see `joining`. */
+  const listing = async (environment: EnvironmentId, id: string, fields: ConnectionFields, write: () => Promise<boolean>): Promise<boolean> => {
+    if (!('tags' in fields) && !('end_user' in fields)) return write();
+    const doc = await findById(environment, id);
+    if (doc) await lists.joining(doc, fields);
+    return write();
+  };
   return {
     init: async () => {
-      await Promise.all([model.init(), keys.init()]);
+      await Promise.all([model.init(), keys.init(), lists.init()]);
     },
     /**
      * Gives every connection its key entry (connections stored before the entries existed, or
@@ -77,13 +80,32 @@ export function createConnectionRepo(connection: Connection) {
       }
       return added;
     },
+    /**
+     * Lists every connection stored before the lists (or by a replica that did not list yet),
+     * oldest first, and marks it listed. Two replicas starting together may both list one
+     * connection: a reader skips the second entry. Returns how many it listed.
+     */
+    async indexLists(): Promise<number> {
+      const docs = (await model.find({}, { _id: 1, environment_id: 1, provider_config_key: 1, connection_id: 1, tags: 1, end_user: 1, listed: 1, created_at: 1 }).lean<ConnectionDoc[]>().exec())
+        .filter((doc) => doc.listed !== true)
+        .sort((a, b) => a.created_at.getTime() - b.created_at.getTime());
+      for (const doc of docs) {
+        await lists.enter(doc);
+        await model.updateOne(connectionQueries.byId(doc._id), { $set: { listed: true } }).exec();
+      }
+      return docs.length;
+    },
     find: findByKey,
     findById,
-    /** The connection first (its unique index refuses a duplicate), then its key entry. */
+    /**
+     * Its list entries first (an entry without its connection lists nothing), then the connection
+     * (its unique index refuses a duplicate), then its key entry.
+     */
     async insert(environment: EnvironmentId, doc: Omit<ConnectionDoc, 'environment_id'>): Promise<ConnectionDoc> {
+      await lists.enter({ ...doc, environment_id: environment });
       let stored: ConnectionDoc;
       try {
-        stored = await scoped.insert(environment, doc);
+        stored = await scoped.insert(environment, { ...doc, listed: true });
       } catch (error) {
         if (isDuplicateKey(error)) {
           throw new AppError('invalid_body', `Connection "${doc.connection_id}" exists already in integration "${doc.provider_config_key}"`, {
@@ -104,25 +126,22 @@ export function createConnectionRepo(connection: Connection) {
      * `integrationKeys`: the environment's integrations, for a list by connection id. Then the
      * list is one key lookup per integration (two `_id` lookups each, see `find`) and the other
      * filters are applied to those few documents, instead of a query FerretDB answers by reading
-     * every connection of every environment.
+     * every connection of every environment. Without a connection id, the environment's lists
+     * are read (connection-lists.ts): `_id` lookups only, as many as the page needs.
      */
     async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }, integrationKeys?: readonly string[]): Promise<ConnectionDoc[]> {
       const connectionId = filter.connection_id;
       if (connectionId !== undefined && (filter.provider_config_keys?.length || integrationKeys)) {
         const keys = [...new Set(filter.provider_config_keys?.length ? filter.provider_config_keys : integrationKeys)];
-        const search = filter.search?.toLowerCase();
         const found = (await Promise.all(keys.map((key) => findByKey(environment, key, connectionId)))).filter(
-          (doc): doc is ConnectionDoc =>
-            doc !== null &&
-            Object.entries(filter.tags ?? {}).every(([key, value]) => doc.tags?.[key] === value) &&
-            (filter.end_user_id === undefined || doc.end_user?.['id'] === filter.end_user_id) &&
-            (!search || doc.connection_id.toLowerCase().includes(search)),
+          (doc): doc is ConnectionDoc => doc !== null && matchesFilter(doc, filter),
         );
         found.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
         return found.slice(page.page * page.limit, (page.page + 1) * page.limit);
       }
+      if (connectionId === undefined && filter.search === undefined) return lists.page(environment, filter, page);
       const query: QueryFilter<Omit<ConnectionDoc, 'environment_id'>> = {};
-      if (filter.connection_id !== undefined) query.connection_id = filter.connection_id;
+      if (connectionId !== undefined) query.connection_id = connectionId;
       if (filter.provider_config_keys?.length) query.provider_config_key = { $in: filter.provider_config_keys };
       for (const [key, value] of Object.entries(filter.tags ?? {})) Object.assign(query, { [`tags.${key}`]: value });
       if (filter.end_user_id !== undefined) Object.assign(query, { 'end_user.id': filter.end_user_id });
@@ -139,7 +158,9 @@ export function createConnectionRepo(connection: Connection) {
      * (with the environment in it, it reads every connection).
      */
     update: async (environment: EnvironmentId, id: string, fields: ConnectionFields): Promise<boolean> => {
-      if (!(await findById(environment, id))) return false;
+      const doc = await findById(environment, id);
+      if (!doc) return false;
+      await lists.joining(doc, fields);
       return (await model.updateOne(connectionQueries.byId(id), { $set: fields }).exec()).matchedCount > 0;
     },
     /**
@@ -148,10 +169,10 @@ export function createConnectionRepo(connection: Connection) {
      * both do atomically. False when another writer got there first; its credentials stay.
      */
     replaceCredentials: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>) =>
-      scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: { ...fields, credentials_version: readVersion + 1 } }),
+      listing(environment, id, fields, () => scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: { ...fields, credentials_version: readVersion + 1 } })),
     /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
     updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
-      scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields }),
+      listing(environment, id, fields, () => scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields })),
     /**
      * The connection, then its key entry (an entry left behind finds nothing: see `find`). Both by
      * `_id` alone, once the read has shown the connection is the environment's.

@@ -1,0 +1,234 @@
+import type { Connection, mongo } from 'mongoose';
+import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import {
+  connectionListEntryKey,
+  connectionListEntryModel,
+  connectionListHeadModel,
+  connectionListKey,
+  connectionModel,
+  type ConnectionDoc,
+  type ConnectionList,
+  type ConnectionListEntryDoc,
+  type ConnectionListHeadDoc,
+} from './connection-model.js';
+
+export interface ConnectionFilter {
+  connection_id?: string;
+  provider_config_keys?: string[];
+  tags?: Record<string, string>;
+  end_user_id?: string;
+  search?: string;
+}
+
+/** What the lists hold of a connection. */
+export type Listed = Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_config_key' | 'connection_id' | 'tags' | 'end_user'>;
+
+/** Entries (and then their connections) a list reads at once: FerretDB on PostgreSQL holds a database connection for each. */
+const LOOKUPS_IN_FLIGHT = 16;
+/** Lists whose last number a replica remembers; past this many it forgets them (a head read each, no more). */
+const TOPS_REMEMBERED = 100_000;
+
+const listId = (list: ConnectionList) => JSON.stringify(list);
+
+/** The filters of every list query, shared with the explain test: each an `_id` equality. */
+export const connectionListQueries = {
+  head: (environment: string, list: ConnectionList) => ({ _id: connectionListKey(environment, list) }),
+  entry: (environment: string, list: ConnectionList, entry: number) => ({ _id: connectionListEntryKey(environment, list, entry) }),
+};
+
+/** The lists a connection belongs to: all, its integration's, one per tag, its end user's. */
+export function listsOf(doc: Pick<Listed, 'provider_config_key' | 'tags' | 'end_user'>): ConnectionList[] {
+  const lists: ConnectionList[] = [['all'], ['integration', doc.provider_config_key]];
+  for (const [key, value] of Object.entries(doc.tags ?? {})) lists.push(['tag', key, value]);
+  const endUser = doc.end_user?.['id'];
+  if (typeof endUser === 'string') lists.push(['end_user', endUser]);
+  return lists;
+}
+
+/** Whether a stored connection passes every filter but the connection id (which has its own path). */
+export function matchesFilter(doc: ConnectionDoc, filter: ConnectionFilter): boolean {
+  const search = filter.search?.toLowerCase();
+  return (
+    (!filter.provider_config_keys?.length || filter.provider_config_keys.includes(doc.provider_config_key)) &&
+    Object.entries(filter.tags ?? {}).every(([key, value]) => doc.tags?.[key] === value) &&
+    (filter.end_user_id === undefined || doc.end_user?.['id'] === filter.end_user_id) &&
+    (!search || doc.connection_id.toLowerCase().includes(search))
+  );
+}
+
+/** Newest first; `sort` is stable, so equal times keep the order they were found in. */
+const newestFirst = (docs: ConnectionDoc[]) => docs.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
+
+/**
+ * The environment's connection lists, read and written by `_id` alone: FerretDB 1.24 answers no
+ * other filter, range, sort or limit from an index, and it updates a document by reading and
+ * rewriting it, so of concurrent updates to one document all but one may be lost (40 concurrent
+ * `$set`s or `$inc`s of one document on SQLite kept 2). Only inserts are safe from that (the
+ * unique `_id` refuses the second), so a list is entries inserted one per number and never
+ * changed; the head is only a hint. A reader walks down from the top and looks each entry's
+ * connection up, keeping those that pass the filter now (an entry stays behind when its
+ * connection leaves the list or is removed, and lists nothing then). A writer must only make
+ * sure no connection lacks an entry: entries go in before the connection or its new tags.
+ */
+export function createConnectionLists(connection: Connection) {
+  const headDocs = connectionListHeadModel(connection).collection as unknown as mongo.Collection<ConnectionListHeadDoc>;
+  const entryDocs = connectionListEntryModel(connection).collection as unknown as mongo.Collection<ConnectionListEntryDoc>;
+  const connectionDocs = connectionModel(connection).collection as unknown as mongo.Collection<ConnectionDoc>;
+  /** The last number this replica took, per list head, and that entry's `t`. */
+  const tops = new Map<string, { top: number; t: number }>();
+
+  /**
+   * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
+   * pushes down only `{_id: <string>}` and reads the whole collection for a list of them.
+   */
+  let isMongoDb: Promise<boolean> | undefined;
+  const inIndexed = () =>
+    (isMongoDb ??= connection
+      .db!.admin()
+      .command({ buildInfo: 1 })
+      .then((info) => !('ferretdbVersion' in info)));
+  /** Documents by `_id`, in the order asked, null for those not found. */
+  async function byIds<T extends { _id: string }>(collection: mongo.Collection<T>, ids: readonly string[]): Promise<Array<T | null>> {
+    if (await inIndexed()) {
+      const docs = (await collection.find({ _id: { $in: ids } } as mongo.Filter<T>).toArray()) as T[];
+      const found = new Map<string, T>(docs.map((doc) => [doc._id, doc]));
+      return ids.map((id) => found.get(id) ?? null);
+    }
+    return Promise.all(ids.map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>));
+  }
+
+  /**
+   * Takes the list's next number by inserting its entry there; a number taken already moves it
+   * on (first to past the head). `t` is now, or the previous entry's if later (another
+   * replica's clock), so it never goes down along the list. The previous entry is read, unless
+   * it is the one this replica last wrote to the list.
+   */
+  async function append(environment: string, list: ConnectionList, doc: Pick<Listed, '_id' | 'connection_id'>): Promise<void> {
+    const head = connectionListQueries.head(environment, list);
+    const remembered = tops.get(head._id);
+    let number = (remembered?.top ?? (await headDocs.findOne(head))?.top ?? 0) + 1;
+    let headRead = remembered === undefined;
+    let t: number;
+    for (;;) {
+      // Entries never change, so the one this replica wrote at `remembered.top` still has its `t`.
+      const lastWritten = remembered !== undefined && number === remembered.top + 1;
+      const below = lastWritten ? remembered : number > 1 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, number - 1)) : null;
+      t = Math.max(Date.now(), below?.t ?? 0);
+      try {
+        await entryDocs.insertOne({ ...connectionListQueries.entry(environment, list, number), c: doc._id, n: doc.connection_id, t });
+        break;
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        number = headRead ? number + 1 : Math.max(number, (await headDocs.findOne(head))?.top ?? 0) + 1;
+        headRead = true;
+      }
+    }
+    if (tops.size >= TOPS_REMEMBERED) tops.clear();
+    tops.set(head._id, { top: number, t });
+    try {
+      await headDocs.updateOne(head, { $max: { top: number } }, { upsert: true });
+    } catch (error) {
+      // Two first writers of a list both upserted; the head exists now. A hint either way.
+      if (!isDuplicateKey(error)) throw error;
+    }
+  }
+
+  /** One write at a time: FerretDB on SQLite takes one writer at a time, and concurrent ones cost more each. */
+  async function enter(doc: Listed, lists: readonly ConnectionList[]): Promise<void> {
+    for (const list of lists) await append(doc.environment_id, list, doc);
+  }
+
+  /** The list's last number: the head's, then any taken since (the head may lag, never lead). */
+  async function topOf(environment: string, list: ConnectionList): Promise<number> {
+    let top = (await headDocs.findOne(connectionListQueries.head(environment, list)))?.top ?? 0;
+    while (await entryDocs.findOne(connectionListQueries.entry(environment, list, top + 1))) top += 1;
+    return top;
+  }
+
+  /**
+   * The `wanted` newest connections of one list that pass the filter (fewer if it holds fewer),
+   * newest first. Walks down from `top` and stops at an entry listed no later than the oldest
+   * of the `wanted` newest found: every entry below it was listed no later, and no connection
+   * is listed before it is created, so none below is newer (one as old ties, and ties keep the
+   * order they were found in, on this page and the next).
+   */
+  async function walk(environment: EnvironmentId, list: ConnectionList, top: number, filter: ConnectionFilter, wanted: number): Promise<ConnectionDoc[]> {
+    const found: ConnectionDoc[] = [];
+    const seen = new Set<string>();
+    const oldestWanted = () => (found.length >= wanted ? newestFirst(found)[wanted - 1]!.created_at.getTime() : -Infinity);
+    for (let next = top; next >= 1; ) {
+      // As many as the page still needs (a few once it has them, to find where to stop).
+      const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, Math.max(wanted - found.length, 2), next) }, (_, i) => next - i);
+      next -= numbers.length;
+      const entries = await byIds(
+        entryDocs,
+        numbers.map((number) => connectionListQueries.entry(environment, list, number)._id),
+      );
+      const floor = oldestWanted();
+      const fresh: ConnectionListEntryDoc[] = [];
+      let done = false;
+      for (const entry of entries) {
+        if (!entry) continue;
+        if (entry.t <= floor) {
+          done = true;
+          break;
+        }
+        if (seen.has(entry.c)) continue;
+        seen.add(entry.c);
+        fresh.push(entry);
+      }
+      const docs = await byIds(
+        connectionDocs,
+        fresh.map((entry) => entry.c),
+      );
+      for (const doc of docs) if (doc && doc.environment_id === environment && matchesFilter(doc, filter)) found.push(doc);
+      if (done) break;
+    }
+    return newestFirst(found).slice(0, wanted);
+  }
+
+  return {
+    init: async () => {
+      await Promise.all([connectionListHeadModel(connection).init(), connectionListEntryModel(connection).init()]);
+    },
+
+    /** Every list of a connection about to be stored (or stored before the lists). */
+    enter: (doc: Listed) => enter(doc, listsOf(doc)),
+
+    /**
+     * Before a write of `tags` or `end_user`: the lists the connection joins get its entry (the
+     * lists it leaves keep theirs, which list nothing once it is written).
+     */
+    async joining(doc: Listed, fields: Partial<Pick<Listed, 'tags' | 'end_user'>>): Promise<void> {
+      if (!('tags' in fields) && !('end_user' in fields)) return;
+      const before = new Set(listsOf(doc).map(listId));
+      await enter(
+        doc,
+        listsOf({ ...doc, ...fields }).filter((list) => !before.has(listId(list))),
+      );
+    },
+
+    /**
+     * One page, newest first. The filter's most selective list is read (every integration's
+     * for several integrations; else the one of fewest entries among the integration, tags and
+     * end user asked for), and what it lists is checked against the whole filter. A page costs
+     * the lookups of every connection before it, as a skip does.
+     */
+    async page(environment: EnvironmentId, filter: Omit<ConnectionFilter, 'connection_id'>, page: { limit: number; page: number }): Promise<ConnectionDoc[]> {
+      const groups: ConnectionList[][] = [];
+      if (filter.provider_config_keys?.length) groups.push([...new Set(filter.provider_config_keys)].map((key): ConnectionList => ['integration', key]));
+      for (const [key, value] of Object.entries(filter.tags ?? {})) groups.push([['tag', key, value]]);
+      if (filter.end_user_id !== undefined) groups.push([['end_user', filter.end_user_id]]);
+      if (groups.length === 0) groups.push([['all']]);
+      const sized = await Promise.all(groups.map((group) => Promise.all(group.map(async (list) => ({ list, top: await topOf(environment, list) })))));
+      const total = (group: Array<{ top: number }>) => group.reduce((sum, source) => sum + source.top, 0);
+      const sources = sized.reduce((best, group) => (total(group) < total(best) ? group : best));
+      const wanted = (page.page + 1) * page.limit;
+      const found: ConnectionDoc[] = [];
+      for (const source of sources) if (source.top > 0) found.push(...(await walk(environment, source.list, source.top, filter, wanted)));
+      return newestFirst(found).slice(page.page * page.limit, wanted);
+    },
+  };
+}
+
+export type ConnectionLists = ReturnType<typeof createConnectionLists>;
