@@ -74,7 +74,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   });
 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
-  const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000 });
+  // A reservation waits out a bucket electing its leader, never past the request's own deadline.
+  const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
 
   const lastUsed = createLastUsedTracker({ touch: apiKeys.touchLastUsed });
   const flushTimer = setInterval(() => {

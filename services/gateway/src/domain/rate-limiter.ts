@@ -46,7 +46,8 @@ export interface RateLimiterOptions {
   maxSliceFraction?: number;
   /**
    * How long a reservation goes on trying while the bucket is unavailable (electing a leader)
-   * before the requests waiting on it answer 503; 10 s by default.
+   * before the requests waiting on it answer 503; 10 s by default, the request deadline
+   * (REQUEST_TIMEOUT_MS) in the gateway, so a NATS outage still answers within it.
    */
   unavailableRetryMs?: number;
 }
