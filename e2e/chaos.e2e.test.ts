@@ -37,10 +37,9 @@ it('loses nothing when a NATS node and one replica of each service are killed un
   }
   // The steady window before any fault has no failure at all.
   expect(rows[0]!.proxyFailed).toBe(0);
-  // A run after the load leaves each served item stored once. Runs during the faults are printed,
-  // not asserted: on clean-clone CI runs they stalled after the NATS node loss until the load
-  // ended (open in issue 20; locally they went on), and the records check holds either way.
-  process.stdout.write(`sync runs seen during the faults: ${rows.slice(1).reduce((sum, row) => sum + row.syncFinishesSeen, 0)}\n`);
+  // Sync runs finished while the faults hit; a run after the load leaves each served item stored once.
+  // (Seen in the sync's status: the operations log may drop entries while NATS is away.)
+  expect(rows.slice(1).reduce((sum, row) => sum + row.syncFinishesSeen, 0)).toBeGreaterThan(0);
   expect(records).toMatchObject({ finalRun: 'SUCCESS', stored: records.served, missing: 0, repeated: 0, unexpected: 0, deleted: 0, pagingEnded: true });
   expect(records.served).toBeGreaterThan(100);
 }, 600_000);

@@ -18,6 +18,11 @@ export const configSchema = baseServiceSchema('sync-scheduler', 3012).extend({
   SYNC_MIN_FREQUENCY_MS: positiveInt(60_000),
   /** A run that has not reported back after this long is taken to be lost, and its schedule runs again. */
   SYNC_RUN_STALE_MS: positiveInt(3_600_000),
+  /**
+   * A run not begun this long after it was claimed (its job was never queued: the claiming replica
+   * died, or the publish was lost) is taken to be lost: the schedule is not held for an hour.
+   */
+  SYNC_RUN_UNSTARTED_MS: positiveInt(120_000),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -65,6 +65,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   // Every write of a schedule's due state is announced, in chunks, to the leader's due index.
   const schedules = createScheduleRepo(mongo, {
     staleRunMs: config.SYNC_RUN_STALE_MS,
+    unstartedRunMs: config.SYNC_RUN_UNSTARTED_MS,
     onChange: (ids) => {
       for (let start = 0; start < ids.length; start += 1000) bus.broadcast(syncContracts.scheduleChanged, { ids: ids.slice(start, start + 1000) });
     },

@@ -68,10 +68,15 @@ export interface SyncWrites {
 }
 
 /**
- * A batch of up to 10,000 records is written in one request: on a slow database (FerretDB's
- * SQLite backend upserts about a few hundred a second) that takes far longer than a query.
+ * How long a write of `count` records may take. A batch of up to 10,000 records is written in
+ * one request: on a slow database (FerretDB's SQLite backend upserts about a few hundred a
+ * second) that takes far longer than a query, so the largest batch gets two minutes. A small one
+ * gets seconds: a request lost with a NATS node has no answer to wait for, and the sync run
+ * holds its schedule (its job kept alive by the consumer's heartbeat) until the deadline.
  */
-const RECORD_WRITE_TIMEOUT_MS = 120_000;
+export function recordWriteTimeoutMs(count: number): number {
+  return Math.min(120_000, 10_000 + count * 11);
+}
 
 /** A provider answer larger than this fails the call instead of filling the replica's memory. */
 const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
@@ -160,7 +165,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       mode: operation === 'batchSave' ? 'save' : operation === 'batchUpdate' ? 'update' : 'delete',
       records: checked,
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
-    }, { timeoutMs: RECORD_WRITE_TIMEOUT_MS });
+    }, { timeoutMs: recordWriteTimeoutMs(checked.length) });
     const counts = (sync.counts[name] ??= { added: 0, updated: 0, deleted: 0 });
     counts.added += result.added;
     counts.updated += result.updated;

@@ -18,6 +18,12 @@ export interface ScheduleRepoOptions {
    */
   staleRunMs?: number;
   /**
+   * A run not begun this long after its claim (the job was never queued: the claiming replica
+   * died, or the publish was lost) is taken to be lost sooner: the next claim marks it abandoned.
+   * A run that began keeps its slot until `staleRunMs` without a progress report.
+   */
+  unstartedRunMs?: number;
+  /**
    * Told the ids of schedules whose due state (next run, paused, run in flight) was just written
    * or which were removed, after the write: the service broadcasts them to the leader's due index.
    */
@@ -26,6 +32,7 @@ export interface ScheduleRepoOptions {
 
 export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptions = {}) {
   const staleRunMs = options.staleRunMs ?? 3_600_000;
+  const unstartedRunMs = Math.min(options.unstartedRunMs ?? 120_000, staleRunMs);
   const schedules = scheduleModel(mongo);
   const runs = syncRunModel(mongo);
   const slots = runSlotModel(mongo);
@@ -114,10 +121,14 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         }
       };
       if (!(await take())) {
-        const stale = await slots
-          .findOne({ _id: schedule._id, claimed_at: { $lt: new Date(now.getTime() - staleRunMs) } })
+        const held = await slots
+          .findOne({ _id: schedule._id, claimed_at: { $lt: new Date(now.getTime() - unstartedRunMs) } })
           .lean()
           .exec();
+        if (!held) return null;
+        // Held past the unstarted limit: lost if its run never began, or if it began and has not
+        // reported for the stale limit.
+        const stale = held.claimed_at < new Date(now.getTime() - staleRunMs) || (await runs.exists({ _id: held.run_id, status: 'QUEUED' }).exec()) !== null ? held : null;
         if (!stale) return null;
         // One claimer takes a stale slot over: the one whose insert of a marker for that run wins.
         // Removing the slot cannot decide it alone: FerretDB deletes by `_id` what an earlier read

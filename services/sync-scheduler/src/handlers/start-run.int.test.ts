@@ -64,3 +64,36 @@ describe('a full resync triggered while the scheduler starts a run', () => {
     expect(await records.count(scope)).toBe(3);
   });
 });
+
+describe('a run whose job never came', () => {
+  it('gives its schedule back once it has waited unstarted past the limit, and its late job finds it over', async () => {
+    const shortLived = createScheduleRepo(connection, { unstartedRunMs: 60_000 });
+    await shortLived.ensure(env, { provider_config_key: 'crm', connection_id: 'c-2', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await shortLived.list(env, 'crm', 'c-2');
+    const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
+    // A scheduler replica claims the schedule and dies before it queues the job.
+    const claimedAt = new Date();
+    const orphan = await shortLived.claim(schedule!, 'orphan-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    expect(orphan?.status).toBe('QUEUED');
+
+    // Within the limit the claim holds: still one run at a time.
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 59_000))).toBe(false);
+    // Past it, not in an hour: a new run takes the schedule, and the orphan is over.
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 61_000))).toBe(true);
+    expect((await shortLived.getRun(env, 'orphan-run'))?.status).toBe('ERROR');
+    expect((await shortLived.getRun(env, 'orphan-run'))?.error?.code).toBe('sync_run_abandoned');
+  });
+
+  it('keeps the schedule of a run that began, however long past the unstarted limit (until the stale limit)', async () => {
+    const shortLived = createScheduleRepo(connection, { unstartedRunMs: 60_000, staleRunMs: 3_600_000 });
+    await shortLived.ensure(env, { provider_config_key: 'crm', connection_id: 'c-3', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await shortLived.list(env, 'crm', 'c-3');
+    const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
+    const claimedAt = new Date();
+    await shortLived.claim(schedule!, 'begun-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await shortLived.markStarted('begun-run', new Date(claimedAt.getTime() + 1_000));
+
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 600_000))).toBe(false);
+    expect((await shortLived.getRun(env, 'begun-run'))?.status).toBe('RUNNING');
+  });
+});
