@@ -94,6 +94,26 @@ export function databaseUnavailable(error: unknown, who = 'The service'): AppErr
   return isMongoUnavailable(error) ? new AppError('service_unavailable', `${who} cannot reach its database; retry shortly`, { cause: error }) : undefined;
 }
 
+const idListAnswers = new WeakMap<Connection, Promise<boolean>>();
+
+/**
+ * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
+ * pushes down only `{_id: <string>}` and reads the whole collection for a list of ids. Asked
+ * once per connection (again after a failed ask).
+ */
+export function idListsIndexed(connection: Connection): Promise<boolean> {
+  let answer = idListAnswers.get(connection);
+  if (!answer) {
+    answer = connection
+      .db!.admin()
+      .command({ buildInfo: 1 })
+      .then((info) => !('ferretdbVersion' in info));
+    answer.catch(() => idListAnswers.delete(connection));
+    idListAnswers.set(connection, answer);
+  }
+  return answer;
+}
+
 /** True while the driver holds a live connection. */
 export function isMongoConnected(connection: Connection): boolean {
   return connection.readyState === mongoose.ConnectionStates.connected;

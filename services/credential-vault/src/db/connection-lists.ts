@@ -1,5 +1,5 @@
 import type { Connection, mongo } from 'mongoose';
-import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import {
   connectionListEntryKey,
   connectionListEntryModel,
@@ -77,16 +77,7 @@ export function createConnectionLists(connection: Connection) {
   /** The last number this replica took, per list head, and that entry's `t`. */
   const tops = new Map<string, { top: number; t: number }>();
 
-  /**
-   * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
-   * pushes down only `{_id: <string>}` and reads the whole collection for a list of them.
-   */
-  let isMongoDb: Promise<boolean> | undefined;
-  const inIndexed = () =>
-    (isMongoDb ??= connection
-      .db!.admin()
-      .command({ buildInfo: 1 })
-      .then((info) => !('ferretdbVersion' in info)));
+  const inIndexed = () => idListsIndexed(connection);
   /** Documents by `_id`, in the order asked, null for those not found. */
   async function byIds<T extends { _id: string }>(collection: mongo.Collection<T>, ids: readonly string[]): Promise<Array<T | null>> {
     if (await inIndexed()) {

@@ -1,5 +1,5 @@
 import type { Connection, QueryFilter, mongo } from 'mongoose';
-import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
 import {
   LOG_BLOCK,
@@ -112,16 +112,7 @@ export function createRecordRepo(mongo: Connection) {
   });
   const keyOf = (scope: RecordScope, externalId: string) => recordKey(scope.environment, scope.connection, scope.model, scope.variant, externalId);
 
-  /**
-   * Whether the server answers `{_id: {$in: […]}}` from an index: MongoDB does; FerretDB 1.24
-   * pushes down only `{_id: <string>}` and reads the whole collection for a list.
-   */
-  let isMongoDb: Promise<boolean> | undefined;
-  const listsIndexed = () =>
-    (isMongoDb ??= mongo
-      .db!.admin()
-      .command({ buildInfo: 1 })
-      .then((info) => !('ferretdbVersion' in info)));
+  const listsIndexed = () => idListsIndexed(mongo);
   /**
    * Single-document writes, each by `_id`: on MongoDB many at once; on FerretDB one at a time.
    * FerretDB 1.24 on SQLite takes one writer at a time and makes the others wait in SQLite's
