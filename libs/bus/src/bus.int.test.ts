@@ -340,6 +340,15 @@ describe('batched publishing', () => {
 });
 
 describe('KV', () => {
+  it('opens a new bucket from many replicas at once', async () => {
+    for (let round = 0; round < 5; round++) {
+      const name = `test_concurrent_${round}`;
+      const views = await Promise.all(Array.from({ length: 6 }, () => openKv<{ n: number }>(round % 2 ? client : server, { name, ttlMs: 60_000 })));
+      expect(await views[0]!.create('k', { n: round })).not.toBeNull();
+      expect((await views[5]!.get('k'))?.value).toEqual({ n: round });
+    }
+  });
+
   it('creates once and compares-and-sets on revision', async () => {
     const kv = await openKv<{ n: number }>(client, { name: 'test_kv', ttlMs: 60_000 });
     const first = await kv.create('k', { n: 1 });

@@ -27,11 +27,21 @@ export interface JsonKv<T> {
   delete(key: string, revision?: number): Promise<boolean>;
 }
 
+/** JetStream's "subjects overlap with an existing stream" and "stream name already in use". */
+const STREAM_SUBJECTS_OVERLAP = 10065;
+const STREAM_NAME_IN_USE = 10058;
+
 export async function openKv<T>(bus: Bus, bucket: { name: string; ttlMs: number }): Promise<JsonKv<T>> {
   // Replicas apply when the bucket is created; an existing bucket keeps its own. Waits while a
   // clustered JetStream settles (`retryJetStreamSetup`).
+  const create = () => new Kvm(connectionOf(bus).js).create(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs });
   const kv = await retryJetStreamSetup(bus, `kv ${bucket.name}`, () =>
-    new Kvm(connectionOf(bus).js).create(bucket.name, { ttl: bucket.ttlMs, history: 1, replicas: bus.jetstreamReplicas, timeout: bus.requestTimeoutMs }),
+    // Replicas opening a new bucket at once: the server may refuse all but the first creation
+    // ("subjects overlap with an existing stream"); the bucket exists then, and opening it again works.
+    create().catch((error: unknown) => {
+      if (error instanceof JetStreamApiError && (error.code === STREAM_SUBJECTS_OVERLAP || error.code === STREAM_NAME_IN_USE)) return create();
+      throw error;
+    }),
   );
   return {
     kv,
