@@ -4,7 +4,7 @@ import { PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchke
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { callProxy, proxyExchange } from '@latchkey/proxy-hop';
-import { startNats, type TestNats } from '@latchkey/testing';
+import { eventually, startNats, type TestNats } from '@latchkey/testing';
 import { serveProxyCalls, type IncomingProxyCall } from './serve-proxy-calls.js';
 
 const logger = createLogger({ service: 'test', silent: true });
@@ -65,6 +65,9 @@ describe('proxy exchange', () => {
       expect(answer.meta).toEqual({ ok: true, status: 201, headers: [['x-request-id', `req-${n}`]], body: 'inline' });
       expect(Buffer.from(answer.body).equals(bodies[n]!)).toBe(true);
     });
+    // The observer's copies come on its own connection, which may be read after the replies.
+    await eventually(() => (messages.length >= 4 ? true : undefined), 5_000, 'the observer to see the call messages', 20);
+    await observer.flush();
     expect(messages).toHaveLength(4);
     expect(Math.max(...messages)).toBeLessThanOrEqual(caller.maxPayload);
     watcher.unsubscribe();
