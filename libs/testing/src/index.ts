@@ -6,6 +6,7 @@ export { startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nat
 export { freePort, waitForPort } from './ports.js';
 export { explainUntilIndexed, judgePlan, type Explainable, type QueryPlanVerdict } from './query-plan.js';
 export { repoRoot } from './repo-root.js';
+export { serviceEnvironment, type NatsForService } from './service-environment.js';
 export {
   startOAuthServer,
   type ClientAuthMethod,

@@ -3,7 +3,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, vaultContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startRunner } from './start-runner.js';
 
@@ -41,15 +41,7 @@ beforeAll(async () => {
   await Promise.all(neighbours.map((bus) => bus.flush()));
 
   // The runner itself, wired as main.ts wires it.
-  const config = configSchema.parse({
-    NATS_URL: nats.url,
-    NATS_PASSWORD: nats.credentials('action-runner').password,
-    MONGODB_URI: mongo.uri,
-    MONGODB_DB: uniqueDbName('runner'),
-    LOG_LEVEL: 'error',
-    HEALTH_PORT: '0',
-    FUNCTION_CONCURRENCY: '2',
-  });
+  const config = configSchema.parse(serviceEnvironment('action-runner', nats, mongo.uri, { FUNCTION_CONCURRENCY: '2' }));
   runner = await runService({ service: 'action-runner', config, start: startRunner, handleSignals: false });
   gateway = await login('gateway');
 }, 60_000);

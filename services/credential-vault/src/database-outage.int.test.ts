@@ -5,7 +5,7 @@ import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { startFerretDb, startNats, type TestNats, uniqueDbName } from '@latchkey/testing';
+import { startFerretDb, startNats, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startVault } from './start-vault.js';
 
@@ -21,15 +21,7 @@ const environment_id = 'env_outage';
 
 beforeAll(async () => {
   [nats, ferret] = await Promise.all([startNats(), startFerretDb()]);
-  const config = configSchema.parse({
-    NATS_URL: nats.url,
-    NATS_PASSWORD: nats.credentials('credential-vault').password,
-    MONGODB_URI: ferret.uri,
-    MONGODB_DB: uniqueDbName('vault'),
-    LOG_LEVEL: 'error',
-    HEALTH_PORT: '0',
-    ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
-  });
+  const config = configSchema.parse(serviceEnvironment('credential-vault', nats, ferret.uri, { ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}` }));
   vault = await runService({ service: 'credential-vault', config, start: startVault, handleSignals: false });
   gateway = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger, requestTimeoutMs: 30_000 });
   await gateway.request(vaultContracts.createIntegration, { environment_id, provider: 'anthropic', unique_key: 'llm' });

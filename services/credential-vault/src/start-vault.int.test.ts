@@ -4,7 +4,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { vaultContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startVault } from './start-vault.js';
 
@@ -21,15 +21,7 @@ const login = (service: ServiceName | 'observer') => createBus({ servers: nats.u
 
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
-  const config = configSchema.parse({
-    NATS_URL: nats.url,
-    NATS_PASSWORD: nats.credentials('credential-vault').password,
-    MONGODB_URI: mongo.uri,
-    MONGODB_DB: uniqueDbName('vault'),
-    LOG_LEVEL: 'error',
-    HEALTH_PORT: '0',
-    ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
-  });
+  const config = configSchema.parse(serviceEnvironment('credential-vault', nats, mongo.uri, { ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}` }));
   // The vault itself, wired as main.ts wires it.
   vault = await runService({ service: 'credential-vault', config, start: startVault, handleSignals: false });
   gateway = await login('gateway');

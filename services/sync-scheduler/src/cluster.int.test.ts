@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { eventually, freePort, startMongo, startNatsCluster, uniqueDbName, type TestMongo, type TestNatsCluster } from '@latchkey/testing';
+import { eventually, freePort, startMongo, startNatsCluster, type TestMongo, type TestNatsCluster, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { createLease, type Lease } from './scheduling/lease.js';
 import { startScheduler } from './start-scheduler.js';
@@ -38,16 +38,13 @@ describe('sync-scheduler on a NATS cluster', () => {
     // Every node down: the service starts first, then the cluster forms under it.
     for (const node of cluster.nodes) await node.kill();
     const healthPort = await freePort();
-    const config = configSchema.parse({
-      NATS_URL: cluster.url,
-      NATS_PASSWORD: cluster.credentials('sync-scheduler').password,
-      MONGODB_URI: mongo.uri,
-      MONGODB_DB: uniqueDbName('scheduler_cluster'),
-      LOG_LEVEL: 'error',
-      HEALTH_PORT: String(healthPort),
-      JETSTREAM_REPLICAS: '3',
-      JETSTREAM_SETUP_TIMEOUT_MS: '120000',
-    });
+    const config = configSchema.parse(
+      serviceEnvironment('sync-scheduler', cluster, mongo.uri, {
+        HEALTH_PORT: String(healthPort),
+        JETSTREAM_REPLICAS: '3',
+        JETSTREAM_SETUP_TIMEOUT_MS: '120000',
+      }),
+    );
     const starting = runService({ service: 'sync-scheduler', config, start: startScheduler, handleSignals: false });
     let failed: unknown;
     starting.catch((error: unknown) => (failed = error));

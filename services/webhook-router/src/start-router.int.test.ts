@@ -4,7 +4,7 @@ import { createBus, type Bus } from '@latchkey/bus';
 import { gatewayContracts, vaultWebhookContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
-import { eventually, startMongo, startNats, type TestMongo, type TestNats, uniqueDbName } from '@latchkey/testing';
+import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
 import { startRouter } from './start-router.js';
 
@@ -58,14 +58,7 @@ beforeAll(async () => {
   await observer.flush();
 
   // The router itself, wired as main.ts wires it.
-  const config = configSchema.parse({
-    NATS_URL: nats.url,
-    NATS_PASSWORD: nats.credentials('webhook-router').password,
-    MONGODB_URI: mongo.uri,
-    MONGODB_DB: uniqueDbName('router'),
-    LOG_LEVEL: 'error',
-    HEALTH_PORT: '0',
-  });
+  const config = configSchema.parse(serviceEnvironment('webhook-router', nats, mongo.uri));
   router = await runService({ service: 'webhook-router', config, start: startRouter, handleSignals: false });
 }, 60_000);
 
