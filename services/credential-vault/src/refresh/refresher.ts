@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JsonKv, OperationLog } from '@latchkey/bus';
+import { createCache } from '@latchkey/cache';
 import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
@@ -36,6 +37,8 @@ export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'conne
 }
 
 const POLL_MS = 25;
+/** The fallback below is logged once per connection in this long, not on every fetch it serves. */
+const FALLBACK_WARN_EVERY_MS = 60_000;
 
 /**
  * Refresh on fetch. One refresh per connection at a time across every vault replica: the
@@ -46,6 +49,7 @@ const POLL_MS = 25;
 export function createRefresher(deps: RefresherDeps): Refresher {
   const locks = createRefreshLocks(deps.locks);
   const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>>();
+  const fallbackWarned = createCache<true>({ maxEntries: 10_000, ttlMs: FALLBACK_WARN_EVERY_MS });
 
   async function reread(doc: ConnectionDoc) {
     const fresh = await deps.connections.findById(environmentId(doc.environment_id), doc._id);
@@ -202,7 +206,10 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         // database is away (a NATS node lost, its bucket electing a leader), it is handed out as
         // it is, and the next fetch tries again. A forced refresh has nothing to fall back on.
         if (force || !(error instanceof AppError && error.code === 'service_unavailable') || !stillValid(doc.expires_at, Date.now())) throw error;
-        deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: error.message });
+        if (!fallbackWarned.get(doc._id)) {
+          fallbackWarned.set(doc._id, true);
+          deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: error.message });
+        }
         return { doc, credentials };
       }
     },
