@@ -107,7 +107,14 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   const leaseKv = await openKv<LeaseEntry>(bus, { name: 'sync_scheduler_lease', ttlMs: config.SCHEDULER_LEASE_MS });
   const lease = createLease(leaseKv, 'leader', `${hostname()}/${process.pid}/${randomUUID()}`);
   bus.serve(syncContracts.leader, schedulerLeaderHandler({ lease: leaseKv, key: 'leader' }));
-  const dueSchedules = createDueSchedules({ logger, all: () => schedules.all(), one: (id) => schedules.getSchedule(id), rescanMs: config.SCHEDULER_RESCAN_MS });
+  const dueSchedules = createDueSchedules({
+    logger,
+    all: () => schedules.all(),
+    one: (id) => schedules.getSchedule(id),
+    rescanMs: config.SCHEDULER_RESCAN_MS,
+    // A lost claim can be taken back once it is older than the unstarted limit: tried a few times within it.
+    overdueRetryMs: Math.max(config.SCHEDULER_TICK_MS, Math.round(config.SYNC_RUN_UNSTARTED_MS / 4)),
+  });
   bus.onBroadcast(syncContracts.scheduleChanged, ({ ids }) => dueSchedules.changed(ids));
   // What was announced while NATS was away is lost: the whole collection is read again.
   bus.onReconnect(() => dueSchedules.reset());

@@ -13,6 +13,16 @@ export function isDue(schedule: ScheduleState, now: Date): boolean {
 }
 
 /**
+ * A schedule whose time came while it is shown running: its run outlasts its interval, or the
+ * run was lost (its claimer died before queueing it, or its finish report never came). Only a
+ * claim tells which: it queues nothing while the run is alive and takes the schedule back from a
+ * lost one. The scheduler tries such a claim now and then, never on every tick.
+ */
+export function isOverdue(schedule: ScheduleState, now: Date): boolean {
+  return !schedule.paused && schedule.running !== null && schedule.next_run_at !== null && schedule.next_run_at.getTime() <= now.getTime();
+}
+
+/**
  * The run after one that starts now. Counted from now, not from the missed tick, so a scheduler
  * that was down for hours makes one run, not one per missed interval.
  */

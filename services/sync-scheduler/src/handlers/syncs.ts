@@ -164,10 +164,9 @@ export function triggerHandler(deps: SyncsDeps) {
     let queued = 0;
     for (const schedule of schedules.filter((item) => item.variant === variant)) {
       // A schedule shown running is claimed too: the claim queues nothing while its run is alive,
-      // and takes the schedule back from a run that was lost (`claim`); the scheduler loop passes
-      // running schedules by, so a trigger is what frees a schedule such a run holds. A full
-      // resync clears only once the schedule is claimed: a run the scheduler started since the
-      // list was read keeps its records, and this trigger queues nothing.
+      // and takes the schedule back from a run that was lost (`claim`), as the scheduler loop
+      // does for overdue ones. A full resync clears only once the schedule is claimed: a run the
+      // scheduler started since the list was read keeps its records, and this trigger queues nothing.
       const prepare = request.full_resync ? () => startOver(deps, environment, schedule, syncs.find((item) => item.name === schedule.sync_name)) : undefined;
       if (await startRun(deps, schedule, now, prepare)) queued++;
     }

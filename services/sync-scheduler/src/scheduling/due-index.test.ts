@@ -17,18 +17,22 @@ describe('the due index', () => {
     expect(index.take(new Date(5000), 10)).toEqual(['later']);
   });
 
-  it('keeps one time per schedule: the last put wins, paused, running and removed ones are not due', () => {
+  it('keeps one time per schedule: the last put wins, paused and removed ones are not due', () => {
     const index = createDueIndex();
     index.put('moved', at(100));
     index.put('moved', at(9000));
     index.put('paused', { ...at(100), paused: true });
-    index.put('running', { ...at(100), running: 'run-1' });
     index.put('gone', at(100));
     index.remove('gone');
     expect(index.take(new Date(1000), 10)).toEqual([]);
     expect(index.take(new Date(9000), 10)).toEqual(['moved']);
-    index.put('running', at(100));
-    expect(index.take(new Date(1000), 10)).toEqual(['running']);
+  });
+
+  it('keeps a running schedule at its next run: if its run is still shown then, a claim looks at it', () => {
+    const index = createDueIndex();
+    index.put('running', { ...at(2000), running: 'run-1' });
+    expect(index.take(new Date(1000), 10)).toEqual([]);
+    expect(index.take(new Date(2000), 10)).toEqual(['running']);
   });
 
   it('stays bounded when the same schedules move again and again', () => {

@@ -8,7 +8,7 @@ import type { ScheduleState } from '../domain/schedule-rules.js';
  * has at most one live time (`times`); heap entries whose time is no longer it are skipped.
  */
 export interface DueIndex {
-  /** Places a schedule at its next run, or drops it while it cannot become due (paused, running, no time). */
+  /** Places a schedule at its next run (running or not), or drops it while it cannot become due (paused, no time). */
   put(id: string, state: ScheduleState): void;
   remove(id: string): void;
   /** The ids due at `now`, earliest first, at most `limit`; they leave the index until put back. */
@@ -66,8 +66,9 @@ export function createDueIndex(): DueIndex {
 
   return {
     put(id, state) {
-      // "Not due yet" is all that matters here: paused and running schedules wait for their next change.
-      const at = state.paused || state.running !== null || state.next_run_at === null ? null : state.next_run_at.getTime();
+      // "Not due yet" is all that matters here: paused schedules wait for their next change. A
+      // running one stays, at its next run: if its run is still shown then, it may have been lost.
+      const at = state.paused || state.next_run_at === null ? null : state.next_run_at.getTime();
       if (at === null) {
         times.delete(id);
         return;

@@ -1,6 +1,6 @@
 import type { Logger } from '@latchkey/logger';
 import type { ScheduleDoc } from '../db/schedule-model.js';
-import { isDue } from '../domain/schedule-rules.js';
+import { isDue, isOverdue } from '../domain/schedule-rules.js';
 import { createDueIndex } from './due-index.js';
 
 export interface DueSchedulesDeps {
@@ -11,6 +11,11 @@ export interface DueSchedulesDeps {
   one(id: string): Promise<ScheduleDoc | null>;
   /** How often the whole collection is read again, whatever was heard meanwhile. */
   rescanMs: number;
+  /**
+   * How often a schedule still shown running past its next run is handed out again for a claim
+   * (which takes it back if its run was lost); about the claim's own limit for an unstarted run.
+   */
+  overdueRetryMs: number;
 }
 
 /** `_id` lookups in flight at once, re-reading taken or changed schedules. */
@@ -32,6 +37,13 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
   let readCounter = 0;
   const applied = new Map<string, number>();
 
+  /** Into the index at its next run; an overdue one (see `isOverdue`) waits `overdueRetryMs` from now. */
+  function place(doc: ScheduleDoc, now: number): void {
+    index.put(doc._id, isOverdue(doc, new Date(now)) ? { ...doc, next_run_at: new Date(now + deps.overdueRetryMs) } : doc);
+  }
+  /** What a tick hands out: due schedules, and overdue ones whose claim may find their run lost. */
+  const wanted = (doc: ScheduleDoc, now: Date) => isDue(doc, now) || isOverdue(doc, now);
+
   async function readInto(ids: readonly string[], now?: Date): Promise<ScheduleDoc[]> {
     const due: ScheduleDoc[] = [];
     for (let start = 0; start < ids.length; start += READS) {
@@ -46,8 +58,8 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
             applied.delete(id);
             return;
           }
-          index.put(id, doc);
-          if (now && isDue(doc, now)) due.push(doc);
+          place(doc, (now ?? new Date()).getTime());
+          if (now && wanted(doc, now)) due.push(doc);
         }),
       );
     }
@@ -65,8 +77,8 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
       for (const doc of docs) {
         // A schedule read by `_id` after the whole read began is newer than what the whole read saw.
         if ((applied.get(doc._id) ?? 0) > started) continue;
-        index.put(doc._id, doc);
-        if (isDue(doc, now)) due.set(doc._id, doc);
+        place(doc, now.getTime());
+        if (wanted(doc, now)) due.set(doc._id, doc);
       }
       builtAt = Date.now();
       const heard = [...heardWhileBuilding];
@@ -86,7 +98,7 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
       const taken = index.take(now, limit);
       // Just read whole: no need to read again. Put back as read: a claim's announcement moves each to its next run.
       const known = taken.flatMap((id) => (fresh.has(id) ? [fresh.get(id)!] : []));
-      for (const doc of known) index.put(doc._id, doc);
+      for (const doc of known) place(doc, now.getTime());
       return [...known, ...(await readInto(taken.filter((id) => !fresh.has(id)), now))];
     },
     /** Schedules a replica wrote or removed: read again, while this replica holds an index. */

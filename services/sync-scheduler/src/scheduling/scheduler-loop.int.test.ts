@@ -175,8 +175,14 @@ describe('due schedules', () => {
     const due = createDueSchedules({
       logger,
       all: () => (reads.all++, repo.all()),
-      one: (id) => (reads.one++, repo.getSchedule(id)),
+      // Counted once answered: the index holds what was read by the time a check sees the count.
+      one: async (id) => {
+        const doc = await repo.getSchedule(id);
+        reads.one++;
+        return doc;
+      },
       rescanMs: 3_600_000,
+      overdueRetryMs: 60_000,
     });
     heard = (ids) => due.changed(ids);
     const target = (connection_id: string) => ({ provider_config_key: 'crm', connection_id, sync_name: 'contacts', variant: 'base' });
@@ -209,5 +215,59 @@ describe('due schedules', () => {
     // Each read again is an `_id` lookup: an index lookup on every backend.
     const collection = scheduleModel(connection).collection;
     expect(await explainUntilIndexed(() => collection.find({ _id: later._id } as never))).toMatchObject({ indexed: true });
+  }, 30_000);
+});
+
+describe('a claim lost before its run was queued', () => {
+  // Issue 20: the replica that claimed a schedule died before queueing its run. Nothing but a
+  // trigger ever claimed a schedule shown running, so one run only by the scheduler stayed
+  // stuck for good; now the loop claims it again once it is overdue, and the claim decides.
+  it('is taken back by the scheduler loop alone, while a run that reports progress keeps its schedule', async () => {
+    const env = environmentId('env_lost_claim');
+    const UNSTARTED_MS = 400;
+    let heard: (ids: readonly string[]) => void = () => undefined;
+    const repo = createScheduleRepo(connection, { unstartedRunMs: UNSTARTED_MS, onChange: (ids) => heard(ids) });
+    const due = createDueSchedules({ logger, all: () => repo.all(), one: (id) => repo.getSchedule(id), rescanMs: 3_600_000, overdueRetryMs: 100 });
+    heard = (ids) => due.changed(ids);
+    const target = (connection_id: string) => ({ provider_config_key: 'crm', connection_id, sync_name: 'contacts', variant: 'base' });
+    const then = new Date();
+    for (const id of ['lost', 'alive']) await repo.ensure(env, target(id), 'every hour', then);
+    // Both claimed with their next run 200 ms on: 'lost' is never queued (its claimer died),
+    // 'alive' starts and keeps reporting, as a long sync does.
+    const claimed = async (id: string) => repo.claim((await repo.get(env, target(id)))!, `lost-claim-${id}`, new Date(then.getTime() + 200), then);
+    const lost = (await claimed('lost'))!;
+    const alive = (await claimed('alive'))!;
+    await repo.markStarted(alive._id, new Date());
+    const reporting = setInterval(() => void repo.recordProgress(alive, {}, undefined, new Date()), 100);
+
+    const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000 });
+    buses.push(bus);
+    const lease = createLease(await openKv<LeaseEntry>(bus, { name: 'lease_lost_claim', ttlMs: 5000 }), 'leader', 'a');
+    const started: string[] = [];
+    const loop = startSchedulerLoop({
+      logger,
+      lease,
+      tickMs: 50,
+      due: (now, limit) => due.due(now, limit),
+      startRun: async (schedule, now) => {
+        // The collection holds the other tests' schedules too: this loop runs only its own.
+        if (schedule.environment_id !== env) return false;
+        const run = await repo.claim(schedule, `retaken-${schedule.connection_id}-${started.length}`, new Date(now.getTime() + 3_600_000), now);
+        if (run) started.push(schedule.connection_id);
+        return run !== null;
+      },
+    });
+    loops.push(loop);
+    try {
+      await eventually(() => (started.includes('lost') ? true : undefined), 10_000, 'the lost claim taken back');
+      expect(await repo.getRun(env, lost._id)).toMatchObject({ status: 'ERROR', error: { code: 'sync_run_abandoned' } });
+      // Well past the unstarted limit, the reporting run still holds its schedule.
+      await sleep(3 * UNSTARTED_MS);
+      expect(started).toEqual(['lost']);
+      expect(await repo.getRun(env, alive._id)).toMatchObject({ status: 'RUNNING' });
+    } finally {
+      clearInterval(reporting);
+      await loop.stop();
+    }
   }, 30_000);
 });

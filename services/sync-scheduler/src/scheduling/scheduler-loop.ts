@@ -1,7 +1,7 @@
 import type { SchedulerTick } from '@latchkey/contracts';
 import type { Logger } from '@latchkey/logger';
 import type { ScheduleDoc } from '../db/schedule-model.js';
-import { isDue } from '../domain/schedule-rules.js';
+import { isDue, isOverdue } from '../domain/schedule-rules.js';
 import type { Lease } from './lease.js';
 
 export interface SchedulerLoopDeps {
@@ -50,7 +50,8 @@ export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<v
     try {
       for (const schedule of due) {
         if (stopped || !deps.lease.holding()) return;
-        if (!isDue(schedule, now)) continue;
+        // An overdue schedule is claimed too: the claim frees it from a run that was lost.
+        if (!isDue(schedule, now) && !isOverdue(schedule, now)) continue;
         const queued = await deps.startRun(schedule, now).catch((error: unknown) => {
           deps.logger.warn('could not queue a sync run', { schedule: schedule._id, error });
           return false;
