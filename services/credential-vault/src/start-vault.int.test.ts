@@ -67,3 +67,41 @@ describe('connection lifecycle events', () => {
     expect(JSON.stringify(heard)).not.toContain(apiKey);
   }, 30_000);
 });
+
+describe('writes to one connection at once', () => {
+  // FerretDB, the embedded default, applies an update by reading the document and writing it
+  // back whole. Two writes to one connection at once each wrote back what the other had not set
+  // yet, and one was lost: a metadata key, a tag, or (a refresh meeting any other write) the
+  // provider's new tokens. Every replica's writes to a connection take its write lock.
+  it('keep what each writer set', async () => {
+    const environment_id = 'env_concurrent';
+    const provider_config_key = 'llm';
+    const connection_id = 'busy';
+    await gateway.request(vaultContracts.createIntegration, { environment_id, provider: 'anthropic', unique_key: provider_config_key });
+    await gateway.request(vaultContracts.createConnection, {
+      environment_id,
+      reader: { key_id: 'key-1' },
+      include_credentials: false,
+      provider_config_key,
+      connection_id,
+      credentials: { type: 'API_KEY', apiKey: `secret-${randomBytes(8).toString('hex')}` },
+    });
+    const keys = Array.from({ length: 16 }, (_, i) => `k${i}`);
+    await Promise.all([
+      ...keys.map((key, i) => gateway.request(vaultContracts.writeMetadata, { environment_id, provider_config_key, connection_ids: [connection_id], mode: 'merge', metadata: { [key]: i } })),
+      gateway.request(vaultContracts.patchConnection, { environment_id, provider_config_key, connection_id, tags: { team: 'green' } }),
+    ]);
+    const stored = await gateway.request(vaultContracts.getConnection, {
+      environment_id,
+      reader: { key_id: 'key-1' },
+      connection_id,
+      provider_config_key,
+      include_credentials: false,
+      include_refresh_token: false,
+      force_refresh: false,
+      refresh_vendor_app_jwt_token: false,
+    });
+    expect(stored.metadata).toEqual(Object.fromEntries(keys.map((key, i) => [key, i])));
+    expect(stored.tags).toEqual({ team: 'green' });
+  }, 30_000);
+});

@@ -16,6 +16,7 @@ import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { createConnectSessionService } from './domain/connect-sessions.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
 import { createConnectionCredentials } from './domain/connection-credentials.js';
+import { serializedWrites } from './domain/connection-writes.js';
 import { createConnectionService } from './domain/connections.js';
 import { createIntegrationService } from './domain/integrations.js';
 import { createReadAudit } from './domain/read-audit.js';
@@ -51,6 +52,7 @@ import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { syncRunHandler } from './handlers/sync-runs.js';
 import { matchConnectionHandler, matchConnectionsHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
+import { createRefreshLocks } from './refresh/refresh-lock.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
@@ -69,8 +71,16 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const catalog = loadCatalog(config.PROVIDERS_FILE === undefined ? {} : { providersFile: config.PROVIDERS_FILE });
   const integrations = createIntegrationRepo(mongo);
   const cache = createConnectionCache({ ttlMs: CONNECTION_CACHE_TTL_MS, maxEntries: 50_000 });
-  // Writes anywhere drop the cached copy everywhere; a replica cut off from NATS forgets all.
-  const connections = announcingWrites(createConnectionRepo(mongo), (id) => {
+  const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
+  const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
+  // A bucket made before keeps the TTL it was made with: the refresher works with the real one.
+  const lockTtlMs = (await locks.kv.status()).ttl || wantedLockTtlMs;
+  if (lockTtlMs < wantedLockTtlMs) {
+    logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
+  }
+  // Writes to one connection go one at a time across replicas (see connection-writes); writes
+  // anywhere drop the cached copy everywhere; a replica cut off from NATS forgets all.
+  const connections = announcingWrites(serializedWrites(createConnectionRepo(mongo), createRefreshLocks(locks)), (id) => {
     cache.invalidate(id);
     bus.broadcast(vaultContracts.connectionChanged, { id });
   });
@@ -93,13 +103,6 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
   const audit = countingReads(createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS }));
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
-  const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
-  const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
-  // A bucket made before keeps the TTL it was made with: the refresher works with the real one.
-  const lockTtlMs = (await locks.kv.status()).ttl || wantedLockTtlMs;
-  if (lockTtlMs < wantedLockTtlMs) {
-    logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
-  }
   const integrationService = createIntegrationService({ integrations, cipher: keyring });
   const credentials = createConnectionCredentials({ cipher: keyring });
   // The operations log: refreshes and connect-flow steps.

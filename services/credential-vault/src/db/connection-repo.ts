@@ -165,8 +165,10 @@ export function createConnectionRepo(connection: Connection) {
     },
     /**
      * Writes new credentials (and any other fields) only if the connection still holds
-     * `readVersion`, bumping it: a compare-and-set on one document, which MongoDB 7 and FerretDB
-     * both do atomically. False when another writer got there first; its credentials stay.
+     * `readVersion`, bumping it: a compare-and-set on one document. MongoDB 7 does it atomically;
+     * FerretDB reads and writes back the whole document, so the vault runs every write to a
+     * connection alone (domain/connection-writes.ts). False when another writer got there first;
+     * its credentials stay.
      */
     replaceCredentials: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>) =>
       listing(environment, id, fields, () => scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: { ...fields, credentials_version: readVersion + 1 } })),

@@ -1,0 +1,54 @@
+import { AppError } from '@latchkey/errors';
+import type { ConnectionRepo } from '../db/connection-repo.js';
+import type { RefreshLocks } from '../refresh/refresh-lock.js';
+
+export interface SerializedWritesOptions {
+  /** How long a write waits for the writes before it to finish; past it, service_unavailable. */
+  waitMs?: number;
+}
+
+const POLL_MS = 5;
+
+/** The lock key of a connection's writes: beside its refresh lock in the same bucket, never the same key. */
+export const writeLockKey = (id: string) => `write_${id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+
+/**
+ * One write at a time to each connection, across every vault replica. FerretDB (the embedded
+ * default) applies an update by reading the document and writing it back whole, so two updates
+ * of one connection at once lose one of them, whatever fields each sets: a metadata key, a tag,
+ * or a refresh's new tokens (and with them a rotated refresh token, which nothing gives back).
+ * Its compare-and-set on the credentials version is as weak. Each write here first creates the
+ * connection's write key in NATS KV (only if absent: one holder), which the TTL of the bucket
+ * frees should its holder die; on MongoDB 7 the key costs two KV calls per write and changes
+ * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
+ */
+export function serializedWrites(repo: ConnectionRepo, locks: Pick<RefreshLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
+  const waitMs = options.waitMs ?? 10_000;
+
+  async function alone<T>(id: string, write: () => Promise<T>): Promise<T> {
+    const key = writeLockKey(id);
+    const deadline = Date.now() + waitMs;
+    for (let attempt = 0; ; attempt += 1) {
+      const lock = await locks.acquire(key);
+      if (lock !== null) {
+        try {
+          return await write();
+        } finally {
+          await locks.release(lock).catch(() => undefined);
+        }
+      }
+      if (Date.now() >= deadline) throw new AppError('service_unavailable', 'Another write to this connection is still under way; try again');
+      // Spread out, so that writers queued behind one do not all ask again at the same moment.
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS * (1 + Math.random() * Math.min(attempt, 8))));
+    }
+  }
+
+  return {
+    ...repo,
+    update: (environment, id, fields) => alone(id, () => repo.update(environment, id, fields)),
+    replaceCredentials: (environment, id, version, fields) => alone(id, () => repo.replaceCredentials(environment, id, version, fields)),
+    updateAtVersion: (environment, id, version, fields) => alone(id, () => repo.updateAtVersion(environment, id, version, fields)),
+    swapCredentials: (environment, id, previous, next) => alone(id, () => repo.swapCredentials(environment, id, previous, next)),
+    recordSyncRun: (environment, id, key, state) => alone(id, () => repo.recordSyncRun(environment, id, key, state)),
+  };
+}
