@@ -1,4 +1,4 @@
-import { busOperationLog, consume, openKv, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, createKvLocks, openKv, recordedHandler } from '@latchkey/bus';
 import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
@@ -52,7 +52,6 @@ import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
 import { syncRunHandler } from './handlers/sync-runs.js';
 import { matchConnectionHandler, matchConnectionsHandler, webhookIntegrationHandler } from './handlers/webhooks.js';
-import { createRefreshLocks } from './refresh/refresh-lock.js';
 import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
@@ -80,7 +79,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   }
   // Writes to one connection go one at a time across replicas (see connection-writes); writes
   // anywhere drop the cached copy everywhere; a replica cut off from NATS forgets all.
-  const connections = announcingWrites(serializedWrites(createConnectionRepo(mongo), createRefreshLocks(locks)), (id) => {
+  const connections = announcingWrites(serializedWrites(createConnectionRepo(mongo), createKvLocks(locks)), (id) => {
     cache.invalidate(id);
     bus.broadcast(vaultContracts.connectionChanged, { id });
   });

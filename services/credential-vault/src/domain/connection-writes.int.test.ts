@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { createBus, openKv, type Bus } from '@latchkey/bus';
+import { createBus, createKvLocks, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
 import { connectionFixture } from '../db/connection-fixture.js';
 import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
-import { createRefreshLocks } from '../refresh/refresh-lock.js';
 import { serializedWrites, writeLockKey } from './connection-writes.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -18,13 +17,13 @@ let bus: Bus;
 let connection: Connection;
 /** Two vault replicas' repositories: one database, one lock bucket, each its own wrapper. */
 let replicas: ConnectionRepo[];
-let locks: ReturnType<typeof createRefreshLocks>;
+let locks: ReturnType<typeof createKvLocks>;
 
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   // Test buckets are no service's: the test server's observer may open them.
   bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
-  locks = createRefreshLocks(await openKv<{ owner: string }>(bus, { name: `write_locks_${randomBytes(4).toString('hex')}`, ttlMs: 30_000 }));
+  locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `write_locks_${randomBytes(4).toString('hex')}`, ttlMs: 30_000 }));
   connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('writes'), logger });
   const repo = createConnectionRepo(connection);
   await repo.init();

@@ -1,16 +1,13 @@
-import { AppError } from '@latchkey/errors';
+import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
 import type { ConnectionRepo } from '../db/connection-repo.js';
-import type { RefreshLocks } from '../refresh/refresh-lock.js';
 
 export interface SerializedWritesOptions {
   /** How long a write waits for the writes before it to finish; past it, service_unavailable. */
   waitMs?: number;
 }
 
-const POLL_MS = 5;
-
 /** The lock key of a connection's writes: beside its refresh lock in the same bucket, never the same key. */
-export const writeLockKey = (id: string) => `write_${id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+export const writeLockKey = (id: string) => kvLockKey('write', id);
 
 /**
  * One write at a time to each connection, across every vault replica. FerretDB (the embedded
@@ -22,26 +19,9 @@ export const writeLockKey = (id: string) => `write_${id.replace(/[^A-Za-z0-9_-]/
  * frees should its holder die; on MongoDB 7 the key costs two KV calls per write and changes
  * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
  */
-export function serializedWrites(repo: ConnectionRepo, locks: Pick<RefreshLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
-  const waitMs = options.waitMs ?? 10_000;
-
-  async function alone<T>(id: string, write: () => Promise<T>): Promise<T> {
-    const key = writeLockKey(id);
-    const deadline = Date.now() + waitMs;
-    for (let attempt = 0; ; attempt += 1) {
-      const lock = await locks.acquire(key);
-      if (lock !== null) {
-        try {
-          return await write();
-        } finally {
-          await locks.release(lock).catch(() => undefined);
-        }
-      }
-      if (Date.now() >= deadline) throw new AppError('service_unavailable', 'Another write to this connection is still under way; try again');
-      // Spread out, so that writers queued behind one do not all ask again at the same moment.
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS * (1 + Math.random() * Math.min(attempt, 8))));
-    }
-  }
+export function serializedWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this connection is still under way; try again' };
+  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, writeLockKey(id), write, settings);
 
   return {
     ...repo,

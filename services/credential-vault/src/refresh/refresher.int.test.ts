@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Connection } from 'mongoose';
-import { createBus, createOperationLog, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import { createBus, createKvLocks, createOperationLog, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
 import type { Operation } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
@@ -29,7 +29,6 @@ import { createConnectionCredentials } from '../domain/connection-credentials.js
 import { insertConnection } from '../domain/connections.js';
 import { INTEGRATION_PLACES, createIntegrationService } from '../domain/integrations.js';
 import type { Refresher } from '../domain/vault-deps.js';
-import { createRefreshLocks } from './refresh-lock.js';
 import { createRefresher } from './refresher.js';
 
 jest.setTimeout(60_000);
@@ -228,7 +227,7 @@ it('case 13: a stale write loses the compare-and-set on the credentials version'
 });
 
 it('case 13: a lock is released only by its holder, never after it expired and another took it', async () => {
-  const locks = createRefreshLocks(kv);
+  const locks = createKvLocks(kv);
   const key = `release_${randomBytes(4).toString('hex')}`;
   const first = await locks.acquire(key);
   expect(first).not.toBeNull();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { JsonKv, OperationLog } from '@latchkey/bus';
+import { createKvLocks, type HeldLock, type JsonKv, type OperationLog } from '@latchkey/bus';
 import { createCache } from '@latchkey/cache';
 import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
@@ -14,7 +14,6 @@ import type { ConnectionCredentials, StoredCredentials } from '../domain/connect
 import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
-import { createRefreshLocks, type HeldLock } from './refresh-lock.js';
 import { countRefresh, observeLockWait } from '../vault-metrics.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
@@ -47,7 +46,7 @@ const FALLBACK_WARN_EVERY_MS = 60_000;
  * key to go and read what was stored. Within a replica, concurrent fetches share one attempt.
  */
 export function createRefresher(deps: RefresherDeps): Refresher {
-  const locks = createRefreshLocks(deps.locks);
+  const locks = createKvLocks(deps.locks);
   const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>>();
   const fallbackWarned = createCache<true>({ maxEntries: 10_000, ttlMs: FALLBACK_WARN_EVERY_MS });
 

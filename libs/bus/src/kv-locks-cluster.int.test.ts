@@ -1,19 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createBus, openKv, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { eventually, startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
-import { createRefreshLocks, type RefreshLocks } from './refresh-lock.js';
+import { createBus, type Bus } from './create-bus.js';
+import { createKvLocks, type KvLocks } from './kv-locks.js';
+import { openKv } from './kv.js';
 
-// The refresh locks on a three-node NATS cluster, their bucket in 3 replicas.
+// KV locks (the vault's refresh locks, the connection and schedule write keys) on a three-node
+// NATS cluster, their bucket in 3 replicas.
 let cluster: TestNatsCluster;
 const buses: Bus[] = [];
 
-async function replica(index: number): Promise<{ bus: Bus; locks: RefreshLocks }> {
+async function replica(index: number): Promise<{ bus: Bus; locks: KvLocks }> {
   const urls = cluster.nodes.map((node) => node.url);
   const servers = [...urls.slice(index), ...urls.slice(0, index)].join(',');
   const bus = await createBus({ servers, service: 'credential-vault', identity: cluster.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000, jetstreamReplicas: 3, jetstreamSetupTimeoutMs: 30_000 });
   buses.push(bus);
-  return { bus, locks: createRefreshLocks(await openKv<{ owner: string }>(bus, { name: 'refresh_locks_cluster', ttlMs: 60_000 })) };
+  return { bus, locks: createKvLocks(await openKv<{ owner: string }>(bus, { name: 'refresh_locks_cluster', ttlMs: 60_000 })) };
 }
 
 /** Retries while the bucket elects a new leader (calls throw service_unavailable meanwhile). */
