@@ -208,6 +208,7 @@ export const KV_ACCESS: Readonly<Record<string, Service>> = {
   rate_limits: GATEWAY,
   refresh_locks: VAULT,
   sync_scheduler_lease: SCHEDULER,
+  sync_schedule_locks: SCHEDULER,
 };
 
 /** Identities that exist only in test servers: never in deploy configs. */

@@ -1,13 +1,14 @@
 import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { busOperationLog, consume, openKv, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, createKvLocks, openKv, recordedHandler } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
 import { createRecordRepo } from './db/record-repo.js';
 import { createScheduleRepo } from './db/schedule-repo.js';
+import { serializedScheduleWrites } from './domain/schedule-writes.js';
 import {
   beginRunHandler,
   connectionCreatedHandler,
@@ -30,6 +31,9 @@ import { connectionDeletedHandler } from './handlers/connection-deleted.js';
 import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
+
+/** A schedule's write key lives this long at most: a replica that dies holding one frees it then. */
+const SCHEDULE_LOCK_TTL_MS = 30_000;
 
 /** Wires the sync-scheduler: deployed functions, the records store, schedules and runs, the leased scheduler loop. */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
@@ -62,14 +66,17 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
-  // Every write of a schedule's due state is announced, in chunks, to the leader's due index.
-  const schedules = createScheduleRepo(mongo, {
+  // Every write of a schedule's due state is announced, in chunks, to the leader's due index;
+  // writes to one schedule go one at a time across replicas (see schedule-writes).
+  const scheduleLocks = await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: SCHEDULE_LOCK_TTL_MS });
+  const rawSchedules = createScheduleRepo(mongo, {
     staleRunMs: config.SYNC_RUN_STALE_MS,
     unstartedRunMs: config.SYNC_RUN_UNSTARTED_MS,
     onChange: (ids) => {
       for (let start = 0; start < ids.length; start += 1000) bus.broadcast(syncContracts.scheduleChanged, { ids: ids.slice(start, start + 1000) });
     },
   });
+  const schedules = serializedScheduleWrites(rawSchedules, createKvLocks(scheduleLocks));
   await schedules.init();
   const syncDeps = { bus, logger, deployments, schedules, records, operations, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   bus.serve(syncContracts.trigger, triggerHandler(syncDeps));

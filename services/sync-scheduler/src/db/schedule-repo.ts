@@ -91,10 +91,12 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
      * every `SCHEDULER_RESCAN_MS`, instead of on every tick.
      */
     all: () => schedules.find({}).lean<ScheduleDoc[]>().exec(),
+    /** One update by `_id` each: FerretDB answers `_id` equality from an index, a list (`$in`) by reading every schedule. */
     async setPaused(ids: readonly string[], paused: boolean) {
-      const { modifiedCount } = await schedules.updateMany({ _id: { $in: [...ids] } }, { $set: { paused } }).exec();
+      let modified = 0;
+      for (const id of ids) modified += (await schedules.updateOne({ _id: id }, { $set: { paused } }).exec()).modifiedCount;
       changed(...ids);
-      return modifiedCount;
+      return modified;
     },
     async setFrequencyOverride(id: string, frequency: string | null, nextRunAt: Date) {
       const result = await schedules.updateOne({ _id: id }, { $set: { frequency_override: frequency, next_run_at: nextRunAt } }).exec();
@@ -183,7 +185,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       changed(scheduleId);
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
-    markStarted: (runId: string, at: Date) => runs.updateOne({ _id: runId, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
+    markStarted: (run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date) => runs.updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
     /**
      * A run in flight reports its counts so far (and saves or clears its schedule's checkpoint).
      * The report also renews the run's slot, so a run that keeps reporting is never taken for

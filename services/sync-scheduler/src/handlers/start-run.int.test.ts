@@ -90,8 +90,8 @@ describe('a run whose job never came', () => {
     const [schedule] = await shortLived.list(env, 'crm', 'c-3');
     const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
     const claimedAt = new Date();
-    await shortLived.claim(schedule!, 'begun-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await shortLived.markStarted('begun-run', new Date(claimedAt.getTime() + 1_000));
+    const begun = await shortLived.claim(schedule!, 'begun-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await shortLived.markStarted(begun!, new Date(claimedAt.getTime() + 1_000));
 
     expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 600_000))).toBe(false);
     expect((await shortLived.getRun(env, 'begun-run'))?.status).toBe('RUNNING');

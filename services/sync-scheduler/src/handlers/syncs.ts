@@ -284,7 +284,7 @@ export function beginRunHandler(deps: SyncsDeps) {
     const run = await deps.schedules.getRun(environment, request.run_id);
     if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') return { run: null };
     const startedAt = run.started_at ?? new Date();
-    if (!run.started_at) await deps.schedules.markStarted(run._id, startedAt);
+    if (!run.started_at) await deps.schedules.markStarted(run, startedAt);
     const schedule = await deps.schedules.getSchedule(run.schedule_id);
     return {
       run: {
