@@ -16,7 +16,7 @@ import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { createConnectSessionService } from './domain/connect-sessions.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
 import { createConnectionCredentials } from './domain/connection-credentials.js';
-import { serializedWrites } from './domain/connection-writes.js';
+import { serializedConnectionWrites, serializedIntegrationWrites } from './domain/serialized-writes.js';
 import { createConnectionService } from './domain/connections.js';
 import { createIntegrationService } from './domain/integrations.js';
 import { createReadAudit } from './domain/read-audit.js';
@@ -68,7 +68,6 @@ const refreshLockTtlMs = (timeoutMs: number) => Math.max(30_000, 2 * timeoutMs +
 export async function startVault(runtime: Runtime, config: Config): Promise<void> {
   const { bus, logger, mongo } = runtime;
   const catalog = loadCatalog(config.PROVIDERS_FILE === undefined ? {} : { providersFile: config.PROVIDERS_FILE });
-  const integrations = createIntegrationRepo(mongo);
   const cache = createConnectionCache({ ttlMs: CONNECTION_CACHE_TTL_MS, maxEntries: 50_000 });
   const wantedLockTtlMs = refreshLockTtlMs(config.REFRESH_TIMEOUT_MS);
   const locks = await openKv<{ owner: string }>(bus, { name: 'refresh_locks', ttlMs: wantedLockTtlMs });
@@ -77,9 +76,12 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   if (lockTtlMs < wantedLockTtlMs) {
     logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
   }
-  // Writes to one connection go one at a time across replicas (see connection-writes); writes
-  // anywhere drop the cached copy everywhere; a replica cut off from NATS forgets all.
-  const connections = announcingWrites(serializedWrites(createConnectionRepo(mongo), createKvLocks(locks)), (id) => {
+  // Writes to one connection or integration go one at a time across replicas (see
+  // serialized-writes); writes anywhere drop the cached copy everywhere; a replica cut off from
+  // NATS forgets all.
+  const writeLocks = createKvLocks(locks);
+  const integrations = serializedIntegrationWrites(createIntegrationRepo(mongo), writeLocks);
+  const connections = announcingWrites(serializedConnectionWrites(createConnectionRepo(mongo), writeLocks), (id) => {
     cache.invalidate(id);
     bus.broadcast(vaultContracts.connectionChanged, { id });
   });

@@ -167,7 +167,7 @@ export function createConnectionRepo(connection: Connection) {
      * Writes new credentials (and any other fields) only if the connection still holds
      * `readVersion`, bumping it: a compare-and-set on one document. MongoDB 7 does it atomically;
      * FerretDB reads and writes back the whole document, so the vault runs every write to a
-     * connection alone (domain/connection-writes.ts). False when another writer got there first;
+     * connection alone (domain/serialized-writes.ts). False when another writer got there first;
      * its credentials stay.
      */
     replaceCredentials: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>) =>

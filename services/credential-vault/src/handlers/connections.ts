@@ -149,7 +149,7 @@ export function writeMetadataHandler(deps: Pick<VaultDeps, 'connections' | 'bus'
     const missing = ids.filter((id) => !found.has(id));
     if (missing.length > 0) throw new AppError('unknown_connection', `No connection ${missing.map((id) => `"${id}"`).join(', ')} in "${request.provider_config_key}"`);
     for (const doc of docs) {
-      // Merge sets each key on its own path; writes to one connection run one at a time (connection-writes).
+      // Merge sets each key on its own path; writes to one connection run one at a time (serialized-writes).
       const update =
         request.mode === 'replace'
           ? { metadata: request.metadata }

@@ -11,7 +11,7 @@ const MANY_AT_ONCE = 16;
 
 /**
  * One write at a time to each schedule (and its runs), across every scheduler replica, as the
- * vault does for connections (connection-writes.ts there): FerretDB writes an updated document
+ * vault does for connections (serialized-writes.ts there): FerretDB writes an updated document
  * back whole, so a pause meeting a run's checkpoint, or a claim meeting a frequency change, lost
  * one of the two. The run slot already keeps two runs from starting; this keeps the writes of
  * the run in flight, of the scheduler and of users from undoing one another. Each write holds

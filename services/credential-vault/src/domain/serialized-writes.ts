@@ -1,5 +1,6 @@
 import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
 import type { ConnectionRepo } from '../db/connection-repo.js';
+import type { IntegrationRepo } from '../db/integration-repo.js';
 
 export interface SerializedWritesOptions {
   /** How long a write waits for the writes before it to finish; past it, service_unavailable. */
@@ -19,7 +20,7 @@ export const writeLockKey = (id: string) => kvLockKey('write', id);
  * frees should its holder die; on MongoDB 7 the key costs two KV calls per write and changes
  * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
  */
-export function serializedWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
+export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
   const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this connection is still under way; try again' };
   const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, writeLockKey(id), write, settings);
 
@@ -30,5 +31,22 @@ export function serializedWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acq
     updateAtVersion: (environment, id, version, fields) => alone(id, () => repo.updateAtVersion(environment, id, version, fields)),
     swapCredentials: (environment, id, previous, next) => alone(id, () => repo.swapCredentials(environment, id, previous, next)),
     recordSyncRun: (environment, id, key, state) => alone(id, () => repo.recordSyncRun(environment, id, key, state)),
+  };
+}
+
+/**
+ * The same for integrations: an edit meeting the re-encryption of its client secret, or two
+ * replicas giving an older integration its webhook secret at once (each then hands out its own,
+ * and the provider's signatures fail against one of them), lost a write on FerretDB.
+ */
+export function serializedIntegrationWrites(repo: IntegrationRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): IntegrationRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this integration is still under way; try again' };
+  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('integration', id), write, settings);
+
+  return {
+    ...repo,
+    update: (environment, id, fields) => alone(id, () => repo.update(environment, id, fields)),
+    swapField: (environment, id, field, previous, next) => alone(id, () => repo.swapField(environment, id, field, previous, next)),
+    setWebhookSecretIfMissing: (environment, id, sealed) => alone(id, () => repo.setWebhookSecretIfMissing(environment, id, sealed)),
   };
 }

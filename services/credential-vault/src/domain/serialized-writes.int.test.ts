@@ -7,7 +7,8 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
 import { connectionFixture } from '../db/connection-fixture.js';
 import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
-import { serializedWrites, writeLockKey } from './connection-writes.js';
+import { createIntegrationRepo, type IntegrationRepo } from '../db/integration-repo.js';
+import { serializedConnectionWrites, serializedIntegrationWrites, writeLockKey } from './serialized-writes.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 const environment = environmentId('env_writes');
@@ -17,6 +18,8 @@ let bus: Bus;
 let connection: Connection;
 /** Two vault replicas' repositories: one database, one lock bucket, each its own wrapper. */
 let replicas: ConnectionRepo[];
+/** And their integration repositories. */
+let integrationReplicas: IntegrationRepo[];
 let locks: ReturnType<typeof createKvLocks>;
 
 beforeAll(async () => {
@@ -27,7 +30,10 @@ beforeAll(async () => {
   connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('writes'), logger });
   const repo = createConnectionRepo(connection);
   await repo.init();
-  replicas = [serializedWrites(repo, locks), serializedWrites(createConnectionRepo(connection), locks, { waitMs: 300 })];
+  replicas = [serializedConnectionWrites(repo, locks), serializedConnectionWrites(createConnectionRepo(connection), locks, { waitMs: 300 })];
+  const integrations = createIntegrationRepo(connection);
+  await integrations.init();
+  integrationReplicas = [serializedIntegrationWrites(integrations, locks), serializedIntegrationWrites(createIntegrationRepo(connection), locks)];
 }, 60_000);
 
 afterAll(async () => {
@@ -79,5 +85,36 @@ describe('writes to one connection from two replicas at once', () => {
     }
     expect((await replicas[0]!.findById(environment, id))!.tags).toEqual({});
     expect(await replicas[1]!.update(environment, id, { tags: { team: 'late' } })).toBe(true);
+  }, 30_000);
+});
+
+describe('writes to one integration from two replicas at once', () => {
+  it('give an older integration one webhook secret, and keep an edit made while its client secret is re-encrypted', async () => {
+    const now = new Date();
+    const integration = await integrationReplicas[0]!.insert(environment, {
+      _id: 'int_race',
+      unique_key: 'race',
+      provider: 'crm',
+      display_name: null,
+      credentials: 'sealed-v1',
+      integration_config: {},
+      custom: {},
+      forward_webhooks: false,
+      accept_unsigned_webhooks: false,
+      allowed_hosts: [],
+      webhook_secret: null,
+      created_at: now,
+      updated_at: now,
+    });
+    // Two replicas reading it at once each make a secret: the first stored is the one.
+    const set = await Promise.all(Array.from({ length: 6 }, (_, i) => integrationReplicas[i % 2]!.setWebhookSecretIfMissing(environment, integration._id, `secret-${i}`)));
+    expect(set.filter(Boolean)).toHaveLength(1);
+    await Promise.all([
+      integrationReplicas[0]!.swapField(environment, integration._id, 'credentials', 'sealed-v1', 'sealed-v2'),
+      ...Array.from({ length: 6 }, (_, i) => integrationReplicas[1]!.update(environment, integration._id, { custom: { [`k${i}`]: 'v' }, display_name: `name ${i}` })),
+    ]);
+    const stored = await integrationReplicas[0]!.findByKey(environment, 'race');
+    expect(stored).toMatchObject({ credentials: 'sealed-v2', webhook_secret: `secret-${set.indexOf(true)}` });
+    expect(stored!.display_name).toMatch(/^name \d$/);
   }, 30_000);
 });
