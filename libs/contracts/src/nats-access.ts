@@ -206,6 +206,7 @@ export const PROXY_WIRE_ACCESS: RequestAccess = request(PROXY, [GATEWAY, RUNNER]
 /** JetStream KV buckets each service opens (the bucket is the `KV_<name>` stream). */
 export const KV_ACCESS: Readonly<Record<string, Service>> = {
   rate_limits: GATEWAY,
+  environment_locks: GATEWAY,
   refresh_locks: VAULT,
   sync_scheduler_lease: SCHEDULER,
   sync_schedule_locks: SCHEDULER,

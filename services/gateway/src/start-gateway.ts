@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
-import { consume, openKv } from '@latchkey/bus';
+import { consume, createKvLocks, openKv } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
 import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
@@ -22,6 +22,7 @@ import { createSettingsCipher } from './domain/settings-cipher.js';
 import { createLastUsedTracker } from './domain/last-used.js';
 import { createRateLimiter, type WindowStore } from './domain/rate-limiter.js';
 import { createEnvironmentCache } from './domain/environment-cache.js';
+import { serializedEnvironmentWrites } from './domain/environment-writes.js';
 import { createKnownEnvironments } from './domain/known-environments.js';
 import { consumeOperations, operationsSweeper } from './domain/operations-log.js';
 import { createProviderLogos } from './domain/provider-logos.js';
@@ -32,6 +33,8 @@ import { withBareRoutes } from './http/serve-bare.js';
 import { bareRoutes, routes } from './routes/index.js';
 
 const LAST_USED_FLUSH_MS = 60_000;
+/** An environment's write key lives this long at most: a replica that dies holding one frees it then. */
+const ENVIRONMENT_LOCK_TTL_MS = 30_000;
 
 /**
  * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
@@ -61,11 +64,13 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
+  // Changes to one environment go one at a time across replicas (see environment-writes).
+  const environmentLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'environment_locks', ttlMs: ENVIRONMENT_LOCK_TTL_MS }));
   const environmentCache = createEnvironmentCache(
-    { repo: environmentRepo, announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
+    { repo: serializedEnvironmentWrites(environmentRepo, environmentLocks), announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
     { ttlMs: 60_000, maxEntries: 10_000 },
   );
-  const environments = { ...environmentRepo, findById: environmentCache.findById, update: environmentCache.update, replaceSigningKeys: environmentCache.replaceSigningKeys };
+  const environments = { ...environmentRepo, findById: environmentCache.findById, update: environmentCache.update, rotateSigningKeys: environmentCache.rotateSigningKeys };
   bus.onBroadcast(gatewayContracts.environmentChanged, ({ environment_id }) => environmentCache.invalidate(environment_id));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   bus.onReconnect(() => {

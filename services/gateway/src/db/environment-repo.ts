@@ -3,7 +3,7 @@ import { isDuplicateKey } from '@latchkey/mongo';
 import { AppError } from '@latchkey/errors';
 import { parseBlob } from '@latchkey/crypto';
 import { signingKeyField, variableField, type SettingsCipher } from '../domain/settings-cipher.js';
-import type { SigningKey } from '../domain/signing-keys.js';
+import { rotateSigningKeys, type SigningKey } from '../domain/signing-keys.js';
 import { environmentModel, type EnvironmentDoc } from './environment-model.js';
 import { newId, newPublicId } from '../domain/ids.js';
 
@@ -111,8 +111,17 @@ export function createEnvironmentRepo(connection: Connection, cipher: SettingsCi
       if (result.matchedCount === 0) return null;
       return reveal(await model.findById(id).lean<EnvironmentDoc>().exec());
     },
-    async replaceSigningKeys(id: string, keys: SigningKey[]): Promise<void> {
+    /**
+     * A new signing key: the stored keys read afresh, rotated and written back (the caller runs
+     * it alone per environment: environment-writes.ts). Returns the new list, null when the
+     * environment is gone.
+     */
+    async rotateSigningKeys(id: string, at: Date): Promise<SigningKey[] | null> {
+      const doc = reveal(await model.findById(id).lean<EnvironmentDoc>().exec());
+      if (!doc) return null;
+      const keys = rotateSigningKeys(doc.signing_keys, at);
       await model.updateOne({ _id: id }, { $set: { signing_keys: sealKeys(id, keys), updated_at: new Date() } }).exec();
+      return keys;
     },
   };
 }

@@ -34,7 +34,7 @@ function source() {
       stored.set(id, { ...current, ...patch });
       return stored.get(id)!;
     },
-    replaceSigningKeys: async () => undefined,
+    rotateSigningKeys: async () => [],
   };
   const cache = createEnvironmentCache({ repo, announce: (id) => announced.push(id) }, { ttlMs: 60_000, maxEntries: 10 });
   return { cache, reads, announced };
@@ -61,7 +61,7 @@ describe('environment cache', () => {
     await cache.update('env_1', { variables: [{ name: 'A', value: '2' }] });
     expect(announced).toEqual(['env_1']);
     expect((await cache.findById('env_1'))?.variables).toEqual([{ name: 'A', value: '2' }]);
-    await cache.replaceSigningKeys('env_1', []);
+    await cache.rotateSigningKeys('env_1', new Date());
     expect(announced).toEqual(['env_1', 'env_1']);
   });
 

@@ -1,7 +1,6 @@
 import { createCache } from '@latchkey/cache';
 import type { EnvironmentDoc } from '../db/environment-model.js';
 import type { EnvironmentPatch, EnvironmentRepo } from '../db/environment-repo.js';
-import type { SigningKey } from './signing-keys.js';
 
 export interface EnvironmentCacheOptions {
   /** A safety net only: changes arrive by broadcast within milliseconds. */
@@ -18,7 +17,7 @@ export interface EnvironmentCacheOptions {
  * invalidation overtook is not kept. Callers get a shared object: they must not change it.
  */
 export function createEnvironmentCache(
-  deps: { repo: Pick<EnvironmentRepo, 'findById' | 'update' | 'replaceSigningKeys'>; announce(environmentId: string): void },
+  deps: { repo: Pick<EnvironmentRepo, 'findById' | 'update' | 'rotateSigningKeys'>; announce(environmentId: string): void },
   options: EnvironmentCacheOptions,
 ) {
   const cache = createCache<{ environment: EnvironmentDoc | null }>({ maxEntries: options.maxEntries, ttlMs: options.ttlMs });
@@ -45,9 +44,9 @@ export function createEnvironmentCache(
         changed(id);
       }
     },
-    async replaceSigningKeys(id: string, keys: SigningKey[]) {
+    async rotateSigningKeys(id: string, at: Date) {
       try {
-        await repo.replaceSigningKeys(id, keys);
+        return await repo.rotateSigningKeys(id, at);
       } finally {
         changed(id);
       }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { rotateSigningKeys } from '../../domain/signing-keys.js';
+import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
@@ -17,8 +17,9 @@ export const rotateSigningKey = defineRoute({
   schemas: { params: environmentParams },
   handler: async ({ deps, params }) => {
     const environment = await findEnvironmentByName(deps, params.name);
-    const keys = rotateSigningKeys(environment.signing_keys, new Date());
-    await deps.environments.replaceSigningKeys(environment._id, keys);
+    // Rotated from the stored keys, not the cached ones, and alone: two rotations at once keep both new keys.
+    const keys = await deps.environments.rotateSigningKeys(environment._id, new Date());
+    if (!keys) throw new AppError('unknown_environment', `No environment named "${params.name}"`);
     return { body: { data: { signing_key: keys[0]?.secret } } };
   },
 });

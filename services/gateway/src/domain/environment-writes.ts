@@ -1,0 +1,20 @@
+import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
+import type { EnvironmentRepo } from '../db/environment-repo.js';
+
+/**
+ * One write at a time to each environment, across every gateway replica, as the vault does for
+ * connections: FerretDB writes an updated document back whole, so a settings change meeting a
+ * signing-key rotation lost one of them, and two rotations at once (each reading the keys, then
+ * writing its list) kept one new key while both callers were shown theirs. Each write holds the
+ * environment's key in the `environment_locks` KV bucket (one holder; its TTL frees a dead
+ * holder's key).
+ */
+export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another change to this environment is still under way; try again' };
+  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('environment', id), write, settings);
+  return {
+    ...repo,
+    update: (id, patch) => alone(id, () => repo.update(id, patch)),
+    rotateSigningKeys: (id, at) => alone(id, () => repo.rotateSigningKeys(id, at)),
+  };
+}
