@@ -511,8 +511,15 @@ async function settle(rig: ChaosRig, ops: Op[]): Promise<void> {
   await sleep(2000);
 }
 
-/** A webhook-router replica SIGKILLed this soon after sending a webhook may die before recording it: JetStream hands it over again. */
-const IN_FLIGHT_AT_KILL_MS = 5000;
+/**
+ * How long before its SIGKILL a webhook-router replica may have sent a delivery it never
+ * recorded: an attempt holds its message for at most the router's ack wait (its
+ * WEBHOOK_TIMEOUT_MS, 10 s, plus 5 s for the record), and its attempt record is written after
+ * the receiver's answer, through a group commit that FerretDB may keep waiting for seconds
+ * under this load. JetStream hands such a message over again, and it is sent again under the
+ * same webhook-id: at-least-once, which Standard Webhooks receivers deduplicate.
+ */
+const IN_FLIGHT_AT_KILL_MS = 15_000;
 
 function report(rig: ChaosRig, window: Window, ops: Op[], runs: SyncRun[], syncFinishes: number[], routerKills: number[]): WindowReport {
   const proxy = ops.filter((op) => op.kind === 'proxy-key' || op.kind === 'proxy-oauth');
