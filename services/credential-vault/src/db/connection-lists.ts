@@ -11,6 +11,7 @@ import {
   type ConnectionListEntryDoc,
   type ConnectionListHeadDoc,
 } from './connection-model.js';
+import { needleGrams, searchListsOf } from './connection-grams.js';
 
 export interface ConnectionFilter {
   connection_id?: string;
@@ -25,6 +26,8 @@ export type Listed = Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_co
 
 /** Entries (and then their connections) a list reads at once: FerretDB on PostgreSQL holds a database connection for each. */
 const LOOKUPS_IN_FLIGHT = 16;
+/** Lists a connection is entered in at once (a UUID's grams are 34 lists; see `enter`). */
+const ENTRIES_IN_FLIGHT = Number(process.env['LATCHKEY_LIST_ENTRIES_IN_FLIGHT'] ?? 1);
 /** Lists whose last number a replica remembers; past this many it forgets them (a head read each, no more). */
 const TOPS_REMEMBERED = 100_000;
 
@@ -34,15 +37,22 @@ const listId = (list: ConnectionList) => JSON.stringify(list);
 export const connectionListQueries = {
   head: (environment: string, list: ConnectionList) => ({ _id: connectionListKey(environment, list) }),
   entry: (environment: string, list: ConnectionList, entry: number) => ({ _id: connectionListEntryKey(environment, list, entry) }),
+  /** The mark of a finished gram backfill: a head no list has (theirs are JSON arrays). */
+  gramsComplete: () => ({ _id: 'grams complete' }),
 };
 
-/** The lists a connection belongs to: all, its integration's, one per tag, its end user's. */
-export function listsOf(doc: Pick<Listed, 'provider_config_key' | 'tags' | 'end_user'>): ConnectionList[] {
+/** The lists a connection belongs to by its fields: all, its integration's, one per tag, its end user's. */
+export function fieldListsOf(doc: Pick<Listed, 'provider_config_key' | 'tags' | 'end_user'>): ConnectionList[] {
   const lists: ConnectionList[] = [['all'], ['integration', doc.provider_config_key]];
   for (const [key, value] of Object.entries(doc.tags ?? {})) lists.push(['tag', key, value]);
   const endUser = doc.end_user?.['id'];
   if (typeof endUser === 'string') lists.push(['end_user', endUser]);
   return lists;
+}
+
+/** Every list of a connection: by its fields, and by its id (grams, or long ids'), which never changes. */
+export function listsOf(doc: Pick<Listed, 'provider_config_key' | 'tags' | 'end_user' | 'connection_id'>): ConnectionList[] {
+  return [...fieldListsOf(doc), ...searchListsOf(doc.connection_id)];
 }
 
 /** Whether a stored connection passes every filter but the connection id (which has its own path). */
@@ -124,9 +134,23 @@ export function createConnectionLists(connection: Connection) {
     }
   }
 
-  /** One write at a time: FerretDB on SQLite takes one writer at a time, and concurrent ones cost more each. */
+  /**
+   * `ENTRIES_IN_FLIGHT` lists at a time (each list's own appends stay in order: one list is
+   * never appended to twice at once here). FerretDB on SQLite takes one writer at a time.
+   */
   async function enter(doc: Listed, lists: readonly ConnectionList[]): Promise<void> {
-    for (const list of lists) await append(doc.environment_id, list, doc);
+    let next = 0;
+    const worker = async () => {
+      while (next < lists.length) await append(doc.environment_id, lists[next++]!, doc);
+    };
+    await Promise.all(Array.from({ length: Math.min(ENTRIES_IN_FLIGHT, lists.length) }, worker));
+  }
+
+  /** Whether every stored connection has its search lists; once true, it stays (see `indexGrams`). */
+  let gramsComplete = false;
+  async function searchable(): Promise<boolean> {
+    if (!gramsComplete) gramsComplete = (await headDocs.findOne(connectionListQueries.gramsComplete())) !== null;
+    return gramsComplete;
   }
 
   /** The list's last number: the head's, then any taken since (the head may lag, never lead). */
@@ -183,8 +207,21 @@ export function createConnectionLists(connection: Connection) {
       await Promise.all([connectionListHeadModel(connection).init(), connectionListEntryModel(connection).init()]);
     },
 
-    /** Every list of a connection about to be stored (or stored before the lists). */
+    /** Every list of a connection about to be stored. */
     enter: (doc: Listed) => enter(doc, listsOf(doc)),
+    /** The lists by its fields of a connection stored before the lists. */
+    enterFieldLists: (doc: Listed) => enter(doc, fieldListsOf(doc)),
+    /** The search lists of a connection stored before them. */
+    enterSearchLists: (doc: Listed) => enter(doc, searchListsOf(doc.connection_id)),
+    /** Marks every connection as having its search lists: searches read them from now on. */
+    async markGramsComplete(): Promise<void> {
+      try {
+        await headDocs.updateOne(connectionListQueries.gramsComplete(), { $max: { top: 1 } }, { upsert: true });
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+      }
+      gramsComplete = true;
+    },
 
     /**
      * Before a write of `tags` or `end_user`: the lists the connection joins get its entry (the
@@ -192,17 +229,21 @@ export function createConnectionLists(connection: Connection) {
      */
     async joining(doc: Listed, fields: Partial<Pick<Listed, 'tags' | 'end_user'>>): Promise<void> {
       if (!('tags' in fields) && !('end_user' in fields)) return;
-      const before = new Set(listsOf(doc).map(listId));
+      // A connection's id never changes, so neither do its search lists.
+      const before = new Set(fieldListsOf(doc).map(listId));
       await enter(
         doc,
-        listsOf({ ...doc, ...fields }).filter((list) => !before.has(listId(list))),
+        fieldListsOf({ ...doc, ...fields }).filter((list) => !before.has(listId(list))),
       );
     },
 
     /**
      * One page, newest first. The filter's most selective list is read (every integration's
-     * for several integrations; else the one of fewest entries among the integration, tags and
-     * end user asked for), and what it lists is checked against the whole filter. A page costs
+     * for several integrations; else the one of fewest entries among the integration, tags,
+     * end user and the search's grams asked for), and what it lists is checked against the
+     * whole filter. A gram's list goes with the long ids' list (whose ids have no grams). A
+     * search shorter than a gram, or before the backfill has given every connection its grams,
+     * has no list of its own: the others' (or all connections') are walked with it. A page costs
      * the lookups of every connection before it, as a skip does.
      */
     async page(environment: EnvironmentId, filter: Omit<ConnectionFilter, 'connection_id'>, page: { limit: number; page: number }): Promise<ConnectionDoc[]> {
@@ -210,8 +251,13 @@ export function createConnectionLists(connection: Connection) {
       if (filter.provider_config_keys?.length) groups.push([...new Set(filter.provider_config_keys)].map((key): ConnectionList => ['integration', key]));
       for (const [key, value] of Object.entries(filter.tags ?? {})) groups.push([['tag', key, value]]);
       if (filter.end_user_id !== undefined) groups.push([['end_user', filter.end_user_id]]);
+      const grams = needleGrams(filter.search ?? '');
+      if (grams.length > 0 && (await searchable())) for (const gram of grams) groups.push([['gram', gram], ['long_id']]);
       if (groups.length === 0) groups.push([['all']]);
-      const sized = await Promise.all(groups.map((group) => Promise.all(group.map(async (list) => ({ list, top: await topOf(environment, list) })))));
+      // Each list's top once (the long ids' list is in every gram's group).
+      const tops = new Map<string, Promise<number>>();
+      const topOnce = (list: ConnectionList) => tops.get(listId(list)) ?? tops.set(listId(list), topOf(environment, list)).get(listId(list))!;
+      const sized = await Promise.all(groups.map((group) => Promise.all(group.map(async (list) => ({ list, top: await topOnce(list) })))));
       const total = (group: Array<{ top: number }>) => group.reduce((sum, source) => sum + source.top, 0);
       const sources = sized.reduce((best, group) => (total(group) < total(best) ? group : best));
       const wanted = (page.page + 1) * page.limit;
