@@ -26,8 +26,6 @@ export type Listed = Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_co
 
 /** Entries (and then their connections) a list reads at once: FerretDB on PostgreSQL holds a database connection for each. */
 const LOOKUPS_IN_FLIGHT = 16;
-/** Lists a connection is entered in at once (a UUID's grams are 34 lists; see `enter`). */
-const ENTRIES_IN_FLIGHT = Number(process.env['LATCHKEY_LIST_ENTRIES_IN_FLIGHT'] ?? 1);
 /** Lists whose last number a replica remembers; past this many it forgets them (a head read each, no more). */
 const TOPS_REMEMBERED = 100_000;
 
@@ -134,16 +132,67 @@ export function createConnectionLists(connection: Connection) {
     }
   }
 
+  /** Where a list's next entry most likely goes, and its `t`: as `append` starts. */
+  async function nextOf(environment: string, list: ConnectionList): Promise<{ number: number; t: number }> {
+    const head = connectionListQueries.head(environment, list);
+    const remembered = tops.get(head._id);
+    if (remembered) return { number: remembered.top + 1, t: Math.max(Date.now(), remembered.t) };
+    let top = (await headDocs.findOne(head))?.top ?? 0;
+    let below = top > 0 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, top)) : null;
+    for (let past = below; past; top += 1) {
+      below = past;
+      past = await entryDocs.findOne(connectionListQueries.entry(environment, list, top + 1));
+    }
+    return { number: top + 1, t: Math.max(Date.now(), below?.t ?? 0) };
+  }
+
   /**
-   * `ENTRIES_IN_FLIGHT` lists at a time (each list's own appends stay in order: one list is
-   * never appended to twice at once here). FerretDB on SQLite takes one writer at a time.
+   * Every list of a connection: once each list's next number is known (remembered, or read),
+   * all its entries go in one `insertMany` and then the heads in one `bulkWrite`, rather than
+   * two writes per list (a UUID's grams are 34 lists: 89 ms a connection against 198 on SQLite
+   * once the tops are remembered); an entry whose number was taken meanwhile goes through
+   * `append`, one list at a time. Entries before heads: a head never leads its list.
    */
   async function enter(doc: Listed, lists: readonly ConnectionList[]): Promise<void> {
-    let next = 0;
-    const worker = async () => {
-      while (next < lists.length) await append(doc.environment_id, lists[next++]!, doc);
-    };
-    await Promise.all(Array.from({ length: Math.min(ENTRIES_IN_FLIGHT, lists.length) }, worker));
+    const environment = doc.environment_id;
+    if (lists.length <= 1) {
+      for (const list of lists) await append(environment, list, doc);
+      return;
+    }
+    // One read at a time: FerretDB on SQLite answered 4 at a time slower (165 ms a connection against 136).
+    const next: Array<{ number: number; t: number }> = [];
+    for (const list of lists) next.push(await nextOf(environment, list));
+    const entries = lists.map((list, i) => ({ ...connectionListQueries.entry(environment, list, next[i]!.number), c: doc._id, n: doc.connection_id, t: next[i]!.t }));
+    const taken = new Set<number>();
+    try {
+      await entryDocs.insertMany(entries, { ordered: false });
+    } catch (error) {
+      type WriteError = { index: number; code?: number; errmsg?: string };
+      const failures = (error as { writeErrors?: WriteError[] | WriteError }).writeErrors;
+      const failed = Array.isArray(failures) ? failures : failures ? [failures] : [];
+      if (failed.length === 0 || failed.some((failure) => !isDuplicateKey({ code: failure.code, message: failure.errmsg }))) throw error;
+      for (const failure of failed) taken.add(failure.index);
+    }
+    const heads: Array<mongo.AnyBulkWriteOperation<ConnectionListHeadDoc>> = [];
+    lists.forEach((list, i) => {
+      if (taken.has(i)) return;
+      const head = connectionListQueries.head(environment, list);
+      if (tops.size >= TOPS_REMEMBERED) tops.clear();
+      tops.set(head._id, { top: next[i]!.number, t: next[i]!.t });
+      heads.push({ updateOne: { filter: head, update: { $max: { top: next[i]!.number } }, upsert: true } });
+    });
+    if (heads.length > 0) {
+      try {
+        await headDocs.bulkWrite(heads, { ordered: false });
+      } catch (error) {
+        // First writers of a list both upserted; the head exists now. A hint either way.
+        if (!isDuplicateKey(error)) throw error;
+      }
+    }
+    for (const i of taken) {
+      tops.delete(connectionListQueries.head(environment, lists[i]!)._id);
+      await append(environment, lists[i]!, doc);
+    }
   }
 
   /** Whether every stored connection has its search lists; once true, it stays (see `indexGrams`). */
