@@ -65,6 +65,7 @@ function connectionDoc(environmentId: string, i: number) {
     updated_at: now,
     last_fetched_at: null,
     listed: true,
+    searchable: true,
   };
 }
 
@@ -81,6 +82,18 @@ async function bulkLoad(db: mongoose.mongo.Db, from: number, to: number, make: (
 }
 
 /**
+ * A connection id's search lists, as the vault's connection-grams.ts makes them: one per distinct
+ * trigram (by code point) of the lowercased id, or the long ids' list past 64 characters.
+ */
+function searchLists(connectionId: string): string[][] {
+  if (Array.from(connectionId).length > 64) return [['long_id']];
+  const characters = Array.from(connectionId.toLowerCase());
+  const grams = new Set<string>();
+  for (let start = 0; start + 3 <= characters.length; start++) grams.add(characters.slice(start, start + 3).join(''));
+  return [...grams].map((gram) => ['gram', gram]);
+}
+
+/**
  * The list entries of a batch of connections, as the vault's connection-lists.ts writes them:
  * each list's next numbers (after its head and any entries past it), listed when created (the
  * vault lists a connection the moment it stores it), and the heads raised after.
@@ -94,7 +107,7 @@ async function listEntries(db: mongoose.mongo.Db, connections: Array<Record<stri
     const t = (doc['created_at'] as Date).getTime();
     const environment = doc['environment_id'] as string;
     const tags = Object.entries(doc['tags'] as Record<string, string>).map(([key, value]) => ['tag', key, value]);
-    const lists = [['all'], ['integration', doc['provider_config_key']], ...tags, ['end_user', (doc['end_user'] as { id: string }).id]];
+    const lists = [['all'], ['integration', doc['provider_config_key']], ...tags, ['end_user', (doc['end_user'] as { id: string }).id], ...searchLists(doc['connection_id'] as string)];
     for (const list of lists) {
       const head = JSON.stringify([environment, ...list]);
       let top = tops.get(head);

@@ -190,6 +190,22 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     ),
   );
   runtime.onShutdown(() => Promise.all(syncRuns.map((consumer) => consumer.stop())).then(() => undefined));
+  // Connections stored before the search lists get their grams' entries in the background (34
+  // appends for a UUID: minutes to hours for a large database); searches walk the other lists
+  // until it has finished. Stopped at shutdown; the next start carries on.
+  const stopGrams = new AbortController();
+  const grams = connections.indexGrams({ signal: stopGrams.signal }).then(
+    (entered) => {
+      if (entered > 0) logger.info('gave older connections their search lists', { connections: entered });
+    },
+    (error: unknown) => {
+      logger.error('giving older connections their search lists failed; the next start carries on', { error });
+    },
+  );
+  runtime.onShutdown(() => {
+    stopGrams.abort();
+    return grams;
+  });
   const backfilled = await integrationService.backfillWebhookSecrets();
   if (backfilled > 0) logger.info('gave older integrations their webhook secrets', { integrations: backfilled });
   logger.info('catalog loaded', { providers: catalog.size });

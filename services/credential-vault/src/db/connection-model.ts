@@ -53,6 +53,11 @@ export interface ConnectionDoc {
    * absent on connections stored before the lists, until the vault's start lists them.
    */
   listed?: boolean;
+  /**
+   * True once the connection has its entries in the search lists (its id's grams, or long
+   * ids'); absent on connections stored before them, until the vault's background backfill.
+   */
+  searchable?: boolean;
 }
 
 export interface SyncRunState {
@@ -85,6 +90,7 @@ const connectionSchema = new Schema<ConnectionDoc>(
     updated_at: { type: Date, required: true },
     last_fetched_at: { type: Date, default: null },
     listed: { type: Boolean },
+    searchable: { type: Boolean },
   },
   { collection: 'connections', versionKey: false, minimize: false, suppressReservedKeysWarning: true },
 );
@@ -118,9 +124,17 @@ export const connectionKeyModel = (connection: Connection) => connection.model<C
 
 /**
  * A list of an environment's connections: all of them, or those of one integration, tag or end
- * user. `_id` is `connectionListKey(environment, list)`.
+ * user; for search, those whose lowercased connection id holds one gram (three characters,
+ * connection-grams.ts), and those whose id is too long to be split into grams. `_id` is
+ * `connectionListKey(environment, list)`.
  */
-export type ConnectionList = ['all'] | ['integration', providerConfigKey: string] | ['tag', key: string, value: string] | ['end_user', id: string];
+export type ConnectionList =
+  | ['all']
+  | ['integration', providerConfigKey: string]
+  | ['tag', key: string, value: string]
+  | ['end_user', id: string]
+  | ['gram', gram: string]
+  | ['long_id'];
 
 /**
  * A list's entries are numbered 1, 2, 3… with no gap (each number is taken by inserting its

@@ -34,6 +34,8 @@ beforeAll(async () => {
   connection = await connectMongo({ uri: mongo.uri, dbName, logger: createLogger({ service: 'test', level: 'error' }) });
   repo = createConnectionRepo(connection);
   await repo.init();
+  // As the vault's start does: nothing to backfill in a new database, so search reads the gram lists.
+  expect(await repo.indexGrams()).toBe(0);
   // Enough connections that a scan and a lookup differ in the plan, and another environment's.
   for (let i = 0; i < 300; i += 1) await repo.insert(environment, doc(i));
   await repo.insert(other, doc(1000, 'c5'));
@@ -246,7 +248,7 @@ describe('connection lists are index lookups', () => {
     expect(names(await repo.list(both, {}, { limit: 3, page: 2 }))).toEqual(expected(twenty, () => true).slice(6, 9));
   }, 30_000);
 
-  it('a list sends no query but _id lookups (a search aside: it still filters every connection)', async () => {
+  it('a list sends no query but _id lookups, a search too', async () => {
     // A second connection that reports every command it sends, to the same database.
     const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
     await watched.asPromise();
@@ -256,19 +258,142 @@ describe('connection lists are index lookups', () => {
     });
     try {
       const watchedRepo = createConnectionRepo(watched);
-      for (const filter of [{}, { provider_config_keys: ['github', 'gitlab'] }, { tags: { team: 't2' } }, { end_user_id: 'u3' }, { provider_config_keys: ['gitlab'], tags: { team: 't1' } }]) {
+      for (const filter of [
+        {},
+        { provider_config_keys: ['github', 'gitlab'] },
+        { tags: { team: 't2' } },
+        { end_user_id: 'u3' },
+        { provider_config_keys: ['gitlab'], tags: { team: 't1' } },
+        { search: 'M1' },
+        { search: '1' },
+        { search: 'm', end_user_id: 'u0' },
+      ]) {
         expect((await watchedRepo.list(listed, filter, { limit: 5, page: 1 })).length).toBeGreaterThan(0);
       }
+      expect(names(await watchedRepo.list(listed, { search: 'M12' }, { limit: 5, page: 0 }))).toEqual(['m12']);
+      expect(names(await watchedRepo.list(listed, { search: 'm25', end_user_id: 'u0' }, { limit: 5, page: 0 }))).toEqual(['m25']);
       // A first page reads about as many entries and connections as it shows, however long the list.
       const recent = environmentId('env_recent');
       for (let i = 0; i < 120; i++) await repo.insert(recent, member(700 + i, { created_at: new Date() }));
-      finds.length = 0;
+      const before = finds.length;
       expect(names(await watchedRepo.list(recent, {}, { limit: 5, page: 0 }))).toEqual(['m819', 'm818', 'm817', 'm816', 'm815']);
-      expect(finds.length).toBeLessThan(30);
+      expect(finds.length - before).toBeLessThan(30);
+      // A search's too, among the connections of its grams.
+      const searchedBefore = finds.length;
+      expect(names(await watchedRepo.list(recent, { search: 'M81' }, { limit: 5, page: 0 }))).toEqual(['m819', 'm818', 'm817', 'm816', 'm815']);
+      expect(finds.length - searchedBefore).toBeLessThan(30);
       const notById = finds.filter((filter) => Object.keys(filter).join() !== '_id' || !(typeof filter['_id'] === 'string' || Object.keys(filter['_id'] as object).join() === '$in'));
       expect(notById).toEqual([]);
     } finally {
       await watched.close();
     }
   }, 30_000);
+});
+
+const searched = environmentId('env_search');
+const brands = ['Acme', 'globex', 'Initech', 'umbrella.co'];
+/** A connection of the search environment: `<brand>-user(<i>)*`, so that regex characters sit in every id. */
+const findable = (i: number, connectionId = `${brands[i % 4]}-user(${i})*`) =>
+  connectionFixture(
+    { _id: `search_${i}`, id: 20_000 + i, provider_config_key: i % 2 === 0 ? 'github' : 'gitlab', connection_id: connectionId },
+    { tags: { team: `t${i % 3}` }, end_user: { id: `u${i % 5}` }, created_at: new Date(Date.UTC(2026, 1, 1) + i * 1000) },
+  );
+const holds = (needle: string) => (doc: Omit<ConnectionDoc, 'environment_id'>) => doc.connection_id.toLowerCase().includes(needle.toLowerCase());
+
+/**
+ * `search` reads the lists of the needle's grams (three characters of the lowercased id): the
+ * smallest of them, like the other filters' lists, with the whole filter checked on what it
+ * lists. A needle shorter than a gram walks the environment's list with the filter.
+ */
+describe('search reads the gram lists', () => {
+  const long = `${'long-tenant-'.repeat(6)}UUID-550e8400-e29b-41d4-a716-446655440000`;
+  const findables = [...Array.from({ length: 48 }, (_, i) => findable(i)), findable(48, long), findable(49, 'ab'), findable(50, 'a😀Bc')];
+
+  beforeAll(async () => {
+    for (const doc of findables) await repo.insert(searched, doc);
+  }, 60_000);
+
+  it('finds a substring anywhere in the id, ignoring case, newest first, regex characters as text', async () => {
+    for (const needle of ['ACME', 'me-US', 'user(1', '(3)*', 'co-user(4', 'ex-', ')*', 'UMBRELLA.CO-USER(47)*', 'a😀b', 'bc', 'e8400-E29B', 'tenant-long', '.', '*', 'a.c', 'nowhere']) {
+      expect([needle, names(await repo.list(searched, { search: needle }, all))]).toEqual([needle, expected(findables, holds(needle))]);
+    }
+    // Another environment's connections are its own.
+    expect(await repo.list(other, { search: 'acme' }, all)).toEqual([]);
+  }, 60_000);
+
+  it('pages newest first, and combines with integration, tags and end user', async () => {
+    const pages = [0, 1, 2, 3].map((page) => repo.list(searched, { search: 'USER(' }, { limit: 5, page }));
+    expect((await Promise.all(pages)).map(names)).toEqual([0, 1, 2, 3].map((page) => expected(findables, holds('user(')).slice(page * 5, page * 5 + 5)));
+    expect(names(await repo.list(searched, { search: 'user(1', provider_config_keys: ['github'] }, all))).toEqual(
+      expected(findables, (doc) => holds('user(1')(doc) && doc.provider_config_key === 'github'),
+    );
+    expect(names(await repo.list(searched, { search: 'init', tags: { team: 't1' }, end_user_id: 'u3' }, all))).toEqual(
+      expected(findables, (doc) => holds('init')(doc) && doc.tags['team'] === 't1' && doc.end_user?.['id'] === 'u3'),
+    );
+    expect(names(await repo.list(searched, { search: '2', provider_config_keys: ['gitlab', 'github'], tags: { team: 't0' } }, { limit: 4, page: 1 }))).toEqual(
+      expected(findables, (doc) => holds('2')(doc) && doc.tags['team'] === 't0').slice(4, 8),
+    );
+    expect(names(await repo.list(searched, { search: 'ca4', end_user_id: 'u1' }, all))).toEqual([]);
+    // A connection id and a search must both match.
+    expect(names(await repo.list(searched, { connection_id: 'ab', search: 'AB' }, all, ['github', 'gitlab']))).toEqual(['ab']);
+    expect(names(await repo.list(searched, { connection_id: 'ab', search: 'abc' }, all, ['github', 'gitlab']))).toEqual([]);
+  }, 60_000);
+
+  it('a removed connection is not found', async () => {
+    expect(names(await repo.list(searched, { search: 'user(5)' }, all))).toEqual(['globex-user(5)*']);
+    expect(await repo.remove(searched, 'search_5')).toBe(true);
+    expect(await repo.list(searched, { search: 'user(5)' }, all)).toEqual([]);
+    expect(names(await repo.list(searched, { search: 'x-user(' }, all))).not.toContain('globex-user(5)*');
+    expect(names(await repo.list(searched, { search: '5' }, all))).not.toContain('globex-user(5)*');
+  }, 30_000);
+
+  it("a gram's list and the long ids' list: _id lookups, as is the backfill's mark", async () => {
+    const heads = connectionListHeadModel(connection).collection as unknown as driver.Collection<ConnectionListHeadDoc>;
+    const entries = connectionListEntryModel(connection).collection as unknown as driver.Collection<ConnectionListEntryDoc>;
+    for (const list of [['gram', 'use'], ['long_id']] as ConnectionList[]) {
+      const head = await explainUntilIndexed(() => heads.find(connectionListQueries.head(searched, list)));
+      expect(head.indexed ? 'indexed' : `${list.join(' ')}: ${head.summary}`).toBe('indexed');
+      const entry = await explainUntilIndexed(() => entries.find(connectionListQueries.entry(searched, list, 1)));
+      expect(entry.indexed ? 'indexed' : `${list.join(' ')}: ${entry.summary}`).toBe('indexed');
+    }
+    const mark = await explainUntilIndexed(() => heads.find(connectionListQueries.gramsComplete()));
+    expect(mark.indexed ? 'indexed' : `grams complete: ${mark.summary}`).toBe('indexed');
+  }, 60_000);
+
+  it('connections stored before the gram lists: found by walking every connection until the backfill, by their grams after', async () => {
+    const older = environmentId('env_search_older');
+    const docs = connectionModel(connection).collection as unknown as driver.Collection<ConnectionDoc>;
+    const heads = connectionListHeadModel(connection).collection as unknown as driver.Collection<ConnectionListHeadDoc>;
+    // Stored by a vault of lists but no grams: listed, not searchable; the backfill not done.
+    await heads.deleteOne(connectionListQueries.gramsComplete());
+    const before = Array.from({ length: 12 }, (_, i) => ({ ...findable(600 + i), environment_id: older }));
+    await docs.insertMany(before);
+    expect(await repo.indexLists()).toBe(12);
+    const restarted = createConnectionRepo(connection);
+    expect(names(await restarted.list(older, { search: 'user(60' }, all))).toEqual(expected(before, holds('user(60')));
+    // Two replicas backfill at once: each connection found once, and marked.
+    const [first, second] = await Promise.all([restarted.indexGrams(), createConnectionRepo(connection).indexGrams()]);
+    expect(first + second).toBeGreaterThanOrEqual(12);
+    expect(await restarted.indexGrams()).toBe(0);
+    expect(await docs.countDocuments({ environment_id: older, searchable: true })).toBe(12);
+    for (const needle of ['user(60', 'GLOBEX', 'r(611)']) {
+      expect(names(await restarted.list(older, { search: needle }, all))).toEqual(expected(before, holds(needle)));
+    }
+    expect(names(await restarted.list(older, { search: 'user(' }, { limit: 5, page: 1 }))).toEqual(expected(before, holds('user(')).slice(5, 10));
+  }, 60_000);
+
+  it('a backfill stops when asked, and the next one carries on', async () => {
+    const stopped = environmentId('env_search_stopped');
+    const docs = connectionModel(connection).collection as unknown as driver.Collection<ConnectionDoc>;
+    const heads = connectionListHeadModel(connection).collection as unknown as driver.Collection<ConnectionListHeadDoc>;
+    await heads.deleteOne(connectionListQueries.gramsComplete());
+    await docs.insertMany(Array.from({ length: 5 }, (_, i) => ({ ...findable(700 + i), environment_id: stopped })));
+    await repo.indexLists();
+    const stop = new AbortController();
+    stop.abort();
+    expect(await repo.indexGrams({ signal: stop.signal })).toBe(0);
+    expect(await heads.findOne(connectionListQueries.gramsComplete())).toBeNull();
+    expect(await repo.indexGrams()).toBe(5);
+    expect(names(await createConnectionRepo(connection).list(stopped, { search: 'R(70' }, all))).toHaveLength(5);
+  }, 60_000);
 });

@@ -46,6 +46,11 @@ export function createConnectionRepo(connection: Connection) {
     const doc = await findById(environment, entry.connection);
     return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
   };
+  /** Notes that the connection has its search lists: by `_id` alone, once it is the environment's (see `update`). */
+  const markSearchable = async (environment: EnvironmentId, id: string): Promise<boolean> => {
+    if (!(await findById(environment, id))) return false;
+    return (await model.updateOne(connectionQueries.byId(id), { $set: { searchable: true } }).exec()).matchedCount > 0;
+  };
   /** A write of fields that may move the connection into lists (`tags`, `end_user`): see `joining`. */
   const listing = async (environment: EnvironmentId, id: string, fields: ConnectionFields, write: () => Promise<boolean>): Promise<boolean> => {
     if (!('tags' in fields) && !('end_user' in fields)) return write();
@@ -82,19 +87,47 @@ export function createConnectionRepo(connection: Connection) {
     },
     /**
      * Lists every connection stored before the lists (or by a replica that did not list yet),
-     * oldest first, and marks it listed. Two replicas starting together may both list one
-     * connection: a reader skips the second entry. Returns how many it listed.
+     * oldest first, in the lists of its fields, and marks it listed (its search lists are
+     * `indexGrams`'s). Two replicas starting together may both list one connection: a reader
+     * skips the second entry. Returns how many it listed.
      */
     async indexLists(): Promise<number> {
       const docs = (await model.find({}, { _id: 1, environment_id: 1, provider_config_key: 1, connection_id: 1, tags: 1, end_user: 1, listed: 1, created_at: 1 }).lean<ConnectionDoc[]>().exec())
         .filter((doc) => doc.listed !== true)
         .sort((a, b) => a.created_at.getTime() - b.created_at.getTime());
       for (const doc of docs) {
-        await lists.enter(doc);
+        await lists.enterFieldLists(doc);
         await model.updateOne(connectionQueries.byId(doc._id), { $set: { listed: true } }).exec();
       }
       return docs.length;
     },
+    /**
+     * Gives every connection stored before the search lists (without `searchable`) its entries
+     * there, oldest first, one connection at a time, marking each; then marks the backfill done,
+     * and searches read the gram lists from then on (until then they walk the other lists). Run
+     * in the background, since it costs a UUID's 34 appends per connection: stops between two
+     * connections once `signal` is aborted, and the next run carries on from the unmarked ones.
+     * Two replicas at once may enter one connection twice; a reader skips the second entry.
+     * `mark` writes `searchable` (the vault runs it under the connection's write key: FerretDB
+     * rewrites the whole document, so an unserialized write could undo a concurrent refresh's).
+     * Returns how many connections it entered.
+     */
+    async indexGrams(options: { signal?: AbortSignal; mark?: (environment: EnvironmentId, id: string) => Promise<unknown> } = {}): Promise<number> {
+      const mark = options.mark ?? markSearchable;
+      const docs = (await model.find({}, { _id: 1, environment_id: 1, provider_config_key: 1, connection_id: 1, searchable: 1, created_at: 1 }).lean<ConnectionDoc[]>().exec())
+        .filter((doc) => doc.searchable !== true)
+        .sort((a, b) => a.created_at.getTime() - b.created_at.getTime());
+      let entered = 0;
+      for (const doc of docs) {
+        if (options.signal?.aborted) return entered;
+        await lists.enterSearchLists(doc);
+        await mark(doc.environment_id as EnvironmentId, doc._id);
+        entered += 1;
+      }
+      await lists.markGramsComplete();
+      return entered;
+    },
+    markSearchable,
     find: findByKey,
     findById,
     /**
@@ -105,7 +138,7 @@ export function createConnectionRepo(connection: Connection) {
       await lists.enter({ ...doc, environment_id: environment });
       let stored: ConnectionDoc;
       try {
-        stored = await scoped.insert(environment, { ...doc, listed: true });
+        stored = await scoped.insert(environment, { ...doc, listed: true, searchable: true });
       } catch (error) {
         if (isDuplicateKey(error)) {
           throw new AppError('invalid_body', `Connection "${doc.connection_id}" exists already in integration "${doc.provider_config_key}"`, {
@@ -127,7 +160,8 @@ export function createConnectionRepo(connection: Connection) {
      * list is one key lookup per integration (two `_id` lookups each, see `find`) and the other
      * filters are applied to those few documents, instead of a query FerretDB answers by reading
      * every connection of every environment. Without a connection id, the environment's lists
-     * are read (connection-lists.ts): `_id` lookups only, as many as the page needs.
+     * are read (connection-lists.ts; a search, its grams' lists): `_id` lookups only, as many as
+     * the page needs.
      */
     async list(environment: EnvironmentId, filter: ConnectionFilter, page: { limit: number; page: number }, integrationKeys?: readonly string[]): Promise<ConnectionDoc[]> {
       const connectionId = filter.connection_id;
@@ -139,7 +173,7 @@ export function createConnectionRepo(connection: Connection) {
         found.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
         return found.slice(page.page * page.limit, (page.page + 1) * page.limit);
       }
-      if (connectionId === undefined && filter.search === undefined) return lists.page(environment, filter, page);
+      if (connectionId === undefined) return lists.page(environment, filter, page);
       const query: QueryFilter<Omit<ConnectionDoc, 'environment_id'>> = {};
       if (connectionId !== undefined) query.connection_id = connectionId;
       if (filter.provider_config_keys?.length) query.provider_config_key = { $in: filter.provider_config_keys };

@@ -31,6 +31,9 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
     updateAtVersion: (environment, id, version, fields) => alone(id, () => repo.updateAtVersion(environment, id, version, fields)),
     swapCredentials: (environment, id, previous, next) => alone(id, () => repo.swapCredentials(environment, id, previous, next)),
     recordSyncRun: (environment, id, key, state) => alone(id, () => repo.recordSyncRun(environment, id, key, state)),
+    markSearchable: (environment, id) => alone(id, () => repo.markSearchable(environment, id)),
+    // The backfill's marks are writes to connections that may be in use meanwhile.
+    indexGrams: (options = {}) => repo.indexGrams({ ...options, mark: (environment, id) => alone(id, () => repo.markSearchable(environment, id)) }),
   };
 }
 
