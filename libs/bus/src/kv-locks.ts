@@ -52,23 +52,45 @@ export interface OneAtATimeOptions {
   waitMs: number;
   /** The error's message when the wait runs out (what was busy, for the caller). */
   busy: string;
+  /**
+   * How often the holder renews its key while `work` runs, well inside the bucket's TTL: the TTL
+   * can then be short (a holder that dies frees its key within it) and still never expire under
+   * a write that takes longer (a FerretDB write under load, a bucket electing its leader).
+   */
+  renewEveryMs: number;
 }
 
 const POLL_MS = 5;
+
+/**
+ * The TTL of a bucket of write keys, and how often `oneAtATime` renews a key it holds: a replica
+ * killed mid-write holds up that document's writes for at most the TTL, and its key is renewed
+ * three times within it.
+ */
+export const WRITE_KEYS = { ttlMs: 6_000, renewEveryMs: 2_000 } as const;
 
 /**
  * Runs `work` while holding `key`, across every replica that locks the same key: for writes
  * that must not overlap on a database that applies an update by reading and writing back the
  * whole document (FerretDB), where a conditional update is not atomic either.
  */
-export async function oneAtATime<T>(locks: Pick<KvLocks, 'acquire' | 'release'>, key: string, work: () => Promise<T>, options: OneAtATimeOptions): Promise<T> {
+export async function oneAtATime<T>(locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, key: string, work: () => Promise<T>, options: OneAtATimeOptions): Promise<T> {
   const deadline = Date.now() + options.waitMs;
   for (let attempt = 0; ; attempt += 1) {
     const lock = await locks.acquire(key);
     if (lock !== null) {
+      // One renewal at a time, and none left in flight at the release (which needs the revision
+      // the last renewal wrote). A renewal that fails (the key expired, or the bucket is electing
+      // a leader) leaves the work to finish: a write under way cannot be taken back.
+      let renewing: Promise<unknown> = Promise.resolve();
+      const renewals = setInterval(() => {
+        renewing = renewing.then(() => locks.renew(lock)).catch(() => undefined);
+      }, options.renewEveryMs);
       try {
         return await work();
       } finally {
+        clearInterval(renewals);
+        await renewing;
         await locks.release(lock).catch(() => undefined);
       }
     }

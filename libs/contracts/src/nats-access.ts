@@ -208,6 +208,7 @@ export const KV_ACCESS: Readonly<Record<string, Service>> = {
   rate_limits: GATEWAY,
   environment_locks: GATEWAY,
   refresh_locks: VAULT,
+  vault_write_locks: VAULT,
   sync_scheduler_lease: SCHEDULER,
   sync_schedule_locks: SCHEDULER,
 };

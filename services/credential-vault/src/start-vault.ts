@@ -1,4 +1,4 @@
-import { busOperationLog, consume, createKvLocks, openKv, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, createKvLocks, openKv, recordedHandler, WRITE_KEYS } from '@latchkey/bus';
 import { createAddressPolicy, createHttpClient, parseCidrList } from '@latchkey/net';
 import { STREAMS, proxyContracts, syncContracts, vaultContracts, vaultWebhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
@@ -77,9 +77,10 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     logger.warn('the refresh_locks bucket expires locks sooner than REFRESH_TIMEOUT_MS needs; recreate it or lower the timeout', { lockTtlMs, wantedLockTtlMs });
   }
   // Writes to one connection or integration go one at a time across replicas (see
-  // serialized-writes); writes anywhere drop the cached copy everywhere; a replica cut off from
-  // NATS forgets all.
-  const writeLocks = createKvLocks(locks);
+  // serialized-writes), under keys of their own bucket: a refresh lock must outlive a call to a
+  // provider, a write key only its holder. Writes anywhere drop the cached copy everywhere; a
+  // replica cut off from NATS forgets all.
+  const writeLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'vault_write_locks', ttlMs: WRITE_KEYS.ttlMs }));
   const integrations = serializedIntegrationWrites(createIntegrationRepo(mongo), writeLocks);
   const connections = announcingWrites(serializedConnectionWrites(createConnectionRepo(mongo), writeLocks), (id) => {
     cache.invalidate(id);

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
-import { consume, createKvLocks, openKv } from '@latchkey/bus';
+import { consume, createKvLocks, openKv, WRITE_KEYS } from '@latchkey/bus';
 import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
 import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
@@ -33,8 +33,6 @@ import { withBareRoutes } from './http/serve-bare.js';
 import { bareRoutes, routes } from './routes/index.js';
 
 const LAST_USED_FLUSH_MS = 60_000;
-/** An environment's write key lives this long at most: a replica that dies holding one frees it then. */
-const ENVIRONMENT_LOCK_TTL_MS = 30_000;
 
 /**
  * Wires the gateway onto a started runtime and listens on PORT. Returns the bound port.
@@ -65,7 +63,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
   // Changes to one environment go one at a time across replicas (see environment-writes).
-  const environmentLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'environment_locks', ttlMs: ENVIRONMENT_LOCK_TTL_MS }));
+  const environmentLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'environment_locks', ttlMs: WRITE_KEYS.ttlMs }));
   const environmentCache = createEnvironmentCache(
     { repo: serializedEnvironmentWrites(environmentRepo, environmentLocks), announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
     { ttlMs: 60_000, maxEntries: 10_000 },

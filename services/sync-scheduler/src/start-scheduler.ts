@@ -1,7 +1,7 @@
 import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { busOperationLog, consume, createKvLocks, openKv, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, createKvLocks, openKv, recordedHandler, WRITE_KEYS } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -32,8 +32,6 @@ import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
-/** A schedule's write key lives this long at most: a replica that dies holding one frees it then. */
-const SCHEDULE_LOCK_TTL_MS = 30_000;
 
 /** Wires the sync-scheduler: deployed functions, the records store, schedules and runs, the leased scheduler loop. */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
@@ -68,7 +66,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
   // Every write of a schedule's due state is announced, in chunks, to the leader's due index;
   // writes to one schedule go one at a time across replicas (see schedule-writes).
-  const scheduleLocks = await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: SCHEDULE_LOCK_TTL_MS });
+  const scheduleLocks = await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: WRITE_KEYS.ttlMs });
   const rawSchedules = createScheduleRepo(mongo, {
     staleRunMs: config.SYNC_RUN_STALE_MS,
     unstartedRunMs: config.SYNC_RUN_UNSTARTED_MS,

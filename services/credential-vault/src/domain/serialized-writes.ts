@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
+import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationRepo } from '../db/integration-repo.js';
 
@@ -7,7 +7,7 @@ export interface SerializedWritesOptions {
   waitMs?: number;
 }
 
-/** The lock key of a connection's writes: beside its refresh lock in the same bucket, never the same key. */
+/** The lock key of a connection's writes (in `vault_write_locks`, apart from its refresh lock). */
 export const writeLockKey = (id: string) => kvLockKey('write', id);
 
 /**
@@ -16,12 +16,12 @@ export const writeLockKey = (id: string) => kvLockKey('write', id);
  * of one connection at once lose one of them, whatever fields each sets: a metadata key, a tag,
  * or a refresh's new tokens (and with them a rotated refresh token, which nothing gives back).
  * Its compare-and-set on the credentials version is as weak. Each write here first creates the
- * connection's write key in NATS KV (only if absent: one holder), which the TTL of the bucket
- * frees should its holder die; on MongoDB 7 the key costs two KV calls per write and changes
+ * connection's write key in NATS KV (only if absent: one holder), renewed while the write runs,
+ * which the bucket's short TTL frees should its holder die (`WRITE_KEYS`); on MongoDB 7 the key costs two KV calls per write and changes
  * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
  */
-export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this connection is still under way; try again' };
+export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this connection is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
   const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, writeLockKey(id), write, settings);
 
   return {
@@ -42,8 +42,8 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
  * replicas giving an older integration its webhook secret at once (each then hands out its own,
  * and the provider's signatures fail against one of them), lost a write on FerretDB.
  */
-export function serializedIntegrationWrites(repo: IntegrationRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: SerializedWritesOptions = {}): IntegrationRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this integration is still under way; try again' };
+export function serializedIntegrationWrites(repo: IntegrationRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): IntegrationRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this integration is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
   const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('integration', id), write, settings);
 
   return {

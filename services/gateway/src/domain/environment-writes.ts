@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
+import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 
 /**
@@ -6,11 +6,11 @@ import type { EnvironmentRepo } from '../db/environment-repo.js';
  * connections: FerretDB writes an updated document back whole, so a settings change meeting a
  * signing-key rotation lost one of them, and two rotations at once (each reading the keys, then
  * writing its list) kept one new key while both callers were shown theirs. Each write holds the
- * environment's key in the `environment_locks` KV bucket (one holder; its TTL frees a dead
- * holder's key).
+ * environment's key in the `environment_locks` KV bucket (one holder, renewed while it writes; the
+ * short TTL frees a dead holder's key).
  */
-export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another change to this environment is still under way; try again' };
+export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another change to this environment is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
   const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('environment', id), write, settings);
   return {
     ...repo,

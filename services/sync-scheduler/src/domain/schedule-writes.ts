@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, type KvLocks } from '@latchkey/bus';
+import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
 import type { ScheduleRepo } from '../db/schedule-repo.js';
 
 export interface ScheduleWritesOptions {
@@ -13,13 +13,13 @@ const MANY_AT_ONCE = 16;
  * One write at a time to each schedule (and its runs), across every scheduler replica, as the
  * vault does for connections (serialized-writes.ts there): FerretDB writes an updated document
  * back whole, so a pause meeting a run's checkpoint, or a claim meeting a frequency change, lost
- * one of the two. The run slot already keeps two runs from starting; this keeps the writes of
- * the run in flight, of the scheduler and of users from undoing one another. Each write holds
- * the schedule's key in the `sync_schedule_locks` KV bucket (one holder; its TTL frees a dead
- * holder's key). Reads take none.
+ * one of the two. The run slot already keeps two runs from starting; this keeps the writes of the
+ * run in flight, of the scheduler and of users from undoing one another. Each write holds the
+ * schedule's key in the `sync_schedule_locks` KV bucket (one holder, renewed while it writes; the
+ * short TTL frees a dead holder's key). Reads take none.
  */
-export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks, 'acquire' | 'release'>, options: ScheduleWritesOptions = {}): ScheduleRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this schedule is still under way; try again' };
+export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: ScheduleWritesOptions = {}): ScheduleRepo {
+  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this schedule is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
   const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('schedule', id), write, settings);
   async function each(ids: readonly string[], write: (id: string) => Promise<number>): Promise<number> {
     let total = 0;
