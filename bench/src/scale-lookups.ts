@@ -48,7 +48,8 @@ function connectionDoc(environmentId: string, i: number) {
     integration_id: 'int_bulk',
     provider_config_key: i % 2 === 0 ? PROVIDER_CONFIG_KEY : 'scale-other',
     provider: 'scale-upstream',
-    connection_id: `bulk-${i}`,
+    // The first 100 ids hold `cohort`: a search whose page is the same at every size.
+    connection_id: i < 100 ? `bulk-${i}-cohort` : `bulk-${i}`,
     credentials_type: 'API_KEY',
     credentials: randomBytes(48).toString('base64'),
     credentials_version: 0,
@@ -162,6 +163,7 @@ export async function benchConnections(bench: LookupBench, sizes: number[]): Pro
         ['GET /connections?tags (100 at every size)', 'tags[cohort]=first'],
         ['GET /connections?endUserId', 'endUserId=user-7'],
         ['GET /connections?search', 'search=bulk-12'],
+        ['GET /connections?search (100 at every size)', 'search=cohort'],
       ];
       for (const [name, query] of lists) bench.record(name, size, await timeOnce(() => bench.api('GET', `/connections?limit=100&${query}`)));
     }
