@@ -99,3 +99,13 @@ export async function oneAtATime<T>(locks: Pick<KvLocks, 'acquire' | 'renew' | '
     await new Promise((resolve) => setTimeout(resolve, POLL_MS * (1 + Math.random() * Math.min(attempt, 8))));
   }
 }
+
+/**
+ * Runs each write under its document's key, `<prefix>_<id>`, with the write keys' renewal, waiting
+ * up to `waitMs` for the writes before it (then `service_unavailable` with `busy`, nothing done):
+ * what a service wraps its repository's writes in when its database may lose concurrent updates.
+ */
+export function writesOneAtATime(locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, prefix: string, busy: string, waitMs = 10_000) {
+  const options = { waitMs, busy, renewEveryMs: WRITE_KEYS.renewEveryMs };
+  return <T>(id: string, write: () => Promise<T>): Promise<T> => oneAtATime(locks, kvLockKey(prefix, id), write, options);
+}

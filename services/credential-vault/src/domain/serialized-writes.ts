@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
+import { kvLockKey, writesOneAtATime, type KvLocks } from '@latchkey/bus';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationRepo } from '../db/integration-repo.js';
 
@@ -8,7 +8,8 @@ export interface SerializedWritesOptions {
 }
 
 /** The lock key of a connection's writes (in `vault_write_locks`, apart from its refresh lock). */
-export const writeLockKey = (id: string) => kvLockKey('write', id);
+const WRITE_KEY_PREFIX = 'write';
+export const writeLockKey = (id: string) => kvLockKey(WRITE_KEY_PREFIX, id);
 
 /**
  * One write at a time to each connection, across every vault replica. FerretDB (the embedded
@@ -21,8 +22,7 @@ export const writeLockKey = (id: string) => kvLockKey('write', id);
  * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
  */
 export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this connection is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
-  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, writeLockKey(id), write, settings);
+  const alone = writesOneAtATime(locks, WRITE_KEY_PREFIX, 'Another write to this connection is still under way; try again', options.waitMs);
 
   return {
     ...repo,
@@ -43,8 +43,7 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
  * and the provider's signatures fail against one of them), lost a write on FerretDB.
  */
 export function serializedIntegrationWrites(repo: IntegrationRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): IntegrationRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this integration is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
-  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('integration', id), write, settings);
+  const alone = writesOneAtATime(locks, 'integration', 'Another write to this integration is still under way; try again', options.waitMs);
 
   return {
     ...repo,

@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
+import { writesOneAtATime, type KvLocks } from '@latchkey/bus';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 
 /**
@@ -10,8 +10,7 @@ import type { EnvironmentRepo } from '../db/environment-repo.js';
  * short TTL frees a dead holder's key).
  */
 export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another change to this environment is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
-  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('environment', id), write, settings);
+  const alone = writesOneAtATime(locks, 'environment', 'Another change to this environment is still under way; try again', options.waitMs);
   return {
     ...repo,
     update: (id, patch) => alone(id, () => repo.update(id, patch)),

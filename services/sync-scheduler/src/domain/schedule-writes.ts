@@ -1,4 +1,4 @@
-import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
+import { writesOneAtATime, type KvLocks } from '@latchkey/bus';
 import type { ScheduleRepo } from '../db/schedule-repo.js';
 
 export interface ScheduleWritesOptions {
@@ -19,8 +19,7 @@ const MANY_AT_ONCE = 16;
  * short TTL frees a dead holder's key). Reads take none.
  */
 export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: ScheduleWritesOptions = {}): ScheduleRepo {
-  const settings = { waitMs: options.waitMs ?? 10_000, busy: 'Another write to this schedule is still under way; try again', renewEveryMs: WRITE_KEYS.renewEveryMs };
-  const alone = <T>(id: string, write: () => Promise<T>) => oneAtATime(locks, kvLockKey('schedule', id), write, settings);
+  const alone = writesOneAtATime(locks, 'schedule', 'Another write to this schedule is still under way; try again', options.waitMs);
   async function each(ids: readonly string[], write: (id: string) => Promise<number>): Promise<number> {
     let total = 0;
     for (let start = 0; start < ids.length; start += MANY_AT_ONCE) {
