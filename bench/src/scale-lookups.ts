@@ -77,7 +77,10 @@ async function bulkLoad(db: mongoose.mongo.Db, from: number, to: number, make: (
     const made: Bulk = [];
     for (let i = start; i < Math.min(to, start + BULK); i++) made.push(...make(i));
     const byCollection = new Map<string, Array<Record<string, unknown>>>();
-    for (const [collection, doc] of [...made, ...(await batch(made))]) byCollection.set(collection, [...(byCollection.get(collection) ?? []), doc]);
+    for (const [collection, doc] of [...made, ...(await batch(made))]) {
+      const docs = byCollection.get(collection) ?? byCollection.set(collection, []).get(collection)!;
+      docs.push(doc);
+    }
     for (const [collection, docs] of byCollection) await db.collection(collection).insertMany(docs as never[], { ordered: false });
   }
 }
