@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { createBus, createKvLocks, openKv, type Bus } from '@latchkey/bus';
+import { createBus, createKvLocks, openKv, WRITE_KEYS, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
@@ -21,7 +21,7 @@ beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   // Test buckets are no service's: the test server's observer may open them.
   bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
-  const locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `schedule_locks_${randomBytes(4).toString('hex')}`, ttlMs: 30_000 }));
+  const locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `schedule_locks_${randomBytes(4).toString('hex')}`, ttlMs: WRITE_KEYS.ttlMs }));
   connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('schedule_writes'), logger });
   const repo = createScheduleRepo(connection);
   await repo.init();
