@@ -137,12 +137,9 @@ export function createConnectionLists(connection: Connection) {
     const head = connectionListQueries.head(environment, list);
     const remembered = tops.get(head._id);
     if (remembered) return { number: remembered.top + 1, t: Math.max(Date.now(), remembered.t) };
-    let top = (await headDocs.findOne(head))?.top ?? 0;
-    let below = top > 0 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, top)) : null;
-    for (let past = below; past; top += 1) {
-      below = past;
-      past = await entryDocs.findOne(connectionListQueries.entry(environment, list, top + 1));
-    }
+    // The list's last entry, found as a reader finds it (its loop stepped one past it, leaving a gap).
+    const top = await topOf(environment, list);
+    const below = top > 0 ? await entryDocs.findOne(connectionListQueries.entry(environment, list, top)) : null;
     return { number: top + 1, t: Math.max(Date.now(), below?.t ?? 0) };
   }
 
@@ -304,8 +301,8 @@ export function createConnectionLists(connection: Connection) {
       if (grams.length > 0 && (await searchable())) for (const gram of grams) groups.push([['gram', gram], ['long_id']]);
       if (groups.length === 0) groups.push([['all']]);
       // Each list's top once (the long ids' list is in every gram's group).
-      const tops = new Map<string, Promise<number>>();
-      const topOnce = (list: ConnectionList) => tops.get(listId(list)) ?? tops.set(listId(list), topOf(environment, list)).get(listId(list))!;
+      const asked = new Map<string, Promise<number>>();
+      const topOnce = (list: ConnectionList) => asked.get(listId(list)) ?? asked.set(listId(list), topOf(environment, list)).get(listId(list))!;
       const sized = await Promise.all(groups.map((group) => Promise.all(group.map(async (list) => ({ list, top: await topOnce(list) })))));
       const total = (group: Array<{ top: number }>) => group.reduce((sum, source) => sum + source.top, 0);
       const sources = sized.reduce((best, group) => (total(group) < total(best) ? group : best));

@@ -397,3 +397,15 @@ describe('search reads the gram lists', () => {
     expect(names(await createConnectionRepo(connection).list(stopped, { search: 'R(70' }, all))).toHaveLength(5);
   }, 60_000);
 });
+
+describe('list numbers', () => {
+  it('leave no gap when a replica writes to a list it has not written to before', async () => {
+    const gapless = environmentId('env_gapless');
+    const entries = connectionListEntryModel(connection).collection as unknown as driver.Collection<ConnectionListEntryDoc>;
+    // Each write from a fresh replica: none remembers where the list ends, all read it.
+    for (let i = 0; i < 3; i += 1) await createConnectionRepo(connection).insert(gapless, doc(9000 + i, `gapless-${i}`));
+    const numbers = [1, 2, 3, 4].map((n) => connectionListQueries.entry(gapless, ['all'], n)._id);
+    const found = await Promise.all(numbers.map((_id) => entries.findOne({ _id })));
+    expect(found.map((entry) => entry?.n ?? null)).toEqual(['gapless-0', 'gapless-1', 'gapless-2', null]);
+  }, 30_000);
+});
