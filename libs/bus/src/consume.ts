@@ -49,14 +49,27 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
    */
   maxDeliveries?: number;
   /**
+   * How long `stop()` lets the handlers in flight finish before it asks them to hand their
+   * messages back, by aborting the `signal` each handler is given. A handler that fails once its
+   * signal is aborted has its message nak'ed at once, for another replica to take now: not a
+   * failure (no retry delay, never given up). 0 asks at once, for work that resumes where it
+   * stopped (a sync run from its checkpoint); absent, `stop()` waits for every handler however
+   * long it takes (short work).
+   */
+  handBackAfterMs?: number;
+  /**
    * Must be idempotent: JetStream delivers at least once. Returning `{ retryInMs }` asks for the
    * message again after that delay (a retry the handler scheduled itself, e.g. from Retry-After).
+   * `signal` is aborted when the stopping consumer wants the message back (`handBackAfterMs`).
    */
-  handler: (payload: PayloadOf<C>, msg: JsMsg) => Promise<void | { retryInMs: number }>;
+  handler: (payload: PayloadOf<C>, msg: JsMsg, signal: AbortSignal) => Promise<void | { retryInMs: number }>;
 }
 
 export interface RunningConsumer {
-  /** Stops fetching and waits for the messages in hand. */
+  /**
+   * Stops fetching and waits for the messages in hand: finished, or handed back once
+   * `handBackAfterMs` has passed.
+   */
   stop(): Promise<void>;
 }
 
@@ -131,6 +144,8 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const { observer } = connectionOf(options.bus);
   // Pull again once a quarter of the slots are free, not for each one: a pull is a round trip.
   const pullAt = Math.max(1, Math.floor(concurrency / 4));
+  // One for every handler of this consumer: aborted when the stopping consumer wants its messages back.
+  const handingBack = new AbortController();
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
@@ -141,11 +156,18 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
     const start = performance.now();
     try {
-      const outcome = await handler(parsed.data as PayloadOf<C>, msg);
+      const outcome = await handler(parsed.data as PayloadOf<C>, msg, handingBack.signal);
       observer.consumed(contract.subject, secondsSince(start), outcome ? 'retry_later' : undefined);
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
+      // Given up because the consumer stops: another replica takes it now, from where it resumes.
+      if (handingBack.signal.aborted) {
+        observer.consumed(contract.subject, secondsSince(start), 'handed_back');
+        logger.info('handed a message back', { subject: msg.subject, seq: msg.seq, deliveries: msg.info.deliveryCount });
+        msg.nak();
+        return;
+      }
       observer.consumed(contract.subject, secondsSince(start), options.bus.toAppError(error).code);
       settle.failed(msg, error);
     } finally {
@@ -191,8 +213,14 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     stop: async () => {
       stopping = true;
       pulling?.stop();
+      const { handBackAfterMs } = options;
+      const handBack =
+        handBackAfterMs === undefined
+          ? undefined
+          : setTimeout(() => handingBack.abort(new AppError('service_unavailable', 'This replica is stopping: the message goes back to another')), handBackAfterMs);
       await loop.catch(() => undefined);
       await Promise.allSettled(inFlight);
+      clearTimeout(handBack);
     },
   };
 }
