@@ -64,6 +64,8 @@ export function createRunner(deps: RunnerDeps) {
     sync?: SyncWrites;
     /** On whose behalf `ctx` acts: every caller says (the environment, or a dry run's API key). */
     grants: CtxGrants;
+    /** Aborted when this replica stops and hands the run back: the run stops where it is. */
+    signal?: AbortSignal;
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
@@ -94,13 +96,15 @@ export function createRunner(deps: RunnerDeps) {
           deps.logger.debug('function log', { function: `${target.provider_config_key}/${name}`, level, message });
         },
         limits: { ...deps.limits, ...(options.sync?.scheduled ? deps.syncLimits : {}), maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
+        ...(options.signal ? { signal: options.signal } : {}),
       }).then(
         (done) => {
           observeFunctionRun(description?.type ?? 'dryrun', undefined, (performance.now() - started) / 1000);
           return done;
         },
         (error: unknown) => {
-          observeFunctionRun(description?.type ?? 'dryrun', toAppError(error).code, (performance.now() - started) / 1000);
+          const outcome = options.signal?.aborted ? 'handed_back' : toAppError(error).code;
+          observeFunctionRun(description?.type ?? 'dryrun', outcome, (performance.now() - started) / 1000);
           throw error;
         },
       )),
