@@ -18,7 +18,7 @@ export interface RunnerDeps extends HostDeps {
   /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
   warmIsolates: number;
   /** Bounds the runs of this replica. */
-  limited: <T>(work: () => Promise<T>) => Promise<T>;
+  limited: <T>(work: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
 }
 
 export interface LogEntry {
@@ -108,6 +108,8 @@ export function createRunner(deps: RunnerDeps) {
           throw error;
         },
       )),
+      // A run waiting for a free slot when its replica hands it back leaves the line at once.
+      options.signal,
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }
