@@ -122,7 +122,15 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   sweep.unref();
   runtime.onShutdown(async () => {
     clearInterval(sweep);
-    await Promise.all([asyncActions.stop(), syncRuns.stop(), postCreation.stop(), webhooks.stop()]);
+    const started = Date.now();
+    const consumers = { actions: asyncActions, syncs: syncRuns, post_creation: postCreation, webhooks };
+    const took: Record<string, number> = {};
+    await Promise.all(Object.entries(consumers).map(async ([name, consumer]) => {
+      await consumer.stop();
+      took[name] = Date.now() - started;
+    }));
     disposeIdleIsolates();
+    // Past the grace and most of the margin, the rest of the shutdown may not fit.
+    if (Date.now() - started > delivery.handBackAfterMs + SHUTDOWN_MARGIN_MS / 2) logger.warn('runs took long to finish or hand back', { took_ms: took });
   });
 }
