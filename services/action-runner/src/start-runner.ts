@@ -1,4 +1,4 @@
-import { busOperationLog, consume, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, HAND_BACK_WAIT_MS, recordedHandler } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -17,10 +17,10 @@ const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const SWEEP_INTERVAL_MS = 3600 * 1000;
 /**
  * Of SHUTDOWN_TIMEOUT_MS, what is kept for after the hand-back: the runs stopped and their
- * messages nak'ed, the operations log's last flush, NATS drained (a sync action or dry run in
- * flight answered) and MongoDB closed.
+ * messages nak'ed (HAND_BACK_WAIT_MS at most), then 2 s for the operations log's last flush,
+ * NATS drained (a sync action or dry run in flight answered) and MongoDB closed.
  */
-const SHUTDOWN_MARGIN_MS = 3_000;
+const SHUTDOWN_MARGIN_MS = HAND_BACK_WAIT_MS + 2_000;
 
 /**
  * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
