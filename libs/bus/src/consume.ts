@@ -238,6 +238,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         timer = setTimeout(() => {
           handingBack.abort(new AppError('service_unavailable', 'This replica is stopping: the message goes back to another'));
           timer = setTimeout(() => {
+            if (holding.size > 0) logger.warn('handed back messages whose handlers did not stop in time', { durable: options.durable, messages: holding.size });
             for (const handBack of [...holding.values()]) handBack();
             resolve();
           }, HAND_BACK_WAIT_MS);
