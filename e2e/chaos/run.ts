@@ -1,5 +1,8 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { SERVICE_NAMES } from '@latchkey/contracts';
-import { formatFailures, formatTable, killNatsNode, killReplica, restartDatabase, rollingRestart, runChaos, startRig, type ChaosReport } from './chaos.js';
+import { repoRoot } from '@latchkey/testing';
+import { duplicateSummary, formatFailures, formatTable, refreshSummary, killNatsNode, killReplica, restartDatabase, rollingRestart, runChaos, startRig, type ChaosReport } from './chaos.js';
 
 /**
  * `make chaos`: the full schedule against two replicas of every service on a three-node NATS
@@ -11,6 +14,18 @@ const REPLICAS = 2;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 const rig = await startRig({ replicas: REPLICAS, natsCluster: true });
+/**
+ * What the CI-sized test prints, to tell why a run failed: the provider's refreshes, repeated
+ * deliveries, the services' last warnings and errors (reconnects left out; all of them in
+ * .data/chaos-warnings.log).
+ */
+const diagnose = () => {
+  log(`\nrefreshes: ${refreshSummary(rig)}\n\nduplicates:\n${duplicateSummary(rig)}\n`);
+  const warnings = rig.errors.filter((line) => !/nats (dis|re)connected|jetstream not available|sync_scheduler_lease/.test(line));
+  const file = join(repoRoot(), '.data', 'chaos-warnings.log');
+  writeFileSync(file, `${warnings.join('\n')}\n`);
+  log(`the services' last warnings and errors (all ${warnings.length} in ${file}):\n${warnings.slice(-60).join('\n')}`);
+};
 let result: ChaosReport;
 try {
   result = await runChaos(rig, {
@@ -24,6 +39,10 @@ try {
       rollingRestart(SERVICE_NAMES, REPLICAS),
     ],
   });
+} catch (error) {
+  log(`\nstopped: ${error instanceof Error ? error.message : String(error)}`);
+  diagnose();
+  throw error;
 } finally {
   await rig.dispose();
 }
@@ -38,6 +57,7 @@ const broken = rows.filter(
 const recordsBroken = records.missing + records.repeated + records.unexpected + records.deleted > 0 || !records.pagingEnded || records.finalRun !== 'SUCCESS';
 if (broken.length > 0 || recordsBroken) {
   log(`\nfailed: ${[...broken.map((row) => row.fault), ...(recordsBroken ? ['records'] : [])].join('; ')}`);
+  diagnose();
   process.exit(1);
 }
 process.exit(0);

@@ -5,7 +5,7 @@ import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { batchedPublisher, consume, consumeBatches, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
+import { batchedPublisher, consume, consumeBatches, HAND_BACK_WAIT_MS, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
 import { connectionOf } from './bus-connection.js';
 
 /** The connection behind a bus, for what these tests do beside it. */
@@ -21,6 +21,7 @@ const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
 const handedBack = defineEvent('test.handed_back', z.object({ n: z.number() }));
 const slowJob = defineEvent('test.slow_job', z.object({ n: z.number() }));
+const longJob = defineEvent('test.long_job', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -149,6 +150,81 @@ describe('a consumer that stops', () => {
     await next.stop();
     expect([...first, ...second].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
+});
+
+describe('a consumer that stops with long work in hand', () => {
+  it('lets handlers finish until handBackAfterMs, then aborts their signal; a message given up for it, or still held HAND_BACK_WAIT_MS later, goes to the next consumer at once, not failed nor given up', async () => {
+    const records: GivenUpMessage[] = [];
+    const recorder = natsOf(client).subscribe(busContracts.messageGivenUp.subject, { callback: (_error, msg) => void records.push(msg.json<GivenUpMessage>()) });
+    await natsOf(client).flush();
+    const runs: Array<{ n: number; consumer: string; deliveries: number }> = [];
+    const ends: Array<{ n: number; end: 'finished' | 'abandoned' | 'finished after the signal' }> = [];
+    let stopCalled = 0;
+    // The ack wait is long: anything that comes back before it was handed back, not timed out.
+    const options = { bus: server, logger, stream: STREAMS.events.name, durable: 'test-long-jobs', contract: longJob, concurrency: 4, ackWaitMs: 30_000, heartbeatMs: 1000, handBackAfterMs: 400, retryDelayMs: () => 10_000 };
+    const first = await consume({
+      ...options,
+      handler: async ({ n }, msg, signal) => {
+        runs.push({ n, consumer: 'first', deliveries: msg.info.deliveryCount });
+        const waitUntilStopped = async () => {
+          while (!stopCalled) await new Promise((resolve) => setTimeout(resolve, 10));
+        };
+        await waitUntilStopped();
+        // 1: short work, done within the grace; 2: long work that gives up when asked;
+        // 3: work that ignores the signal and finishes soon after (then it is acked, not handed
+        // back); 4: work stuck in a call the signal does not stop (handed back without it).
+        if (n === 4) {
+          await new Promise((resolve) => setTimeout(resolve, 4000));
+          ends.push({ n, end: 'finished' });
+          return;
+        }
+        if (n === 1) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          ends.push({ n, end: 'finished' });
+          return;
+        }
+        if (n === 2) {
+          await new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true }));
+          ends.push({ n, end: 'abandoned' });
+          return;
+        }
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        ends.push({ n, end: 'finished after the signal' });
+      },
+    });
+    for (const n of [1, 2, 3, 4]) await client.publish(longJob, { n });
+    const inHand = Date.now() + 5000;
+    while (runs.length < 4 && Date.now() < inHand) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(runs).toHaveLength(4);
+    const stoppedAt = Date.now();
+    stopCalled = stoppedAt;
+    await first.stop();
+    const stopMs = Date.now() - stoppedAt;
+    // The grace, then at most HAND_BACK_WAIT_MS for the stuck one.
+    expect(stopMs).toBeGreaterThanOrEqual(400 + HAND_BACK_WAIT_MS - 10);
+    expect(stopMs).toBeLessThan(400 + HAND_BACK_WAIT_MS + 1000);
+    expect(ends).toEqual([{ n: 1, end: 'finished' }, { n: 3, end: 'finished after the signal' }]);
+
+    const second = await consume({
+      ...options,
+      handler: async ({ n }, msg) => void runs.push({ n, consumer: 'second', deliveries: msg.info.deliveryCount }),
+    });
+    const deadline = Date.now() + 5000;
+    while (runs.length < 6 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    // The stuck handler ends meanwhile; its late success is not acknowledged (the message was handed back).
+    while (ends.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // nothing else comes back
+    await second.stop();
+    // Only the abandoned and the stuck ones came back, at once (not after the 10 s retry delay nor the ack wait).
+    expect(runs.filter((run) => run.consumer === 'second').sort((a, b) => a.n - b.n)).toEqual([
+      { n: 2, consumer: 'second', deliveries: 2 },
+      { n: 4, consumer: 'second', deliveries: 2 },
+    ]);
+    expect(Date.now() - stoppedAt).toBeLessThan(8000);
+    expect(records.filter((record) => record.durable === 'test-long-jobs')).toEqual([]);
+    recorder.unsubscribe();
+  }, 20_000);
 });
 
 describe('two replicas whose work outlasts the ack wait', () => {

@@ -49,14 +49,29 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
    */
   maxDeliveries?: number;
   /**
+   * How long `stop()` lets the handlers in flight finish before it asks them to hand their
+   * messages back, by aborting the `signal` each handler is given. A handler that fails once its
+   * signal is aborted has its message nak'ed at once, for another replica to take now: not a
+   * failure (no retry delay, never given up). One still busy `HAND_BACK_WAIT_MS` later (stuck in
+   * a call the signal does not stop) has its message nak'ed without it, and whatever it does
+   * after is not acknowledged: `stop()` takes at most `handBackAfterMs` + `HAND_BACK_WAIT_MS`.
+   * 0 asks at once, for work that resumes where it stopped (a sync run from its checkpoint);
+   * absent, `stop()` waits for every handler however long it takes (short work).
+   */
+  handBackAfterMs?: number;
+  /**
    * Must be idempotent: JetStream delivers at least once. Returning `{ retryInMs }` asks for the
    * message again after that delay (a retry the handler scheduled itself, e.g. from Retry-After).
+   * `signal` is aborted when the stopping consumer wants the message back (`handBackAfterMs`).
    */
-  handler: (payload: PayloadOf<C>, msg: JsMsg) => Promise<void | { retryInMs: number }>;
+  handler: (payload: PayloadOf<C>, msg: JsMsg, signal: AbortSignal) => Promise<void | { retryInMs: number }>;
 }
 
 export interface RunningConsumer {
-  /** Stops fetching and waits for the messages in hand. */
+  /**
+   * Stops fetching and waits for the messages in hand: finished, or handed back once
+   * `handBackAfterMs` has passed.
+   */
   stop(): Promise<void>;
 }
 
@@ -113,6 +128,8 @@ export function settlerFor(
 
 /** How long one pull waits for messages before it is asked again. */
 const FETCH_EXPIRES_MS = 5_000;
+/** How long handlers asked to hand back have to stop before their messages are handed back without them. */
+export const HAND_BACK_WAIT_MS = 1_000;
 
 /**
  * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
@@ -131,6 +148,10 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const { observer } = connectionOf(options.bus);
   // Pull again once a quarter of the slots are free, not for each one: a pull is a round trip.
   const pullAt = Math.max(1, Math.floor(concurrency / 4));
+  // One for every handler of this consumer: aborted when the stopping consumer wants its messages back.
+  const handingBack = new AbortController();
+  /** The messages being handled, each with the way to hand it back without waiting for its handler. */
+  const holding = new Map<JsMsg, () => void>();
 
   async function handle(msg: JsMsg): Promise<void> {
     const parsed = contract.payload.safeParse(decodeJson(msg.data));
@@ -140,16 +161,34 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     }
     const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
     const start = performance.now();
+    // Acked, nak'ed or terminated once: by the handler's outcome, or handed back first.
+    let settled = false;
+    const handBack = () => {
+      if (settled) return;
+      settled = true;
+      clearInterval(heartbeat);
+      observer.consumed(contract.subject, secondsSince(start), 'handed_back');
+      logger.info('handed a message back', { subject: msg.subject, seq: msg.seq, deliveries: msg.info.deliveryCount });
+      msg.nak();
+    };
+    holding.set(msg, handBack);
     try {
-      const outcome = await handler(parsed.data as PayloadOf<C>, msg);
+      const outcome = await handler(parsed.data as PayloadOf<C>, msg, handingBack.signal);
+      if (settled) return;
+      settled = true;
       observer.consumed(contract.subject, secondsSince(start), outcome ? 'retry_later' : undefined);
       if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
       else msg.ack();
     } catch (error) {
+      // Given up because the consumer stops: another replica takes it now, from where it resumes.
+      if (handingBack.signal.aborted) return handBack();
+      if (settled) return;
+      settled = true;
       observer.consumed(contract.subject, secondsSince(start), options.bus.toAppError(error).code);
       settle.failed(msg, error);
     } finally {
       clearInterval(heartbeat);
+      holding.delete(msg);
     }
   }
 
@@ -191,8 +230,26 @@ export async function consume<C extends EventContract | JobContract>(options: Co
     stop: async () => {
       stopping = true;
       pulling?.stop();
-      await loop.catch(() => undefined);
-      await Promise.allSettled(inFlight);
+      const { handBackAfterMs } = options;
+      let timer: NodeJS.Timeout | undefined;
+      // Resolves once every message still held was handed back without its handler.
+      const forced = new Promise<void>((resolve) => {
+        if (handBackAfterMs === undefined) return;
+        timer = setTimeout(() => {
+          handingBack.abort(new AppError('service_unavailable', 'This replica is stopping: the message goes back to another'));
+          timer = setTimeout(() => {
+            if (holding.size > 0) logger.warn('handed back messages whose handlers did not stop in time', { durable: options.durable, messages: holding.size });
+            for (const handBack of [...holding.values()]) handBack();
+            resolve();
+          }, HAND_BACK_WAIT_MS);
+        }, handBackAfterMs);
+      });
+      const finished = (async () => {
+        await loop.catch(() => undefined);
+        await Promise.allSettled(inFlight);
+      })();
+      await Promise.race([finished, forced]);
+      clearTimeout(timer);
     },
   };
 }

@@ -94,10 +94,10 @@ export const METRICS = {
   },
 
   // Sync scheduler and action-runner.
-  latchkey_sync_runs_total: { kind: 'counter', help: 'Sync run attempts, by outcome (success, error, retrying: a service was away and the run comes back).', labels: ['outcome'] },
+  latchkey_sync_runs_total: { kind: 'counter', help: 'Sync run attempts, by outcome (success, error, retrying: a service was away and the run comes back, handed_back: its replica was stopping and another resumes it).', labels: ['outcome'] },
   latchkey_sync_run_duration_seconds: { kind: 'histogram', help: 'Duration of sync run attempts, by outcome.', labels: ['outcome'], buckets: RUN_BUCKETS },
   latchkey_records_written_total: { kind: 'counter', help: 'Records written by syncs (added, updated, deleted).', labels: [] },
-  latchkey_action_runs_total: { kind: 'counter', help: 'Function runs in the sandbox, by kind (action, sync, on-event, dryrun) and outcome (success or the error code).', labels: ['kind', 'outcome'] },
+  latchkey_action_runs_total: { kind: 'counter', help: 'Function runs in the sandbox, by kind (action, sync, on-event, dryrun) and outcome (success, the error code, or handed_back: stopped as its replica stopped).', labels: ['kind', 'outcome'] },
   latchkey_action_run_duration_seconds: { kind: 'histogram', help: 'Duration of function runs, by kind.', labels: ['kind'], buckets: RUN_BUCKETS },
   latchkey_sandbox_timeouts_total: { kind: 'counter', help: 'Function runs stopped at their time limit.', labels: [] },
   latchkey_sandbox_memory_kills_total: { kind: 'counter', help: 'Function runs stopped at their memory limit.', labels: [] },

@@ -149,14 +149,20 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   logger.info('ready', { instance, ...(config.HEALTH_PORT ? { health_port: config.HEALTH_PORT } : {}) });
 
   let stopped: Promise<void> | undefined;
+  // Where the shutdown is, for the log line of a deadline that passes.
+  let step = 'running the shutdown hooks';
   const shutdown = () =>
     (stopped ??= (async () => {
       stopping = true;
       for (const hook of [...hooks].reverse()) await hook();
+      step = 'draining NATS';
       await bus.drain();
+      step = 'closing MongoDB';
       await mongo.close();
+      step = 'closing the probe port';
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
       await new Promise<void>((resolve) => (early ? early.close(() => resolve()) : resolve()));
+      step = 'exporting the last spans';
       await tracing.shutdown().catch((error: unknown) => logger.warn('could not export the last spans', { error }));
       logger.info('stopped');
     })());
@@ -165,7 +171,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     const onSignal = (signal: string) => {
       logger.info('stopping', { signal });
       const deadline = setTimeout(() => {
-        logger.error('shutdown deadline passed; exiting', { timeout_ms: config.SHUTDOWN_TIMEOUT_MS });
+        logger.error('shutdown deadline passed; exiting', { timeout_ms: config.SHUTDOWN_TIMEOUT_MS, step });
         process.exit(1);
       }, config.SHUTDOWN_TIMEOUT_MS);
       deadline.unref();

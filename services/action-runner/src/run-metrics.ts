@@ -11,7 +11,8 @@ const recordsWritten = counter('latchkey_records_written_total');
 
 /**
  * One sandbox run: its kind (the function type, `dryrun` for source not deployed yet) and
- * outcome (`success` or the error code, from the one error table): both bounded.
+ * outcome (`success`, the error code from the one error table, or `handed_back`: stopped because
+ * its replica was stopping): both bounded.
  */
 export function observeFunctionRun(kind: string, errorCode: string | undefined, seconds: number): void {
   actionRuns.inc({ kind, outcome: errorCode ?? 'success' });
@@ -21,10 +22,11 @@ export function observeFunctionRun(kind: string, errorCode: string | undefined, 
 }
 
 /**
- * One attempt at a scheduled sync run: `success`, `error` (the run ended failed), or `retrying`
- * (a service was away; JetStream delivers it again). Records written: what this attempt changed.
+ * One attempt at a scheduled sync run: `success`, `error` (the run ended failed), `retrying`
+ * (a service was away; JetStream delivers it again) or `handed_back` (its replica was stopping;
+ * another resumes it from its checkpoint). Records written: what this attempt changed.
  */
-export function observeSyncRun(outcome: 'success' | 'error' | 'retrying', seconds: number, counts: ModelCounts): void {
+export function observeSyncRun(outcome: 'success' | 'error' | 'retrying' | 'handed_back', seconds: number, counts: ModelCounts): void {
   syncRuns.inc({ outcome });
   syncDuration.observe({ outcome }, seconds);
   let written = 0;

@@ -1,4 +1,4 @@
-import { busOperationLog, consume, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, HAND_BACK_WAIT_MS, recordedHandler } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -15,6 +15,12 @@ import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler 
 /** How long an async action's result can be read after it finished. */
 const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const SWEEP_INTERVAL_MS = 3600 * 1000;
+/**
+ * Of SHUTDOWN_TIMEOUT_MS, what is kept for after the hand-back: the runs stopped and their
+ * messages nak'ed (HAND_BACK_WAIT_MS at most), then 2 s for the operations log's last flush,
+ * NATS drained (a sync action or dry run in flight answered) and MongoDB closed.
+ */
+const SHUTDOWN_MARGIN_MS = HAND_BACK_WAIT_MS + 2_000;
 
 /**
  * Wires the action-runner: the function cache kept in step with deploys, the sandbox runner
@@ -62,8 +68,9 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   bus.serve(actionContracts.runPreDeletion, preDeletionHandler(actionDeps));
 
   // A replica reports every 5 s that it still holds a message; one silent for 15 s has died
-  // and JetStream hands its messages to another.
-  const delivery = { ackWaitMs: 15_000, heartbeatMs: 5_000 };
+  // and JetStream hands its messages to another. A replica that stops lets the runs it holds
+  // finish while SHUTDOWN_TIMEOUT_MS leaves room, then stops them and hands them back at once.
+  const delivery = { ackWaitMs: 15_000, heartbeatMs: 5_000, handBackAfterMs: Math.max(0, config.SHUTDOWN_TIMEOUT_MS - SHUTDOWN_MARGIN_MS) };
   const asyncActions = await consume({
     bus,
     logger,
@@ -82,6 +89,8 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     contract: syncContracts.run,
     concurrency: config.FUNCTION_CONCURRENCY,
     ...delivery,
+    // A sync may run for hours and carries on from its last checkpoint: handed back at once.
+    handBackAfterMs: 0,
     handler: runSyncHandler(actionDeps),
   });
   const postCreation = await consume({
@@ -113,7 +122,15 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   sweep.unref();
   runtime.onShutdown(async () => {
     clearInterval(sweep);
-    await Promise.all([asyncActions.stop(), syncRuns.stop(), postCreation.stop(), webhooks.stop()]);
+    const started = Date.now();
+    const consumers = { actions: asyncActions, syncs: syncRuns, post_creation: postCreation, webhooks };
+    const took: Record<string, number> = {};
+    await Promise.all(Object.entries(consumers).map(async ([name, consumer]) => {
+      await consumer.stop();
+      took[name] = Date.now() - started;
+    }));
     disposeIdleIsolates();
+    // Past the grace and most of the margin, the rest of the shutdown may not fit.
+    if (Date.now() - started > delivery.handBackAfterMs + SHUTDOWN_MARGIN_MS / 2) logger.warn('runs took long to finish or hand back', { took_ms: took });
   });
 }

@@ -1,4 +1,4 @@
-import { busOperationLog, consume, consumeBatches, type RunningConsumer } from '@latchkey/bus';
+import { busOperationLog, consume, consumeBatches, HAND_BACK_WAIT_MS, type RunningConsumer } from '@latchkey/bus';
 import { cachedLoader } from '@latchkey/cache';
 import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
@@ -68,6 +68,11 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   bus.serve(webhookContracts.listInbound, listInboundLogHandler({ inbound }));
   bus.serve(webhookContracts.listAttempts, listAttemptsHandler({ deliveries }));
 
+  // On SIGTERM, deliveries and notices in flight finish while SHUTDOWN_TIMEOUT_MS leaves 3 s for
+  // the rest of the shutdown; one still held then (its database or endpoint that slow) goes back
+  // to JetStream at once, to be delivered by another replica, as it would after a crash but
+  // without waiting out the ack wait (delivery is at least once; receivers deduplicate by id).
+  const handBackAfterMs = Math.max(0, config.SHUTDOWN_TIMEOUT_MS - HAND_BACK_WAIT_MS - 2_000);
   const consumers: RunningConsumer[] = [
     // Provider webhooks in batches: a burst is verified, matched to its connections, announced
     // and recorded with a few round trips per batch instead of a few per webhook.
@@ -92,6 +97,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     await consume({
       bus,
       logger,
+      handBackAfterMs,
       stream: STREAMS.jobs.name,
       durable: 'webhook-router-deliveries',
       contract: webhookContracts.deliver,
@@ -116,6 +122,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     await consume({
       bus,
       logger,
+      handBackAfterMs,
       stream: STREAMS.events.name,
       durable: 'webhook-router-auth-created',
       contract: vaultContracts.connectionCreated,
@@ -125,6 +132,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     await consume({
       bus,
       logger,
+      handBackAfterMs,
       stream: STREAMS.events.name,
       durable: 'webhook-router-auth-refresh-failed',
       contract: vaultContracts.connectionRefreshFailed,
@@ -134,6 +142,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     await consume({
       bus,
       logger,
+      handBackAfterMs,
       stream: STREAMS.events.name,
       durable: 'webhook-router-async-actions',
       contract: actionContracts.asyncCompleted,
@@ -143,6 +152,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     await consume({
       bus,
       logger,
+      handBackAfterMs,
       stream: STREAMS.events.name,
       durable: 'webhook-router-sync-completed',
       contract: syncContracts.runCompleted,

@@ -18,7 +18,7 @@ export interface RunnerDeps extends HostDeps {
   /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
   warmIsolates: number;
   /** Bounds the runs of this replica. */
-  limited: <T>(work: () => Promise<T>) => Promise<T>;
+  limited: <T>(work: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
 }
 
 export interface LogEntry {
@@ -64,6 +64,8 @@ export function createRunner(deps: RunnerDeps) {
     sync?: SyncWrites;
     /** On whose behalf `ctx` acts: every caller says (the environment, or a dry run's API key). */
     grants: CtxGrants;
+    /** Aborted when this replica stops and hands the run back: the run stops where it is. */
+    signal?: AbortSignal;
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
@@ -94,16 +96,20 @@ export function createRunner(deps: RunnerDeps) {
           deps.logger.debug('function log', { function: `${target.provider_config_key}/${name}`, level, message });
         },
         limits: { ...deps.limits, ...(options.sync?.scheduled ? deps.syncLimits : {}), maxOutputBytes: MAX_ACTION_OUTPUT_BYTES },
+        ...(options.signal ? { signal: options.signal } : {}),
       }).then(
         (done) => {
           observeFunctionRun(description?.type ?? 'dryrun', undefined, (performance.now() - started) / 1000);
           return done;
         },
         (error: unknown) => {
-          observeFunctionRun(description?.type ?? 'dryrun', toAppError(error).code, (performance.now() - started) / 1000);
+          const outcome = options.signal?.aborted ? 'handed_back' : toAppError(error).code;
+          observeFunctionRun(description?.type ?? 'dryrun', outcome, (performance.now() - started) / 1000);
           throw error;
         },
       )),
+      // A run waiting for a free slot when its replica hands it back leaves the line at once.
+      options.signal,
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }

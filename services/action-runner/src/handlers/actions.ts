@@ -63,10 +63,11 @@ export function getActionResultHandler(deps: ActionDeps) {
  * is not run again; its completion event is published again under the same message id, which
  * JetStream deduplicates, so a crash between the two writes loses nothing and doubles nothing.
  * A crash during the run means the function runs again on redelivery: functions behind async
- * actions should be idempotent.
+ * actions should be idempotent. So does a run still going when its stopping replica hands it
+ * back (`signal`, once the consumer's grace is over): it is not recorded, and runs again elsewhere.
  */
 export function runAsyncActionHandler(deps: ActionDeps) {
-  return async (job: PayloadOf<typeof actionContracts.run>, msg: JobMessage) => {
+  return async (job: PayloadOf<typeof actionContracts.run>, msg: JobMessage, signal: AbortSignal) => {
     const environment = environmentId(job.environment_id);
     let run = await deps.runs.get(environment, job.id);
     if (!run) {
@@ -75,7 +76,7 @@ export function runAsyncActionHandler(deps: ActionDeps) {
     }
     // A later delivery took the run over (this replica stalled past the ack wait): it is theirs.
     if (run.status === 'running' && run.attempts > msg.info.deliveryCount) return;
-    if (run.status === 'queued' || run.status === 'running') run = await runOnce(deps, run, msg);
+    if (run.status === 'queued' || run.status === 'running') run = await runOnce(deps, run, msg, signal);
     await deps.bus.publish(
       actionContracts.asyncCompleted,
       {
@@ -95,7 +96,7 @@ export function runAsyncActionHandler(deps: ActionDeps) {
 }
 
 /** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
-async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage): Promise<ActionRunDoc> {
+async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage, signal: AbortSignal): Promise<ActionRunDoc> {
   const environment = environmentId(run.environment_id);
   await deps.runs.markRunning(environment, run._id, msg.info.deliveryCount);
   const startedAt = Date.now();
@@ -103,9 +104,11 @@ async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage): Pr
   let outcome: { status: 'done'; output_json: string; error: null } | { status: 'failed'; output_json: null; error: { code: string; message: string } };
   try {
     const fn = await deps.runner.loadFunction(run.environment_id, run.provider_config_key, 'action', run.action_name);
-    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json), grants: ENVIRONMENT_GRANTS });
+    const result = await deps.runner.run({ target, fn, input: run.input_json === null ? undefined : JSON.parse(run.input_json), grants: ENVIRONMENT_GRANTS, signal });
     outcome = { status: 'done', output_json: result.output ?? 'null', error: null };
   } catch (error) {
+    // Handed back (this replica is stopping): the run stays `running`, for the next delivery.
+    if (signal.aborted) throw error;
     const appError = toAppError(error);
     // The bus or a service was away: try again later, unless it has failed too often.
     if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;

@@ -87,19 +87,25 @@ export function dryRunHandler(deps: FunctionDeps) {
   };
 }
 
-/** Runs the integration's functions for a lifecycle event, one after the other; failures are counted and logged. */
+/**
+ * Runs the integration's functions for a lifecycle event, one after the other; failures are
+ * counted and logged. A run stopped by `signal` (its replica hands the event back) is no failure:
+ * it throws, and the event is run again elsewhere.
+ */
 async function runLifecycle(
   deps: FunctionDeps,
   event: 'post-connection-creation' | 'pre-connection-deletion',
   target: { environment_id: string; provider_config_key: string; connection_id: string },
+  signal?: AbortSignal,
 ): Promise<{ ran: number; failed: number }> {
   const names = await deps.bus.request(functionsContracts.listLifecycle, { environment_id: target.environment_id, provider_config_key: target.provider_config_key, event });
   let failed = 0;
   for (const name of names) {
     try {
       const fn = await deps.runner.loadFunction(target.environment_id, target.provider_config_key, 'on-event', name);
-      await deps.runner.run({ target, fn, grants: ENVIRONMENT_GRANTS });
+      await deps.runner.run({ target, fn, grants: ENVIRONMENT_GRANTS, ...(signal ? { signal } : {}) });
     } catch (error) {
+      if (signal?.aborted) throw error;
       failed++;
       const appError = toAppError(error);
       deps.logger.warn('a lifecycle function failed', { event, function: `${target.provider_config_key}/${name}`, code: appError.code, message: appError.message });
@@ -114,21 +120,20 @@ export function preDeletionHandler(deps: FunctionDeps) {
 
 /** `connection.created`: the integration's post-creation functions run once the connection exists. */
 export function postCreationHandler(deps: FunctionDeps) {
-  return async (event: PayloadOf<typeof vaultContracts.connectionCreated>) => {
-    await runLifecycle(deps, 'post-connection-creation', {
-      environment_id: event.environment_id,
-      provider_config_key: event.provider_config_key,
-      connection_id: event.connection_id,
-    });
+  return async (event: PayloadOf<typeof vaultContracts.connectionCreated>, _msg: unknown, signal: AbortSignal) => {
+    const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
+    await runLifecycle(deps, 'post-connection-creation', target, signal);
   };
 }
 
 /**
  * `webhook.received`: a provider webhook routed to a connection goes to the `onWebhook` of each
- * of the integration's syncs subscribed to its type. A webhook for no connection is skipped.
+ * of the integration's syncs subscribed to its type. A webhook for no connection is skipped. A run
+ * stopped by `signal` (its replica hands the webhook back) is not announced: the webhook comes
+ * again elsewhere, and its syncs' `onWebhook` run again (they upsert).
  */
 export function webhookHandler(deps: FunctionDeps) {
-  return async (event: PayloadOf<typeof webhookContracts.received>) => {
+  return async (event: PayloadOf<typeof webhookContracts.received>, _msg: unknown, signal: AbortSignal) => {
     if (event.connection_id === null) return;
     const syncs = await deps.bus.request(functionsContracts.listWebhookSyncs, { environment_id: event.environment_id, provider_config_key: event.provider_config_key });
     const type = webhookType(event.payload);
@@ -141,8 +146,9 @@ export function webhookHandler(deps: FunctionDeps) {
       try {
         const fn = await deps.runner.loadFunction(event.environment_id, event.provider_config_key, 'sync', sync.name);
         const models = new Map<string, ModelField[]>(fn.description.type === 'sync' ? fn.description.models.map((model) => [model.name, model.fields]) : []);
-        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, sync: { variant: 'base', models, counts }, grants: ENVIRONMENT_GRANTS });
+        await deps.runner.run({ target, fn, entry: 'onWebhook', input: event.payload ?? null, sync: { variant: 'base', models, counts }, grants: ENVIRONMENT_GRANTS, signal });
       } catch (error) {
+        if (signal.aborted) throw error;
         const appError = toAppError(error);
         failure = { code: appError.code, message: appError.message.slice(0, 2000) };
         deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });

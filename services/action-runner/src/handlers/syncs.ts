@@ -15,10 +15,12 @@ const MAX_DELIVERIES = 5;
  * run's variant, and each write reports the counts so far (`GET /sync/status` shows them). A
  * crash mid-run means a redelivery runs it again, with the checkpoint the function saved last,
  * so it carries on from there: records are upserted by id and unchanged ones are not rewritten,
- * so nothing is doubled or lost either way.
+ * so nothing is doubled or lost either way. A replica that stops hands the run back at once
+ * (`signal`): its isolate is disposed, the run is not finished, and the message goes to another
+ * replica, which carries on from that checkpoint.
  */
 export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
-  return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage) => {
+  return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage, signal: AbortSignal) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
     // Each attempt counts what it wrote itself: a resumed one finds the earlier writes unchanged.
@@ -46,9 +48,15 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
         fn,
         sync: { variant: run.variant, models, counts, scheduled: { checkpoint: run.checkpoint ?? null, report } },
         grants: ENVIRONMENT_GRANTS,
+        signal,
       });
       outcome = { status: 'SUCCESS' };
     } catch (error) {
+      // Handed back: not a failure of the run; the consumer naks it for another replica.
+      if (signal.aborted) {
+        observeSyncRun('handed_back', (performance.now() - started) / 1000, counts);
+        throw error;
+      }
       const appError = toAppError(error);
       // The bus or a service was away: try again later (the records written so far stay), unless it failed too often.
       if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) {

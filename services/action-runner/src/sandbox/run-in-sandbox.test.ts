@@ -77,6 +77,29 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async () => 'fine'`)))!)).toBe('fine');
   });
 
+  it('stops a run when its signal aborts, waiting or computing, with the signal\'s reason; an aborted signal runs nothing', async () => {
+    const reason = new AppError('service_unavailable', 'This replica is stopping');
+    // A context call that does not answer for a minute, then an endless loop.
+    const slowHost = { getMetadata: () => new Promise((resolve) => setTimeout(resolve, 60_000).unref()) };
+    for (const exec of [`async (ctx) => { await ctx.getMetadata(); }`, `async () => { for (;;) {} }`]) {
+      const stopping = new AbortController();
+      const started = Date.now();
+      setTimeout(() => stopping.abort(reason), 200);
+      const error = await failure(run(action(exec), { host: slowHost, signal: stopping.signal, limits: { ...limits, timeoutMs: 20_000 } }));
+      expect(error).toBe(reason);
+      expect(Date.now() - started).toBeLessThan(2000);
+    }
+    let called = false;
+    const host = {
+      getMetadata: async () => {
+        called = true;
+        return {};
+      },
+    };
+    expect(await failure(run(action(`async (ctx) => ctx.getMetadata()`), { host, signal: AbortSignal.abort(reason) }))).toBe(reason);
+    expect(called).toBe(false);
+  });
+
   it('lets other runs finish while a runaway spins beside them', async () => {
     const runaway = failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 1000 } }));
     const started = Date.now();

@@ -38,6 +38,11 @@ export interface SandboxRun {
   reuse?: { key: string; perKey: number };
   onLog: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
   limits: SandboxLimits;
+  /**
+   * Stops the run when aborted (its replica is stopping and hands the work back): the isolate is
+   * disposed and the run rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 const MAX_LOG_MESSAGE = 4096;
@@ -206,8 +211,17 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   let cpuStartNs = 0n;
   let timedOut = false;
   let succeeded = false;
+  const { signal } = run;
+  const stopped = () => (signal?.reason instanceof AppError ? signal.reason : new AppError('service_unavailable', 'The run was stopped'));
+  let onAbort: (() => void) | undefined;
   try {
+    if (signal?.aborted) throw stopped();
     const deadline = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
+        reject(stopped());
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       timer = setTimeout(() => {
         timedOut = true;
         // Stops the isolate's thread wherever it is, even inside an endless loop.
@@ -227,6 +241,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     });
     const execute = async () => {
       loaded = (run.reuse ? takeIdle(run.reuse.key) : undefined) ?? (await load(run.bundle, limits));
+      if (signal?.aborted) throw stopped();
       if (timedOut) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
       cpuStartNs = loaded.isolate.cpuTime;
       const runId = nextRunId++;
@@ -251,6 +266,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     succeeded = true;
     return { output: reply.output, definition: { kind: reply.kind, name: reply.name } };
   } catch (error) {
+    if (signal?.aborted) throw stopped();
     if (error instanceof AppError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     if (timedOut || /timed out/i.test(message)) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
@@ -263,6 +279,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   } finally {
     clearTimeout(timer);
     clearInterval(cpuWatch);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
     const used = loaded as Loaded | undefined;
     if (used) {
       used.runId = 0;

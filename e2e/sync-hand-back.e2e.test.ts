@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { Latchkey } from '@latchkey/client';
+import { busContracts, syncContracts, type GivenUpMessage, type PayloadOf } from '@latchkey/contracts';
+import { repoRoot } from '@latchkey/testing';
+import { deployWithCli, eventually } from './support/functions.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * SIGTERM to the action-runner replica in the middle of a sync run that lasts longer than its
+ * shutdown timeout: the replica disposes the run's isolate, hands the run back (its message
+ * nak'ed, not finished as failed) and exits 0 well within `SHUTDOWN_TIMEOUT_MS`; the other
+ * replica takes the run at once (not after the ack wait) and resumes it from the checkpoint the
+ * function saved last. The sync is `catalog` (`e2e/sync-long-functions/bulk/catalog.ts`), which
+ * saves a checkpoint after each page; the upstream holds page `HELD_PAGE` on its first request,
+ * so the run cannot finish while the first replica has it.
+ */
+const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-long-functions');
+const PAGES = 20;
+const PAGE_SIZE = 100;
+const HELD_PAGE = 6;
+const TOTAL = PAGES * PAGE_SIZE;
+const SHUTDOWN_TIMEOUT_MS = 8000;
+/** The consumers' ack wait: a message of a replica that died comes back only after it. */
+const ACK_WAIT_MS = 15_000;
+
+let stack: Stack;
+let client: Latchkey;
+let nc: NatsConnection;
+type RunEvent = PayloadOf<typeof syncContracts.runCompleted> & { failed: boolean };
+const runEnds: RunEvent[] = [];
+const givenUp: GivenUpMessage[] = [];
+const subscriptions: Subscription[] = [];
+let upstream: Server;
+/** How often each page was served, and when each request for it arrived. */
+const served = new Map<number, number>();
+const askedAt = new Map<number, number[]>();
+let releaseHeld: () => void = () => undefined;
+const held = new Promise<void>((resolve) => {
+  releaseHeld = resolve;
+});
+
+function itemsOf(page: number) {
+  return Array.from({ length: PAGE_SIZE }, (_, index) => {
+    const rank = page * PAGE_SIZE + index;
+    return { id: `item-${rank}`, name: `Item ${rank}`, rank };
+  });
+}
+
+async function startUpstream(): Promise<string> {
+  upstream = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://upstream');
+    if (req.headers['x-api-key'] !== 'bulk-key' || url.pathname !== '/items') {
+      res.writeHead(req.headers['x-api-key'] === 'bulk-key' ? 404 : 401).end();
+      return;
+    }
+    const page = Number(url.searchParams.get('page'));
+    served.set(page, (served.get(page) ?? 0) + 1);
+    askedAt.set(page, [...(askedAt.get(page) ?? []), Date.now()]);
+    const answer = () =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < PAGES ? page + 1 : null }));
+    if (page === HELD_PAGE && served.get(page) === 1) void held.then(answer);
+    else answer();
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+}
+
+beforeAll(async () => {
+  const upstreamUrl = await startUpstream();
+  stack = await startStack({
+    replicas: { 'action-runner': 2 },
+    // The held page waits while the test stops the replica: the upstream call may take that long.
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstreamUrl)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
+    serviceEnv: { 'action-runner': { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } },
+  });
+  client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
+  nc = await stack.connectNats();
+  for (const [contract, failed] of [[syncContracts.runCompleted, false], [syncContracts.runFailed, true]] as const) {
+    const subscription = nc.subscribe(contract.subject);
+    subscriptions.push(subscription);
+    void (async () => {
+      for await (const message of subscription) runEnds.push({ ...(message.json() as PayloadOf<typeof syncContracts.runCompleted>), failed });
+    })();
+  }
+  const givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject);
+  subscriptions.push(givenUpSubscription);
+  void (async () => {
+    for await (const message of givenUpSubscription) givenUp.push(message.json() as GivenUpMessage);
+  })();
+  await nc.flush();
+  await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
+  // The first replica alone takes the deployed sync's first run (it starts at once).
+  expect(await stack.stop('action-runner', 1)).toBe(0);
+  await deployWithCli(FUNCTIONS_DIR, stack);
+}, 180_000);
+
+afterAll(async () => {
+  releaseHeld();
+  for (const subscription of subscriptions) subscription.unsubscribe();
+  await nc?.close();
+  await stack?.dispose();
+  upstream?.close();
+}, 60_000);
+
+it('a replica given SIGTERM mid-sync hands the run back and exits 0 in time; the other resumes it from its checkpoint, once, records whole', async () => {
+  await eventually(async () => (served.has(HELD_PAGE) ? true : undefined), 120_000, `the run to reach page ${HELD_PAGE}`, 100);
+  // The second replica is up and idle before the first one stops.
+  await stack.start('action-runner', 1);
+
+  const signalledAt = Date.now();
+  const exitCode = await stack.stop('action-runner', 0);
+  const stoppedMs = Date.now() - signalledAt;
+  expect({ exitCode, withinTimeout: stoppedMs < SHUTDOWN_TIMEOUT_MS }).toEqual({ exitCode: 0, withinTimeout: true });
+
+  const done = await eventually(async () => runEnds[0], 120_000, 'the resumed run to finish', 200);
+  expect(done.failed).toBe(false);
+  expect(done.error).toBeUndefined();
+  // The resumed attempt starts at the checkpoint: it writes the records from the held page on.
+  expect(done.results).toEqual({ Item: { added: TOTAL - HELD_PAGE * PAGE_SIZE, updated: 0, deleted: 0 } });
+  // Handed back at once: the other replica asked for the held page long before the ack wait.
+  const resumedAfterMs = askedAt.get(HELD_PAGE)![1]! - signalledAt;
+  expect(resumedAfterMs).toBeLessThan(ACK_WAIT_MS / 2);
+  for (let page = 0; page < HELD_PAGE; page++) expect(served.get(page)).toBe(1);
+  expect(served.get(HELD_PAGE)).toBe(2);
+  for (let page = HELD_PAGE + 1; page < PAGES; page++) expect(served.get(page)).toBe(1);
+
+  // Every item stored once.
+  const ids: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: Awaited<ReturnType<typeof client.listRecords>> = await client.listRecords({ providerConfigKey: 'bulk', connectionId: 'conn-1', model: 'Item', limit: 500, ...(cursor ? { cursor } : {}) });
+    ids.push(...page.records.map((record) => String(record['id'])));
+    cursor = page.next_cursor;
+  } while (cursor);
+  expect(ids).toHaveLength(TOTAL);
+  expect(new Set(ids).size).toBe(TOTAL);
+
+  // One end of the run, a success; nothing was given up.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  expect(runEnds).toHaveLength(1);
+  expect(givenUp).toEqual([]);
+  process.stdout.write(`sync-hand-back: replica stopped in ${stoppedMs} ms; the other asked for the held page ${resumedAfterMs} ms after the signal\n`);
+}, 300_000);

@@ -1,0 +1,21 @@
+import { describe, expect, it } from '@jest/globals';
+import { createLimiter } from './limiter.js';
+
+describe('createLimiter', () => {
+  it('runs at most its limit at once, the rest in order; one whose signal aborts while waiting leaves the line', async () => {
+    const limited = createLimiter(1);
+    const order: string[] = [];
+    let release!: () => void;
+    const first = limited(() => new Promise<void>((resolve) => (release = resolve)).then(() => void order.push('first')));
+    const leaving = new AbortController();
+    const reason = new Error('stopping');
+    const second = limited(async () => void order.push('second'), leaving.signal);
+    const third = limited(async () => void order.push('third'));
+    leaving.abort(reason);
+    await expect(second).rejects.toBe(reason);
+    release();
+    await Promise.all([first, third]);
+    expect(order).toEqual(['first', 'third']);
+    await expect(limited(async () => 'ran', AbortSignal.abort(reason))).resolves.toBe('ran'); // a free slot: nothing to wait for
+  });
+});
