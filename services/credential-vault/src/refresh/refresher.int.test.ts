@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Connection } from 'mongoose';
-import { createBus, createKvLocks, createOperationLog, ensureStreams, openKv, type Bus, type JsonKv } from '@latchkey/bus';
+import { createBus, createKvLocks, createOperationLog, ensureStreams, openKv, WRITE_KEYS, type Bus, type JsonKv } from '@latchkey/bus';
 import type { Operation } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
@@ -21,12 +21,13 @@ import {
   type TestTcpRelay,
 } from '@latchkey/testing';
 import { createKeyring } from '../crypto/keyring.js';
-import { createConnectionRepo } from '../db/connection-repo.js';
+import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
 import { createDataKeyRepo } from '../db/data-key-repo.js';
 import { createIntegrationRepo } from '../db/integration-repo.js';
 import { createRefreshLogRepo } from '../db/refresh-log-repo.js';
 import { createConnectionCredentials } from '../domain/connection-credentials.js';
 import { insertConnection } from '../domain/connections.js';
+import { serializedConnectionWrites } from '../domain/serialized-writes.js';
 import { INTEGRATION_PLACES, createIntegrationService } from '../domain/integrations.js';
 import type { Refresher } from '../domain/vault-deps.js';
 import { createRefresher } from './refresher.js';
@@ -64,9 +65,13 @@ const keks = [{ version: 'v1', key: randomBytes(32) }];
 /** Operations the replicas' refreshers logged. */
 const logged: Operation[] = [];
 
-function replica(keys: Connection, log: Logger = logger): { refresher: Refresher; connections: ReturnType<typeof createConnectionRepo> } {
+function replica(
+  keys: Connection,
+  log: Logger = logger,
+  wrap: (repo: ConnectionRepo) => ConnectionRepo = (repo) => repo,
+): { refresher: Refresher; connections: ConnectionRepo } {
   const connection = direct;
-  const connections = createConnectionRepo(connection);
+  const connections = wrap(createConnectionRepo(connection));
   const integrations = createIntegrationRepo(connection);
   const cipher = createKeyring({ keks, dataKeys: createDataKeyRepo(keys) });
   const refresher = createRefresher({
@@ -271,3 +276,35 @@ it('hands out a token that is near its expiry but still valid when the lock buck
   }, 20_000, 'a refresh once NATS is back');
   expect(refreshed.credentials['refresh_token']).not.toBe(refreshToken);
 });
+
+// Issue 20 (chaos): a refresh whose provider call succeeded but whose store met an outage (the
+// write keys' bucket away with a NATS node) lost the rotated refresh token, the only copy of it:
+// every refresh after it presented the used one, and the provider refused the connection for good.
+it('keeps the rotated tokens when storing them meets an outage: stored once NATS is back, after one token request', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client);
+  const writeLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `write_locks_${randomBytes(4).toString('hex')}`, ttlMs: WRITE_KEYS.ttlMs }));
+  const { refresher, connections } = replica(direct, logger, (repo) => serializedConnectionWrites(repo, writeLocks, { waitMs: 500 }));
+  const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
+  oauth.stats.reset();
+  // The provider answers 300 ms after the request arrives: NATS goes in between.
+  oauth.setOptions({ tokenDelayMs: 300 });
+  let answered: Awaited<ReturnType<Refresher['ensureFresh']>> | undefined;
+  try {
+    const fetching = refresher.ensureFresh(doc, held, { force: false, vendorJwt: false }).then((answer) => (answered = answer));
+    await eventually(async () => oauth.stats.tokenRequestLog.length > 0 || undefined, 5_000, 'the token request');
+    await nats.stop();
+    await sleep(2_000);
+    await nats.start();
+    await fetching.catch(() => undefined);
+  } finally {
+    oauth.setOptions({ tokenDelayMs: 0 });
+  }
+  const stored = await connections.findById(environmentId(doc.environment_id), doc._id);
+  const credentials = await createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }).open(stored!);
+  expect(credentials['refresh_token']).not.toBe(refreshToken);
+  expect(stored?.refresh_failure).toBeNull();
+  expect(answered?.credentials['access_token']).toBe(credentials['access_token']);
+  expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+}, 60_000);

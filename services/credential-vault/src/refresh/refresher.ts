@@ -36,6 +36,9 @@ export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'conne
 }
 
 const POLL_MS = 25;
+/** How long refreshed credentials are tried to be stored through an outage, and the longest pause between tries. */
+const STORE_RETRY_MS = 30_000;
+const STORE_BACKOFF_CAP_MS = 2_000;
 /** The fallback below is logged once per connection in this long, not on every fetch it serves. */
 const FALLBACK_WARN_EVERY_MS = 60_000;
 
@@ -102,9 +105,10 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         ...(error ? { error: { code: error.code, message: error.message.slice(0, 1000) } } : {}),
       });
     };
+    let fresh: StoredCredentials;
     try {
       // The token request as a span: which provider and connection, never the request or answer.
-      const fresh = await inSpan('vault token refresh', { kind: SpanKind.CLIENT, attributes: { 'latchkey.provider': doc.provider, 'latchkey.connection_id': doc.connection_id } }, () =>
+      fresh = await inSpan('vault token refresh', { kind: SpanKind.CLIENT, attributes: { 'latchkey.provider': doc.provider, 'latchkey.connection_id': doc.connection_id } }, () =>
         requestFreshCredentials(doc.credentials_type, {
           provider,
           client,
@@ -115,22 +119,6 @@ export function createRefresher(deps: RefresherDeps): Refresher {
           http: deps.http,
         }),
       );
-      const fields = {
-        credentials: await deps.credentials.seal(doc, fresh),
-        expires_at: expiryOf(fresh),
-        errors: doc.errors.filter((error) => error.type !== 'auth'),
-        refresh_failure: null,
-        updated_at: now,
-      };
-      logRefresh();
-      if (!(await deps.connections.replaceCredentials(environment, doc._id, version, fields))) {
-        deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
-        countRefresh('superseded');
-        return reread(doc);
-      }
-      countRefresh('success');
-      await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
-      return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
     } catch (error) {
       const appError = toAppError(error);
       logRefresh(appError);
@@ -148,6 +136,45 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         .catch(() => undefined);
       deps.logger.warn('token refresh failed', { connection: doc._id, provider: doc.provider, code: appError.code });
       throw appError;
+    }
+    logRefresh();
+    const fields = {
+      credentials: await deps.credentials.seal(doc, fresh),
+      expires_at: expiryOf(fresh),
+      errors: doc.errors.filter((error) => error.type !== 'auth'),
+      refresh_failure: null,
+      updated_at: now,
+    };
+    if (!(await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields)))) {
+      deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
+      countRefresh('superseded');
+      return reread(doc);
+    }
+    countRefresh('success');
+    await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
+    return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
+  }
+
+  /**
+   * Stores what the provider just answered. It may have rotated the refresh token, and then the
+   * answer in hand is the only copy of the new one: a store that meets an outage (the write keys'
+   * bucket electing a leader after a NATS node loss, the database restarting) is tried again with
+   * back-off for up to STORE_RETRY_MS, the refresh lock renewed meanwhile so no other replica
+   * presents the used token, rather than lose it and leave the connection to fail for good. The
+   * write's compare-and-set on the credentials version still decides between two results.
+   */
+  async function untilStored(lock: HeldLock, doc: ConnectionDoc, store: () => Promise<boolean>): Promise<boolean> {
+    const deadline = Date.now() + STORE_RETRY_MS;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await store();
+      } catch (error) {
+        const appError = deps.bus.toAppError(error);
+        if (!appError.retryable || Date.now() >= deadline) throw appError;
+        if (attempt === 1) deps.logger.warn('could not store refreshed credentials; trying again', { connection: doc._id, code: appError.code });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(STORE_BACKOFF_CAP_MS, 100 * 2 ** attempt)));
+        await locks.renew(lock).catch(() => false);
+      }
     }
   }
 
