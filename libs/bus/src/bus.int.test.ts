@@ -21,6 +21,7 @@ const counted = defineEvent('test.counted', z.object({ n: z.number() }));
 const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
 const handedBack = defineEvent('test.handed_back', z.object({ n: z.number() }));
 const slowJob = defineEvent('test.slow_job', z.object({ n: z.number() }));
+const slowBatch = defineEvent('test.slow_batch', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -298,6 +299,38 @@ describe('batch consumers', () => {
     expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, n) => n));
     expect([...handled].filter(([, times]) => times !== 1)).toEqual([[7, 2]]);
   });
+});
+
+describe('a batch consumer whose batches outlast the ack wait', () => {
+  it('runs each message once: neither a running batch nor one waiting its turn is handed over again', async () => {
+    // Each batch takes longer than the ack wait, and a batch waits for the one before it: both
+    // are held by this live replica, so JetStream must not hand them over again.
+    const runs: Array<{ n: number; deliveries: number }> = [];
+    const running = await consumeBatches({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-slow-batches',
+      contract: slowBatch,
+      deliverPolicy: 'new',
+      batchSize: 5,
+      concurrency: 1,
+      ackWaitMs: 1000,
+      handler: async (items) => {
+        for (const { payload, msg } of items) runs.push({ n: payload.n, deliveries: msg.info.deliveryCount });
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        return items.map((): BatchOutcome => ({ ok: true }));
+      },
+    });
+    await Promise.all(Array.from({ length: 15 }, (_, n) => client.publish(slowBatch, { n })));
+    const deadline = Date.now() + 20_000;
+    while (new Set(runs.map((run) => run.n)).size < 15 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    // Anything more would be a message run again after its ack wait.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    await running.stop();
+    expect(runs.map((run) => run.n).sort((a, b) => a - b)).toEqual(Array.from({ length: 15 }, (_, n) => n));
+    expect(runs.filter((run) => run.deliveries !== 1)).toEqual([]);
+  }, 40_000);
 });
 
 describe('replies larger than a NATS message', () => {

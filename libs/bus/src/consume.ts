@@ -62,6 +62,8 @@ export interface RunningConsumer {
 
 const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Math.min(deliveryCount - 1, 6));
 export const DEFAULT_MAX_DELIVERIES = 20;
+/** How long a message may be held unacked before JetStream delivers it again, unless `ackWaitMs` says. */
+export const DEFAULT_ACK_WAIT_MS = 30_000;
 
 /** How a consumer settles a message it cannot finish: retry later, or give up and say so. */
 export interface Settler {
@@ -214,7 +216,7 @@ export async function durableConsumer(
       deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
       filter_subject: contract.subject,
       max_ack_pending: maxAckPending,
-      ack_wait: nanos(options.ackWaitMs ?? 30_000),
+      ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
       // The server's own cap, past the settler's: a message that takes its process down every
       // time it is handled is never settled by us, and must still stop coming back.
       max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
