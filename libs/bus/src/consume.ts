@@ -113,8 +113,15 @@ export function settlerFor(
   };
 }
 
-/** How long one pull waits for messages before it is asked again. */
-const FETCH_EXPIRES_MS = 5_000;
+/**
+ * How long one pull waits for messages before it is asked again. The client gives a pull up
+ * when two of the server's idle heartbeats (every half of this) do not come; the server may
+ * still deliver into it, and what it delivers there is lost until its ack wait. A server
+ * starved of CPU sends its heartbeats seconds late: at 5 s a loaded router gave its delivery
+ * pulls up again and again, and deliveries came back ten times before one ran. Messages
+ * arriving sooner are handed over at once; a pull for a full queue ends when it is filled.
+ */
+const FETCH_EXPIRES_MS = 30_000;
 
 /**
  * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
