@@ -114,14 +114,17 @@ export function settlerFor(
 }
 
 /**
- * How long one pull waits for messages before it is asked again. The client gives a pull up
- * when two of the server's idle heartbeats (every half of this) do not come; the server may
- * still deliver into it, and what it delivers there is lost until its ack wait. A server
- * starved of CPU sends its heartbeats seconds late: at 5 s a loaded router gave its delivery
- * pulls up again and again, and deliveries came back ten times before one ran. Messages
- * arriving sooner are handed over at once; a pull for a full queue ends when it is filled.
+ * How long one pull waits for messages before it is asked again, and how often the server says
+ * it still holds the pull. The client gives a pull up when two of those heartbeats do not come;
+ * the server may still deliver into it, and what it delivers there waits out its ack wait. A
+ * server starved of CPU sends them seconds late: with 2.5 s heartbeats a loaded router gave
+ * its delivery pulls up again and again, and deliveries came back ten times before one ran.
+ * Ten seconds of silence is still a lost pull soon enough when the consumer's leader moves to
+ * another node. A message is handed over as soon as it arrives, and a pull for a full queue
+ * ends when it is filled, so the long expiry delays nothing.
  */
 const FETCH_EXPIRES_MS = 30_000;
+const FETCH_HEARTBEAT_MS = 5_000;
 
 /**
  * Runs a durable pull consumer with explicit acks: success acks, a retryable AppError naks with
@@ -173,7 +176,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         continue;
       }
       try {
-        pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
+        pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
         for await (const msg of pulling) {
           // Delivered as the consumer stops: back to JetStream at once, for another replica.
           if (stopping) {
