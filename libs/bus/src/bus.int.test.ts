@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { busContracts, defineEvent, defineRequest, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
-import { startNats, type TestNats } from '@latchkey/testing';
+import { startNats, startTcpRelay, type TestNats } from '@latchkey/testing';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { batchedPublisher, consume, consumeBatches, HAND_BACK_WAIT_MS, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
 import { connectionOf } from './bus-connection.js';
@@ -22,6 +22,8 @@ const poisoned = defineEvent('test.poisoned', z.object({ n: z.number() }));
 const handedBack = defineEvent('test.handed_back', z.object({ n: z.number() }));
 const slowJob = defineEvent('test.slow_job', z.object({ n: z.number() }));
 const longJob = defineEvent('test.long_job', z.object({ n: z.number() }));
+const slowBatch = defineEvent('test.slow_batch', z.object({ n: z.number() }));
+const lateJob = defineEvent('test.late_job', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -257,6 +259,54 @@ describe('two replicas whose work outlasts the ack wait', () => {
   }, 40_000);
 });
 
+describe('a consumer whose pulls go unanswered for a while', () => {
+  it('does not give up a pull the server still holds, so what it delivers there is run at once', async () => {
+    // A starved server answers a pull late: neither its messages nor its heartbeats reach the
+    // client for seconds. A client that gives the pull up meanwhile no longer listens when the
+    // server's delivery into it arrives, and the message waits out its ack wait (on a loaded
+    // machine, a router's deliveries came back ten times over and its queue stalled).
+    const relay = await startTcpRelay({ port: Number(new URL(nats.url).port) });
+    const far = await createBus({ servers: `nats://127.0.0.1:${relay.port}`, service: 'far', identity: nats.credentials('observer'), logger, requestTimeoutMs: 500 });
+    const runs: Array<{ n: number; deliveries: number; at: number }> = [];
+    const running = await consume({
+      bus: far,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-late-jobs',
+      contract: lateJob,
+      deliverPolicy: 'new',
+      concurrency: 4,
+      ackWaitMs: 20_000,
+      handler: async ({ n }, msg) => {
+        runs.push({ n, deliveries: msg.info.deliveryCount, at: Date.now() });
+      },
+    });
+    try {
+      await client.publish(lateJob, { n: 1 });
+      const first = Date.now() + 5000;
+      while (runs.length < 1 && Date.now() < first) await new Promise((resolve) => setTimeout(resolve, 50));
+      // What the server sends the consumer arrives 8 s late; a job is published meanwhile.
+      relay.holdReplies();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await client.publish(lateJob, { n: 2 });
+      await new Promise((resolve) => setTimeout(resolve, 7500));
+      const released = Date.now();
+      relay.releaseReplies();
+      const deadline = released + 15_000;
+      while (runs.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(runs.map(({ n, deliveries }) => ({ n, deliveries }))).toEqual([
+        { n: 1, deliveries: 1 },
+        { n: 2, deliveries: 1 },
+      ]);
+      expect(runs[1]!.at - released).toBeLessThan(3000);
+    } finally {
+      await running.stop();
+      await far.drain();
+      await relay.close();
+    }
+  }, 60_000);
+});
+
 describe('messages that always fail', () => {
   it('are given up after the delivery cap, or at once on a final error or a malformed payload, and recorded without their payload', async () => {
     const records: GivenUpMessage[] = [];
@@ -374,6 +424,38 @@ describe('batch consumers', () => {
     expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, n) => n));
     expect([...handled].filter(([, times]) => times !== 1)).toEqual([[7, 2]]);
   });
+});
+
+describe('a batch consumer whose batches outlast the ack wait', () => {
+  it('runs each message once: neither a running batch nor one waiting its turn is handed over again', async () => {
+    // Each batch takes longer than the ack wait, and a batch waits for the one before it: both
+    // are held by this live replica, so JetStream must not hand them over again.
+    const runs: Array<{ n: number; deliveries: number }> = [];
+    const running = await consumeBatches({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-slow-batches',
+      contract: slowBatch,
+      deliverPolicy: 'new',
+      batchSize: 5,
+      concurrency: 1,
+      ackWaitMs: 1000,
+      handler: async (items) => {
+        for (const { payload, msg } of items) runs.push({ n: payload.n, deliveries: msg.info.deliveryCount });
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        return items.map((): BatchOutcome => ({ ok: true }));
+      },
+    });
+    await Promise.all(Array.from({ length: 15 }, (_, n) => client.publish(slowBatch, { n })));
+    const deadline = Date.now() + 20_000;
+    while (new Set(runs.map((run) => run.n)).size < 15 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    // Anything more would be a message run again after its ack wait.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    await running.stop();
+    expect(runs.map((run) => run.n).sort((a, b) => a - b)).toEqual(Array.from({ length: 15 }, (_, n) => n));
+    expect(runs.filter((run) => run.deliveries !== 1)).toEqual([]);
+  }, 40_000);
 });
 
 describe('replies larger than a NATS message', () => {

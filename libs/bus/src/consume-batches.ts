@@ -1,7 +1,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
 import { runWithContext, newRequestId } from '@latchkey/logger';
-import { durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
+import { DEFAULT_ACK_WAIT_MS, durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
 import { connectionOf } from './bus-connection.js';
 import { secondsSince } from './observer.js';
 import { decodeJson } from './wire.js';
@@ -16,6 +16,11 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
   /** Batches one replica handles at a time. */
   concurrency: number;
   /**
+   * How often JetStream is told that the messages this replica holds (its running batches and
+   * those waiting their turn) are still being worked on; default a third of the ack wait.
+   */
+  heartbeatMs?: number;
+  /**
    * Handles the messages that arrived together; answers one outcome per item, in order (a throw
    * fails the whole batch). Must be idempotent: JetStream delivers at least once.
    */
@@ -28,12 +33,27 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
  * (a query, a request, an insert) is then paid once per batch, not once per message, and the
  * batches grow by themselves when messages arrive faster than they are handled. Each message is
  * acked on its own outcome only after the handler has finished with it, as with `consume`.
+ *
+ * Every message this replica holds, running or waiting for a batch slot, is kept alive by a
+ * heartbeat: a batch slower than the ack wait, or one waiting behind it, must not be handed
+ * over again while this replica still means to run it (its second copy would meet the first's
+ * writes and be slower still: a spiral). Only a replica that dies lets its messages go.
  */
 export async function consumeBatches<C extends EventContract | JobContract>(options: ConsumeBatchesOptions<C>): Promise<RunningConsumer> {
   const { logger, contract, batchSize, concurrency, handler } = options;
   const consumer = await durableConsumer(options, options.maxAckPending ?? batchSize * concurrency * 2);
   const waiting: JsMsg[] = [];
   const inFlight = new Set<Promise<void>>();
+  /** The messages of the batches running. */
+  const running = new Set<JsMsg[]>();
+  const heartbeat = setInterval(
+    () => {
+      for (const msg of waiting) msg.working();
+      for (const batch of running) for (const msg of batch) msg.working();
+    },
+    options.heartbeatMs ?? Math.max(100, Math.floor((options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS) / 3)),
+  );
+  heartbeat.unref();
   const settle = settlerFor(options);
   const { observer } = connectionOf(options.bus);
   let scheduled = false;
@@ -73,8 +93,10 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
     scheduled = false;
     while (waiting.length > 0 && inFlight.size < concurrency) {
       const batch = waiting.splice(0, batchSize);
+      running.add(batch);
       // A batch has many origins; its own request id ties its log lines and hops together.
       const task = runWithContext({ requestId: newRequestId() }, () => handle(batch)).finally(() => {
+        running.delete(batch);
         inFlight.delete(task);
         dispatch();
       });
@@ -97,10 +119,9 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
             scheduled = true;
             setImmediate(dispatch);
           }
-          if (waiting.length >= batchSize * concurrency) {
-            dispatch();
-            if (inFlight.size > 0) await Promise.race(inFlight);
-          }
+          // No wait here for a slot: a message left in the client's buffer has no heartbeat and
+          // would be handed over again. The consumer's max_ack_pending bounds what waits.
+          if (waiting.length >= batchSize) dispatch();
         }
         if (stopping) break;
         throw new Error('the consumer stopped delivering');
@@ -123,6 +144,7 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
       // Messages taken but not started go back at once rather than after their ack wait.
       for (const msg of waiting.splice(0)) msg.nak();
       await Promise.allSettled(inFlight);
+      clearInterval(heartbeat);
     },
   };
 }

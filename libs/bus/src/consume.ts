@@ -77,6 +77,8 @@ export interface RunningConsumer {
 
 const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Math.min(deliveryCount - 1, 6));
 export const DEFAULT_MAX_DELIVERIES = 20;
+/** How long a message may be held unacked before JetStream delivers it again, unless `ackWaitMs` says. */
+export const DEFAULT_ACK_WAIT_MS = 30_000;
 
 /** How a consumer settles a message it cannot finish: retry later, or give up and say so. */
 export interface Settler {
@@ -126,8 +128,18 @@ export function settlerFor(
   };
 }
 
-/** How long one pull waits for messages before it is asked again. */
-const FETCH_EXPIRES_MS = 5_000;
+/**
+ * How long one pull waits for messages before it is asked again, and how often the server says
+ * it still holds the pull. The client gives a pull up when two of those heartbeats do not come;
+ * the server may still deliver into it, and what it delivers there waits out its ack wait. A
+ * server starved of CPU sends them seconds late: with 2.5 s heartbeats a loaded router gave
+ * its delivery pulls up again and again, and deliveries came back ten times before one ran.
+ * Ten seconds of silence is still a lost pull soon enough when the consumer's leader moves to
+ * another node. A message is handed over as soon as it arrives, and a pull for a full queue
+ * ends when it is filled, so the long expiry delays nothing.
+ */
+const FETCH_EXPIRES_MS = 30_000;
+const FETCH_HEARTBEAT_MS = 5_000;
 /** How long handlers asked to hand back have to stop before their messages are handed back without them. */
 export const HAND_BACK_WAIT_MS = 1_000;
 
@@ -203,7 +215,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
         continue;
       }
       try {
-        pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS });
+        pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
         for await (const msg of pulling) {
           // Delivered as the consumer stops: back to JetStream at once, for another replica.
           if (stopping) {
@@ -271,7 +283,7 @@ export async function durableConsumer(
       deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
       filter_subject: contract.subject,
       max_ack_pending: maxAckPending,
-      ack_wait: nanos(options.ackWaitMs ?? 30_000),
+      ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
       // The server's own cap, past the settler's: a message that takes its process down every
       // time it is handled is never settled by us, and must still stop coming back.
       max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,

@@ -8,6 +8,10 @@ export interface TestTcpRelay {
   hold(): void;
   /** Sends what was kept back, and forwards again. */
   release(): void;
+  /** From now on, what the target sends is kept back (a server too starved to answer). */
+  holdReplies(): void;
+  /** Sends the target's replies kept back, and forwards them again. */
+  releaseReplies(): void;
   /** The target goes away: every connection is dropped and new ones are refused until `restore`. */
   cut(): void;
   restore(): void;
@@ -20,8 +24,10 @@ export interface TestTcpRelay {
  */
 export async function startTcpRelay(target: { host?: string; port: number }): Promise<TestTcpRelay> {
   let holding = false;
+  let holdingReplies = false;
   let cutOff = false;
   const held: Array<() => void> = [];
+  const heldReplies: Array<() => void> = [];
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
     if (cutOff) {
@@ -30,7 +36,11 @@ export async function startTcpRelay(target: { host?: string; port: number }): Pr
     }
     const upstream = connect(target.port, target.host ?? '127.0.0.1');
     sockets.add(client).add(upstream);
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      const send = () => client.write(chunk);
+      if (holdingReplies) heldReplies.push(send);
+      else send();
+    });
     client.on('data', (chunk: Buffer) => {
       const send = () => upstream.write(chunk);
       if (holding) held.push(send);
@@ -56,9 +66,17 @@ export async function startTcpRelay(target: { host?: string; port: number }): Pr
       holding = false;
       for (const send of held.splice(0)) send();
     },
+    holdReplies: () => {
+      holdingReplies = true;
+    },
+    releaseReplies: () => {
+      holdingReplies = false;
+      for (const send of heldReplies.splice(0)) send();
+    },
     cut: () => {
       cutOff = true;
       held.length = 0;
+      heldReplies.length = 0;
       for (const socket of sockets) socket.destroy();
     },
     restore: () => {

@@ -106,6 +106,9 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       // broken URL's backlog does not hold up everyone else's webhooks.
       maxAckPending: 20_000,
       ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
+      // An attempt is acked once its record is stored: a database slower than the ack wait must
+      // not make JetStream hand the delivery over again (sent twice) while this replica lives.
+      heartbeatMs: Math.floor((config.WEBHOOK_TIMEOUT_MS + 5_000) / 3),
       // The handler schedules its own retries and gives up when the retry window closes; the
       // cap only stops a delivery that keeps failing otherwise (at most one a second).
       maxDeliveries: config.WEBHOOK_RETRY_HOURS * 3600,

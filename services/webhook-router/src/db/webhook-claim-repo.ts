@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import { webhookClaimModel, type WebhookClaimDoc } from './webhook-claim-model.js';
 
 export interface ClaimRequest {
@@ -16,6 +16,18 @@ export const REPLAY_WINDOW_MS = 24 * 3600_000;
 
 const claimId = (request: ClaimRequest) => createHash('sha256').update(JSON.stringify([request.environment, request.integration, request.key])).digest('hex');
 
+/** Claims looked up at once on FerretDB (one `{_id}` query each); the driver's pool keeps room for others. */
+const LOOKUPS_IN_FLIGHT = 16;
+
+/**
+ * The filter of the claim read the drain makes (shared with the explain test): an `_id`
+ * equality, the one filter FerretDB 1.24 answers from an index; a list of ids (`$in`) makes it
+ * read every claim.
+ */
+export const claimQueries = {
+  byId: (request: ClaimRequest) => ({ _id: claimId(request) }),
+};
+
 /**
  * Replay detection for provider webhooks, durable across restarts and shared by every replica:
  * a claim is a unique-index insert (no read-modify-write, so it holds on FerretDB and MongoDB
@@ -24,6 +36,24 @@ const claimId = (request: ClaimRequest) => createHash('sha256').update(JSON.stri
 export function createWebhookClaimRepo(connection: Connection, options: { windowMs?: number } = {}) {
   const model = webhookClaimModel(connection);
   const windowMs = options.windowMs ?? REPLAY_WINDOW_MS;
+
+  /**
+   * The stored claims of these ids: one `$in` on MongoDB; on FerretDB one `{_id}` lookup each,
+   * so a batch meeting its own claims again (JetStream redelivered it) costs the same however
+   * many claims are stored.
+   */
+  async function holders(ids: readonly string[]): Promise<Map<string, WebhookClaimDoc>> {
+    const found = new Map<string, WebhookClaimDoc>();
+    if (await idListsIndexed(connection)) {
+      for (const doc of await model.collection.find({ _id: { $in: [...ids] } } as never).toArray()) found.set(String(doc._id), doc as unknown as WebhookClaimDoc);
+      return found;
+    }
+    for (let at = 0; at < ids.length; at += LOOKUPS_IN_FLIGHT) {
+      const docs = await Promise.all(ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((_id) => model.collection.findOne({ _id } as never)));
+      for (const doc of docs) if (doc) found.set(String(doc._id), doc as unknown as WebhookClaimDoc);
+    }
+    return found;
+  }
 
   /** Inserts the docs; answers the indexes of those whose id was taken. Any other failure throws. */
   async function insertTaken(docs: WebhookClaimDoc[]): Promise<number[]> {
@@ -59,9 +89,7 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
       const held = requests.map(() => true);
       const taken = await insertTaken(docs);
       if (taken.length === 0) return held;
-      const existing = new Map(
-        (await model.find({ _id: { $in: [...new Set(taken.map((index) => docs[index]!._id))] } }).lean<WebhookClaimDoc[]>().exec()).map((doc) => [doc._id, doc]),
-      );
+      const existing = await holders([...new Set(taken.map((index) => docs[index]!._id))]);
       const expired: number[] = [];
       for (const index of taken) {
         const holder = existing.get(docs[index]!._id);
@@ -70,6 +98,8 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
       }
       if (expired.length > 0) {
         // Remove only the stale holders seen, then insert again: whoever inserts first holds it.
+        // The one read of the drain that is not by `_id` alone (a scan on FerretDB), and a rare
+        // one: a key used again after its window, before the sweep removed its claim.
         await model.deleteMany({ _id: { $in: expired.map((index) => docs[index]!._id) }, expires_at: { $lte: now } }).exec();
         const retaken = new Set((await insertTaken(expired.map((index) => docs[index]!))).map((position) => expired[position]!));
         for (const index of expired) held[index] = !retaken.has(index);

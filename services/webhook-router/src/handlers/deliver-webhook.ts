@@ -54,7 +54,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
 
     // Handed over again: its last holder may have delivered it and lost the ack (its NATS node
     // died, or the process right after recording). The customer gets each webhook-id once.
-    if (msg.info.deliveryCount > 1 && (await deps.deliveries.wasDelivered(scope, deliveryId))) {
+    if (msg.info.deliveryCount > 1 && (await deps.deliveries.wasDelivered(scope, deliveryId, msg.info.deliveryCount))) {
       deps.logger.info('webhook delivered before its redelivery; not sending it again', { webhook_id: job.webhook_id, target: job.target });
       return;
     }
