@@ -5,13 +5,18 @@ import (
 	"testing"
 )
 
-func TestWithCustomPlans(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"postgres://127.0.0.1:5432/ferretdb", "force_custom_plan"},
-		{"postgres://u:p@db:5432/ferretdb?sslmode=disable", "force_custom_plan"},
-		{"postgres://db/ferretdb?plan_cache_mode=auto", "auto"}, // an operator's choice stays
+func TestSessionSettings(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]string
+	}{
+		{"postgres://127.0.0.1:5432/ferretdb", map[string]string{"plan_cache_mode": "force_custom_plan", "max_parallel_workers_per_gather": "0", "jit": "off"}},
+		{"postgres://u:p@db:5432/ferretdb?sslmode=disable", map[string]string{"plan_cache_mode": "force_custom_plan", "max_parallel_workers_per_gather": "0", "jit": "off"}},
+		// An operator's choice stays.
+		{"postgres://db/ferretdb?plan_cache_mode=auto", map[string]string{"plan_cache_mode": "auto", "max_parallel_workers_per_gather": "0", "jit": "off"}},
+		{"postgres://db/ferretdb?jit=on&max_parallel_workers_per_gather=2", map[string]string{"plan_cache_mode": "force_custom_plan", "max_parallel_workers_per_gather": "2", "jit": "on"}},
 	} {
-		got, err := withCustomPlans(tc.in)
+		got, err := withSessionSettings(tc.in)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
@@ -19,8 +24,10 @@ func TestWithCustomPlans(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", got, err)
 		}
-		if mode := parsed.Query().Get("plan_cache_mode"); mode != tc.want {
-			t.Errorf("%s: plan_cache_mode %q, want %q", tc.in, mode, tc.want)
+		for key, want := range tc.want {
+			if value := parsed.Query().Get(key); value != want {
+				t.Errorf("%s: %s %q, want %q", tc.in, key, value, want)
+			}
 		}
 		in, _ := url.Parse(tc.in)
 		for key := range in.Query() {
