@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
-import { syncContracts, type PayloadOf } from '@latchkey/contracts';
 import { repoRoot } from '@latchkey/testing';
+import { collectRunEnds, startCatalogUpstream, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
 import { deployWithCli, eventually } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -32,41 +30,9 @@ const TOTAL = PAGES * PAGE_SIZE;
 let stack: Stack;
 let client: Latchkey;
 let nc: NatsConnection;
-type RunEvent = PayloadOf<typeof syncContracts.runCompleted> & { failed: boolean };
-const runEnds: RunEvent[] = [];
-const subscriptions: Subscription[] = [];
-let upstream: Server;
-/** How often each page was served. */
-const served = new Map<number, number>();
-let releaseHeld: () => void = () => undefined;
-const held = new Promise<void>((resolve) => {
-  releaseHeld = resolve;
-});
-
-function itemsOf(page: number) {
-  return Array.from({ length: PAGE_SIZE }, (_, index) => {
-    const rank = page * PAGE_SIZE + index;
-    return { id: `item-${rank}`, name: `Item ${rank}`, rank };
-  });
-}
-
-async function startUpstream(): Promise<string> {
-  upstream = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://upstream');
-    if (req.headers['x-api-key'] !== 'bulk-key' || url.pathname !== '/items') {
-      res.writeHead(req.headers['x-api-key'] === 'bulk-key' ? 404 : 401).end();
-      return;
-    }
-    const page = Number(url.searchParams.get('page'));
-    served.set(page, (served.get(page) ?? 0) + 1);
-    const answer = () =>
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < PAGES ? page + 1 : null }));
-    if (page === HELD_PAGE && served.get(page) === 1) void held.then(answer);
-    else answer();
-  });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-}
+let upstream: CatalogUpstream;
+let runEnds: RunEnd[] = [];
+let stopRunEnds: () => void = () => undefined;
 
 /** Status reads that found no answer in time (the scheduler counts the records for each). */
 let slowStatusReads = 0;
@@ -85,30 +51,23 @@ async function catalogStatus(): Promise<SyncStatus | undefined> {
 }
 
 beforeAll(async () => {
-  const upstreamUrl = await startUpstream();
+  upstream = await startCatalogUpstream({ pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE });
   stack = await startStack({
     // The held page waits while the test looks and kills: the upstream call may take that long.
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstreamUrl)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
     // Counting 100,000 records for the status takes FerretDB on SQLite longer than the default 5 s deadline.
     serviceEnv: { gateway: { REQUEST_TIMEOUT_MS: '60000' } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   nc = await stack.connectNats();
-  for (const [contract, failed] of [[syncContracts.runCompleted, false], [syncContracts.runFailed, true]] as const) {
-    const subscription = nc.subscribe(contract.subject);
-    subscriptions.push(subscription);
-    void (async () => {
-      for await (const message of subscription) runEnds.push({ ...(message.json() as PayloadOf<typeof syncContracts.runCompleted>), failed });
-    })();
-  }
+  ({ ends: runEnds, stop: stopRunEnds } = await collectRunEnds(nc));
   await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
   // A deployed sync's first run starts at once for every connection.
   await deployWithCli(FUNCTIONS_DIR, stack);
 }, 120_000);
 
 afterAll(async () => {
-  releaseHeld();
-  for (const subscription of subscriptions) subscription.unsubscribe();
+  stopRunEnds();
   await nc?.close();
   await stack?.dispose();
   upstream?.close();
@@ -117,7 +76,7 @@ afterAll(async () => {
 it('syncs 100,000 records, shows progress while it runs, resumes from its checkpoint after the action-runner is killed, and re-syncs unchanged', async () => {
   const started = Date.now();
   // The run waits on the held page: everything before it is saved, and the status says so.
-  await eventually(async () => (served.has(HELD_PAGE) ? true : undefined), 300_000, `the run to reach page ${HELD_PAGE}`, 100);
+  await eventually(async () => (upstream.served.has(HELD_PAGE) ? true : undefined), 300_000, `the run to reach page ${HELD_PAGE}`, 100);
   const reachedMs = Date.now() - started;
   const running = await eventually(
     async () => {
@@ -134,7 +93,7 @@ it('syncs 100,000 records, shows progress while it runs, resumes from its checkp
   const runner = stack.services.find((proc) => proc.service === 'action-runner')!;
   runner.child.kill('SIGKILL');
   await new Promise((resolve) => runner.child.once('exit', resolve));
-  releaseHeld();
+  upstream.release();
   await stack.restart('action-runner');
 
   // JetStream hands the run to the restarted replica once the dead one's ack wait (15 s) passed.
@@ -146,9 +105,9 @@ it('syncs 100,000 records, shows progress while it runs, resumes from its checkp
   expect(done.results).toEqual({ Item: { added: TOTAL - HELD_PAGE * PAGE_SIZE, updated: 0, deleted: 0 } });
   // Resumed, not started over: every page before the held one was fetched once; the held one
   // twice (the killed attempt asked for it, the resumed one started there).
-  for (let page = 0; page < HELD_PAGE; page++) expect(served.get(page)).toBe(1);
-  expect(served.get(HELD_PAGE)).toBe(2);
-  for (let page = HELD_PAGE + 1; page < PAGES; page++) expect(served.get(page)).toBe(1);
+  for (let page = 0; page < HELD_PAGE; page++) expect(upstream.served.get(page)).toBe(1);
+  expect(upstream.served.get(HELD_PAGE)).toBe(2);
+  for (let page = HELD_PAGE + 1; page < PAGES; page++) expect(upstream.served.get(page)).toBe(1);
 
   // A complete pass cleared the checkpoint: the next run reads all again and changes nothing.
   const resyncStarted = Date.now();
@@ -157,8 +116,8 @@ it('syncs 100,000 records, shows progress while it runs, resumes from its checkp
   const resyncMs = Date.now() - resyncStarted;
   expect(again.failed).toBe(false);
   expect(again.results).toEqual({ Item: { added: 0, updated: 0, deleted: 0 } });
-  expect(served.get(0)).toBe(2);
-  expect(served.get(PAGES - 1)).toBe(2);
+  expect(upstream.served.get(0)).toBe(2);
+  expect(upstream.served.get(PAGES - 1)).toBe(2);
   expect(runEnds).toHaveLength(2);
   process.stdout.write(`sync-checkpoints: ${HELD_PAGE * PAGE_SIZE} records in ${reachedMs} ms; all ${TOTAL} (killed and resumed) in ${firstMs} ms; unchanged re-sync in ${resyncMs} ms; ${slowStatusReads} status reads timed out\n`);
 }, 1_200_000);

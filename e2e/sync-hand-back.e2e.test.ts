@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { Latchkey } from '@latchkey/client';
-import { busContracts, syncContracts, type GivenUpMessage, type PayloadOf } from '@latchkey/contracts';
+import { busContracts, type GivenUpMessage } from '@latchkey/contracts';
 import { repoRoot } from '@latchkey/testing';
+import { collectRunEnds, startCatalogUpstream, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
 import { deployWithCli, eventually } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -31,66 +30,26 @@ const ACK_WAIT_MS = 15_000;
 let stack: Stack;
 let client: Latchkey;
 let nc: NatsConnection;
-type RunEvent = PayloadOf<typeof syncContracts.runCompleted> & { failed: boolean };
-const runEnds: RunEvent[] = [];
+let upstream: CatalogUpstream;
+let runEnds: RunEnd[] = [];
+let stopRunEnds: () => void = () => undefined;
 const givenUp: GivenUpMessage[] = [];
-const subscriptions: Subscription[] = [];
-let upstream: Server;
-/** How often each page was served, and when each request for it arrived. */
-const served = new Map<number, number>();
-const askedAt = new Map<number, number[]>();
-let releaseHeld: () => void = () => undefined;
-const held = new Promise<void>((resolve) => {
-  releaseHeld = resolve;
-});
-
-function itemsOf(page: number) {
-  return Array.from({ length: PAGE_SIZE }, (_, index) => {
-    const rank = page * PAGE_SIZE + index;
-    return { id: `item-${rank}`, name: `Item ${rank}`, rank };
-  });
-}
-
-async function startUpstream(): Promise<string> {
-  upstream = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://upstream');
-    if (req.headers['x-api-key'] !== 'bulk-key' || url.pathname !== '/items') {
-      res.writeHead(req.headers['x-api-key'] === 'bulk-key' ? 404 : 401).end();
-      return;
-    }
-    const page = Number(url.searchParams.get('page'));
-    served.set(page, (served.get(page) ?? 0) + 1);
-    askedAt.set(page, [...(askedAt.get(page) ?? []), Date.now()]);
-    const answer = () =>
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < PAGES ? page + 1 : null }));
-    if (page === HELD_PAGE && served.get(page) === 1) void held.then(answer);
-    else answer();
-  });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-}
+let givenUpSubscription: Subscription | undefined;
 
 beforeAll(async () => {
-  const upstreamUrl = await startUpstream();
+  upstream = await startCatalogUpstream({ pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE });
   stack = await startStack({
     replicas: { 'action-runner': 2 },
     // The held page waits while the test stops the replica: the upstream call may take that long.
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstreamUrl)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
     serviceEnv: { 'action-runner': { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   nc = await stack.connectNats();
-  for (const [contract, failed] of [[syncContracts.runCompleted, false], [syncContracts.runFailed, true]] as const) {
-    const subscription = nc.subscribe(contract.subject);
-    subscriptions.push(subscription);
-    void (async () => {
-      for await (const message of subscription) runEnds.push({ ...(message.json() as PayloadOf<typeof syncContracts.runCompleted>), failed });
-    })();
-  }
-  const givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject);
-  subscriptions.push(givenUpSubscription);
+  ({ ends: runEnds, stop: stopRunEnds } = await collectRunEnds(nc));
+  const subscription = (givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject));
   void (async () => {
-    for await (const message of givenUpSubscription) givenUp.push(message.json() as GivenUpMessage);
+    for await (const message of subscription) givenUp.push(message.json() as GivenUpMessage);
   })();
   await nc.flush();
   await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
@@ -100,15 +59,15 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  releaseHeld();
-  for (const subscription of subscriptions) subscription.unsubscribe();
+  stopRunEnds();
+  givenUpSubscription?.unsubscribe();
   await nc?.close();
   await stack?.dispose();
   upstream?.close();
 }, 60_000);
 
 it('a replica given SIGTERM mid-sync hands the run back and exits 0 in time; the other resumes it from its checkpoint, once, records whole', async () => {
-  await eventually(async () => (served.has(HELD_PAGE) ? true : undefined), 120_000, `the run to reach page ${HELD_PAGE}`, 100);
+  await eventually(async () => (upstream.served.has(HELD_PAGE) ? true : undefined), 120_000, `the run to reach page ${HELD_PAGE}`, 100);
   // The second replica is up and idle before the first one stops.
   await stack.start('action-runner', 1);
 
@@ -123,11 +82,11 @@ it('a replica given SIGTERM mid-sync hands the run back and exits 0 in time; the
   // The resumed attempt starts at the checkpoint: it writes the records from the held page on.
   expect(done.results).toEqual({ Item: { added: TOTAL - HELD_PAGE * PAGE_SIZE, updated: 0, deleted: 0 } });
   // Handed back at once: the other replica asked for the held page long before the ack wait.
-  const resumedAfterMs = askedAt.get(HELD_PAGE)![1]! - signalledAt;
+  const resumedAfterMs = upstream.askedAt.get(HELD_PAGE)![1]! - signalledAt;
   expect(resumedAfterMs).toBeLessThan(ACK_WAIT_MS / 2);
-  for (let page = 0; page < HELD_PAGE; page++) expect(served.get(page)).toBe(1);
-  expect(served.get(HELD_PAGE)).toBe(2);
-  for (let page = HELD_PAGE + 1; page < PAGES; page++) expect(served.get(page)).toBe(1);
+  for (let page = 0; page < HELD_PAGE; page++) expect(upstream.served.get(page)).toBe(1);
+  expect(upstream.served.get(HELD_PAGE)).toBe(2);
+  for (let page = HELD_PAGE + 1; page < PAGES; page++) expect(upstream.served.get(page)).toBe(1);
 
   // Every item stored once.
   const ids: string[] = [];

@@ -1,0 +1,76 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { syncContracts, type PayloadOf } from '@latchkey/contracts';
+
+/**
+ * The provider of the `catalog` sync (`e2e/sync-long-functions/bulk/catalog.ts`) on loopback:
+ * `pages` pages of `pageSize` items at `/items?page=n` behind `x-api-key: bulk-key`, each page
+ * naming the next. The first request for `heldPage` is answered only once `release()` is called,
+ * so a test knows a run is in the middle while it stops or kills what runs it.
+ */
+export interface CatalogUpstream {
+  url: string;
+  /** How often each page was served. */
+  served: Map<number, number>;
+  /** When each request for a page arrived (ms since the epoch), in order. */
+  askedAt: Map<number, number[]>;
+  release(): void;
+  close(): void;
+}
+
+export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number }): Promise<CatalogUpstream> {
+  const { pages, pageSize, heldPage } = options;
+  const served = new Map<number, number>();
+  const askedAt = new Map<number, number[]>();
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const itemsOf = (page: number) =>
+    Array.from({ length: pageSize }, (_, index) => {
+      const rank = page * pageSize + index;
+      return { id: `item-${rank}`, name: `Item ${rank}`, rank };
+    });
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://upstream');
+    if (req.headers['x-api-key'] !== 'bulk-key' || url.pathname !== '/items') {
+      res.writeHead(req.headers['x-api-key'] === 'bulk-key' ? 404 : 401).end();
+      return;
+    }
+    const page = Number(url.searchParams.get('page'));
+    served.set(page, (served.get(page) ?? 0) + 1);
+    askedAt.set(page, [...(askedAt.get(page) ?? []), Date.now()]);
+    const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < pages ? page + 1 : null }));
+    if (page === heldPage && served.get(page) === 1) void held.then(answer);
+    else answer();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    served,
+    askedAt,
+    release: () => release(),
+    close: () => {
+      release();
+      server.close();
+    },
+  };
+}
+
+/** A sync run's end as NATS announced it: `sync.run.completed`, or `sync.run.failed` (`failed`). */
+export type RunEnd = PayloadOf<typeof syncContracts.runCompleted> & { failed: boolean };
+
+/** Collects every sync run's end from now on, in the order they come; `stop` unsubscribes. */
+export async function collectRunEnds(nc: NatsConnection): Promise<{ ends: RunEnd[]; stop(): void }> {
+  const ends: RunEnd[] = [];
+  const subscriptions = ([[syncContracts.runCompleted, false], [syncContracts.runFailed, true]] as const).map(([contract, failed]) => {
+    const subscription = nc.subscribe(contract.subject);
+    void (async () => {
+      for await (const message of subscription) ends.push({ ...(message.json() as PayloadOf<typeof syncContracts.runCompleted>), failed });
+    })();
+    return subscription;
+  });
+  await nc.flush();
+  return { ends, stop: () => subscriptions.forEach((subscription) => subscription.unsubscribe()) };
+}
