@@ -39,6 +39,17 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
   const changed = (...ids: string[]) => {
     if (ids.length > 0) options.onChange?.(ids);
   };
+  /**
+   * Frees the schedule of a run that is over, if it still names that run: `finish`'s last step,
+   * done again when a replica stopped between the run's outcome and this.
+   */
+  const free = async (run: Pick<SyncRunDoc, '_id' | 'schedule_id' | 'status' | 'results' | 'error' | 'finished_at'>) => {
+    await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
+    await schedules
+      .updateOne({ _id: run.schedule_id, running: run._id }, { $set: { running: null, last_status: run.status, last_finished_at: run.finished_at, last_results: run.results, last_error: run.error } })
+      .exec();
+    changed(run.schedule_id);
+  };
   const idOf = (environment: EnvironmentId, target: ScheduleTarget) =>
     scheduleKey(environment, target.provider_config_key, target.connection_id, target.sync_name, target.variant);
 
@@ -128,9 +139,10 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           .lean()
           .exec();
         if (!held) return null;
-        // Held past the unstarted limit: lost if its run never began, or if it began and has not
-        // reported for the stale limit.
-        const stale = held.claimed_at < new Date(now.getTime() - staleRunMs) || (await runs.exists({ _id: held.run_id, status: 'QUEUED' }).exec()) !== null ? held : null;
+        // Held past the unstarted limit: lost unless its run is running and has reported within
+        // the stale limit. A run never begun, never recorded (its claimer died between the two
+        // writes) or already over (its finish stopped before freeing the schedule) holds nothing.
+        const stale = held.claimed_at < new Date(now.getTime() - staleRunMs) || (await runs.exists({ _id: held.run_id, status: 'RUNNING' }).exec()) === null ? held : null;
         if (!stale) return null;
         // One claimer takes a stale slot over: the one whose insert of a marker for that run wins.
         // Removing the slot cannot decide it alone: FerretDB deletes by `_id` what an earlier read
@@ -178,14 +190,25 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       await runs.create(run);
       return run;
     },
-    /** Gives a schedule back when its run could not be queued. */
-    async release(scheduleId: string, runId: string) {
-      await slots.deleteOne({ _id: scheduleId, run_id: runId }).exec();
-      await schedules.updateOne({ _id: scheduleId, running: runId }, { $set: { running: null } }).exec();
-      changed(scheduleId);
+    /**
+     * Gives a schedule back when its run's job could not be queued, once the run is over: a job
+     * stored after all (its acknowledgement lost) then finds the run ended and runs nothing beside
+     * the next run. False, and the schedule kept, when that job came and the run began meanwhile.
+     */
+    async abandonUnqueued(run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, now: Date): Promise<boolean> {
+      const ended = await runs
+        .updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run\'s job could not be queued' }, finished_at: now } })
+        .exec();
+      if (ended.matchedCount !== 1) return false;
+      await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
+      await schedules.updateOne({ _id: run.schedule_id, running: run._id }, { $set: { running: null } }).exec();
+      changed(run.schedule_id);
+      return true;
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
-    markStarted: (run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date) => runs.updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec(),
+    /** Marks a queued run begun; false when it was not queued (begun already, or over). */
+    markStarted: async (run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date): Promise<boolean> =>
+      (await runs.updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec()).matchedCount === 1,
     /**
      * A run in flight reports its counts so far (and saves or clears its schedule's checkpoint).
      * The report also renews the run's slot, so a run that keeps reporting is never taken for
@@ -209,16 +232,10 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       const done = await runs
         .updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { status: outcome.status, results: outcome.results, error: outcome.error, finished_at: at, started_at: run.started_at ?? at } })
         .exec();
-      await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
-      await schedules
-        .updateOne(
-          { _id: run.schedule_id, running: run._id },
-          { $set: { running: null, last_status: outcome.status, last_finished_at: at, last_results: outcome.results, last_error: outcome.error } },
-        )
-        .exec();
-      changed(run.schedule_id);
+      await free({ ...run, ...outcome, finished_at: at });
       return done.modifiedCount === 1;
     },
+    free,
   };
 }
 

@@ -35,10 +35,11 @@ export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks
     setPaused: (ids, paused) => each(ids, (id) => repo.setPaused([id], paused)),
     setFrequencyOverride: (id, frequency, nextRunAt) => alone(id, () => repo.setFrequencyOverride(id, frequency, nextRunAt)),
     claim: (schedule, runId, nextRunAt, now) => alone(schedule._id, () => repo.claim(schedule, runId, nextRunAt, now)),
-    release: (scheduleId, runId) => alone(scheduleId, () => repo.release(scheduleId, runId)),
+    abandonUnqueued: (run, now) => alone(run.schedule_id, () => repo.abandonUnqueued(run, now)),
     markStarted: (run, at) => alone(run.schedule_id, () => repo.markStarted(run, at)),
     recordProgress: (run, results, checkpoint, at) => alone(run.schedule_id, () => repo.recordProgress(run, results, checkpoint, at)),
     clearCheckpoint: (scheduleId) => alone(scheduleId, () => repo.clearCheckpoint(scheduleId)),
     finish: (run, outcome, at) => alone(run.schedule_id, () => repo.finish(run, outcome, at)),
+    free: (run) => alone(run.schedule_id, () => repo.free(run)),
   };
 }

@@ -4,9 +4,11 @@ import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { STREAMS, syncContracts } from '@latchkey/contracts';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
+import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
-import { startRun } from './syncs.js';
+import { beginRunHandler, startRun } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -95,5 +97,108 @@ describe('a run whose job never came', () => {
 
     expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 600_000))).toBe(false);
     expect((await shortLived.getRun(env, 'begun-run'))?.status).toBe('RUNNING');
+  });
+});
+
+describe('a schedule left claimed by a replica killed between two writes', () => {
+  // What a killed replica leaves: the run's outcome written, the schedule not yet freed.
+  const finishCutShort = (runId: string, at: Date) =>
+    syncRunModel(connection).updateOne({ _id: runId }, { $set: { status: 'SUCCESS', finished_at: at } }).exec();
+
+  it('is taken back past the unstarted limit when the run holding it is over', async () => {
+    const shortLived = createScheduleRepo(connection, { unstartedRunMs: 60_000, staleRunMs: 3_600_000 });
+    await shortLived.ensure(env, { provider_config_key: 'crm', connection_id: 'c-4', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await shortLived.list(env, 'crm', 'c-4');
+    const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
+    const claimedAt = new Date();
+    const cut = await shortLived.claim(schedule!, 'cut-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await shortLived.markStarted(cut!, claimedAt);
+    await finishCutShort('cut-run', new Date(claimedAt.getTime() + 1_000));
+
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 59_000))).toBe(false);
+    // Not in an hour: the run is over, nothing holds the schedule any more.
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 61_000))).toBe(true);
+    expect((await shortLived.getRun(env, 'cut-run'))?.status).toBe('SUCCESS');
+  });
+
+  it('is taken back past the unstarted limit when its run was never recorded', async () => {
+    const shortLived = createScheduleRepo(connection, { unstartedRunMs: 60_000, staleRunMs: 3_600_000 });
+    await shortLived.ensure(env, { provider_config_key: 'crm', connection_id: 'c-5', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await shortLived.list(env, 'crm', 'c-5');
+    const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
+    const claimedAt = new Date();
+    await shortLived.claim(schedule!, 'ghost-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    // The claimer died after taking the slot and before recording the run.
+    await syncRunModel(connection).deleteOne({ _id: 'ghost-run' }).exec();
+
+    expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 61_000))).toBe(true);
+  });
+
+  it('is freed at once by the job delivered again, which also announces the run\'s end again', async () => {
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-6', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-6');
+    const claimedAt = new Date();
+    const cut = await schedules.claim(schedule!, 'redelivered-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await schedules.markStarted(cut!, claimedAt);
+    await finishCutShort('redelivered-run', new Date());
+    expect((await schedules.getSchedule(schedule!._id))?.running).toBe('redelivered-run');
+
+    // The runner's finish report got no answer: its job comes back, and finds the run over.
+    expect(await beginRunHandler({ bus, schedules })({ environment_id: env, run_id: 'redelivered-run' })).toEqual({ run: null });
+    const freed = await schedules.getSchedule(schedule!._id);
+    expect({ running: freed?.running, last_status: freed?.last_status }).toEqual({ running: null, last_status: 'SUCCESS' });
+    const observer = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+    try {
+      const announced = await (await observer.jetstreamManager()).streams.getMessage(STREAMS.events.name, { last_by_subj: syncContracts.runCompleted.subject });
+      expect(announced?.json<{ run_id: string }>().run_id).toBe('redelivered-run');
+    } finally {
+      await observer.drain();
+    }
+    // A later claim starts a run at once.
+    expect(await startRun({ bus, schedules, minFrequencyMs: 60_000 }, schedule!, new Date())).toBe(true);
+  });
+});
+
+describe('a run whose job could not be queued', () => {
+  it('is over before its schedule is given back: a job stored after all runs nothing', async () => {
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-7', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-7');
+    let runId = '';
+    const failing = {
+      bus: {
+        enqueue: async (_contract: unknown, payload: { run_id: string }) => {
+          runId = payload.run_id;
+          throw new Error('no acknowledgement from JetStream (the message may be stored)');
+        },
+      } as unknown as Bus,
+      schedules,
+      minFrequencyMs: 60_000,
+    };
+    await expect(startRun(failing, schedule!, new Date())).rejects.toThrow('no acknowledgement');
+    expect((await schedules.getSchedule(schedule!._id))?.running).toBeNull();
+    expect((await schedules.getRun(env, runId))?.status).toBe('ERROR');
+    // Its job, stored after all, is delivered: nothing runs beside the next run.
+    expect(await beginRunHandler({ bus, schedules })({ environment_id: env, run_id: runId })).toEqual({ run: null });
+  });
+
+  it('keeps its schedule when the job arrived and the run began meanwhile', async () => {
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-8', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-8');
+    let runId = '';
+    const slow = {
+      bus: {
+        enqueue: async (_contract: unknown, payload: { run_id: string }) => {
+          runId = payload.run_id;
+          // Stored, and begun by a runner, before the publish gave up waiting for its acknowledgement.
+          await beginRunHandler({ bus, schedules })({ environment_id: env, run_id: runId });
+          throw new Error('no acknowledgement from JetStream (the message may be stored)');
+        },
+      } as unknown as Bus,
+      schedules,
+      minFrequencyMs: 60_000,
+    };
+    await expect(startRun(slow, schedule!, new Date())).rejects.toThrow('no acknowledgement');
+    expect((await schedules.getSchedule(schedule!._id))?.running).toBe(runId);
+    expect((await schedules.getRun(env, runId))?.status).toBe('RUNNING');
   });
 });

@@ -16,7 +16,7 @@ import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { DeploymentRepo } from '../db/deployment-repo.js';
 import type { RecordRepo } from '../db/record-repo.js';
-import type { ScheduleDoc } from '../db/schedule-model.js';
+import type { ScheduleDoc, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
 import { parseFrequency } from '../domain/frequency.js';
 import { nextRunAfter } from '../domain/schedule-rules.js';
@@ -142,7 +142,9 @@ export async function startRun(
     await prepare?.();
     await deps.bus.enqueue(syncContracts.run, { environment_id: schedule.environment_id, run_id: runId }, { msgId: `sync-run-${runId}` });
   } catch (error) {
-    await deps.schedules.release(schedule._id, runId);
+    // The job may be stored all the same (only its acknowledgement lost): the run is ended
+    // before its schedule is freed, unless that job already began it.
+    await deps.schedules.abandonUnqueued(run, new Date());
     throw error;
   }
   return true;
@@ -278,13 +280,18 @@ export function deleteVariantHandler(deps: SyncsDeps) {
   };
 }
 
-export function beginRunHandler(deps: SyncsDeps) {
+export function beginRunHandler(deps: Pick<SyncsDeps, 'bus' | 'schedules'>) {
   return async (request: RequestOf<typeof syncContracts.beginRun>): Promise<ResponseOf<typeof syncContracts.beginRun>> => {
     const environment = environmentId(request.environment_id);
-    const run = await deps.schedules.getRun(environment, request.run_id);
-    if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') return { run: null };
-    const startedAt = run.started_at ?? new Date();
-    if (!run.started_at) await deps.schedules.markStarted(run, startedAt);
+    let run = await deps.schedules.getRun(environment, request.run_id);
+    const startedAt = run?.started_at ?? new Date();
+    // Ended meanwhile (abandoned as its job could not be queued): read again.
+    if (run?.status === 'QUEUED' && !(await deps.schedules.markStarted(run, startedAt))) run = await deps.schedules.getRun(environment, request.run_id);
+    if (!run) return { run: null };
+    if (run.status === 'SUCCESS' || run.status === 'ERROR') {
+      await settleOver(deps, run);
+      return { run: null };
+    }
     const schedule = await deps.schedules.getSchedule(run.schedule_id);
     return {
       run: {
@@ -292,7 +299,7 @@ export function beginRunHandler(deps: SyncsDeps) {
         connection_id: run.connection_id,
         sync_name: run.sync_name,
         variant: run.variant,
-        started_at: startedAt.toISOString(),
+        started_at: (run.started_at ?? startedAt).toISOString(),
         checkpoint: schedule?.checkpoint ?? null,
       },
     };
@@ -315,23 +322,42 @@ export function finishRunHandler(deps: SyncsDeps) {
     const finishedAt = new Date();
     const recorded = await deps.schedules.finish(run, { status: request.status, results: request.results, error: request.error ?? null }, finishedAt);
     const finished = (await deps.schedules.getRun(environment, run._id)) ?? run;
-    const event: PayloadOf<typeof syncContracts.runCompleted> = {
-      environment_id: run.environment_id,
-      run_id: run._id,
-      provider_config_key: run.provider_config_key,
-      connection_id: run.connection_id,
-      sync_name: run.sync_name,
-      variant: run.variant,
-      results: finished.results as ModelCounts,
-      started_at: (finished.started_at ?? finishedAt).toISOString(),
-      finished_at: (finished.finished_at ?? finishedAt).toISOString(),
-      ...(finished.error ? { error: finished.error } : {}),
-    };
-    // Published again on a repeated finish under the same message id: JetStream keeps one.
-    await deps.bus.publish(finished.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${run._id}` });
+    const event = await announceEnd(deps, finished, finishedAt);
     if (recorded) recordRun(deps, { ...event, failed: finished.status === 'ERROR', error: finished.error });
     return { recorded };
   };
+}
+
+/**
+ * Publishes a finished run's end (`sync.run.completed` or `.failed`). Published again on a
+ * repeated finish under the same message id: JetStream keeps one.
+ */
+async function announceEnd(deps: Pick<SyncsDeps, 'bus'>, run: SyncRunDoc, finishedAt: Date): Promise<PayloadOf<typeof syncContracts.runCompleted>> {
+  const event: PayloadOf<typeof syncContracts.runCompleted> = {
+    environment_id: run.environment_id,
+    run_id: run._id,
+    provider_config_key: run.provider_config_key,
+    connection_id: run.connection_id,
+    sync_name: run.sync_name,
+    variant: run.variant,
+    results: run.results as ModelCounts,
+    started_at: (run.started_at ?? finishedAt).toISOString(),
+    finished_at: (run.finished_at ?? finishedAt).toISOString(),
+    ...(run.error ? { error: run.error } : {}),
+  };
+  await deps.bus.publish(run.status === 'ERROR' ? syncContracts.runFailed : syncContracts.runCompleted, event, { msgId: `sync-run-done-${run._id}` });
+  return event;
+}
+
+/**
+ * A job delivered again finds its run over: the finish that ended it may have stopped before
+ * freeing the schedule or announcing the end (a replica killed, NATS away), and the runner got
+ * no answer. Both are done again here, at once, instead of the schedule showing RUNNING until a
+ * claim takes it back. A run abandoned by such a claim was never announced, and is not now.
+ */
+async function settleOver(deps: Pick<SyncsDeps, 'bus' | 'schedules'>, run: SyncRunDoc): Promise<void> {
+  await deps.schedules.free(run);
+  if (run.error?.code !== 'sync_run_abandoned') await announceEnd(deps, run, run.finished_at ?? new Date());
 }
 
 /** A sync's `onWebhook` run, announced like a run of its `base` variant (see the contract). */
