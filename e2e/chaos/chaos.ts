@@ -399,8 +399,9 @@ async function syncRuns(rig: ChaosRig): Promise<SyncRun[]> {
 const RECORDS_PAGE_SIZE = 25;
 
 /**
- * Waits for the sync to be idle, triggers one more run and waits for it to finish (bounded),
- * then pages the records to the end and compares them with what the upstream serves.
+ * Stops the sync's schedule, waits for it to be idle, triggers one more run and waits for it to
+ * finish (bounded), then pages the records to the end and compares them with what the upstream
+ * serves.
  */
 async function checkRecords(rig: ChaosRig): Promise<RecordsReport> {
   const call = async (path: string, init: { method?: string; headers?: Record<string, string>; body?: unknown } = {}) => {
@@ -430,11 +431,25 @@ async function checkRecords(rig: ChaosRig): Promise<RecordsReport> {
   };
   const statusText = (entry: SyncStatusEntry | undefined) => (entry ? `${entry.status}${entry.latestError ? ` ${entry.latestError.code}` : ''}` : 'no status');
 
-  // The load's last run (or a scheduled one) may still be in flight; a trigger then does nothing.
+  // No scheduled run from here on: with runs every few seconds, a loaded machine runs them back
+  // to back (the next claimed as soon as one ends), and the status would hardly ever be seen idle.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const answer = await call('/sync/update-connection-frequency', { method: 'PUT', body: { provider_config_key: SYNC.provider_config_key, connection_id: SYNC.connection_id, sync_name: SYNC.sync, frequency: '1h' } }).catch(() => undefined);
+    if (answer?.status === 200) break;
+    await sleep(1000);
+  }
+  // The load's last run may still be in flight; a trigger then queues nothing. One lost to a fault
+  // is taken back by the next claim once SYNC_RUN_UNSTARTED_MS (120 s) has passed since it last
+  // reported: a trigger every 15 s makes that claim.
   let finalRun: string;
-  const idle = await waitFor((entry) => entry.status !== 'RUNNING', 120_000);
+  const idleDeadline = Date.now() + 200_000;
+  let idle: Awaited<ReturnType<typeof waitFor>> = { entry: undefined, done: false };
+  while (!idle.done && Date.now() < idleDeadline) {
+    idle = await waitFor((entry) => entry.status !== 'RUNNING', Math.min(15_000, idleDeadline - Date.now()));
+    if (!idle.done) await call('/sync/trigger', { method: 'POST', body: { provider_config_key: SYNC.provider_config_key, syncs: [SYNC.sync], connection_id: SYNC.connection_id } }).catch(() => undefined);
+  }
   if (!idle.done) {
-    finalRun = `still ${statusText(idle.entry)} 120 s after the load`;
+    finalRun = `still ${statusText(idle.entry)} 200 s after the load`;
   } else {
     const before = idle.entry!.finishedAt;
     let triggered = false;
