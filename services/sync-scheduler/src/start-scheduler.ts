@@ -8,6 +8,7 @@ import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
 import { createRecordRepo } from './db/record-repo.js';
 import { createScheduleRepo } from './db/schedule-repo.js';
+import { serializedRecordWrites } from './domain/record-writes.js';
 import { serializedScheduleWrites } from './domain/schedule-writes.js';
 import {
   beginRunHandler,
@@ -59,14 +60,16 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.compile, compileHandler({ compiler }));
   runtime.onShutdown(() => compiler.close());
 
-  const records = createRecordRepo(mongo);
-  await records.init();
+  // Writes to one schedule, and to one scope's records, go one at a time across replicas (see
+  // schedule-writes and record-writes): each holds its key in this bucket.
+  const scheduleLocks = await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: WRITE_KEYS.ttlMs });
+  const rawRecords = createRecordRepo(mongo);
+  await rawRecords.init();
+  const records = serializedRecordWrites(rawRecords, createKvLocks(scheduleLocks));
   bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
-  // Every write of a schedule's due state is announced, in chunks, to the leader's due index;
-  // writes to one schedule go one at a time across replicas (see schedule-writes).
-  const scheduleLocks = await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: WRITE_KEYS.ttlMs });
+  // Every write of a schedule's due state is announced, in chunks, to the leader's due index.
   const rawSchedules = createScheduleRepo(mongo, {
     staleRunMs: config.SYNC_RUN_STALE_MS,
     unstartedRunMs: config.SYNC_RUN_UNSTARTED_MS,

@@ -2,15 +2,16 @@ import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { vaultContracts, type RecordAction, type RecordFailure, type recordsContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
-import type { RecordRepo, RecordScope, RecordWrite } from '../db/record-repo.js';
+import type { RecordScope, RecordWrite } from '../db/record-repo.js';
 import type { RecordDoc } from '../db/record-model.js';
 import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
 import { canonicalJson, contentHash, recordId } from '../domain/record-content.js';
 import { checkFields } from '../domain/record-fields.js';
+import type { SerializedRecordRepo } from '../domain/record-writes.js';
 
 export interface RecordsDeps {
   bus: Bus;
-  records: RecordRepo;
+  records: SerializedRecordRepo;
 }
 
 type ConnectionRef = { environment_id: string; connection_id: string; provider_config_key: string };
@@ -26,10 +27,10 @@ async function scopeOf(deps: RecordsDeps, request: ConnectionRef & { model: stri
 }
 
 /**
- * Writes to one scope run one at a time in this replica: sequence numbers are reserved and
- * written in order, and each write raises the scope's `visible` number only once its records
- * are stored, so a reader paging by cursor never passes a number still being written.
- * (Across replicas, sync runs of one connection, sync and variant never overlap.)
+ * Writes to one scope run one at a time: sequence numbers are reserved and written in order, and
+ * each write raises the scope's `visible` number only once its records are stored, so a reader
+ * paging by cursor never passes a number still being written. In this replica they queue here;
+ * across replicas each holds the scope's write key (`records.writing`, record-writes.ts).
  */
 const scopeKey = (scope: RecordScope) => JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]);
 
@@ -86,7 +87,7 @@ export function writeRecordsHandler(deps: RecordsDeps) {
       else accepted.set(id, { index, record });
     });
 
-    return queue(scope, async () => {
+    return queue(scope, () => deps.records.writing(scope, async () => {
       const now = new Date();
       const changes: Change[] = [];
       let unchanged = 0;
@@ -139,7 +140,7 @@ export function writeRecordsHandler(deps: RecordsDeps) {
       failed.sort((a, b) => a.index - b.index);
       const count = (action: RecordAction) => changes.filter((change) => change.action === action).length;
       return { added: count('ADDED'), updated: count('UPDATED'), deleted: count('DELETED'), unchanged, failed };
-    });
+    }));
   };
 }
 
