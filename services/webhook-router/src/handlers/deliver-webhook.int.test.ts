@@ -7,7 +7,7 @@ import type { WebhookDelivery } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo } from '@latchkey/mongo';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
-import { startMongo, type TestMongo, uniqueDbName } from '@latchkey/testing';
+import { startFerretDb, startMongo, type TestMongo, uniqueDbName } from '@latchkey/testing';
 import { createDeliveryRepo } from '../db/delivery-repo.js';
 import { createWebhookSender } from '../delivery/send-webhook.js';
 import { createCircuitBreakers } from '../domain/circuit-breaker.js';
@@ -67,3 +67,54 @@ it('does not send a webhook again when JetStream hands over a delivery whose ack
   expect(received).toEqual(['msg_once']);
   sender.close();
 }, 30_000);
+
+it('records a delivery the receiver took while the database went away, once it is back, instead of sending it again', async () => {
+  const ferret = await startFerretDb();
+  const outage = await connectMongo({ uri: ferret.uri, dbName: uniqueDbName('deliver_outage'), logger, serverSelectionTimeoutMs: 1_000 });
+  const sent: string[] = [];
+  let restarting: Promise<void> | undefined;
+  // The receiver takes the webhook; the database dies before the attempt is recorded.
+  const dying = createServer((req, res) => {
+    sent.push(String(req.headers['webhook-id']));
+    req.resume();
+    req.on('end', () => {
+      restarting = ferret.restart(3_000);
+      setTimeout(() => res.writeHead(204).end(), 300);
+    });
+  });
+  await new Promise<void>((resolve) => dying.listen(0, '127.0.0.1', resolve));
+  const sender = createWebhookSender({ policy: createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') }), timeoutMs: 5000 });
+  try {
+    const deliveries = createDeliveryRepo(outage);
+    await deliveries.init();
+    const handle = deliverWebhookHandler({
+      logger,
+      deliveries,
+      sender,
+      breakers: createCircuitBreakers({ threshold: 5, cooldownMs: 1000 }),
+      signingKeys: async () => [`whsec_${Buffer.alloc(32, 1).toString('base64')}`],
+      retry: { baseMs: 100, capMs: 1000, windowMs: 60_000 },
+      operations: { record: () => undefined },
+    });
+    const job: WebhookDelivery = {
+      webhook_id: 'msg_outage',
+      environment_id: 'env_a',
+      target: 'primary',
+      url: `http://127.0.0.1:${(dying.address() as AddressInfo).port}/hooks`,
+      kind: 'forward',
+      body: '{"n":2}',
+      created_at: new Date().toISOString(),
+    };
+    // Acked once recorded (the handler resolves): JetStream does not hand it over again.
+    await expect(handle(job, delivery(1))).resolves.toBeUndefined();
+    await restarting;
+    // Had it been handed over anyway, the record says it was delivered.
+    await expect(handle(job, delivery(2))).resolves.toBeUndefined();
+    expect(sent).toEqual(['msg_outage']);
+  } finally {
+    sender.close();
+    await new Promise((resolve) => dying.close(resolve));
+    await outage.close();
+    await ferret.dispose();
+  }
+}, 60_000);

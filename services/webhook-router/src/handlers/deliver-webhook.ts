@@ -89,7 +89,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
 
     if (result.status !== null && result.status >= 200 && result.status < 300) {
       deps.breakers.succeeded(job.url);
-      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null });
+      await recordDelivered(deps, job, () => deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null }));
       countDelivery('delivered');
       return;
     }
@@ -114,6 +114,32 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     countDelivery('retrying');
     return { retryInMs: delay };
   };
+}
+
+/** How long the record of a delivered attempt is tried again (the database away) before the delivery is acked without it. */
+const DELIVERED_RECORD_MS = 30_000;
+
+/**
+ * Records an attempt the receiver took. Failing here would hand the delivery back, and, no
+ * record saying it was delivered, it would be sent again: so the record is tried again with
+ * back-off while the database is away (a restart, a failover), the consumer's heartbeat keeping
+ * the message, and past `DELIVERED_RECORD_MS` the delivery is acked without it (logged): the
+ * receiver has it once, and only the attempts list misses it.
+ */
+async function recordDelivered(deps: Pick<DeliverDeps, 'logger'>, job: WebhookDelivery, record: () => Promise<unknown>): Promise<void> {
+  const deadline = Date.now() + DELIVERED_RECORD_MS;
+  for (let waitMs = 250; ; waitMs = Math.min(2 * waitMs, 4_000)) {
+    try {
+      await record();
+      return;
+    } catch (error) {
+      if (Date.now() + waitMs > deadline) {
+        deps.logger.error('webhook delivered, but its attempt could not be recorded; not sending it again', { webhook_id: job.webhook_id, target: job.target, error });
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
 }
 
 /** One delivery attempt as a client span: the receiver's host and the status, never the URL's path or query. */
