@@ -110,6 +110,27 @@ describe('graceful shutdown', () => {
     expect(delivered.map((item) => item.json.id).sort()).toEqual([...ids].sort());
   }, 120_000);
 
+  it('an action-runner given SIGTERM during a synchronous action that outlasts its shutdown timeout answers 503 before it, and exits 0', async () => {
+    const live = stack.services.filter((proc) => proc.service === 'action-runner' && proc.child.exitCode === null);
+    // 20 s of upstream wait: past SHUTDOWN_TIMEOUT_MS (15 s), within FUNCTION_TIMEOUT_MS.
+    const pending = fetch(`${stack.url}/action/trigger`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': 'application/json', 'connection-id': 'conn-1', 'provider-config-key': 'api' },
+      body: JSON.stringify({ action_name: 'slow-echo', input: { n: 99, ms: 20_000 } }),
+    }).then(async (response) => ({ status: response.status, json: (await response.json()) as { error?: { code?: string } }, at: Date.now() }));
+    await eventually(async () => (upstream.requests.some((request) => request.path === '/slow/20000') ? true : undefined), 20_000, 'the action to call its upstream');
+    const signalledAt = Date.now();
+    const exits = live.map(exitOf);
+    for (const proc of live) proc.child.kill('SIGTERM');
+    const answer = await pending;
+    expect({ status: answer.status, code: answer.json.error?.code }).toEqual({ status: 503, code: 'service_unavailable' });
+    // Answered within the shutdown timeout, and every replica exited 0 (not cut off at the deadline).
+    expect(answer.at - signalledAt).toBeLessThan(15_000);
+    expect(await Promise.all(exits)).toEqual(live.map(() => 0));
+    // One back, for the gateway's readiness (it pings every service).
+    await stack.restart('action-runner');
+  }, 90_000);
+
   it('the gateway given SIGTERM answers /ready 503 while still serving, then closes its port; a call in flight is answered', async () => {
     const gateway = stack.gateways[0]!;
     expect((await fetch(`${gateway.url}/ready`)).status).toBe(200);

@@ -53,7 +53,10 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   });
   const operations = busOperationLog(bus, logger, 'action-runner');
   runtime.onShutdown(() => operations.flush());
-  const actionDeps = { bus, logger, runner, runs, connections, operations, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6 };
+  // Runs a caller waits for (synchronous actions, dry runs, pre-deletion) are cut off and answered
+  // 503 when the grace below ends, while NATS still carries the answer (`untilStopped`).
+  const stopping = new AbortController();
+  const actionDeps = { bus, logger, runner, runs, connections, operations, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6, stopping: stopping.signal };
   // A run answered at once is logged here; a queued one when it ends (runAsyncActionHandler).
   bus.serve(
     actionContracts.trigger,
@@ -123,6 +126,8 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   runtime.onShutdown(async () => {
     clearInterval(sweep);
     const started = Date.now();
+    // Served requests are waited for when NATS drains, after this hook: the timer outlives it.
+    setTimeout(() => stopping.abort(), delivery.handBackAfterMs);
     const consumers = { actions: asyncActions, syncs: syncRuns, post_creation: postCreation, webhooks };
     const took: Record<string, number> = {};
     await Promise.all(Object.entries(consumers).map(async ([name, consumer]) => {

@@ -1,4 +1,5 @@
 import type { Bus, OperationLog } from '@latchkey/bus';
+import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import type { ActionRunRepo } from '../db/action-run-repo.js';
 import type { KnownConnections } from './known-connections.js';
@@ -15,4 +16,25 @@ export interface ActionDeps {
   streamIdleMs: number;
   /** The operations log: one `action_run` per run (async runs when they end). */
   operations: Pick<OperationLog, 'record'>;
+  /**
+   * Aborted when this replica is stopping and the runs a caller waits for (synchronous actions,
+   * dry runs, pre-deletion functions) must end: see `untilStopped`.
+   */
+  stopping: AbortSignal;
+}
+
+/**
+ * Runs work a caller waits for (its run given `stopping` as its signal): should the replica
+ * stop first, the run is cut off and the caller answered 503 `service_unavailable` while NATS
+ * still carries the answer, instead of the process being cut off at its deadline with the caller
+ * left to time out. What the function did before it was stopped (an upstream call) stays done,
+ * as after a crash: the caller may try again where that is safe.
+ */
+export async function untilStopped<T>(stopping: AbortSignal, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (stopping.aborted) throw new AppError('service_unavailable', 'The replica running this function stopped before it finished; it may have done part of its work');
+    throw error;
+  }
 }

@@ -5,7 +5,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
-import type { ActionDeps } from '../domain/action-deps.js';
+import { untilStopped, type ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 import { outputForReply } from '../domain/output.js';
 import { requireConnection, type ConnectionRef } from '../domain/require-connection.js';
@@ -43,7 +43,7 @@ export function triggerActionHandler(deps: ActionDeps) {
       await deps.bus.enqueue(actionContracts.run, { environment_id: request.environment_id, id }, { msgId: `action-run-${id}` });
       return { status: 'queued' as const, id };
     }
-    const outcome = await deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS });
+    const outcome = await untilStopped(deps.stopping, () => deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS, signal: deps.stopping }));
     return { status: 'done' as const, output: outputForReply(deps.bus, outcome.output, deps.streamIdleMs) };
   };
 }

@@ -2,6 +2,7 @@ import { actionContracts, functionsContracts, syncContracts, vaultContracts, web
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
+import { untilStopped } from '../domain/action-deps.js';
 import type { CachedFunction } from '../domain/function-cache.js';
 import { ENVIRONMENT_GRANTS, type CtxGrants, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
@@ -12,6 +13,8 @@ export interface FunctionDeps {
   bus: Bus;
   logger: Logger;
   runner: Runner;
+  /** See `ActionDeps.stopping`. */
+  stopping: AbortSignal;
 }
 
 const COMPILE_TIMEOUT_MS = 30_000;
@@ -60,7 +63,7 @@ export function dryRunHandler(deps: FunctionDeps) {
     // The run acts for the API key that asked, with the scopes the gateway resolved for it.
     const grants: Extract<CtxGrants, { kind: 'api_key' }> = { kind: 'api_key', scopes: new Set(request.caller_scopes), refused: [] };
     try {
-      const outcome = await deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants });
+      const outcome = await untilStopped(deps.stopping, () => deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants, signal: deps.stopping }));
       return {
         function: { type: outcome.definition.kind, name: outcome.definition.name },
         success: true,
@@ -115,7 +118,7 @@ async function runLifecycle(
 }
 
 export function preDeletionHandler(deps: FunctionDeps) {
-  return (request: RequestOf<typeof actionContracts.runPreDeletion>) => runLifecycle(deps, 'pre-connection-deletion', request);
+  return (request: RequestOf<typeof actionContracts.runPreDeletion>) => untilStopped(deps.stopping, () => runLifecycle(deps, 'pre-connection-deletion', request, deps.stopping));
 }
 
 /** `connection.created`: the integration's post-creation functions run once the connection exists. */
