@@ -8,8 +8,8 @@ import { createLogger } from '@latchkey/logger';
 import { connectMongo } from '@latchkey/mongo';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import { startFerretDb, startMongo, type TestMongo, uniqueDbName } from '@latchkey/testing';
-import { createDeliveryRepo } from '../db/delivery-repo.js';
-import { createWebhookSender } from '../delivery/send-webhook.js';
+import { createDeliveryRepo, type DeliveryRepo } from '../db/delivery-repo.js';
+import { createWebhookSender, type WebhookSender } from '../delivery/send-webhook.js';
 import { createCircuitBreakers } from '../domain/circuit-breaker.js';
 import { deliverWebhookHandler } from './deliver-webhook.js';
 
@@ -41,20 +41,25 @@ afterAll(async () => {
 /** A message as JetStream hands it over the `deliveryCount`-th time (only its count is read). */
 const delivery = (deliveryCount: number) => ({ info: { deliveryCount } }) as unknown as JobMessage;
 
-it('does not send a webhook again when JetStream hands over a delivery whose ack was lost', async () => {
-  const deliveries = createDeliveryRepo(connection);
-  await deliveries.init();
-  const sender = createWebhookSender({ policy: createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') }), timeoutMs: 5000 });
-  const handle = deliverWebhookHandler({
+/** The handler over a real delivery store and sender. */
+const handlerOver = (deliveries: DeliveryRepo, sender: WebhookSender) =>
+  deliverWebhookHandler({
     logger,
     deliveries,
     sender,
     breakers: createCircuitBreakers({ threshold: 5, cooldownMs: 1000 }),
     signingKeys: async () => [`whsec_${Buffer.alloc(32, 1).toString('base64')}`],
     retry: { baseMs: 100, capMs: 1000, windowMs: 60_000 },
-    // The operations log is not what this test looks at.
+    // The operations log is not what these tests look at.
     operations: { record: () => undefined },
   });
+const loopbackSender = () => createWebhookSender({ policy: createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') }), timeoutMs: 5000 });
+
+it('does not send a webhook again when JetStream hands over a delivery whose ack was lost', async () => {
+  const deliveries = createDeliveryRepo(connection);
+  await deliveries.init();
+  const sender = loopbackSender();
+  const handle = handlerOver(deliveries, sender);
   const job: WebhookDelivery = { webhook_id: 'msg_once', environment_id: 'env_a', target: 'primary', url, kind: 'forward', body: '{"n":1}', created_at: new Date().toISOString() };
 
   await expect(handle(job, delivery(1))).resolves.toBeUndefined();
@@ -83,19 +88,11 @@ it('records a delivery the receiver took while the database went away, once it i
     });
   });
   await new Promise<void>((resolve) => dying.listen(0, '127.0.0.1', resolve));
-  const sender = createWebhookSender({ policy: createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') }), timeoutMs: 5000 });
+  const sender = loopbackSender();
   try {
     const deliveries = createDeliveryRepo(outage);
     await deliveries.init();
-    const handle = deliverWebhookHandler({
-      logger,
-      deliveries,
-      sender,
-      breakers: createCircuitBreakers({ threshold: 5, cooldownMs: 1000 }),
-      signingKeys: async () => [`whsec_${Buffer.alloc(32, 1).toString('base64')}`],
-      retry: { baseMs: 100, capMs: 1000, windowMs: 60_000 },
-      operations: { record: () => undefined },
-    });
+    const handle = handlerOver(deliveries, sender);
     const job: WebhookDelivery = {
       webhook_id: 'msg_outage',
       environment_id: 'env_a',

@@ -5,7 +5,10 @@ import { createBus, createKvLocks, openKv, WRITE_KEYS, type Bus } from '@latchke
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { LOG_BLOCK } from '../db/record-model.js';
+import { createRecordRepo, type RecordScope, type RecordWrite } from '../db/record-repo.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
+import { serializedRecordWrites, type SerializedRecordRepo } from './record-writes.js';
 import { serializedScheduleWrites } from './schedule-writes.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -16,6 +19,8 @@ let bus: Bus;
 let connection: Connection;
 /** Two scheduler replicas' repositories: one database, one lock bucket. */
 let replicas: ScheduleRepo[];
+/** The same two replicas' record stores. */
+let recordReplicas: SerializedRecordRepo[];
 
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
@@ -26,6 +31,9 @@ beforeAll(async () => {
   const repo = createScheduleRepo(connection);
   await repo.init();
   replicas = [serializedScheduleWrites(repo, locks), serializedScheduleWrites(createScheduleRepo(connection), locks)];
+  const records = createRecordRepo(connection);
+  await records.init();
+  recordReplicas = [serializedRecordWrites(records, locks), serializedRecordWrites(createRecordRepo(connection), locks)];
 }, 60_000);
 
 afterAll(async () => {
@@ -56,5 +64,51 @@ describe('writes to one schedule from two replicas at once', () => {
     expect(stored.next_run_at).toEqual(override);
     expect(stored.checkpoint).toEqual({ page: expect.any(Number) });
     expect(await replicas[0]!.getRun(environment, run._id)).toMatchObject({ status: 'RUNNING' });
+  }, 30_000);
+});
+
+const item = (id: string, seq: number): RecordWrite => {
+  const at = new Date();
+  return { external_id: id, payload: JSON.stringify({ id }), hash: id, first_seen_at: at, last_modified_at: at, last_action: 'ADDED', deleted_at: null, pruned_at: null, seq };
+};
+
+describe("a full resync's clear on one replica while a write of the scope is in flight on another", () => {
+  // A run handed back, or taken over, can still have a write in flight when a trigger's full
+  // resync clears the scope elsewhere. The clear set the log's start past the numbers the write
+  // had reserved and deleted the log; the write's entries then went in below that start, its
+  // records were stored, and every later save found them unchanged: stored, and never listed.
+  it('waits for the write, and a save after it lists every record', async () => {
+    const scope: RecordScope = { environment: environmentId('env_records'), connection: 1, model: 'Item', variant: 'base' };
+    const ids = Array.from({ length: LOG_BLOCK - 1 }, (_, n) => `i${n}`);
+    let reserved!: () => void;
+    const inFlight = new Promise<void>((resolve) => (reserved = resolve));
+    let clearing: Promise<number> | undefined;
+
+    // Replica 0: a page of the run handed back, reserved up to the end of the first log block.
+    await recordReplicas[0]!.writing(scope, async () => {
+      const first = await recordReplicas[0]!.reserve(scope, ids.length);
+      reserved();
+      // Replica 1 takes a full resync's trigger now, and clears.
+      clearing = inFlight.then(() => recordReplicas[1]!.clear(scope));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await recordReplicas[0]!.insertNew(scope, ids.map((id, offset) => item(id, first + offset)));
+    });
+    await clearing;
+
+    // The resumed run saves every record: those the clear left out are stored again, the others
+    // found unchanged and revealed, as the records handler does.
+    await recordReplicas[1]!.writing(scope, async () => {
+      const stored = new Set((await recordReplicas[1]!.findByIds(scope, ids)).map((doc) => doc.external_id));
+      const absent = ids.filter((id) => !stored.has(id));
+      if (absent.length > 0) {
+        const first = await recordReplicas[1]!.reserve(scope, absent.length);
+        await recordReplicas[1]!.insertNew(scope, absent.map((id, offset) => item(id, first + offset)));
+      }
+      const found = await recordReplicas[1]!.findByIds(scope, ids);
+      if (found.length > 0) await recordReplicas[1]!.reveal(scope, Math.max(...found.map((doc) => doc.seq)));
+    });
+
+    const listed = await recordReplicas[0]!.page(scope, { limit: 2 * LOG_BLOCK });
+    expect(listed.length).toBe(ids.length);
   }, 30_000);
 });
