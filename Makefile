@@ -79,7 +79,7 @@ bench: build ferretdb ## hot-path benchmarks, as ratios against a baseline
 
 # Sizes and backends: BENCH_SCALE_SIZES=10000,100000,1000000 BENCH_SCALE_BACKENDS=sqlite,postgresql
 # Parts: BENCH_SCALE_PARTS=records,connections,api-keys (also webhooks,scheduler: BENCH_SCALE_WEBHOOKS, BENCH_SCALE_SCHEDULES)
-bench-scale: build ferretdb ## how each hot operation's cost grows with the data beside it
+bench-scale: build ferretdb $(NATS_SERVER) ## how each hot operation's cost grows with the data beside it
 	node bench/dist/scale.js
 
 .PHONY: chaos

@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createBus } from '@latchkey/bus';
@@ -50,6 +50,11 @@ const CONNECTION = { connection_id: 'scale', provider_config_key: 'scale-upstrea
 const logDir = join(repoRoot(), '.data', 'bench-scale');
 mkdirSync(logDir, { recursive: true });
 const entry = (service: ServiceName) => join(repoRoot(), 'services', service, 'dist', 'main.js');
+// The NATS line deployed (2.10 and later; `make nats-server` builds 2.12), not Debian's 2.9, which
+// the tests' single server falls back to: on 2.9 the server itself spent most of a core finding each
+// pull's next message in a deep JOBS backlog, and the webhook drains measured it, not Latchkey.
+const builtNats = join(repoRoot(), '.data', 'bin', 'nats-server');
+if (!process.env['NATS_SERVER_BIN'] && existsSync(builtNats)) process.env['NATS_SERVER_BIN'] = builtNats;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const elapsedMs = (startedAt: bigint) => Number(process.hrtime.bigint() - startedAt) / 1e6;
 
