@@ -1,4 +1,4 @@
-import mongoose, { type Connection } from 'mongoose';
+import mongoose, { type Connection, type mongo } from 'mongoose';
 import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
@@ -112,6 +112,24 @@ export function idListsIndexed(connection: Connection): Promise<boolean> {
     idListAnswers.set(connection, answer);
   }
   return answer;
+}
+
+/**
+ * Documents by `_id`, in the order asked (null where there is none): one `$in` where the server
+ * answers it from an index (MongoDB), else one `{_id}` lookup each, `inFlight` at a time
+ * (FerretDB reads the whole collection for a list of ids).
+ */
+export async function findByIds<T extends { _id: string }>(connection: Connection, collection: mongo.Collection<T>, ids: readonly string[], inFlight = ids.length): Promise<Array<T | null>> {
+  if (ids.length === 0) return [];
+  if (await idListsIndexed(connection)) {
+    const found = new Map<string, T>(((await collection.find({ _id: { $in: [...ids] } } as mongo.Filter<T>).toArray()) as T[]).map((doc) => [doc._id, doc]));
+    return ids.map((id) => found.get(id) ?? null);
+  }
+  const docs: Array<T | null> = [];
+  for (let at = 0; at < ids.length; at += Math.max(1, inFlight)) {
+    docs.push(...(await Promise.all(ids.slice(at, at + Math.max(1, inFlight)).map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>))));
+  }
+  return docs;
 }
 
 /** True while the driver holds a live connection. */

@@ -1,2 +1,2 @@
-export { connectMongo, databaseUnavailable, idListsIndexed, isDuplicateKey, isMongoConnected, isMongoUnavailable, type MongoOptions } from './connect-mongo.js';
+export { connectMongo, databaseUnavailable, findByIds, idListsIndexed, isDuplicateKey, isMongoConnected, isMongoUnavailable, type MongoOptions } from './connect-mongo.js';
 export { environmentId, scopedRepo, type EnvironmentId, type EnvironmentScoped, type FindOptions, type ScopedRepo } from './scoped-repo.js';

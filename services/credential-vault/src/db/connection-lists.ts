@@ -1,5 +1,5 @@
 import type { Connection, mongo } from 'mongoose';
-import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { findByIds, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import {
   connectionListEntryKey,
   connectionListEntryModel,
@@ -85,16 +85,8 @@ export function createConnectionLists(connection: Connection) {
   /** The last number this replica took, per list head, and that entry's `t`. */
   const tops = new Map<string, { top: number; t: number }>();
 
-  const inIndexed = () => idListsIndexed(connection);
   /** Documents by `_id`, in the order asked, null for those not found. */
-  async function byIds<T extends { _id: string }>(collection: mongo.Collection<T>, ids: readonly string[]): Promise<Array<T | null>> {
-    if (await inIndexed()) {
-      const docs = (await collection.find({ _id: { $in: ids } } as mongo.Filter<T>).toArray()) as T[];
-      const found = new Map<string, T>(docs.map((doc) => [doc._id, doc]));
-      return ids.map((id) => found.get(id) ?? null);
-    }
-    return Promise.all(ids.map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>));
-  }
+  const byIds = <T extends { _id: string }>(collection: mongo.Collection<T>, ids: readonly string[]) => findByIds(connection, collection, ids);
 
   /**
    * Takes the list's next number by inserting its entry there; a number taken already moves it

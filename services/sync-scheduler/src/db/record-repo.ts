@@ -1,5 +1,5 @@
 import type { Connection, QueryFilter, mongo } from 'mongoose';
-import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { findByIds, idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
 import {
   LOG_BLOCK,
@@ -242,9 +242,7 @@ export function createRecordRepo(mongo: Connection) {
    * since): one `$in` query on MongoDB, one `_id` lookup each (in parallel) on FerretDB.
    */
   const current = async (entries: readonly Entry[]) => {
-    const docs = (await listsIndexed())
-      ? await recordDocs.find({ _id: { $in: entries.map(([, entry]) => entry.r) } }).toArray()
-      : await Promise.all(entries.map(([, entry]) => recordDocs.findOne({ _id: entry.r })));
+    const docs = await findByIds(mongo, recordDocs, entries.map(([, entry]) => entry.r));
     const byKey = new Map(docs.flatMap((doc) => (doc ? [[doc._id, doc] as const] : [])));
     return entries.map(([seq, entry]) => {
       const doc = byKey.get(entry.r);

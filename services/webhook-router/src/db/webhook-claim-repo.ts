@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Connection } from 'mongoose';
-import { idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import type { Connection, mongo } from 'mongoose';
+import { findByIds, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import { webhookClaimModel, type WebhookClaimDoc } from './webhook-claim-model.js';
 
 export interface ClaimRequest {
@@ -43,16 +43,8 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
    * many claims are stored.
    */
   async function holders(ids: readonly string[]): Promise<Map<string, WebhookClaimDoc>> {
-    const found = new Map<string, WebhookClaimDoc>();
-    if (await idListsIndexed(connection)) {
-      for (const doc of await model.collection.find({ _id: { $in: [...ids] } } as never).toArray()) found.set(String(doc._id), doc as unknown as WebhookClaimDoc);
-      return found;
-    }
-    for (let at = 0; at < ids.length; at += LOOKUPS_IN_FLIGHT) {
-      const docs = await Promise.all(ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((_id) => model.collection.findOne({ _id } as never)));
-      for (const doc of docs) if (doc) found.set(String(doc._id), doc as unknown as WebhookClaimDoc);
-    }
-    return found;
+    const docs = await findByIds(connection, model.collection as unknown as mongo.Collection<WebhookClaimDoc>, ids, LOOKUPS_IN_FLIGHT);
+    return new Map(docs.flatMap((doc) => (doc ? [[doc._id, doc] as const] : [])));
   }
 
   /** Inserts the docs; answers the indexes of those whose id was taken. Any other failure throws. */
