@@ -1,4 +1,5 @@
 import { JetStreamApiError } from '@nats-io/jetstream';
+import { withRetries } from '@latchkey/errors';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
 
@@ -32,16 +33,12 @@ function codeOf(error: unknown): string {
  */
 export async function retryJetStreamSetup<T>(bus: Bus, what: string, attempt: () => Promise<T>): Promise<T> {
   const { setup } = connectionOf(bus);
-  const deadline = Date.now() + setup.timeoutMs;
-  let delay = FIRST_DELAY_MS;
-  for (let tries = 1; ; tries++) {
-    try {
-      return await attempt();
-    } catch (error) {
-      if (!isJetStreamSettling(error) || Date.now() + delay > deadline) throw error;
-      setup.logger.warn('jetstream not available yet; retrying', { what, code: codeOf(error), error: (error as Error).message, tries, retry_in_ms: delay });
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, MAX_DELAY_MS);
-    }
-  }
+  return withRetries(attempt, {
+    forMs: setup.timeoutMs,
+    firstDelayMs: FIRST_DELAY_MS,
+    maxDelayMs: MAX_DELAY_MS,
+    retryIf: isJetStreamSettling,
+    onRetry: (error, tries, delayMs) =>
+      setup.logger.warn('jetstream not available yet; retrying', { what, code: codeOf(error), error: (error as Error).message, tries, retry_in_ms: delayMs }),
+  });
 }

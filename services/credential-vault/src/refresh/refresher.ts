@@ -3,7 +3,7 @@ import { createKvLocks, type HeldLock, type JsonKv, type OperationLog } from '@l
 import { createCache } from '@latchkey/cache';
 import type { HttpClient } from '@latchkey/net';
 import { vaultContracts } from '@latchkey/contracts';
-import { AppError, toAppError } from '@latchkey/errors';
+import { AppError, toAppError, withRetries } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import { inSpan, SpanKind } from '@latchkey/tracing';
@@ -164,18 +164,18 @@ export function createRefresher(deps: RefresherDeps): Refresher {
    * write's compare-and-set on the credentials version still decides between two results.
    */
   async function untilStored(lock: HeldLock, doc: ConnectionDoc, store: () => Promise<boolean>): Promise<boolean> {
-    const deadline = Date.now() + STORE_RETRY_MS;
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        return await store();
-      } catch (error) {
-        const appError = deps.bus.toAppError(error);
-        if (!appError.retryable || Date.now() >= deadline) throw appError;
-        if (attempt === 1) deps.logger.warn('could not store refreshed credentials; trying again', { connection: doc._id, code: appError.code });
-        await new Promise((resolve) => setTimeout(resolve, Math.min(STORE_BACKOFF_CAP_MS, 100 * 2 ** attempt)));
+    return withRetries(store, {
+      forMs: STORE_RETRY_MS,
+      firstDelayMs: 200,
+      maxDelayMs: STORE_BACKOFF_CAP_MS,
+      retryIf: (error) => deps.bus.toAppError(error).retryable,
+      onRetry: async (error, tries) => {
+        if (tries === 1) deps.logger.warn('could not store refreshed credentials; trying again', { connection: doc._id, code: deps.bus.toAppError(error).code });
         await locks.renew(lock).catch(() => false);
-      }
-    }
+      },
+    }).catch((error: unknown) => {
+      throw deps.bus.toAppError(error);
+    });
   }
 
   async function underLock(doc: ConnectionDoc, force: boolean, vendorJwt: boolean, startedAt: number) {

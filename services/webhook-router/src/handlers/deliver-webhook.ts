@@ -1,5 +1,6 @@
 import type { JobMessage, OperationLog } from '@latchkey/bus';
 import type { WebhookDelivery } from '@latchkey/contracts';
+import { withRetries } from '@latchkey/errors';
 import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
@@ -127,19 +128,9 @@ const DELIVERED_RECORD_MS = 30_000;
  * receiver has it once, and only the attempts list misses it.
  */
 async function recordDelivered(deps: Pick<DeliverDeps, 'logger'>, job: WebhookDelivery, record: () => Promise<unknown>): Promise<void> {
-  const deadline = Date.now() + DELIVERED_RECORD_MS;
-  for (let waitMs = 250; ; waitMs = Math.min(2 * waitMs, 4_000)) {
-    try {
-      await record();
-      return;
-    } catch (error) {
-      if (Date.now() + waitMs > deadline) {
-        deps.logger.error('webhook delivered, but its attempt could not be recorded; not sending it again', { webhook_id: job.webhook_id, target: job.target, error });
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, waitMs));
-    }
-  }
+  await withRetries(record, { forMs: DELIVERED_RECORD_MS, firstDelayMs: 250, maxDelayMs: 4_000 }).catch((error: unknown) => {
+    deps.logger.error('webhook delivered, but its attempt could not be recorded; not sending it again', { webhook_id: job.webhook_id, target: job.target, error });
+  });
 }
 
 /** One delivery attempt as a client span: the receiver's host and the status, never the URL's path or query. */
