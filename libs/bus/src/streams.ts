@@ -1,3 +1,4 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { STREAMS } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
@@ -21,18 +22,28 @@ async function ensureStreamsOnce(bus: Bus): Promise<void> {
       ...('maxBytes' in stream ? { max_bytes: stream.maxBytes } : {}),
       num_replicas: bus.jetstreamReplicas,
     };
-    try {
-      await jsm.streams.info(stream.name);
-      await jsm.streams.update(stream.name, config);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
+    if (!(await exists(jsm, stream.name))) {
       try {
         await jsm.streams.add(config);
+        continue;
       } catch (addError) {
-        // Another replica created it between our look and our add.
-        if (!String(addError).includes('already in use')) throw addError;
+        // Another service of the stack created it between our look and our add: NATS then
+        // answers "already in use" or, in its window between the name check and the subject
+        // check, "subjects overlap". Only a stream of that name, there now, makes it a race.
+        if (!(await exists(jsm, stream.name))) throw addError;
       }
     }
+    await jsm.streams.update(stream.name, config);
+  }
+}
+
+async function exists(jsm: JetStreamManager, name: string): Promise<boolean> {
+  try {
+    await jsm.streams.info(name);
+    return true;
+  } catch (error) {
+    if (isNotFound(error)) return false;
+    throw error;
   }
 }
 
