@@ -1,47 +1,64 @@
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRaw } from 'node:zlib';
 import { Schema, type Connection } from 'mongoose';
 import type { Operation, OperationStatus, OperationType, OperationView } from '@latchkey/contracts';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 
+const deflate = promisify(deflateRaw);
+const inflate = promisify(inflateRaw);
+
 /**
  * The operations log of every environment (written from the OPERATIONS stream, read through
- * `GET /operations` and the operator API). The `_id` is `<environment id>:<operation id>`, and an
- * operation id starts with its start time (base 36, fixed width), so one environment's
- * operations, newest first, and any time range of them are an `_id` range: the one index a
- * MongoDB-wire server always has and that FerretDB uses (see docs/development.md).
+ * `GET /operations` and the operator API), stored in pages: a page holds the operations that one
+ * recorded batch (one OPERATIONS message) has for one environment and one second of start
+ * times, as deflated JSON. A MongoDB-wire server's cost is per document and per field (FerretDB
+ * turns each into SQL): one document per operation cost the database about 90 µs of CPU per
+ * proxied call, a page about 1 µs (docs/decisions.md, "Operations log").
+ *
+ * The `_id` is `<environment>:<second>:<first operation id>`, the second in base 36, fixed width,
+ * as operation ids begin: one environment's pages, newest first, and any time range of them are
+ * an `_id` range, the one index a MongoDB-wire server always has. A page's `_id` depends only on
+ * its message, so a message delivered twice makes the same pages, stored once.
  */
-export interface OperationDoc extends Omit<Operation, 'id' | 'started_at'> {
+export interface OperationPageDoc {
   _id: string;
-  started_at: Date;
+  /** How many operations the page holds (the size bound counts them). */
+  n: number;
+  /** The operations, without `environment_id` (the `_id` has it), as deflated JSON. */
+  ops: Buffer;
 }
 
-const operationSchema = new Schema<OperationDoc>(
+const operationPageSchema = new Schema<OperationPageDoc>(
   {
     _id: { type: String, required: true },
-    type: { type: String, required: true },
-    environment_id: { type: String, required: true },
-    status: { type: String, required: true },
-    started_at: { type: Date, required: true },
-    duration_ms: { type: Number, required: true },
-    integration_id: String,
-    connection_id: String,
-    request_id: String,
-    trace_id: String,
-    error: { type: { code: String, message: String }, _id: false, default: undefined },
-    proxy: { type: { method: String, path: String, upstream_status: Number }, _id: false, default: undefined },
+    n: { type: Number, required: true },
+    ops: { type: Buffer, required: true },
   },
-  { collection: 'operations', versionKey: false },
+  { collection: 'operation_pages', versionKey: false },
 );
-// For MongoDB's planner; the list itself reads an `_id` range (see above).
-operationSchema.index({ environment_id: 1, started_at: -1, _id: -1 });
 
-export const operationModel = (connection: Connection) => connection.model<OperationDoc>('Operation', operationSchema);
+export const operationPageModel = (connection: Connection) => connection.model<OperationPageDoc>('OperationPage', operationPageSchema);
 
 /** Width of the time prefix of operation ids (`newOperationId` in the bus). */
 const TIME_WIDTH = 9;
+/** The start times one page spans. */
+const PAGE_SPAN_MS = 1000;
 const timeKey = (ms: number) => Math.max(0, Math.floor(ms)).toString(36).padStart(TIME_WIDTH, '0');
-const keyOf = (environment: string, id: string) => `${environment}:${id}`;
-/** `:` + 1: every key of an environment sorts below this. */
-const endOf = (environment: string) => `${environment};`;
+/** The second an operation's id says it started in, as a key. */
+const secondOfMs = (ms: number) => timeKey(Math.floor(ms / PAGE_SPAN_MS) * PAGE_SPAN_MS);
+const msOfId = (id: string) => parseInt(id.slice(0, TIME_WIDTH), 36);
+const secondOfOperation = (operation: Pick<Operation, 'id' | 'started_at'>) => {
+  const fromId = msOfId(operation.id);
+  return secondOfMs(Number.isFinite(fromId) ? fromId : Date.parse(operation.started_at) || 0);
+};
+/** Every page of an environment's second sorts from this ... */
+const secondStart = (environment: string, second: string) => `${environment}:${second}:`;
+/** ... to below this (`:` + 1). */
+const secondEnd = (environment: string, second: string) => `${environment}:${second};`;
+const environmentStart = (environment: string) => `${environment}:`;
+const environmentEnd = (environment: string) => `${environment};`;
+/** The second part of a page's `_id`. */
+const secondOfPage = (environment: string, pageId: string) => pageId.slice(environment.length + 1, environment.length + 1 + TIME_WIDTH);
 
 export interface OperationFilter {
   types?: readonly OperationType[];
@@ -56,47 +73,85 @@ export interface OperationFilter {
   cursor?: string;
 }
 
+/** The operation ids a list admits: from `lower` (inclusive) to `upper` (exclusive), if set. */
+function idBounds(filter: OperationFilter): { lower: string; upper: string | undefined } {
+  let upper = filter.to === undefined ? undefined : timeKey(filter.to.getTime());
+  if (filter.cursor !== undefined && (upper === undefined || filter.cursor < upper)) upper = filter.cursor;
+  return { lower: filter.from === undefined ? '' : timeKey(filter.from.getTime()), upper };
+}
+
 export const operationQueries = {
-  byId: (environment: EnvironmentId, id: string) => ({ _id: keyOf(environment, id) }),
-  /**
-   * A page of one environment, newest first: an `_id` range (the time range and the cursor
-   * narrow it), with the other filters on what it holds.
-   */
+  /** The pages that may hold operation `id`: those of its second. */
+  byId: (environment: EnvironmentId, id: string) => {
+    const second = secondOfMs(msOfId(id) || 0);
+    return { _id: { $gte: secondStart(environment, second), $lt: secondEnd(environment, second) } };
+  },
+  /** The pages that may hold a list's operations: an `_id` range of the environment's seconds. */
   list(environment: EnvironmentId, filter: OperationFilter) {
-    let upper = endOf(environment);
-    if (filter.to !== undefined) upper = keyOf(environment, timeKey(filter.to.getTime()));
-    if (filter.cursor !== undefined && keyOf(environment, filter.cursor) < upper) upper = keyOf(environment, filter.cursor);
-    const lower = filter.from === undefined ? keyOf(environment, '') : keyOf(environment, timeKey(filter.from.getTime()));
+    const { lower, upper } = idBounds(filter);
     return {
-      _id: { $gte: lower, $lt: upper },
-      ...(filter.types && filter.types.length > 0 ? { type: filter.types.length === 1 ? filter.types[0] : { $in: [...filter.types] } } : {}),
-      ...(filter.status === undefined ? {} : { status: filter.status }),
-      ...(filter.integration_id === undefined ? {} : { integration_id: filter.integration_id }),
-      ...(filter.connection_id === undefined ? {} : { connection_id: filter.connection_id }),
+      _id: {
+        $gte: lower === '' ? environmentStart(environment) : secondStart(environment, secondOfMs(msOfId(lower))),
+        $lt: upper === undefined ? environmentEnd(environment) : secondEnd(environment, secondOfMs(msOfId(upper))),
+      },
     };
   },
 };
 
-function toView(doc: OperationDoc): OperationView {
-  const { _id, environment_id: environment, started_at: startedAt, ...rest } = doc;
-  const view: OperationView = { ...rest, id: _id.slice(environment.length + 1), started_at: startedAt.toISOString() };
-  for (const key of Object.keys(view) as Array<keyof OperationView>) if (view[key] === null || view[key] === undefined) delete view[key];
-  return view;
+type StoredOperation = Omit<Operation, 'environment_id'>;
+
+async function unpack(page: { ops: Buffer | { buffer: Uint8Array } }): Promise<StoredOperation[]> {
+  const bytes = Buffer.isBuffer(page.ops) ? page.ops : Buffer.from(page.ops.buffer);
+  return JSON.parse((await inflate(bytes)).toString('utf8')) as StoredOperation[];
 }
 
+function matches(operation: StoredOperation, filter: OperationFilter, bounds: { lower: string; upper: string | undefined }): boolean {
+  return (
+    operation.id >= bounds.lower &&
+    (bounds.upper === undefined || operation.id < bounds.upper) &&
+    (filter.types === undefined || filter.types.length === 0 || filter.types.includes(operation.type)) &&
+    (filter.status === undefined || operation.status === filter.status) &&
+    (filter.integration_id === undefined || operation.integration_id === filter.integration_id) &&
+    (filter.connection_id === undefined || operation.connection_id === filter.connection_id)
+  );
+}
+
+const newestFirst = (a: StoredOperation, b: StoredOperation) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+/** Pages read per round trip while listing. */
+const PAGES_PER_READ = 16;
+
 export function createOperationRepo(connection: Connection) {
-  const model = operationModel(connection);
+  const model = operationPageModel(connection);
   const collection = model.collection;
 
   return {
     init: () => model.init(),
     /**
-     * Stores a batch; an operation stored before (a batch delivered twice) is skipped, not an
-     * error. Unordered, so one duplicate does not stop the rest.
+     * Stores the operations of recorded batches (each one OPERATIONS message), a page per
+     * environment and second of each batch. A batch stored before (delivered twice) is skipped,
+     * not an error. Unordered, so one duplicate does not stop the rest.
      */
-    async insert(operations: readonly Operation[]): Promise<void> {
-      if (operations.length === 0) return;
-      const docs = operations.map(({ id, started_at: startedAt, ...rest }) => ({ ...rest, _id: keyOf(rest.environment_id, id), started_at: new Date(startedAt) }));
+    async insert(batches: ReadonlyArray<readonly Operation[]>): Promise<void> {
+      const groups = new Map<string, StoredOperation[]>();
+      for (const batch of batches) {
+        const ofBatch = new Map<string, { environment: string; second: string; operations: StoredOperation[] }>();
+        for (const { environment_id: environment, ...operation } of batch) {
+          const second = secondOfOperation(operation);
+          const key = `${environment}:${second}`;
+          let group = ofBatch.get(key);
+          if (!group) ofBatch.set(key, (group = { environment, second, operations: [] }));
+          group.operations.push(operation);
+        }
+        for (const { environment, second, operations } of ofBatch.values()) {
+          operations.sort((a, b) => -newestFirst(a, b));
+          groups.set(`${secondStart(environment, second)}${operations[0]!.id}`, operations);
+        }
+      }
+      if (groups.size === 0) return;
+      const docs = await Promise.all(
+        [...groups].map(async ([_id, operations]) => ({ _id, n: operations.length, ops: await deflate(Buffer.from(JSON.stringify(operations)), { level: 1 }) })),
+      );
       try {
         await collection.insertMany(docs as never[], { ordered: false });
       } catch (error) {
@@ -105,44 +160,83 @@ export function createOperationRepo(connection: Connection) {
         if (!errors.every((each) => isDuplicateKey(each) || isDuplicateKey((each as { err?: unknown }).err))) throw error;
       }
     },
-    /** Newest first; `limit` at most, and the cursor of the next page when there may be one. */
+    /**
+     * Newest first; `limit` at most, and the cursor of the next page when there may be one. Reads
+     * pages newest first, a second at a time (a second's pages may come from several batches),
+     * and filters what they hold, so memory holds one second's matches beyond the answer.
+     */
     async list(environment: EnvironmentId, filter: OperationFilter, limit: number): Promise<{ operations: OperationView[]; next_cursor: string | null }> {
-      const docs = await model
-        .find(operationQueries.list(environment, filter))
-        .sort({ _id: -1 })
-        .limit(limit + 1)
-        .lean<OperationDoc[]>()
-        .exec();
-      const page = docs.slice(0, limit).map(toView);
+      const bounds = idBounds(filter);
+      const found: StoredOperation[] = [];
+      let second: string | undefined;
+      let ofSecond: StoredOperation[] = [];
+      const settle = () => {
+        found.push(...ofSecond.sort(newestFirst));
+        ofSecond = [];
+      };
+      const pages = model.find(operationQueries.list(environment, filter)).sort({ _id: -1 }).lean<OperationPageDoc>().cursor({ batchSize: PAGES_PER_READ });
+      try {
+        for await (const page of pages) {
+          const pageSecond = secondOfPage(environment, page._id);
+          if (pageSecond !== second) {
+            settle();
+            if (found.length > limit) break;
+            second = pageSecond;
+          }
+          for (const operation of await unpack(page)) if (matches(operation, filter, bounds)) ofSecond.push(operation);
+        }
+      } finally {
+        await pages.close();
+      }
+      settle();
+      const page = found.slice(0, limit).map(toView);
       const last = page[page.length - 1];
-      return { operations: page, next_cursor: docs.length > limit && last ? last.id : null };
+      return { operations: page, next_cursor: found.length > limit && last ? last.id : null };
     },
     async get(environment: EnvironmentId, id: string): Promise<OperationView | null> {
-      const doc = await model.findOne(operationQueries.byId(environment, id)).lean<OperationDoc>().exec();
-      return doc ? toView(doc) : null;
+      const pages = await model.find(operationQueries.byId(environment, id)).lean<OperationPageDoc[]>().exec();
+      for (const page of pages) {
+        const operation = (await unpack(page)).find((each) => each.id === id);
+        if (operation) return toView(operation);
+      }
+      return null;
     },
     /**
-     * Deletes an environment's operations started before `before`, and past its `maxKept`
-     * newest. Idempotent and bounded by `_id` ranges, so replicas may sweep at the same time.
-     * Returns how many went.
+     * Deletes an environment's operations of seconds before `before`'s, and those of the
+     * seconds past its `maxKept` newest operations (whole seconds: it keeps at least `maxKept`,
+     * and at most a second's operations more). Idempotent and bounded by `_id` ranges, so replicas may sweep at the same time.
+     * Returns how many operations went.
      */
     async sweep(environment: EnvironmentId, before: Date, maxKept: number): Promise<number> {
-      const old = await model.deleteMany({ _id: { $gte: keyOf(environment, ''), $lt: keyOf(environment, timeKey(before.getTime())) } }).exec();
-      const [oldestKept] = await model
-        .find({ _id: { $gte: keyOf(environment, ''), $lt: endOf(environment) } }, { _id: 1 })
+      const sizes = await model
+        .find({ _id: { $gte: environmentStart(environment), $lt: environmentEnd(environment) } }, { n: 1 })
         .sort({ _id: -1 })
-        .skip(maxKept - 1)
-        .limit(1)
-        .lean<Array<{ _id: string }>>()
+        .lean<Array<{ _id: string; n: number }>>()
         .exec();
-      let over = 0;
-      if (oldestKept) {
-        const result = await model.deleteMany({ _id: { $gte: keyOf(environment, ''), $lt: oldestKept._id } }).exec();
-        over = result.deletedCount;
+      // Newest first, a second at a time: seconds are kept until the retention or the size
+      // bound is reached; that second and every older one go.
+      const oldestKept = secondOfMs(before.getTime());
+      let kept = 0;
+      let current: string | undefined;
+      let cut: string | undefined;
+      let deleted = 0;
+      for (const { _id, n } of sizes) {
+        const second = secondOfPage(environment, _id);
+        if (cut === undefined && second !== current) {
+          if (second < oldestKept || kept >= maxKept) cut = second;
+          current = second;
+        }
+        if (cut === undefined) kept += n;
+        else deleted += n;
       }
-      return old.deletedCount + over;
+      if (cut === undefined) return 0;
+      await model.deleteMany({ _id: { $gte: environmentStart(environment), $lt: secondEnd(environment, cut) } }).exec();
+      return deleted;
     },
   };
 }
+
+/** As the API shows it: what the page holds, freshly parsed (absent fields are absent in JSON). */
+const toView = (operation: StoredOperation): OperationView => operation;
 
 export type OperationRepo = ReturnType<typeof createOperationRepo>;

@@ -10,7 +10,8 @@ const DAY_MS = 24 * 3600_000;
 /**
  * Stores the operations every service records: one durable consumer per recording service (each
  * pinned to that service's subject, so a service can only ever log its own types), in batches,
- * one unordered insert per batch. Redelivered batches are harmless (`insert` skips ids it has).
+ * one unordered insert per batch of messages. A message delivered twice is harmless (`insert`
+ * makes the same pages from it, and skips those it has).
  */
 export async function consumeOperations(deps: { bus: Bus; logger: Logger; operations: Pick<OperationRepo, 'insert'> }): Promise<RunningConsumer[]> {
   return Promise.all(
@@ -26,7 +27,7 @@ export async function consumeOperations(deps: { bus: Bus; logger: Logger; operat
         concurrency: 1,
         handler: async (items) => {
           try {
-            await deps.operations.insert(items.flatMap(({ payload }) => payload.operations));
+            await deps.operations.insert(items.map(({ payload }) => payload.operations));
           } catch (error) {
             // The database away is retried (nak with back-off), not given up.
             throw fromDatabase(error) ?? error;
