@@ -98,7 +98,8 @@ export const operationQueries = {
   },
 };
 
-type StoredOperation = Omit<Operation, 'environment_id'>;
+/** An operation as a page holds it: as the API shows it, without `environment_id` (the `_id` has it). */
+type StoredOperation = OperationView;
 
 async function unpack(page: { ops: Buffer | { buffer: Uint8Array } }): Promise<StoredOperation[]> {
   const bytes = Buffer.isBuffer(page.ops) ? page.ops : Buffer.from(page.ops.buffer);
@@ -144,8 +145,8 @@ export function createOperationRepo(connection: Connection) {
           group.operations.push(operation);
         }
         for (const { environment, second, operations } of ofBatch.values()) {
-          operations.sort((a, b) => -newestFirst(a, b));
-          groups.set(`${secondStart(environment, second)}${operations[0]!.id}`, operations);
+          const first = operations.reduce((lowest, operation) => (operation.id < lowest ? operation.id : lowest), operations[0]!.id);
+          groups.set(`${secondStart(environment, second)}${first}`, operations);
         }
       }
       if (groups.size === 0) return;
@@ -189,7 +190,7 @@ export function createOperationRepo(connection: Connection) {
         await pages.close();
       }
       settle();
-      const page = found.slice(0, limit).map(toView);
+      const page = found.slice(0, limit);
       const last = page[page.length - 1];
       return { operations: page, next_cursor: found.length > limit && last ? last.id : null };
     },
@@ -197,7 +198,7 @@ export function createOperationRepo(connection: Connection) {
       const pages = await model.find(operationQueries.byId(environment, id)).lean<OperationPageDoc[]>().exec();
       for (const page of pages) {
         const operation = (await unpack(page)).find((each) => each.id === id);
-        if (operation) return toView(operation);
+        if (operation) return operation;
       }
       return null;
     },
@@ -236,7 +237,5 @@ export function createOperationRepo(connection: Connection) {
   };
 }
 
-/** As the API shows it: what the page holds, freshly parsed (absent fields are absent in JSON). */
-const toView = (operation: StoredOperation): OperationView => operation;
 
 export type OperationRepo = ReturnType<typeof createOperationRepo>;
