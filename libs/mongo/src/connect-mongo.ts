@@ -126,8 +126,9 @@ export async function findByIds<T extends { _id: string }>(connection: Connectio
     return ids.map((id) => found.get(id) ?? null);
   }
   const docs: Array<T | null> = [];
-  for (let at = 0; at < ids.length; at += Math.max(1, inFlight)) {
-    docs.push(...(await Promise.all(ids.slice(at, at + Math.max(1, inFlight)).map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>))));
+  const step = Math.max(1, inFlight);
+  for (let at = 0; at < ids.length; at += step) {
+    docs.push(...(await Promise.all(ids.slice(at, at + step).map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>))));
   }
   return docs;
 }

@@ -85,9 +85,6 @@ export function createConnectionLists(connection: Connection) {
   /** The last number this replica took, per list head, and that entry's `t`. */
   const tops = new Map<string, { top: number; t: number }>();
 
-  /** Documents by `_id`, in the order asked, null for those not found. */
-  const byIds = <T extends { _id: string }>(collection: mongo.Collection<T>, ids: readonly string[]) => findByIds(connection, collection, ids);
-
   /**
    * Takes the list's next number by inserting its entry there; a number taken already moves it
    * on (first to past the head). `t` is now, or the previous entry's if later (another
@@ -213,7 +210,8 @@ export function createConnectionLists(connection: Connection) {
       // As many as the page still needs (a few once it has them, to find where to stop).
       const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, Math.max(wanted - found.length, 2), next) }, (_, i) => next - i);
       next -= numbers.length;
-      const entries = await byIds(
+      const entries = await findByIds(
+        connection,
         entryDocs,
         numbers.map((number) => connectionListQueries.entry(environment, list, number)._id),
       );
@@ -230,7 +228,8 @@ export function createConnectionLists(connection: Connection) {
         seen.add(entry.c);
         fresh.push(entry);
       }
-      const docs = await byIds(
+      const docs = await findByIds(
+        connection,
         connectionDocs,
         fresh.map((entry) => entry.c),
       );
