@@ -18,6 +18,8 @@ const call = (path: string) =>
   fetch(`${stack.url}/proxy${path}`, {
     headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'conn-1', 'provider-config-key': 'api' },
   }).then(async (response) => ({ status: response.status, body: await response.text() }));
+/** The upstream calls of the tests' own slow paths: the deployed `items` sync may call it too. */
+const slowCalls = () => upstream.requests.filter((request) => request.path.startsWith('/slow/'));
 const exitOf = (proc: Stack['services'][number]) =>
   new Promise<number | null>((resolve) => (proc.child.exitCode !== null ? resolve(proc.child.exitCode) : proc.child.once('exit', (code) => resolve(code))));
 
@@ -54,7 +56,7 @@ describe('graceful shutdown', () => {
       inFlight.push(call(`/slow/${2500 + n}`));
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    await eventually(async () => (upstream.requests.length === 12 ? true : undefined), 10_000, 'every slow call to reach the upstream');
+    await eventually(async () => (slowCalls().length === 12 ? true : undefined), 10_000, 'every slow call to reach the upstream');
     const exited = exitOf(first!);
     first!.child.kill('SIGTERM');
     // New calls while it drains and after it left go to the other replica.
@@ -64,7 +66,7 @@ describe('graceful shutdown', () => {
     expect(during.map((result) => result.status)).toEqual(during.map(() => 200));
     expect(await exited).toBe(0);
     // Each slow call reached the upstream once: answered, never retried elsewhere.
-    const slowPaths = upstream.requests.filter((request) => request.path.startsWith('/slow/')).map((request) => request.path);
+    const slowPaths = slowCalls().map((request) => request.path);
     expect(new Set(slowPaths).size).toBe(12);
     expect(slowPaths).toHaveLength(12);
     const after = await Promise.all(Array.from({ length: 10 }, () => call('/echo/after')));
@@ -85,7 +87,7 @@ describe('graceful shutdown', () => {
       expect(response.status).toBe(202);
       ids.push(((await response.json()) as { id: string }).id);
     }
-    await eventually(async () => (upstream.requests.length >= 2 ? true : undefined), 20_000, 'runs to start');
+    await eventually(async () => (slowCalls().length >= 2 ? true : undefined), 20_000, 'runs to start');
     const runner = stack.services.find((proc) => proc.service === 'action-runner')!;
     const exited = exitOf(runner);
     runner.child.kill('SIGTERM');
@@ -102,7 +104,7 @@ describe('graceful shutdown', () => {
     expect(outputs).toEqual(ids.map((_, n) => ({ n, waited: 1500 + n })));
     // Every action's upstream call made once (a run is finished or handed back unstarted, never
     // cut short and run again), and one async_action webhook per action at the receiver.
-    const slowPaths = upstream.requests.filter((request) => request.path.startsWith('/slow/')).map((request) => request.path).sort();
+    const slowPaths = slowCalls().map((request) => request.path).sort();
     expect(slowPaths).toEqual(ids.map((_, n) => `/slow/${1500 + n}`).sort());
     await receiver.waitFor((item) => item.json.type === 'async_action' && ids.includes(item.json.id as string), ids.length, 30_000);
     await new Promise((resolve) => setTimeout(resolve, 500)); // room for a duplicate to show up
