@@ -25,6 +25,7 @@ export {
   busOperationLog,
   createOperationLog,
   newOperationId,
+  operationsOfPages,
   traceIdOf,
   type OperationLog,
   type OperationRecorderOptions,

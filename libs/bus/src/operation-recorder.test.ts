@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Operation } from '@latchkey/contracts';
-import { createOperationLog, traceIdOf, type RecordedOperation } from './operation-recorder.js';
+import type { Operation, OperationPage } from '@latchkey/contracts';
+import { createOperationLog, newOperationId, operationsOfPages, traceIdOf, type RecordedOperation } from './operation-recorder.js';
 
 const quiet = { warn: () => undefined };
 
@@ -16,7 +16,7 @@ const proxyCall = (n: number): RecordedOperation => ({
 describe('the operation log', () => {
   it('sends what arrives together as one batch after flushMs, with unique ids', async () => {
     const batches: Operation[][] = [];
-    const log = createOperationLog({ logger: quiet, flushMs: 20, send: async (batch) => void batches.push(batch) });
+    const log = createOperationLog({ logger: quiet, flushMs: 20, send: async (pages) => void batches.push(operationsOfPages(pages)) });
     for (let n = 0; n < 5; n++) log.record(proxyCall(n));
     expect(batches).toHaveLength(0);
     await new Promise((resolve) => setTimeout(resolve, 60));
@@ -27,11 +27,50 @@ describe('the operation log', () => {
 
   it('sends a full batch at once, without waiting for the timer', async () => {
     const batches: Operation[][] = [];
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatch: 3, send: async (batch) => void batches.push(batch) });
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatch: 3, send: async (pages) => void batches.push(operationsOfPages(pages)) });
     for (let n = 0; n < 7; n++) log.record(proxyCall(n));
+    // Deflating is off the event loop: the full batches leave within a moment, not at flushMs.
+    await new Promise((resolve) => setTimeout(resolve, 100));
     expect(batches.map((batch) => batch.length)).toEqual([3, 3]);
     await log.flush();
     expect(batches.map((batch) => batch.length)).toEqual([3, 3, 1]);
+  });
+
+  it('groups a batch in pages, one per environment and second, each with its lowest id, each entry as recorded', async () => {
+    const sent: OperationPage[][] = [];
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, send: async (pages) => void sent.push(pages) });
+    // env-1 in two seconds, env-2 in one of them.
+    for (const [n, environment] of [[0, 'env-1'], [400, 'env-1'], [1_500, 'env-1'], [10, 'env-2'], [20, 'env-1']] as const) {
+      log.record({ ...proxyCall(n), environment_id: environment });
+    }
+    await log.flush();
+    expect(sent).toHaveLength(1);
+    const pages = sent[0]!;
+    expect(pages.map(({ environment_id, n }) => [environment_id, n])).toEqual([
+      ['env-1', 3],
+      ['env-1', 1],
+      ['env-2', 1],
+    ]);
+    for (const page of pages) {
+      const operations = operationsOfPages([page]);
+      expect(operations).toHaveLength(page.n);
+      expect(page.first_id).toBe(operations.map((operation) => operation.id).sort()[0]);
+      expect(new Set(operations.map((operation) => Math.floor(Date.parse(operation.started_at) / 1000))).size).toBe(1);
+      for (const operation of operations) expect(operation.environment_id).toBe(page.environment_id);
+    }
+    expect(operationsOfPages(pages).map((operation) => operation.proxy?.path).sort()).toEqual(['/items/0', '/items/10', '/items/1500', '/items/20', '/items/400']);
+  });
+
+  it('sends a batch once its entries reach maxBatchChars', async () => {
+    const sizes: number[] = [];
+    const chars = JSON.stringify({ ...proxyCall(0), id: newOperationId() }).length;
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchChars: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
+    for (let n = 0; n < 20; n++) log.record(proxyCall(n));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(sizes.length).toBeGreaterThanOrEqual(4);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
+    await log.flush();
+    expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(20);
   });
 
   it('holds at most maxBuffered operations, dropping and counting the rest, and never waits on a slow send', async () => {
@@ -46,6 +85,16 @@ describe('the operation log', () => {
     log.record(proxyCall(99));
     await log.flush();
     expect(log.stats().sent).toBe(11);
+  });
+
+  it('drops and counts, alone, an operation whose environment id no page may name', async () => {
+    const sent: Operation[] = [];
+    const log = createOperationLog({ logger: quiet, flushMs: 1, send: async (pages) => void sent.push(...operationsOfPages(pages)) });
+    log.record({ ...proxyCall(1), environment_id: 'env:1' });
+    log.record(proxyCall(2));
+    await log.flush();
+    expect(sent.map((operation) => operation.proxy?.path)).toEqual(['/items/2']);
+    expect(log.stats()).toEqual({ sent: 1, dropped: 1, failed: 0 });
   });
 
   it('drops and counts a batch that could not be sent', async () => {

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { operationsContracts, type Operation, type OperationRecorder } from '@latchkey/contracts';
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRawSync } from 'node:zlib';
+import { OPERATION_PAGE_BYTES_MAX, OPERATION_PAGE_ENVIRONMENT, OPERATIONS_PER_BATCH_MAX, operationsContracts, type Operation, type OperationPage, type OperationRecorder } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
 
 /** Where the log says it dropped operations (once a minute at most). */
@@ -11,13 +13,15 @@ export interface OperationLogLogger {
 export type RecordedOperation = Omit<Operation, 'id'>;
 
 export interface OperationRecorderOptions {
-  /** Sends one batch; a rejection drops the batch (counted), it is never retried in memory. */
-  send: (operations: Operation[]) => Promise<void>;
+  /** Sends one batch of pages; a rejection drops the batch (counted), it is never retried in memory. */
+  send: (pages: OperationPage[]) => Promise<void>;
   logger: OperationLogLogger;
   /** A batch leaves this long after its first operation at most. */
   flushMs?: number;
   /** A batch leaves as soon as it holds this many. */
   maxBatch?: number;
+  /** A batch leaves as soon as its operations' JSON holds this many characters. */
+  maxBatchChars?: number;
   /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
   maxBuffered?: number;
 }
@@ -66,17 +70,37 @@ export function traceIdOf(traceparent: string | null | undefined): string | unde
   return match[1];
 }
 
+const deflate = promisify(deflateRaw);
+
+/** The operations of pages as they were recorded (tests and tools; the gateway checks them as it reads). */
+export function operationsOfPages(pages: readonly OperationPage[]): Operation[] {
+  return pages.flatMap((page) => JSON.parse(inflateRawSync(Buffer.from(page.deflated, 'base64')).toString('utf8')) as Operation[]);
+}
+
+interface PageInProgress {
+  environment_id: string;
+  first_id: string;
+  ops: string[];
+}
+
 /**
- * Records operations off the hot path: they wait in memory and leave in batches, every
- * `flushMs` or `maxBatch` items. The buffer is bounded: when the bus is slow or gone, new
- * operations are dropped and counted rather than held without end, and a failed batch is
- * dropped too (the log is an aid, not a ledger; the work itself never waits on it).
+ * Records operations off the hot path: each is written as JSON at once (no object of it lives
+ * on for the batch's quarter second, which is what the garbage collector pays for) and waits,
+ * with the others of its environment and second, as a page; pages leave in batches, deflated
+ * (off the event loop), every `flushMs`, or at `maxBatch` operations or `maxBatchChars`
+ * characters. The buffer is bounded: when the bus is slow or gone, new operations are dropped
+ * and counted rather than held without end, and a failed batch is dropped too (the log is an
+ * aid, not a ledger; the work itself never waits on it). An operation whose environment id no
+ * page may name is dropped and counted alone, so it cannot fail its batch.
  */
 export function createOperationLog(options: OperationRecorderOptions): OperationLog {
   const flushMs = options.flushMs ?? 250;
-  const maxBatch = options.maxBatch ?? 500;
+  const maxBatch = Math.min(options.maxBatch ?? 500, OPERATIONS_PER_BATCH_MAX);
+  const maxBatchChars = Math.min(options.maxBatchChars ?? 128 * 1024, OPERATION_PAGE_BYTES_MAX / 4);
   const maxBuffered = options.maxBuffered ?? 10_000;
-  let waiting: Operation[] = [];
+  let pages = new Map<string, PageInProgress>();
+  let waiting = 0;
+  let waitingChars = 0;
   let sending = 0;
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
@@ -94,35 +118,58 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   const sendWaiting = () => {
     clearTimeout(timer);
     timer = undefined;
-    while (waiting.length > 0) {
-      const batch = waiting.slice(0, maxBatch);
-      waiting = waiting.slice(batch.length);
-      sending += batch.length;
-      const task = (async () => {
-        try {
-          await options.send(batch);
-          stats.sent += batch.length;
-        } catch {
-          stats.failed += batch.length;
-          warn('could not send operations; dropped them');
-        } finally {
-          sending -= batch.length;
-        }
-      })();
-      inFlight.add(task);
-      void task.finally(() => inFlight.delete(task));
-    }
+    if (waiting === 0) return;
+    const made = [...pages.values()];
+    const count = waiting;
+    pages = new Map();
+    waiting = 0;
+    waitingChars = 0;
+    sending += count;
+    const task = (async () => {
+      try {
+        const batch = await Promise.all(
+          made.map(async ({ environment_id, first_id, ops }) => ({ environment_id, first_id, n: ops.length, deflated: (await deflate(`[${ops.join(',')}]`, { level: 1 })).toString('base64') })),
+        );
+        await options.send(batch);
+        stats.sent += count;
+      } catch {
+        stats.failed += count;
+        warn('could not send operations; dropped them');
+      } finally {
+        sending -= count;
+      }
+    })();
+    inFlight.add(task);
+    void task.finally(() => inFlight.delete(task));
   };
 
   return {
     record(recorded, startedAtMs) {
-      if (waiting.length + sending >= maxBuffered) {
+      if (waiting + sending >= maxBuffered) {
         stats.dropped += 1;
         warn('the operations buffer is full; dropping operations');
         return;
       }
-      waiting.push({ ...recorded, id: newOperationId(startedAtMs ?? (Date.parse(recorded.started_at) || Date.now())) });
-      if (waiting.length >= maxBatch) sendWaiting();
+      if (!OPERATION_PAGE_ENVIRONMENT.test(recorded.environment_id)) {
+        stats.dropped += 1;
+        warn('an operation names no environment a page may hold; dropped it');
+        return;
+      }
+      const startedAt = startedAtMs ?? (Date.parse(recorded.started_at) || Date.now());
+      const id = newOperationId(startedAt);
+      const text = JSON.stringify({ ...recorded, id });
+      // A page per environment and second: the id's time prefix names the second.
+      const key = `${recorded.environment_id}:${Math.floor(startedAt / 1000)}`;
+      const page = pages.get(key);
+      if (page) {
+        page.ops.push(text);
+        if (id < page.first_id) page.first_id = id;
+      } else {
+        pages.set(key, { environment_id: recorded.environment_id, first_id: id, ops: [text] });
+      }
+      waiting += 1;
+      waitingChars += text.length;
+      if (waiting >= maxBatch || waitingChars >= maxBatchChars) sendWaiting();
       else if (timer === undefined) {
         timer = setTimeout(sendWaiting, flushMs);
         timer.unref();
@@ -139,5 +186,5 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
 /** The operation log of one service, sending its batches on its own OPERATIONS subject. */
 export function busOperationLog(bus: Bus, logger: OperationLogLogger, service: OperationRecorder, options: Omit<OperationRecorderOptions, 'send' | 'logger'> = {}): OperationLog {
   const contract = operationsContracts[service];
-  return createOperationLog({ ...options, logger, send: (operations) => bus.enqueue(contract, { operations }) });
+  return createOperationLog({ ...options, logger, send: (pages) => bus.enqueue(contract, { pages }) });
 }

@@ -48,15 +48,53 @@ export type Operation = z.infer<typeof operation>;
 export const operationView = operation.omit({ environment_id: true });
 export type OperationView = z.infer<typeof operationView>;
 
-/** Operations of one service, sent together (a batch per ~250 ms or per many items). */
-function operationsBatch<S extends OperationRecorder>(service: S) {
+/** The operations one service may record: its own types only. */
+export function recordedOperation<S extends OperationRecorder>(service: S) {
   const types = OPERATION_OWNERS[service] as unknown as [OperationType, ...OperationType[]];
+  return z.object({ type: z.enum(types), ...operationFields });
+}
+
+/** The most operations a page or a batch holds. */
+export const OPERATIONS_PER_BATCH_MAX = 1000;
+/** The most bytes of a page's operations as JSON: a batch of pages stays under NATS's max_payload. */
+export const OPERATION_PAGE_BYTES_MAX = 512 * 1024;
+
+/**
+ * A page, as a recorder sends it: the operations of one environment and one second, as the JSON
+ * array of their entries (each as `operation` above, `environment_id` included), raw-deflated
+ * and base64-encoded. The gateway stores the bytes as they came: it neither inflates, parses
+ * nor builds an object per operation as it stores them (on the proxy's path that was a third of
+ * what the log cost), and checks every entry against the recording service's schema, its
+ * environment and its second when it reads the page back.
+ */
+/** The environment ids a page may name: a stored page's `_id` begins with one, so no `:` or `;`, which bound its ranges. */
+export const OPERATION_PAGE_ENVIRONMENT = /^[A-Za-z0-9_.-]{1,128}$/;
+
+export const operationPage = z.object({
+  environment_id: z.string().regex(OPERATION_PAGE_ENVIRONMENT),
+  /** The lowest operation id of the page; its time prefix names the page's second. */
+  first_id: z.string().regex(/^[0-9a-z]{9}[A-Za-z0-9_-]{1,55}$/),
+  n: z.number().int().min(1).max(OPERATIONS_PER_BATCH_MAX),
+  /** Base64 of the raw-deflated JSON array; at most `OPERATION_PAGE_BYTES_MAX` once inflated. */
+  deflated: z.string().min(1).max(2 * OPERATION_PAGE_BYTES_MAX),
+});
+export type OperationPage = z.infer<typeof operationPage>;
+
+/**
+ * Operations of one service, sent together (a batch per ~250 ms or per many items): pages, as
+ * recorders send them, or a list of operations, as recorders sent them before pages (still
+ * stored, so a gateway upgraded first loses nothing from older replicas).
+ */
+function operationsBatch<S extends OperationRecorder>(service: S) {
   return {
     kind: 'job' as const,
     name: `operations.recorded.${service}`,
     subject: `operations.recorded.${service}`,
     stream: 'OPERATIONS',
-    payload: z.object({ operations: z.array(z.object({ type: z.enum(types), ...operationFields })).min(1).max(1000) }),
+    payload: z.union([
+      z.object({ pages: z.array(operationPage).min(1).max(OPERATIONS_PER_BATCH_MAX) }),
+      z.object({ operations: z.array(recordedOperation(service)).min(1).max(OPERATIONS_PER_BATCH_MAX) }),
+    ]),
   } satisfies JobContract;
 }
 
@@ -67,7 +105,3 @@ export const operationsContracts = {
   'action-runner': operationsBatch('action-runner'),
   'webhook-router': operationsBatch('webhook-router'),
 } as const satisfies Record<OperationRecorder, JobContract>;
-
-/** What every batch holds, whichever service sent it (the gateway's view). */
-export const operationsBatchPayload = z.object({ operations: z.array(operation) });
-export type OperationsBatch = z.infer<typeof operationsBatchPayload>;

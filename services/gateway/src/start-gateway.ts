@@ -43,7 +43,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
-  const operations = createOperationRepo(mongo);
+  const operations = createOperationRepo(mongo, { onInvalid: (entries) => logger.warn('left out operations a recorder sent malformed', { entries }) });
   await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init(), operations.init()]);
   const resealed = await environmentRepo.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it, jest } from '@jest/globals';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Connection } from 'mongoose';
-import { createBus, createKvLocks, createOperationLog, ensureStreams, openKv, WRITE_KEYS, type Bus, type JsonKv } from '@latchkey/bus';
+import { createBus, createKvLocks, createOperationLog, ensureStreams, operationsOfPages, openKv, WRITE_KEYS, type Bus, type JsonKv } from '@latchkey/bus';
 import type { Operation } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
@@ -88,7 +88,7 @@ function replica(
     http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
     lockTtlMs: LOCK_TTL_MS,
     // Batches are the gateway's concern (its own tests); here they are kept to be read.
-    operations: createOperationLog({ logger, flushMs: 1, send: async (batch) => void logged.push(...batch) }),
+    operations: createOperationLog({ logger, flushMs: 1, send: async (pages) => void logged.push(...operationsOfPages(pages)) }),
   });
   return { refresher, connections };
 }

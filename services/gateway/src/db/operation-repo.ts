@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
 import { Schema, type Connection } from 'mongoose';
-import type { Operation, OperationStatus, OperationType, OperationView } from '@latchkey/contracts';
+import { OPERATION_PAGE_BYTES_MAX, recordedOperation, type Operation, type OperationPage, type OperationRecorder, type OperationStatus, type OperationType, type OperationView } from '@latchkey/contracts';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 
 const deflate = promisify(deflateRaw);
@@ -19,13 +19,22 @@ const inflate = promisify(inflateRaw);
  * as operation ids begin: one environment's pages, newest first, and any time range of them are
  * an `_id` range, the one index a MongoDB-wire server always has. A page's `_id` depends only on
  * its message, so a message delivered twice makes the same pages, stored once.
+ *
+ * Recorders send their pages made and deflated (`OperationPage`): the bytes are stored as they
+ * came, and each entry is checked when the page is read back, against the schema of the service that sent it
+ * (`by`), the page's environment and its second. Entries that fail are left out of every answer.
  */
 export interface OperationPageDoc {
   _id: string;
   /** How many operations the page holds (the size bound counts them). */
   n: number;
-  /** The operations, without `environment_id` (the `_id` has it), as deflated JSON. */
+  /**
+   * The operations as deflated JSON: as the recorder sent them when `by` is set (checked as they
+   * are read), else as the API shows them (checked before they were stored: lists of operations).
+   */
   ops: Buffer;
+  /** The service that recorded the page, when it came made. */
+  by?: OperationRecorder;
 }
 
 const operationPageSchema = new Schema<OperationPageDoc>(
@@ -33,6 +42,7 @@ const operationPageSchema = new Schema<OperationPageDoc>(
     _id: { type: String, required: true },
     n: { type: Number, required: true },
     ops: { type: Buffer, required: true },
+    by: { type: String, required: false },
   },
   { collection: 'operation_pages', versionKey: false },
 );
@@ -98,13 +108,52 @@ export const operationQueries = {
   },
 };
 
-/** An operation as a page holds it: as the API shows it, without `environment_id` (the `_id` has it). */
+/** An operation as a page gives it: as the API shows it, without `environment_id` (the `_id` has it). */
 type StoredOperation = OperationView;
 
-async function unpack(page: { ops: Buffer | { buffer: Uint8Array } }): Promise<StoredOperation[]> {
+const checkers = new Map<string, ReturnType<typeof recordedOperation>>();
+const checkerOf = (service: OperationRecorder) => {
+  let checker = checkers.get(service);
+  if (!checker) checkers.set(service, (checker = recordedOperation(service)));
+  return checker;
+};
+
+/**
+ * A page's operations as the API shows them. Those of a page its recorder made are checked here:
+ * the recorder's schema (its own types only), the page's environment and its second; an entry
+ * that fails is left out (`onInvalid` hears how many), and bytes that do not inflate (within
+ * `OPERATION_PAGE_BYTES_MAX`) to JSON leave out the page.
+ */
+async function unpack(page: Pick<OperationPageDoc, '_id' | 'by'> & { ops: Buffer | { buffer: Uint8Array } }, environment: string, onInvalid: (count: number) => void): Promise<StoredOperation[]> {
   const bytes = Buffer.isBuffer(page.ops) ? page.ops : Buffer.from(page.ops.buffer);
-  return JSON.parse((await inflate(bytes)).toString('utf8')) as StoredOperation[];
+  let entries: unknown;
+  try {
+    // Bounded: a page made elsewhere may inflate far beyond its size.
+    entries = JSON.parse((await inflate(bytes, { maxOutputLength: OPERATION_PAGE_BYTES_MAX })).toString('utf8'));
+  } catch {
+    onInvalid(1);
+    return [];
+  }
+  if (page.by === undefined) return entries as StoredOperation[];
+  const checker = checkerOf(page.by);
+  const second = secondOfPage(environment, page._id);
+  const operations: StoredOperation[] = [];
+  let invalid = 0;
+  for (const entry of Array.isArray(entries) ? entries : []) {
+    const checked = checker.safeParse(entry);
+    if (!checked.success || checked.data.environment_id !== environment || secondOfMs(msOfId(checked.data.id)) !== second) {
+      invalid += 1;
+      continue;
+    }
+    const { environment_id: _environment, ...operation } = checked.data;
+    operations.push(operation);
+  }
+  if (invalid > 0 || !Array.isArray(entries)) onInvalid(Math.max(invalid, 1));
+  return operations;
 }
+
+/** A recorded batch as the gateway stores it: pages made by the recorder, or a list of operations. */
+export type RecordedBatch = { pages: readonly OperationPage[] } | { operations: readonly Operation[] };
 
 function matches(operation: StoredOperation, filter: OperationFilter, bounds: { lower: string; upper: string | undefined }): boolean {
   return (
@@ -122,22 +171,36 @@ const newestFirst = (a: StoredOperation, b: StoredOperation) => (a.id < b.id ? 1
 /** Pages read per round trip while listing. */
 const PAGES_PER_READ = 16;
 
-export function createOperationRepo(connection: Connection) {
+/**
+ * `onInvalid` hears of entries left out as they were read (a recorder that sent what its schema
+ * does not admit): the gateway logs them.
+ */
+export function createOperationRepo(connection: Connection, options: { onInvalid?: (count: number) => void } = {}) {
   const model = operationPageModel(connection);
+  const onInvalid = options.onInvalid ?? (() => undefined);
   const collection = model.collection;
 
   return {
     init: () => model.init(),
     /**
-     * Stores the operations of recorded batches (each one OPERATIONS message), a page per
-     * environment and second of each batch. A batch stored before (delivered twice) is skipped,
-     * not an error. Unordered, so one duplicate does not stop the rest.
+     * Stores recorded batches (each one OPERATIONS message of `service`): its pages as they came,
+     * or, for a list of operations, a page per environment and second of it. A batch stored
+     * before (delivered twice) is skipped, not an error. Unordered, so one duplicate does not
+     * stop the rest.
      */
-    async insert(batches: ReadonlyArray<readonly Operation[]>): Promise<void> {
-      const groups = new Map<string, StoredOperation[]>();
+    async insert(service: OperationRecorder, batches: readonly RecordedBatch[]): Promise<void> {
+      const docs = new Map<string, Promise<OperationPageDoc>>();
+      const pack = (text: string) => deflate(Buffer.from(text), { level: 1 });
       for (const batch of batches) {
+        if ('pages' in batch) {
+          for (const { environment_id: environment, first_id: first, n, deflated } of batch.pages) {
+            const _id = `${secondStart(environment, secondOfMs(msOfId(first)))}${first}`;
+            docs.set(_id, Promise.resolve({ _id, n, by: service, ops: Buffer.from(deflated, 'base64') }));
+          }
+          continue;
+        }
         const ofBatch = new Map<string, { environment: string; second: string; operations: StoredOperation[] }>();
-        for (const { environment_id: environment, ...operation } of batch) {
+        for (const { environment_id: environment, ...operation } of batch.operations) {
           const second = secondOfOperation(operation);
           const key = `${environment}:${second}`;
           let group = ofBatch.get(key);
@@ -146,15 +209,13 @@ export function createOperationRepo(connection: Connection) {
         }
         for (const { environment, second, operations } of ofBatch.values()) {
           const first = operations.reduce((lowest, operation) => (operation.id < lowest ? operation.id : lowest), operations[0]!.id);
-          groups.set(`${secondStart(environment, second)}${first}`, operations);
+          const _id = `${secondStart(environment, second)}${first}`;
+          docs.set(_id, pack(JSON.stringify(operations)).then((packed) => ({ _id, n: operations.length, ops: packed })));
         }
       }
-      if (groups.size === 0) return;
-      const docs = await Promise.all(
-        [...groups].map(async ([_id, operations]) => ({ _id, n: operations.length, ops: await deflate(Buffer.from(JSON.stringify(operations)), { level: 1 }) })),
-      );
+      if (docs.size === 0) return;
       try {
-        await collection.insertMany(docs as never[], { ordered: false });
+        await collection.insertMany((await Promise.all(docs.values())) as never[], { ordered: false });
       } catch (error) {
         const writeErrors = (error as { writeErrors?: unknown }).writeErrors;
         const errors = Array.isArray(writeErrors) ? writeErrors : writeErrors === undefined ? [error] : [writeErrors];
@@ -184,7 +245,7 @@ export function createOperationRepo(connection: Connection) {
             if (found.length > limit) break;
             second = pageSecond;
           }
-          for (const operation of await unpack(page)) if (matches(operation, filter, bounds)) ofSecond.push(operation);
+          for (const operation of await unpack(page, environment, onInvalid)) if (matches(operation, filter, bounds)) ofSecond.push(operation);
         }
       } finally {
         await pages.close();
@@ -197,7 +258,7 @@ export function createOperationRepo(connection: Connection) {
     async get(environment: EnvironmentId, id: string): Promise<OperationView | null> {
       const pages = await model.find(operationQueries.byId(environment, id)).lean<OperationPageDoc[]>().exec();
       for (const page of pages) {
-        const operation = (await unpack(page)).find((each) => each.id === id);
+        const operation = (await unpack(page, environment, onInvalid)).find((each) => each.id === id);
         if (operation) return operation;
       }
       return null;

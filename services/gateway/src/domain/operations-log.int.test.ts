@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { deflateRawSync } from 'node:zlib';
 import type { Connection, mongo as driver } from 'mongoose';
 import { busOperationLog, createBus, ensureStreams, type Bus, type RunningConsumer } from '@latchkey/bus';
 import { operationsContracts, type Operation } from '@latchkey/contracts';
@@ -21,6 +22,8 @@ let gatewayBus: Bus;
 let proxyBus: Bus;
 let vaultBus: Bus;
 let consumers: RunningConsumer[] = [];
+/** Entries the repository left out as it read them. */
+let leftOut = 0;
 
 const busAs = (service: 'gateway' | 'proxy' | 'credential-vault') =>
   createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 2000 });
@@ -28,7 +31,7 @@ const busAs = (service: 'gateway' | 'proxy' | 'credential-vault') =>
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('operations'), logger });
-  repo = createOperationRepo(connection);
+  repo = createOperationRepo(connection, { onInvalid: (count) => (leftOut += count) });
   await repo.init();
   [gatewayBus, proxyBus, vaultBus] = await Promise.all([busAs('gateway'), busAs('proxy'), busAs('credential-vault')]);
   await ensureStreams(gatewayBus);
@@ -98,7 +101,7 @@ describe('the operations log, from the services to the gateway', () => {
     await proxyBus.enqueue(operationsContracts.proxy, batch);
     await eventually(async () => ((await countOf(envB)) === 52 ? true : undefined), 20_000, 'the batches stored');
     // As JetStream redelivers it (the same message), beside a new one.
-    await repo.insert([batch.operations, [{ ...operation, id: '00mabcdefDuplicat3' }]]);
+    await repo.insert('proxy', [batch, { operations: [{ ...operation, id: '00mabcdefDuplicat3' }] }]);
     expect(await countOf(envB)).toBe(53);
   }, 30_000);
 
@@ -114,12 +117,12 @@ describe('the operations log, from the services to the gateway', () => {
       duration_ms: n,
       connection_id: `c${n % 3}`,
     }));
-    const batches: Operation[][] = [];
+    const batches: Array<{ operations: Operation[] }> = [];
     for (let replica = 0; replica < 4; replica++) {
       const own = all.filter((_, n) => n % 4 === replica).reverse();
-      for (let i = 0; i < own.length; i += 50) batches.push(own.slice(i, i + 50));
+      for (let i = 0; i < own.length; i += 50) batches.push({ operations: own.slice(i, i + 50) });
     }
-    await repo.insert(batches);
+    await repo.insert('proxy', batches);
 
     const seen: string[] = [];
     let cursor: string | undefined;
@@ -140,6 +143,38 @@ describe('the operations log, from the services to the gateway', () => {
   it('lets a service publish only its own operations', async () => {
     const forged = { operations: [{ id: '00mabcdefForged', type: 'refresh' as const, environment_id: envA, status: 'success' as const, started_at: new Date().toISOString(), duration_ms: 1 }] };
     await expect(proxyBus.enqueue(operationsContracts['credential-vault'], forged)).rejects.toThrow();
+  }, 30_000);
+
+  it("checks a recorder's pages as it reads them: another service's type, another environment, another second, a malformed entry or page are left out", async () => {
+    const packed = (text: string) => deflateRawSync(text).toString('base64');
+    const envD = environmentId('env_oplog_d');
+    const at = T0 + 300_000;
+    const idAt = (ms: number, tag: string) => `${ms.toString(36).padStart(9, '0')}${tag}`;
+    const entry = (id: string, fields: Record<string, unknown> = {}) => ({ id, type: 'proxy', environment_id: envD, status: 'success', started_at: new Date(at).toISOString(), duration_ms: 1, ...fields });
+    const good = entry(idAt(at, 'good'));
+    const forged = [
+      entry(idAt(at + 1, 'refresh'), { type: 'refresh' }),
+      entry(idAt(at + 2, 'otherEnv'), { environment_id: envA }),
+      entry(idAt(at + 5_000, 'otherSecond')),
+      entry(idAt(at + 3, 'noStatus'), { status: undefined }),
+    ];
+    const ops = [good, ...forged];
+    const before = leftOut;
+    await proxyBus.enqueue(operationsContracts.proxy, {
+      pages: [
+        { environment_id: envD, first_id: good.id, n: ops.length, deflated: packed(JSON.stringify(ops)) },
+        { environment_id: envD, first_id: idAt(at + 10, 'notJson'), n: 1, deflated: packed('[{"id": nope') },
+        { environment_id: envD, first_id: idAt(at + 11, 'notDeflated'), n: 1, deflated: Buffer.from(JSON.stringify([entry(idAt(at + 11, 'notDeflated'))])).toString('base64') },
+        // 64 MiB once inflated, 64 KiB as sent: inflating stops at the page's bound.
+        { environment_id: envD, first_id: idAt(at + 12, 'bomb'), n: 1, deflated: deflateRawSync(Buffer.alloc(64 * 1024 ** 2, 0x20), { level: 9 }).toString('base64') },
+      ],
+    });
+    await eventually(async () => ((await repo.list(envD, {}, 100)).operations.length > 0 ? true : undefined), 20_000, 'the page stored');
+    const { environment_id: _environment, ...view } = good;
+    expect((await repo.list(envD, {}, 100)).operations).toEqual([view]);
+    for (const each of forged) expect(await repo.get(envD, each.id)).toBeNull();
+    expect(await repo.get(envA, forged[1]!.id)).toBeNull();
+    expect(leftOut - before).toBeGreaterThanOrEqual(forged.length + 3);
   }, 30_000);
 
   it('reads a page of an environment, and a time range of it, as an _id range (an index range on MongoDB)', async () => {

@@ -9,9 +9,10 @@ const DAY_MS = 24 * 3600_000;
 
 /**
  * Stores the operations every service records: one durable consumer per recording service (each
- * pinned to that service's subject, so a service can only ever log its own types), in batches,
- * one unordered insert per batch of messages. A message delivered twice is harmless (`insert`
- * makes the same pages from it, and skips those it has).
+ * pinned to that service's subject, so a service can only ever log its own types: its pages are
+ * checked against its schema as they are read), in batches, one unordered insert per batch of
+ * messages. A message delivered twice is harmless (`insert` makes the same pages from it, and
+ * skips those it has).
  */
 export async function consumeOperations(deps: { bus: Bus; logger: Logger; operations: Pick<OperationRepo, 'insert'> }): Promise<RunningConsumer[]> {
   return Promise.all(
@@ -27,7 +28,7 @@ export async function consumeOperations(deps: { bus: Bus; logger: Logger; operat
         concurrency: 1,
         handler: async (items) => {
           try {
-            await deps.operations.insert(items.map(({ payload }) => payload.operations));
+            await deps.operations.insert(service, items.map(({ payload }) => payload));
           } catch (error) {
             // The database away is retried (nak with back-off), not given up.
             throw fromDatabase(error) ?? error;
