@@ -21,8 +21,9 @@ const inflate = promisify(inflateRaw);
  * its message, so a message delivered twice makes the same pages, stored once.
  *
  * Recorders send their pages made and deflated (`OperationPage`): the bytes are stored as they
- * came, and each entry is checked when the page is read back, against the schema of the service that sent it
- * (`by`), the page's environment and its second. Entries that fail are left out of every answer.
+ * came, and each entry is checked when the page is read back, against the schema of the service
+ * that sent it (`by`), the page's environment and its second. Entries that fail are left out of
+ * every answer.
  */
 export interface OperationPageDoc {
   _id: string;
@@ -189,13 +190,12 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
      * stop the rest.
      */
     async insert(service: OperationRecorder, batches: readonly RecordedBatch[]): Promise<void> {
-      const docs = new Map<string, Promise<OperationPageDoc>>();
-      const pack = (text: string) => deflate(Buffer.from(text), { level: 1 });
+      // By `_id`: a message delivered twice in one call makes each of its pages once.
+      const pages = new Map<string, { n: number; by?: OperationRecorder; ops: Buffer | string }>();
       for (const batch of batches) {
         if ('pages' in batch) {
           for (const { environment_id: environment, first_id: first, n, deflated } of batch.pages) {
-            const _id = `${secondStart(environment, secondOfMs(msOfId(first)))}${first}`;
-            docs.set(_id, Promise.resolve({ _id, n, by: service, ops: Buffer.from(deflated, 'base64') }));
+            pages.set(`${secondStart(environment, secondOfMs(msOfId(first)))}${first}`, { n, by: service, ops: Buffer.from(deflated, 'base64') });
           }
           continue;
         }
@@ -209,13 +209,15 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
         }
         for (const { environment, second, operations } of ofBatch.values()) {
           const first = operations.reduce((lowest, operation) => (operation.id < lowest ? operation.id : lowest), operations[0]!.id);
-          const _id = `${secondStart(environment, second)}${first}`;
-          docs.set(_id, pack(JSON.stringify(operations)).then((packed) => ({ _id, n: operations.length, ops: packed })));
+          pages.set(`${secondStart(environment, second)}${first}`, { n: operations.length, ops: JSON.stringify(operations) });
         }
       }
-      if (docs.size === 0) return;
+      if (pages.size === 0) return;
+      const docs = await Promise.all(
+        [...pages].map(async ([_id, { ops, ...page }]) => ({ _id, ...page, ops: typeof ops === 'string' ? await deflate(Buffer.from(ops), { level: 1 }) : ops })),
+      );
       try {
-        await collection.insertMany((await Promise.all(docs.values())) as never[], { ordered: false });
+        await collection.insertMany(docs as never[], { ordered: false });
       } catch (error) {
         const writeErrors = (error as { writeErrors?: unknown }).writeErrors;
         const errors = Array.isArray(writeErrors) ? writeErrors : writeErrors === undefined ? [error] : [writeErrors];
