@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { cpuPerCall, type ProcessGroups } from './cpu.js';
 import { benchRecords } from './records.js';
 import { formatProfile, summarizeProfiles } from './profile.js';
 import { freePort, repoRoot, startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
@@ -369,6 +370,41 @@ async function reportProxy(row: (name: string) => { rps: number; p50: number; p9
   );
 }
 
+/**
+ * The processes of the proxy's two sides whose CPU each round of (c) and (d) adds up: the
+ * gateway and the replicas, the hop's front and forwarders (the NATS server, the upstream and the
+ * load generator serve both alike). `taskset` runs the command in its own process, so the pid is
+ * the server's.
+ */
+const cpuGroups: Record<string, ProcessGroups> = {
+  latchkey: { gateway: [gateway.child.pid], replicas: proxies.map((proxy) => proxy.pid) },
+  hop: { front: [hopFront.child.pid], forwarders: hopBacks.map((back) => back.pid) },
+};
+const cpuRounds: Record<string, Array<Record<string, number>>> = {};
+
+/**
+ * The proxy's own work by CPU: what the gateway and the replicas spend per call against what the
+ * hop's front and forwarders spend, medians of the rounds. Throughput on a shared machine moves
+ * with whatever else runs (by a third between runs here); CPU per call moves far less, so this
+ * says whether a change cut the proxy's work when the throughput ratio cannot.
+ */
+function reportProxyCpu(): void {
+  const ofSide = (name: string) => {
+    const rounds = cpuRounds[name];
+    if (!rounds || rounds.length === 0) return undefined;
+    return Object.fromEntries(Object.keys(rounds[0]!).map((group) => [group, median(rounds.map((round) => round[group]!))]));
+  };
+  const c = ofSide('latchkey');
+  const d = ofSide('hop');
+  if (!c || !d) return;
+  const total = (side: Record<string, number>) => Object.values(side).reduce((sum, us) => sum + us, 0);
+  const parts = (side: Record<string, number>) => Object.entries(side).map(([group, us]) => `${group} ${us.toFixed(0)}`).join(' + ');
+  console.log(
+    `CPU per call (µs, /proc, medians of the rounds): (c) ${parts(c)} = ${total(c).toFixed(0)}; (d) ${parts(d)} = ${total(d).toFixed(0)}; ` +
+      `by CPU, (d) / (c): ${(total(d) / total(c)).toFixed(3)}`,
+  );
+}
+
 // BENCH_ONLY=direct,reverse,latchkey measures a subset (and prints only the ratios it has both sides of).
 const only = process.env['BENCH_ONLY']?.split(',');
 if (only) for (const name of Object.keys(targets)) if (!only.includes(name)) delete targets[name];
@@ -386,7 +422,15 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      results[name]!.push(await load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request));
+      const run = () => load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request);
+      const groups = cpuGroups[name];
+      if (groups) {
+        const { result, usPerCall } = await cpuPerCall(groups, run, (loaded) => loaded.rps * DURATION_S);
+        results[name]!.push(result);
+        if (usPerCall) (cpuRounds[name] ??= []).push(usPerCall);
+      } else {
+        results[name]!.push(await run());
+      }
       if (name === 'ingest') await settleIngest();
     }
   }
@@ -422,6 +466,7 @@ try {
     );
   }
   if (has('ingest', 'open')) reportWebhookIngest(row);
+  reportProxyCpu();
   if (has('direct', 'reverse', 'latchkey')) await reportProxy(row, has('hop'));
   if (has('auth', 'action')) {
     console.log(
