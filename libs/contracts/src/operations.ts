@@ -60,16 +60,19 @@ export const OPERATIONS_PER_BATCH_MAX = 1000;
 export const OPERATION_PAGE_BYTES_MAX = 512 * 1024;
 
 /**
+ * The environment ids a page may name: a stored page's `_id` begins with one, so no `:` or `;`,
+ * which bound its ranges.
+ */
+export const OPERATION_PAGE_ENVIRONMENT = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/**
  * A page, as a recorder sends it: the operations of one environment and one second, as the JSON
  * array of their entries (each as `operation` above, `environment_id` included), raw-deflated
  * and base64-encoded. The gateway stores the bytes as they came: it neither inflates, parses
- * nor builds an object per operation as it stores them (on the proxy's path that was a third of
- * what the log cost), and checks every entry against the recording service's schema, its
- * environment and its second when it reads the page back.
+ * nor builds an object per operation as it stores them (that cost its core about 7 µs per
+ * operation, as many as the proxy's calls), and checks every entry against the recording
+ * service's schema, its environment and its second when it reads the page back.
  */
-/** The environment ids a page may name: a stored page's `_id` begins with one, so no `:` or `;`, which bound its ranges. */
-export const OPERATION_PAGE_ENVIRONMENT = /^[A-Za-z0-9_.-]{1,128}$/;
-
 export const operationPage = z.object({
   environment_id: z.string().regex(OPERATION_PAGE_ENVIRONMENT),
   /** The lowest operation id of the page; its time prefix names the page's second. */
