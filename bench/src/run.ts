@@ -385,7 +385,7 @@ const cpuRounds: Record<string, Array<Record<string, number>>> = {};
 /**
  * The proxy's own work by CPU: what the gateway and the replicas spend per call against what the
  * hop's front and forwarders spend, medians of the rounds. Throughput on a shared machine moves
- * with whatever else runs (by a third between runs here); CPU per call moves far less, so this
+ * with whatever else runs (up to fourfold between runs of one day here); CPU per call far less, so this
  * says whether a change cut the proxy's work when the throughput ratio cannot.
  */
 function reportProxyCpu(): void {
