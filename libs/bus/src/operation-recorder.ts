@@ -96,6 +96,8 @@ interface PageInProgress {
 export function createOperationLog(options: OperationRecorderOptions): OperationLog {
   const flushMs = options.flushMs ?? 250;
   const maxBatch = Math.min(options.maxBatch ?? 500, OPERATIONS_PER_BATCH_MAX);
+  // A page is at most a batch, plus the operation that filled it: within the page bound even at
+  // three bytes per character.
   const maxBatchChars = Math.min(options.maxBatchChars ?? 128 * 1024, OPERATION_PAGE_BYTES_MAX / 4);
   const maxBuffered = options.maxBuffered ?? 10_000;
   let pages = new Map<string, PageInProgress>();

@@ -48,11 +48,19 @@ export type Operation = z.infer<typeof operation>;
 export const operationView = operation.omit({ environment_id: true });
 export type OperationView = z.infer<typeof operationView>;
 
-/** The operations one service may record: its own types only. */
-export function recordedOperation<S extends OperationRecorder>(service: S) {
+function recordedOperation<S extends OperationRecorder>(service: S) {
   const types = OPERATION_OWNERS[service] as unknown as [OperationType, ...OperationType[]];
   return z.object({ type: z.enum(types), ...operationFields });
 }
+
+/** The operations each service may record: its own types only (batches as they come, pages as they are read). */
+export const recordedOperations = {
+  proxy: recordedOperation('proxy'),
+  'credential-vault': recordedOperation('credential-vault'),
+  'sync-scheduler': recordedOperation('sync-scheduler'),
+  'action-runner': recordedOperation('action-runner'),
+  'webhook-router': recordedOperation('webhook-router'),
+} as const satisfies Record<OperationRecorder, z.ZodType>;
 
 /** The most operations a page or a batch holds. */
 export const OPERATIONS_PER_BATCH_MAX = 1000;
@@ -96,7 +104,7 @@ function operationsBatch<S extends OperationRecorder>(service: S) {
     stream: 'OPERATIONS',
     payload: z.union([
       z.object({ pages: z.array(operationPage).min(1).max(OPERATIONS_PER_BATCH_MAX) }),
-      z.object({ operations: z.array(recordedOperation(service)).min(1).max(OPERATIONS_PER_BATCH_MAX) }),
+      z.object({ operations: z.array(recordedOperations[service]).min(1).max(OPERATIONS_PER_BATCH_MAX) }),
     ]),
   } satisfies JobContract;
 }

@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRaw } from 'node:zlib';
 import { Schema, type Connection } from 'mongoose';
-import { OPERATION_PAGE_BYTES_MAX, recordedOperation, type Operation, type OperationPage, type OperationRecorder, type OperationStatus, type OperationType, type OperationView } from '@latchkey/contracts';
+import { OPERATION_PAGE_BYTES_MAX, recordedOperations, type Operation, type OperationPage, type OperationRecorder, type OperationStatus, type OperationType, type OperationView } from '@latchkey/contracts';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 
 const deflate = promisify(deflateRaw);
@@ -112,13 +112,6 @@ export const operationQueries = {
 /** An operation as a page gives it: as the API shows it, without `environment_id` (the `_id` has it). */
 type StoredOperation = OperationView;
 
-const checkers = new Map<string, ReturnType<typeof recordedOperation>>();
-const checkerOf = (service: OperationRecorder) => {
-  let checker = checkers.get(service);
-  if (!checker) checkers.set(service, (checker = recordedOperation(service)));
-  return checker;
-};
-
 /**
  * A page's operations as the API shows them. Those of a page its recorder made are checked here:
  * the recorder's schema (its own types only), the page's environment and its second; an entry
@@ -136,20 +129,21 @@ async function unpack(page: Pick<OperationPageDoc, '_id' | 'by'> & { ops: Buffer
     return [];
   }
   if (page.by === undefined) return entries as StoredOperation[];
-  const checker = checkerOf(page.by);
+  if (!Array.isArray(entries)) {
+    onInvalid(1);
+    return [];
+  }
+  const checker = recordedOperations[page.by];
   const second = secondOfPage(environment, page._id);
   const operations: StoredOperation[] = [];
-  let invalid = 0;
-  for (const entry of Array.isArray(entries) ? entries : []) {
+  for (const entry of entries) {
     const checked = checker.safeParse(entry);
-    if (!checked.success || checked.data.environment_id !== environment || secondOfMs(msOfId(checked.data.id)) !== second) {
-      invalid += 1;
-      continue;
+    if (checked.success && checked.data.environment_id === environment && secondOfMs(msOfId(checked.data.id)) === second) {
+      const { environment_id: _environment, ...operation } = checked.data;
+      operations.push(operation);
     }
-    const { environment_id: _environment, ...operation } = checked.data;
-    operations.push(operation);
   }
-  if (invalid > 0 || !Array.isArray(entries)) onInvalid(Math.max(invalid, 1));
+  if (operations.length < entries.length) onInvalid(entries.length - operations.length);
   return operations;
 }
 
@@ -299,6 +293,5 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
     },
   };
 }
-
 
 export type OperationRepo = ReturnType<typeof createOperationRepo>;
