@@ -1,4 +1,4 @@
-import type { Histogram } from 'prom-client';
+import type { Histogram, HistogramChild } from './histogram.js';
 import { histogram } from './registry.js';
 
 /** What the bus reports (see `BusObserver` in @latchkey/bus), as Prometheus histograms. */
@@ -8,14 +8,12 @@ export interface BusMetrics {
   consumed(subject: string, seconds: number, errorCode: string | undefined): void;
 }
 
-type Child = ReturnType<Histogram<string>['labels']>;
-
 /**
  * Children kept per subject template and error code (both bounded: contract subjects and the
  * error table), so observing costs two map lookups.
  */
 function observer(metric: Histogram<string>, operation: string) {
-  const bySubject = new Map<string, Map<string, Child>>();
+  const bySubject = new Map<string, Map<string, HistogramChild>>();
   return (subject: string, seconds: number, errorCode: string | undefined) => {
     let byError = bySubject.get(subject);
     if (!byError) bySubject.set(subject, (byError = new Map()));

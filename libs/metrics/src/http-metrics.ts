@@ -1,7 +1,5 @@
-import type { Histogram } from 'prom-client';
+import type { HistogramChild } from './histogram.js';
 import { histogram } from './registry.js';
-
-type Child = ReturnType<Histogram<string>['labels']>;
 
 /**
  * The recorder of one route: `http_server_request_duration_seconds` with its template (never the
@@ -9,7 +7,7 @@ type Child = ReturnType<Histogram<string>['labels']>;
  */
 export function httpRouteMetrics(route: string, method: string): (status: number, seconds: number) => void {
   const metric = histogram('http_server_request_duration_seconds');
-  const byStatus = new Map<number, Child>();
+  const byStatus = new Map<number, HistogramChild>();
   const upper = method.toUpperCase();
   return (status, seconds) => {
     let child = byStatus.get(status);

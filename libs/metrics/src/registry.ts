@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { METRICS, type LabelsOf, type MetricName } from './catalog.js';
+import { Histogram } from './histogram.js';
 
 /**
  * The one registry of a process: what `/metrics` serves. Metrics are made on first use, so a
@@ -23,7 +24,7 @@ export function scrape(): Promise<string> {
 
 export const CONTENT_TYPE = registry.contentType;
 
-type Made = Counter | Gauge | Histogram;
+type Made = Counter | Gauge | Histogram<string>;
 const made = new Map<MetricName, Made>();
 type Sampler = (gauge: Gauge<string>) => Promise<void> | void;
 const samplers = new Map<MetricName, Sampler[]>();
@@ -44,7 +45,7 @@ function make(name: MetricName): Made {
               for (const sample of samplers.get(name) ?? []) await sample(this);
             },
           })
-        : new Histogram({ ...common, buckets: [...('buckets' in spec ? spec.buckets : [])] });
+        : new Histogram(name, spec.help, spec.labels, 'buckets' in spec ? spec.buckets : [], registry);
   made.set(name, metric);
   return metric;
 }

@@ -1,4 +1,4 @@
-import { counter, histogram } from '@latchkey/metrics';
+import { counter, histogram, type HistogramChild } from '@latchkey/metrics';
 
 /**
  * The proxy's metrics. `provider` is the catalog provider key of the connection (bounded by the
@@ -12,9 +12,8 @@ const refused = counter('latchkey_proxy_refused_addresses_total');
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 
-type Child = ReturnType<typeof duration.labels>;
 /** Children by provider, method and status class: found with map lookups, no key built per call. */
-const children = new Map<string, Map<string, Map<string, Child>>>();
+const children = new Map<string, Map<string, Map<string, HistogramChild>>>();
 
 /** One attempt at the provider: its status (0 when none came back) and how long it took. */
 export function observeUpstream(provider: string, method: string, status: number, seconds: number): void {
