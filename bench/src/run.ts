@@ -44,6 +44,8 @@ const PROFILE_DIR = process.env['BENCH_PROFILE'];
  */
 const profileWindow = { fromUs: 0, toUs: 0 };
 let callsInRounds = 0;
+/** The target whose calls `callsInRounds` counts. */
+let counted: string = 'latchkey';
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 const profiled = (name: string) => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}-${process.pid}.cpuprofile`] : []);
 
@@ -70,9 +72,9 @@ const pinned = hasTaskset();
 const onCore = (core: number, args: string[]): [string, string[]] =>
   pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
 
-function startServer(mode: string, env: Record<string, string>, extra: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+function startServer(mode: string, env: Record<string, string>, extra: string[] = [], flags: string[] = []): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(0, [here('./servers.js'), mode, ...extra]);
+    const [command, args] = onCore(0, [...flags, here('./servers.js'), mode, ...extra]);
     const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     child.once('exit', (code) => reject(new Error(`${mode} server exited with ${code}`)));
     child.stdout?.once('data', (chunk: Buffer) => resolve({ child, port: Number(chunk.toString().trim()) }));
@@ -138,8 +140,10 @@ const reverseProxy = await startServer('reverse-proxy', {}, [upstream.url]);
 // The hop servers use subjects of their own: they log in as the test server's observer.
 const observer = nats.credentials('observer');
 const observerUrl = nats.url.replace('nats://', `nats://${observer.user}:${observer.password}@`);
-const hopFront = await startServer('hop-front', {}, [observerUrl]);
-const hopBacks = [0, 1].map(() => spawn(process.execPath, [here('./servers.js'), 'hop-back', observerUrl, upstream.url], { stdio: ['ignore', 'ignore', 'inherit'] }));
+const hopFront = await startServer('hop-front', {}, [observerUrl], profiled('hop-front'));
+const hopBacks = [0, 1].map((back) =>
+  spawn(process.execPath, [...profiled(`hop-back-${back}`), here('./servers.js'), 'hop-back', observerUrl, upstream.url], { stdio: ['ignore', 'ignore', 'inherit'] }),
+);
 const providersFile = join(mkdtempSync(join(tmpdir(), 'latchkey-bench-')), 'providers.yaml');
 writeFileSync(
   providersFile,
@@ -435,8 +439,9 @@ try {
     }
   }
   profileWindow.toUs = nowUs();
-  const counted = names.length === 1 ? names[0]! : 'latchkey';
-  if (results[counted]) callsInRounds = results[counted].reduce((sum, result) => sum + Math.round(result.rps * DURATION_S), 0);
+  counted = names.length === 1 ? names[0]! : 'latchkey';
+  const countedResults = results[counted as Target];
+  if (countedResults) callsInRounds = countedResults.reduce((sum, result) => sum + Math.round(result.rps * DURATION_S), 0);
   const summary = (name: Target) => ({
     rps: median(results[name]!.map((result) => result.rps)),
     p50: median(results[name]!.map((result) => result.p50)),
@@ -499,14 +504,14 @@ try {
   for (const service of functionServices) service.kill('SIGKILL');
   plain.child.kill('SIGKILL');
   reverseProxy.child.kill('SIGKILL');
-  hopFront.child.kill('SIGKILL');
-  for (const back of hopBacks) back.kill('SIGKILL');
   // Profiled processes stop as on SIGTERM, so that V8 writes their profiles.
-  const stopping = [...proxies, gateway.child].map((child) => stopProcess(child, PROFILE_DIR ? 'SIGTERM' : 'SIGKILL'));
+  const stopping = [...proxies, gateway.child, hopFront.child, ...hopBacks].map((child) => stopProcess(child, PROFILE_DIR ? 'SIGTERM' : 'SIGKILL'));
   await Promise.all(stopping);
   if (PROFILE_DIR) {
-    console.log(formatProfile('proxy replicas (both)', summarizeProfiles(PROFILE_DIR, 'proxy-', profileWindow), callsInRounds));
-    console.log(formatProfile('gateway', summarizeProfiles(PROFILE_DIR, 'gateway-', profileWindow), callsInRounds));
+    // The side measured: the hop's processes when it is the one target, else Latchkey's.
+    const [backs, front] = counted === 'hop' ? (['hop-back-', 'hop-front-'] as const) : (['proxy-', 'gateway-'] as const);
+    console.log(formatProfile(counted === 'hop' ? 'hop forwarders (both)' : 'proxy replicas (both)', summarizeProfiles(PROFILE_DIR, backs, profileWindow), callsInRounds));
+    console.log(formatProfile(counted === 'hop' ? 'hop front' : 'gateway', summarizeProfiles(PROFILE_DIR, front, profileWindow), callsInRounds));
   }
   vault.kill('SIGKILL');
   webhookRouter.kill('SIGKILL');
