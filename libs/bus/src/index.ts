@@ -24,6 +24,7 @@ export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type Pul
 export {
   busOperationLog,
   createOperationLog,
+  isoTime,
   newOperationId,
   operationsOfPages,
   traceIdOf,

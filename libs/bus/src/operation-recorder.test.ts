@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Operation, OperationPage } from '@latchkey/contracts';
-import { createOperationLog, newOperationId, operationsOfPages, traceIdOf, type RecordedOperation } from './operation-recorder.js';
+import { createOperationLog, isoTime, newOperationId, operationsOfPages, traceIdOf, type RecordedOperation } from './operation-recorder.js';
 
 const quiet = { warn: () => undefined };
 
@@ -112,5 +112,31 @@ describe('traceIdOf', () => {
     expect(traceIdOf('00-00000000000000000000000000000000-00f067aa0ba902b7-01')).toBeUndefined();
     expect(traceIdOf('garbage')).toBeUndefined();
     expect(traceIdOf(undefined)).toBeUndefined();
+  });
+});
+
+describe('isoTime', () => {
+  it('is toISOString, across seconds, minutes, years and before 1970', () => {
+    const starts = [0, 999, 1000, 1_700_000_000_000, Date.UTC(2026, 11, 31, 23, 59, 59, 999), Date.UTC(2027, 0, 1), -1, -1001, 1_700_000_000_000.7];
+    for (const start of starts) for (let step = 0; step < 1500; step += 7) expect(isoTime(start + step)).toBe(new Date(Math.floor(start + step)).toISOString());
+  });
+});
+
+describe('recordFields', () => {
+  it('adds the id to the fields as written, and checks the environment as record does', async () => {
+    const sent: OperationPage[][] = [];
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, send: async (pages) => void sent.push(pages) });
+    log.recordFields('env-1', 1_700_000_000_000, '"type":"proxy","environment_id":"env-1","status":"success","started_at":"2023-11-14T22:13:20.000Z","duration_ms":1');
+    log.recordFields('env:1', 1_700_000_000_000, '"type":"proxy"');
+    await log.flush();
+    const [operation] = operationsOfPages(sent[0]!);
+    expect(operation).toEqual({ id: expect.stringMatching(/^[0-9a-z]{9}/), type: 'proxy', environment_id: 'env-1', status: 'success', started_at: '2023-11-14T22:13:20.000Z', duration_ms: 1 });
+    expect(log.stats()).toEqual({ sent: 1, dropped: 1, failed: 0 });
+  });
+
+  it('makes ids that grow within one millisecond', () => {
+    const ids = Array.from({ length: 50 }, () => newOperationId(1_700_000_000_000));
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(50);
   });
 });

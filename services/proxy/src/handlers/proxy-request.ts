@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
-import { pullStream, servePullStream, traceIdOf, type OperationLog, type RecordedOperation } from '@latchkey/bus';
+import { isoTime, pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
@@ -24,33 +24,36 @@ export interface ProxyDeps {
   upstream: UpstreamOptions;
   retryCapMs: number;
   /** The operations log: one entry per call, never a header, query or body. */
-  operations: Pick<OperationLog, 'record'>;
+  operations: Pick<OperationLog, 'recordFields'>;
 }
 
 /** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
 const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
+const text = JSON.stringify;
+
+/**
+ * One entry per call, on the hot path: its JSON written member by member (the recorder adds the
+ * id), with no object built to be serialized again. The proxy's operation schema is what the
+ * gateway checks it against when it reads a page; `proxy-request.test.ts` checks it there.
+ */
+export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, endedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): string {
+  const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
+  let fields =
+    `"type":"proxy","environment_id":${text(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
+    `"started_at":"${isoTime(startedAt)}","duration_ms":${Math.max(0, Math.round(endedAt - startedAt))},` +
+    `"integration_id":${text(meta.provider_config_key)},"connection_id":${text(meta.connection_id)},` +
+    `"proxy":{"method":${text(meta.method)},"path":${text(loggedPath(meta))}` +
+    `${outcome.upstreamStatus === undefined ? '' : `,"upstream_status":${outcome.upstreamStatus}`}}`;
+  if (meta.request_id !== undefined) fields += `,"request_id":${text(meta.request_id)}`;
+  const traceId = traceIdOf(meta.traceparent ?? forwardedTraceparent(meta.headers));
+  if (traceId !== undefined) fields += `,"trace_id":"${traceId}"`;
+  // The coded message only: it never holds a credential (see libs/errors).
+  if (outcome.error !== undefined) fields += `,"error":{"code":${text(outcome.error.code)},"message":${text(outcome.error.message.slice(0, 1000))}}`;
+  return fields;
+}
 
 function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
-  // One entry per call, on the hot path: built field by field, no copies.
-  const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
-  const proxy: NonNullable<RecordedOperation['proxy']> = { method: meta.method, path: loggedPath(meta) };
-  if (outcome.upstreamStatus !== undefined) proxy.upstream_status = outcome.upstreamStatus;
-  const operation: RecordedOperation = {
-    type: 'proxy',
-    environment_id: meta.environment_id,
-    status: failed ? 'failure' : 'success',
-    started_at: new Date(startedAt).toISOString(),
-    duration_ms: Math.max(0, Date.now() - startedAt),
-    integration_id: meta.provider_config_key,
-    connection_id: meta.connection_id,
-    proxy,
-  };
-  if (meta.request_id !== undefined) operation.request_id = meta.request_id;
-  const traceId = traceIdOf(meta.traceparent ?? forwardedTraceparent(meta.headers));
-  if (traceId !== undefined) operation.trace_id = traceId;
-  // The coded message only: it never holds a credential (see libs/errors).
-  if (outcome.error !== undefined) operation.error = { code: outcome.error.code, message: outcome.error.message.slice(0, 1000) };
-  deps.operations.record(operation, startedAt);
+  deps.operations.recordFields(meta.environment_id, startedAt, proxyOperationFields(meta, startedAt, Date.now(), outcome));
 }
 
 /**
