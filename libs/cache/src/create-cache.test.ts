@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { createCache } from './create-cache.js';
 
 function clock() {
@@ -24,6 +24,23 @@ describe('createCache', () => {
     expect(cache.get('a')).toBe('A');
     expect(cache.get('c')).toBe('C');
     expect(cache.size()).toBe(2);
+  });
+
+  it('sets no timer when it is read (a hot path reads it once a call)', async () => {
+    const cache = createCache<string>({ maxEntries: 10, ttlMs: 60_000 });
+    cache.set('a', 'A');
+    const setTimer = jest.spyOn(globalThis, 'setTimeout');
+    try {
+      for (let read = 0; read < 5; read++) {
+        // Reads a few milliseconds apart, as a replica's under load.
+        const until = performance.now() + 3;
+        while (performance.now() < until);
+        expect(cache.get('a')).toBe('A');
+      }
+      expect(setTimer).not.toHaveBeenCalled();
+    } finally {
+      setTimer.mockRestore();
+    }
   });
 
   it('forgets an entry when its time is up, with a per-entry ttl where given', () => {
