@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { upstreamHeaders } from './header-policy.js';
+import { connectionListed, upstreamHeaders } from './header-policy.js';
 
 describe('upstreamHeaders', () => {
   it('drops hop-by-hop, Connection-listed, Host, Cookie, forwarding, Proxy-* and the caller Authorization', () => {
@@ -34,5 +34,18 @@ describe('upstreamHeaders', () => {
   it('refuses a header that is not valid HTTP', () => {
     expect(() => upstreamHeaders([['X-A', 'a\r\nHost: evil']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
     expect(() => upstreamHeaders([['X A', 'a']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
+  });
+});
+
+describe('connectionListed', () => {
+  it('reads every Connection header, whatever its letter case, and nothing else', () => {
+    const headers: Array<[string, string]> = [
+      ['CONNECTION', 'X-One, keep-alive'],
+      ['connection', ' x-two '],
+      ['Connectio', 'x-not'],
+      ['Connections', 'x-not-either'],
+      ['X-Connectn', 'x-nor'],
+    ];
+    expect(connectionListed(headers)).toEqual(new Set(['x-one', 'keep-alive', 'x-two']));
   });
 });
