@@ -117,7 +117,7 @@ interface PageInProgress {
 
 /**
  * Records operations off the hot path: each is written as JSON at once (no object of it lives
- * on for the batch's quarter second, which is what the garbage collector pays for) and waits,
+ * on for the batch's second, which is what the garbage collector pays for) and waits,
  * with the others of its environment and second, as a page; pages leave in batches, deflated
  * (off the event loop), every `flushMs`, or at `maxBatch` operations or `maxBatchChars`
  * characters. The buffer is bounded: when the bus is slow or gone, new operations are dropped
@@ -126,7 +126,9 @@ interface PageInProgress {
  * page may name is dropped and counted alone, so it cannot fail its batch.
  */
 export function createOperationLog(options: OperationRecorderOptions): OperationLog {
-  const flushMs = options.flushMs ?? 250;
+  // A second: each batch costs a JetStream publish, a deflate, and the gateway and the database
+  // an insert, whatever it holds; under load the size bounds send it sooner.
+  const flushMs = options.flushMs ?? 1000;
   const maxBatch = Math.min(options.maxBatch ?? 500, OPERATIONS_PER_BATCH_MAX);
   // A page is at most a batch, plus the operation that filled it: within the page bound even at
   // three bytes per character.

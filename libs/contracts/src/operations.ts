@@ -92,7 +92,7 @@ export const operationPage = z.object({
 export type OperationPage = z.infer<typeof operationPage>;
 
 /**
- * Operations of one service, sent together (a batch per ~250 ms or per many items): pages, as
+ * Operations of one service, sent together (a batch a second at most, or per many items): pages, as
  * recorders send them, or a list of operations, as recorders sent them before pages (still
  * stored, so a gateway upgraded first loses nothing from older replicas).
  */
