@@ -14,6 +14,8 @@ const options = JSON.parse(process.argv[2] ?? '{}') as {
   durationS: number;
   /** A POST with a fixed body (the webhook ingest); GET when absent. */
   request?: { method: 'POST'; body: string; contentType: string };
+  /** Requests per second in all, when the load is paced (BENCH_RATE); as fast as answered when absent. */
+  rate?: number;
 };
 const result = await autocannon({
   url: options.url,
@@ -25,6 +27,7 @@ const result = await autocannon({
     ...(options.request ? { 'content-type': options.request.contentType } : {}),
   },
   ...(options.request ? { method: options.request.method, body: options.request.body } : {}),
+  ...(options.rate ? { overallRate: options.rate } : {}),
 });
 process.stdout.write(
   `${JSON.stringify({

@@ -33,6 +33,13 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const DURATION_S = Number(process.env['BENCH_SECONDS'] ?? 4);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 /**
+ * BENCH_RATE=<requests per second>: the measured rounds offer that rate, in total, instead of
+ * as many requests as the server answers. Throughput then says nothing; what it is for is the CPU
+ * per call of (c) and (d) at one and the same rate: at saturation, each side batches as deeply as
+ * its own speed allows and the machine's other work squeezes in unevenly.
+ */
+const RATE = process.env['BENCH_RATE'] ? Number(process.env['BENCH_RATE']) : undefined;
+/**
  * BENCH_PROFILE=<dir>: the gateway and the proxy replicas run under V8's CPU profiler
  * (`--cpu-prof`, profiles in <dir>), and at the end the bench prints where their CPU time went,
  * per proxied call. Use it with BENCH_ONLY=latchkey, so the gateway's profile holds proxy calls only.
@@ -88,9 +95,10 @@ function load(
   headers: Record<string, string> = {},
   request?: PostRequest,
   connections = CONNECTIONS,
+  rate?: number,
 ): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
-    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections, durationS, request })]);
+    const [command, args] = onCore(1, [here('./load.js'), JSON.stringify({ url, token, headers, connections, durationS, request, rate })]);
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
@@ -426,7 +434,7 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      const run = () => load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request);
+      const run = () => load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request, CONNECTIONS, RATE);
       const groups = cpuGroups[name];
       if (groups) {
         const { result, usPerCall } = await cpuPerCall(groups, run, (loaded) => loaded.rps * DURATION_S);
