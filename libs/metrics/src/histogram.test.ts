@@ -40,11 +40,16 @@ describe('Histogram', () => {
     expect(() => fast.labels({ route: '/a' }).observe(Number.NaN)).toThrow(TypeError);
   });
 
-  it('forgets its series on reset', async () => {
+  it('zeroes its series on reset, and a child held since goes on counting', async () => {
     const registry = new Registry();
     const fast = new Histogram('reset_seconds', 'Resets.', ['route'], BOUNDS, registry);
-    fast.observe({ route: '/a' }, 0.5);
+    const held = fast.labels({ route: '/a' });
+    held.observe(0.5);
     registry.resetMetrics();
-    expect(await registry.metrics()).not.toContain('reset_seconds_count');
+    expect(await registry.metrics()).toContain('reset_seconds_count{route="/a"} 0');
+    held.observe(0.05);
+    const text = await registry.metrics();
+    expect(text).toContain('reset_seconds_count{route="/a"} 1');
+    expect(text).toContain('reset_seconds_bucket{le="0.1",route="/a"} 1');
   });
 });

@@ -19,7 +19,7 @@ type Sample = { value: number; labels: Record<string, string | number>; sharedLa
 /**
  * A Prometheus histogram that observes in a few nanoseconds: a child holds its series, and
  * observing finds the bucket and adds one. prom-client's own histogram builds a key from the
- * labels and checks them on every observation (about 0.6 µs each on the 2-core bench machine,
+ * labels and checks them on every observation (about 0.5 µs each on the 2-core bench machine,
  * and the proxy makes three per call); this one checks labels once, when a child is made.
  * prom-client still serves it: the registry reads `get()` at each scrape, in its own format.
  */
@@ -90,8 +90,15 @@ export class Histogram<L extends string> {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 
-  /** Forgets every series (the registry's `resetMetrics`). */
+  /**
+   * Zeroes every series (the registry's `resetMetrics`). They stay, so a child a hot path holds
+   * goes on observing into what the next scrape reads.
+   */
   reset(): void {
-    this.series.clear();
+    for (const series of this.series.values()) {
+      series.buckets.fill(0);
+      series.sum = 0;
+      series.count = 0;
+    }
   }
 }

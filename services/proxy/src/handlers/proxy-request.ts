@@ -29,7 +29,8 @@ export interface ProxyDeps {
 
 /** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
 const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
-const text = JSON.stringify;
+/** A JSON string literal of a value. */
+const json = JSON.stringify;
 
 /**
  * One entry per call, on the hot path: its JSON written member by member (the recorder adds the
@@ -39,16 +40,16 @@ const text = JSON.stringify;
 export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, endedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): string {
   const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
   let fields =
-    `"type":"proxy","environment_id":${text(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
+    `"type":"proxy","environment_id":${json(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
     `"started_at":"${isoTime(startedAt)}","duration_ms":${Math.max(0, Math.round(endedAt - startedAt))},` +
-    `"integration_id":${text(meta.provider_config_key)},"connection_id":${text(meta.connection_id)},` +
-    `"proxy":{"method":${text(meta.method)},"path":${text(loggedPath(meta))}` +
+    `"integration_id":${json(meta.provider_config_key)},"connection_id":${json(meta.connection_id)},` +
+    `"proxy":{"method":${json(meta.method)},"path":${json(loggedPath(meta))}` +
     `${outcome.upstreamStatus === undefined ? '' : `,"upstream_status":${outcome.upstreamStatus}`}}`;
-  if (meta.request_id !== undefined) fields += `,"request_id":${text(meta.request_id)}`;
+  if (meta.request_id !== undefined) fields += `,"request_id":${json(meta.request_id)}`;
   const traceId = traceIdOf(meta.traceparent ?? forwardedTraceparent(meta.headers));
   if (traceId !== undefined) fields += `,"trace_id":"${traceId}"`;
   // The coded message only: it never holds a credential (see libs/errors).
-  if (outcome.error !== undefined) fields += `,"error":{"code":${text(outcome.error.code)},"message":${text(outcome.error.message.slice(0, 1000))}}`;
+  if (outcome.error !== undefined) fields += `,"error":{"code":${json(outcome.error.code)},"message":${json(outcome.error.message.slice(0, 1000))}}`;
   return fields;
 }
 
