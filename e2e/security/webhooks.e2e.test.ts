@@ -231,7 +231,10 @@ describe('inbound provider webhooks', () => {
     const secrets = [CREDENTIAL_CANARY, VARIABLE_CANARY, env.webhookSecret, plainSecret, standardSecret];
     const logs = [...stack.services, ...stack.gateways].map((proc) => proc.output()).join('\n');
     const nats = [...(await streamText('EVENTS')), ...(await streamText('JOBS'))].join('\n');
-    const records = JSON.stringify(await routerDb.collection('inbound_webhooks').find({}).toArray()) + JSON.stringify(await routerDb.collection('inbound_webhook_claims').find({}).toArray());
+    // The inbound log, and the replay claims of every window.
+    const routerCollections = (await routerDb.db!.listCollections({}, { nameOnly: true }).toArray()).map(({ name }) => name).filter((name) => name.startsWith('inbound_webhook'));
+    expect(routerCollections.filter((name) => name.startsWith('inbound_webhook_claims_')).length).toBeGreaterThan(0);
+    const records = (await Promise.all(routerCollections.map(async (name) => JSON.stringify(await routerDb.collection(name).find({}).toArray())))).join('\n');
     const delivered = receiver.received.map((item) => item.body).join('\n');
     for (const secret of secrets) {
       for (const [where, text] of Object.entries({ answers: answers.join('\n'), logs, nats, records, delivered })) {

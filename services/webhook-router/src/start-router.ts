@@ -26,7 +26,7 @@ import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
  */
 const SETTINGS_TTL_MS = 2_000;
 
-/** How often expired replay claims of provider webhooks are removed. */
+/** How often the collections of replay claims that no one reads any more are dropped. */
 const CLAIM_SWEEP_MS = 10 * 60_000;
 
 /**
@@ -43,10 +43,10 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   const deliveries = createDeliveryRepo(mongo);
   const claims = createWebhookClaimRepo(mongo);
   await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
-  // Expired replay claims go in code (no TTL index on FerretDB); a late sweep only means a
-  // claim past its window is taken over at its next use (see claim).
+  // Expired replay claims go with their window's collection, dropped whole (FerretDB has no TTL
+  // index, and reads every claim for a query on their expiry); a late sweep only costs disk.
   const sweep = setInterval(() => {
-    claims.sweep().catch((error: unknown) => logger.warn('could not sweep expired webhook claims', { error: String(error) }));
+    claims.sweep().catch((error: unknown) => logger.warn('could not drop the expired webhook claims', { error: String(error) }));
   }, CLAIM_SWEEP_MS);
   sweep.unref();
 

@@ -87,13 +87,66 @@ describe('the router records', () => {
     expect(await claims.claim([ask('iwh_a', 'sha256:1'), ask('iwh_b', 'sha256:1'), ask('iwh_c', 'id:x'), ask('iwh_d', 'sha256:1', environmentId('env_2'))], t0)).toEqual([true, false, true, true]);
     // JetStream hands iwh_a over again; a replay comes later.
     expect(await claims.claim([ask('iwh_a', 'sha256:1'), ask('iwh_e', 'sha256:1'), ask('iwh_f', 'id:y')], new Date(t0.getTime() + 1000))).toEqual([true, false, true]);
-    // Past the window, before a sweep: the stale claim is taken over, once.
+    // Past the window: the stale claim (in the next window's collection) is taken over, once.
     const later = new Date(t0.getTime() + 61_000);
     expect(await claims.claim([ask('iwh_g', 'sha256:1'), ask('iwh_h', 'sha256:1')], later)).toEqual([true, false]);
-    expect(await claims.sweep(new Date(t0.getTime() + 62_000))).toBe(3);
-    expect(await connection.collection('inbound_webhook_claims').countDocuments({})).toBe(1);
+  });
+
+  it('refuse a replay across the turn of a window, until a window after the first came, and give a key to one webhook when a replica is a window ahead', async () => {
+    const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
+    const ask = (inboundId: string, key: string) => ({ environment: env, integration: 'turns', key, inboundId });
+    const turn = new Date('2026-02-01T00:01:00Z').getTime();
+    // The last millisecond of a window, then replays in the next window and past the first's expiry.
+    expect(await claims.claim([ask('iwh_1', 'id:t')], new Date(turn - 1))).toEqual([true]);
+    expect(await claims.claim([ask('iwh_2', 'id:t')], new Date(turn))).toEqual([false]);
+    expect(await claims.claim([ask('iwh_3', 'id:t')], new Date(turn + 59_998))).toEqual([false]);
+    expect(await claims.claim([ask('iwh_4', 'id:t')], new Date(turn + 59_999))).toEqual([true]);
+    // A replica whose clock is in the next window claims a key first; the webhook of this window
+    // that meets it there gives it up (and JetStream's redelivery of the first still holds it).
+    expect(await claims.claim([ask('iwh_ahead', 'id:u')], new Date(turn + 60_000))).toEqual([true]);
+    expect(await claims.claim([ask('iwh_behind', 'id:u')], new Date(turn + 59_000))).toEqual([false]);
+    expect(await claims.claim([ask('iwh_ahead', 'id:u')], new Date(turn + 61_000))).toEqual([true]);
+  });
+
+  it('drop whole the collections of windows two or more behind', async () => {
+    const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
+    const ask = (inboundId: string, key: string) => ({ environment: env, integration: 'sweep', key, inboundId });
+    const t0 = new Date('2026-03-01T00:00:00Z').getTime();
+    const window = t0 / 60_000;
+    expect(await claims.claim([ask('iwh_1', 'id:1')], new Date(t0))).toEqual([true]);
+    expect(await claims.claim([ask('iwh_2', 'id:2')], new Date(t0 + 60_000))).toEqual([true]);
+    expect(await claimCollections()).toEqual(expect.arrayContaining([window, window + 1, window + 2].map((at) => `inbound_webhook_claims_${at}`)));
+    expect(await claims.sweep(new Date(t0 + 2 * 60_000))).toBeGreaterThanOrEqual(1);
+    const left = await claimCollections();
+    expect(left).not.toContain(`inbound_webhook_claims_${window}`);
+    expect(left).toEqual(expect.arrayContaining([`inbound_webhook_claims_${window + 1}`, `inbound_webhook_claims_${window + 2}`]));
+    // What a kept window holds still counts: id:2 is held; id:1's claim there has expired.
+    expect(await claims.claim([ask('iwh_3', 'id:2'), ask('iwh_4', 'id:1')], new Date(t0 + 2 * 60_000 - 1))).toEqual([false, true]);
+  });
+
+  it('honour claims kept before windows until they expire, by `_id`, then drop their collection', async () => {
+    const legacy = connection.collection('inbound_webhook_claims');
+    const ask = (inboundId: string) => ({ environment: env, integration: 'upgrade', key: 'id:old', inboundId });
+    const until = Date.now() + 3_000;
+    const { _id } = claimQueries.byId(ask('iwh_old'));
+    await legacy.insertOne({ _id: _id as never, environment_id: env, integration: 'upgrade', inbound_id: 'iwh_old', claimed_at: new Date(), expires_at: new Date(until) });
+    const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
+    await claims.init();
+    expect(await claims.claim([ask('iwh_replay')])).toEqual([false]);
+    expect(await claims.claim([ask('iwh_old')])).toEqual([true]);
+    await claims.sweep();
+    expect(await claimCollections()).toContain('inbound_webhook_claims');
+    // Once it expired, the next sweep drops it; a key it held goes to the next webhook.
+    await claims.sweep(new Date(until));
+    expect(await claimCollections()).not.toContain('inbound_webhook_claims');
+    expect(await claims.claim([ask('iwh_next')], new Date(until + 60_000))).toEqual([true]);
   });
 });
+
+async function claimCollections(): Promise<string[]> {
+  const collections = await connection.db!.listCollections({}, { nameOnly: true }).toArray();
+  return collections.map(({ name }) => name).filter((name) => name.startsWith('inbound_webhook_claims'));
+}
 
 /**
  * The drain's reads, on the test database (MongoDB, or FerretDB on SQLite or PostgreSQL): a
@@ -107,8 +160,9 @@ describe("the drain's reads are `_id` lookups", () => {
     const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
     await claims.init();
     const request = { environment: env, integration: 'acme', key: 'sha256:explained', inboundId: 'iwh_explained' };
-    await claims.claim([request]);
-    const claimDocs = connection.collection<{ _id: string }>('inbound_webhook_claims');
+    const now = new Date();
+    await claims.claim([request], now);
+    const claimDocs = connection.collection<{ _id: string }>(`inbound_webhook_claims_${Math.floor(now.getTime() / 60_000)}`);
     const claim = await explainUntilIndexed(() => claimDocs.find(claimQueries.byId(request)));
     expect(claim.indexed ? 'indexed' : claim.summary).toBe('indexed');
     const deliveries = createDeliveryRepo(connection);
@@ -171,6 +225,48 @@ describe("the drain's reads are `_id` lookups", () => {
       }
       // Nothing that reads many documents.
       expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'delete', 'getMore', 'distinct'].includes(name))).toEqual([]);
+    } finally {
+      await watched.close();
+    }
+  }, 30_000);
+
+  it('a stale claim met by two replicas at once goes to one webhook, read and removed by `_id` alone', async () => {
+    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
+    await watched.asPromise();
+    const commands: Array<{ name: string; body: Record<string, unknown> }> = [];
+    watched.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
+    try {
+      const ferretDb = 'ferretdbVersion' in (await watched.db!.admin().command({ buildInfo: 1 }));
+      const [one, two] = [createWebhookClaimRepo(watched, { windowMs: 60_000 }), createWebhookClaimRepo(watched, { windowMs: 60_000 })];
+      const ask = (inboundId: string, key = 'id:stale') => ({ environment: env, integration: 'takeover', key, inboundId });
+      const t0 = new Date('2026-04-01T00:00:00Z').getTime();
+      expect(await one.claim([ask('iwh_first')], new Date(t0))).toEqual([true]);
+      commands.length = 0;
+
+      // A window and a half later, the first claim's copy in the next window is stale.
+      const later = new Date(t0 + 90_000);
+      const [byOne, byTwo] = await Promise.all([one.claim([ask('iwh_x')], later), two.claim([ask('iwh_y')], later)]);
+      expect([byOne[0], byTwo[0]].filter(Boolean)).toHaveLength(1);
+      const winner = byOne[0] ? 'iwh_x' : 'iwh_y';
+      expect(await two.claim([ask(winner), ask(winner === 'iwh_x' ? 'iwh_y' : 'iwh_x')], new Date(t0 + 91_000))).toEqual([true, false]);
+
+      // A webhook whose first try marked a stale claim and then died takes it at its redelivery.
+      await one.claim([ask('iwh_early', 'id:died')], new Date(t0));
+      const window = watched.collection(`inbound_webhook_claims_${t0 / 60_000 + 1}`);
+      const { _id } = claimQueries.byId(ask('iwh_early', 'id:died'));
+      const stale = await window.findOne({ _id: _id as never });
+      await window.insertOne({ ...stale!, _id: `${_id}#iwh_early#${t0}` as never, inbound_id: 'iwh_died' });
+      expect(await two.claim([ask('iwh_other', 'id:died')], later)).toEqual([false]);
+      expect(await one.claim([ask('iwh_died', 'id:died')], later)).toEqual([true]);
+
+      for (const { name, body } of commands.filter((command) => command.name === 'find' || command.name === 'delete')) {
+        const filters = name === 'find' ? [body['filter']] : (body['deletes'] as Array<{ q: unknown }>).map((item) => item.q);
+        for (const filter of filters as Array<Record<string, unknown>>) {
+          expect(Object.keys(filter)).toEqual(['_id']);
+          if (ferretDb) expect(typeof filter['_id']).toBe('string');
+        }
+      }
+      expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'getMore', 'distinct', 'update'].includes(name))).toEqual([]);
     } finally {
       await watched.close();
     }
