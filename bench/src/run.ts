@@ -33,6 +33,13 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 5);
 const DURATION_S = Number(process.env['BENCH_SECONDS'] ?? 4);
 const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 /**
+ * Seconds of load each target gets before the measured rounds. V8 goes on compiling a server's
+ * hot code for many seconds under load (the gateway spent a quarter of its CPU in compiler
+ * threads ten seconds in, 3 % thirty seconds in): a short warm-up charges that to the side with
+ * more code, (c) against (d), and measures start-up rather than the steady state a service runs in.
+ */
+const WARMUP_S = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 20);
+/**
  * BENCH_RATE=<requests per second>: the measured rounds offer that rate, in total, instead of
  * as many requests as the server answers. Throughput then says nothing; what it is for is the CPU
  * per call of (c) and (d) at one and the same rate: at saturation, each side batches as deeply as
@@ -424,7 +431,7 @@ if (only) for (const name of Object.keys(targets)) if (!only.includes(name)) del
 try {
   // Warm up (JIT, key cache, the first rate-limit slice) and check every side answers 2xx.
   for (const target of Object.values(targets)) {
-    const warm = await load(target.url, target.token, 2, target.headers, target.request);
+    const warm = await load(target.url, target.token, WARMUP_S, target.headers, target.request);
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
   await settleIngest();
