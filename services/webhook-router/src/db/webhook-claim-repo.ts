@@ -19,7 +19,7 @@ const claimId = (request: ClaimRequest) => createHash('sha256').update(JSON.stri
 /** Claims looked up (or stale ones taken over) at once on FerretDB (one `{_id}` query each); the driver's pool keeps room for others. */
 const LOOKUPS_IN_FLIGHT = 16;
 
-/** MongoDB's codes for a collection that is not there (a drop another replica made first). */
+/** MongoDB's code for a collection that is not there (a drop another replica made first). */
 const NAMESPACE_NOT_FOUND = 26;
 
 /**
@@ -46,11 +46,11 @@ const sameClaim = (a: WebhookClaimDoc, b: WebhookClaimDoc) => a.inbound_id === b
 export function createWebhookClaimRepo(connection: Connection, options: { windowMs?: number } = {}) {
   const windowMs = options.windowMs ?? REPLAY_WINDOW_MS;
   const windowOf = (at: Date) => Math.floor(at.getTime() / windowMs);
-  const collection = (name: string): mongo.Collection<WebhookClaimDoc> => {
-    const database = connection.db;
-    if (!database) throw new Error('the database connection is not open');
-    return database.collection<WebhookClaimDoc>(name);
+  const database = () => {
+    if (!connection.db) throw new Error('the database connection is not open');
+    return connection.db;
   };
+  const collection = (name: string) => database().collection<WebhookClaimDoc>(name);
   /** Until when (ms since the epoch) claims stored before windows may still hold a key; 0 when none can. */
   let legacyUntil = 0;
 
@@ -137,13 +137,14 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
     });
   }
 
-  /** Keeps only the held indexes of `held` for which `stillHeld`, answered in the same order, is true. */
-  const narrow = (held: boolean[], indexes: number[], stillHeld: boolean[]) => {
-    indexes.forEach((index, position) => {
-      if (!stillHeld[position]) held[index] = false;
+  /** Claims in `claims` the keys of the docs `held` still marks, and unmarks those refused there. */
+  async function claimStillHeld(claims: mongo.Collection<WebhookClaimDoc>, docs: WebhookClaimDoc[], held: boolean[], now: Date): Promise<void> {
+    const kept = held.flatMap((isHeld, index) => (isHeld ? [index] : []));
+    const there = await claimIn(claims, kept.map((index) => docs[index]!), now);
+    kept.forEach((index, position) => {
+      if (!there[position]) held[index] = false;
     });
-  };
-  const heldIndexes = (held: boolean[]) => held.flatMap((isHeld, index) => (isHeld ? [index] : []));
+  }
 
   return {
     /** Notes until when claims stored before windows can hold a key, and drops them when none can. */
@@ -171,19 +172,15 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
       // This window's collection decides; the next window's is written only by those that hold
       // a key, after they do. Should a webhook of the next window (a replica's clock ahead)
       // claim the key there first, the one here gives it up: one of the two is routed.
-      let kept = heldIndexes(held);
-      narrow(held, kept, await claimIn(collection(claimCollectionName(window)), kept.map((index) => docs[index]!), now));
-      kept = heldIndexes(held);
-      narrow(held, kept, await claimIn(collection(claimCollectionName(window + 1)), kept.map((index) => docs[index]!), now));
+      await claimStillHeld(collection(claimCollectionName(window)), docs, held, now);
+      await claimStillHeld(collection(claimCollectionName(window + 1)), docs, held, now);
       return held;
     },
     /** Drops the collections of claims no one reads any more; every replica may run it. Answers how many it dropped. */
     async sweep(now = new Date()): Promise<number> {
       const current = windowOf(now);
-      const database = connection.db;
-      if (!database) throw new Error('the database connection is not open');
       let dropped = (await reviewLegacy(now)) ? 1 : 0;
-      for (const { name } of await database.listCollections({}, { nameOnly: true }).toArray()) {
+      for (const { name } of await database().listCollections({}, { nameOnly: true }).toArray()) {
         const window = claimWindowOf(name);
         // The window before the current one is kept, for a replica whose clock is behind.
         if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
