@@ -35,8 +35,8 @@ const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32);
 /**
  * Seconds of load each target gets before the measured rounds. V8 goes on compiling a server's
  * hot code for many seconds under load (the gateway spent a quarter of its CPU in compiler
- * threads ten seconds in, 3 % thirty seconds in): a short warm-up charges that to the side with
- * more code, (c) against (d), and measures start-up rather than the steady state a service runs in.
+ * threads ten seconds in, 3 % thirty seconds in): a short warm-up measures start-up rather than
+ * the steady state a service runs in.
  */
 const WARMUP_S = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 20);
 /**
