@@ -5,6 +5,7 @@ export { startNats, type NatsCredentials, type TestNats } from './nats-server.js
 export { startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
 export { freePort, waitForPort } from './ports.js';
 export { explainUntilIndexed, judgePlan, type Explainable, type QueryPlanVerdict } from './query-plan.js';
+export { watchCommands, type WatchedConnection } from './watch-commands.js';
 export { repoRoot } from './repo-root.js';
 export { serviceEnvironment, type NatsForService } from './service-environment.js';
 export {

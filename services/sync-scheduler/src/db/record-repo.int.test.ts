@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import mongoose, { type Connection, type mongo as driver } from 'mongoose';
+import type { Connection, mongo as driver } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
+import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
 import { LOG_BLOCK, recordKey, recordLogModel, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
 import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
@@ -129,13 +129,8 @@ describe('record lookups are index lookups', () => {
   }, 20_000);
 
   it('pages, modified_after, filters and prune send no query but those `_id` lookups', async () => {
-    // A second connection that reports every command it sends, to the same database.
-    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
-    await watched.asPromise();
-    const commands: Array<{ name: string; body: Record<string, unknown> }> = [];
-    watched.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
+    const { connection: watched, commands, ferretDb, close } = await watchCommands(mongo.uri, dbName);
     try {
-      const ferretDb = 'ferretdbVersion' in (await watched.db!.admin().command({ buildInfo: 1 }));
       const watchedRepo = createRecordRepo(watched);
       const target = { ...scope, model: 'Watched' };
       const at = new Date();
@@ -166,7 +161,7 @@ describe('record lookups are index lookups', () => {
       // Nothing that reads many documents: no aggregation, count, bulk delete or further batches.
       expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'delete', 'getMore', 'distinct'].includes(name))).toEqual([]);
     } finally {
-      await watched.close();
+      await close();
     }
   }, 30_000);
 });

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import mongoose, { type Connection } from 'mongoose';
+import type { Connection } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
+import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import { deliveryQueries, createDeliveryRepo } from './delivery-repo.js';
 import { createInboundWebhookRepo } from './inbound-webhook-repo.js';
 import { claimQueries, createWebhookClaimRepo } from './webhook-claim-repo.js';
@@ -173,13 +173,8 @@ describe("the drain's reads are `_id` lookups", () => {
   }, 20_000);
 
   it('a redelivered batch meeting its claims, replays and a redelivered delivery send no other query', async () => {
-    // A second connection that reports every command it sends, to the same database.
-    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
-    await watched.asPromise();
-    const commands: Array<{ name: string; body: Record<string, unknown> }> = [];
-    watched.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
+    const { connection: watched, commands, ferretDb, close } = await watchCommands(mongo.uri, dbName);
     try {
-      const ferretDb = 'ferretdbVersion' in (await watched.db!.admin().command({ buildInfo: 1 }));
       const claims = createWebhookClaimRepo(watched, { windowMs: 60_000 });
       const deliveries = createDeliveryRepo(watched);
       const ask = (i: number, inboundId = `iwh_w${i}`) => ({ environment: env, integration: 'watched', key: `id:${i}`, inboundId });
@@ -226,17 +221,13 @@ describe("the drain's reads are `_id` lookups", () => {
       // Nothing that reads many documents.
       expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'delete', 'getMore', 'distinct'].includes(name))).toEqual([]);
     } finally {
-      await watched.close();
+      await close();
     }
   }, 30_000);
 
   it('a stale claim met by two replicas at once goes to one webhook, read and removed by `_id` alone', async () => {
-    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
-    await watched.asPromise();
-    const commands: Array<{ name: string; body: Record<string, unknown> }> = [];
-    watched.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
+    const { connection: watched, commands, ferretDb, close } = await watchCommands(mongo.uri, dbName);
     try {
-      const ferretDb = 'ferretdbVersion' in (await watched.db!.admin().command({ buildInfo: 1 }));
       const [one, two] = [createWebhookClaimRepo(watched, { windowMs: 60_000 }), createWebhookClaimRepo(watched, { windowMs: 60_000 })];
       const ask = (inboundId: string, key = 'id:stale') => ({ environment: env, integration: 'takeover', key, inboundId });
       const t0 = new Date('2026-04-01T00:00:00Z').getTime();
@@ -268,7 +259,7 @@ describe("the drain's reads are `_id` lookups", () => {
       }
       expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'getMore', 'distinct', 'update'].includes(name))).toEqual([]);
     } finally {
-      await watched.close();
+      await close();
     }
   }, 30_000);
 });
