@@ -250,6 +250,24 @@ describe("the drain's reads are `_id` lookups", () => {
       expect(await two.claim([ask('iwh_other', 'id:died')], later)).toEqual([false]);
       expect(await one.claim([ask('iwh_died', 'id:died')], later)).toEqual([true]);
 
+      // Its first try, still running, removes the stale claim after the redelivery read it, and a
+      // new webhook claims the key then: the redelivery must not remove that webhook's claim.
+      await one.claim([ask('iwh_slow', 'id:race')], new Date(t0));
+      const raceWindow = watched.collection(`inbound_webhook_claims_${t0 / 60_000 + 1}`);
+      const raceId = claimQueries.byId(ask('iwh_slow', 'id:race'))._id;
+      await raceWindow.insertOne({ ...(await raceWindow.findOne({ _id: raceId as never }))!, _id: `${raceId}#iwh_slow#${t0}` as never, inbound_id: 'iwh_redelivered' });
+      let reads = 0;
+      const racing = interleaved(watched, raceId, async () => {
+        // The redelivery's second read of the key (after its marker): the first try removes the
+        // stale claim before it, and a new webhook claims the key after it.
+        if (++reads !== 2) return undefined;
+        await raceWindow.deleteOne({ _id: raceId as never });
+        return async () => expect(await two.claim([ask('iwh_new', 'id:race')], later)).toEqual([true]);
+      });
+      expect(await createWebhookClaimRepo(racing, { windowMs: 60_000 }).claim([ask('iwh_redelivered', 'id:race')], later)).toEqual([false]);
+      expect(reads).toBeGreaterThanOrEqual(2);
+      expect((await raceWindow.findOne({ _id: raceId as never }))?.inbound_id).toBe('iwh_new');
+
       for (const { name, body } of commands.filter((command) => command.name === 'find' || command.name === 'delete')) {
         const filters = name === 'find' ? [body['filter']] : (body['deletes'] as Array<{ q: unknown }>).map((item) => item.q);
         for (const filter of filters as Array<Record<string, unknown>>) {
@@ -263,3 +281,35 @@ describe("the drain's reads are `_id` lookups", () => {
     }
   }, 30_000);
 });
+
+/**
+ * `connection`, with every read of claim `id` (one `{_id}` lookup, or a list of ids) going through
+ * `around`: what it does runs before the read, and what it answers (if anything) runs after, so a
+ * test can place other writers between two steps of a claim, on the real database.
+ */
+function interleaved(connection: Connection, id: string, around: () => Promise<(() => Promise<void>) | undefined>): Connection {
+  const reads = (filter: unknown) => JSON.stringify(filter).includes(`"${id}"`);
+  const bound = <T extends object>(target: T, overrides: Record<string, unknown>): T =>
+    new Proxy(target, {
+      get: (object, key) => {
+        if (typeof key === 'string' && key in overrides) return overrides[key];
+        const value = Reflect.get(object, key) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
+      },
+    });
+  const database = connection.db!;
+  const collection = (name: string) => {
+    const real = database.collection(name);
+    const step = async <R>(filter: unknown, read: () => Promise<R>): Promise<R> => {
+      const after = reads(filter) ? await around() : undefined;
+      const result = await read();
+      await after?.();
+      return result;
+    };
+    return bound(real, {
+      findOne: (filter: never, ...rest: never[]) => step(filter, () => real.findOne(filter, ...rest)),
+      find: (filter: never, ...rest: never[]) => bound(real.find(filter, ...rest), { toArray: () => step(filter, () => real.find(filter, ...rest).toArray()) }),
+    });
+  };
+  return bound(connection, { db: bound(database, { collection }) });
+}

@@ -113,14 +113,17 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
   async function takeOver(claims: mongo.Collection<WebhookClaimDoc>, doc: WebhookClaimDoc, stale: WebhookClaimDoc | undefined): Promise<boolean> {
     if (stale !== undefined) {
       const marker = { ...doc, _id: `${doc._id}#${stale.inbound_id}#${stale.claimed_at.getTime()}` };
+      let staleThere = true;
       if ((await insertTaken(claims, [marker])).length > 0) {
         const [markedBy] = await findByIds(connection, claims, [marker._id]);
         if (markedBy?.inbound_id !== doc.inbound_id) return false;
-        // Our webhook's earlier try marked it: the stale claim may be gone already, or replaced by ours.
+        // Our webhook's earlier try marked it: the stale claim may be gone already (then removing
+        // by `_id` could remove a newer webhook's claim), or replaced by ours.
         const [current] = await findByIds(connection, claims, [doc._id]);
         if (current && !sameClaim(current, stale)) return current.inbound_id === doc.inbound_id;
+        staleThere = Boolean(current);
       }
-      await claims.deleteOne({ _id: doc._id });
+      if (staleThere) await claims.deleteOne({ _id: doc._id });
     }
     if ((await insertTaken(claims, [doc])).length === 0) return true;
     const [holder] = await findByIds(connection, claims, [doc._id]);
@@ -177,17 +180,19 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
       return held;
     },
     /** Drops the collections of claims no one reads any more; every replica may run it. Answers how many it dropped. */
-    async sweep(now = new Date()): Promise<number> {
-      const current = windowOf(now);
-      let dropped = (await reviewLegacy(now)) ? 1 : 0;
-      for (const { name } of await database().listCollections({}, { nameOnly: true }).toArray()) {
-        const window = claimWindowOf(name);
-        // The window before the current one is kept, for a replica whose clock is behind.
-        if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
-      }
-      return dropped;
-    },
+    sweep: (now = new Date()): Promise<number> => sweep(now),
   };
+
+  async function sweep(now: Date): Promise<number> {
+    const current = windowOf(now);
+    let dropped = (await reviewLegacy(now)) ? 1 : 0;
+    for (const { name } of await database().listCollections({}, { nameOnly: true }).toArray()) {
+      const window = claimWindowOf(name);
+      // The window before the current one is kept, for a replica whose clock is behind.
+      if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
+    }
+    return dropped;
+  }
 
   /**
    * Reads when the last claim stored before windows expires (again at each sweep: during a
