@@ -18,9 +18,8 @@ export interface WatchedConnection {
 export async function watchCommands(uri: string, dbName: string): Promise<WatchedConnection> {
   const connection = mongoose.createConnection(uri, { dbName, monitorCommands: true });
   await connection.asPromise();
+  const ferretDb = 'ferretdbVersion' in (await connection.db!.admin().command({ buildInfo: 1 }));
   const commands: WatchedConnection['commands'] = [];
   connection.getClient().on('commandStarted', (event) => commands.push({ name: event.commandName, body: event.command as Record<string, unknown> }));
-  const ferretDb = 'ferretdbVersion' in (await connection.db!.admin().command({ buildInfo: 1 }));
-  commands.length = 0;
   return { connection, commands, ferretDb, close: () => connection.close() };
 }

@@ -150,9 +150,9 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
   }
 
   return {
-    /** Notes until when claims stored before windows can hold a key, and drops them when none can. */
+    /** Sweeps once at start-up (the router may have been down for windows), which also notes until when claims stored before windows can hold a key. */
     init: async (): Promise<void> => {
-      await reviewLegacy(new Date());
+      await sweep(new Date());
     },
     /**
      * Claims each webhook's key, in order: true when this webhook holds it (first to come, or a
