@@ -89,6 +89,85 @@ export const proxyReplyMeta = z.union([
 ]);
 export type ProxyReplyMeta = z.infer<typeof proxyReplyMeta>;
 
+/*
+ * The hop reads one request meta per call on the replica, and one reply meta per call on the
+ * caller: zod's general walk over a schema costs more there than the plain checks below. A value
+ * of exactly a schema's shape (no other member, no member set to undefined) passes as it is;
+ * anything else goes to zod, which strips unknown members and names each problem. The unit test
+ * holds the two to the same answers.
+ */
+const METHODS: ReadonlySet<unknown> = new Set(proxyRequestMeta.shape.method.options);
+const REQUEST_REQUIRED = ['environment_id', 'key_id', 'connection_id', 'provider_config_key', 'method', 'path', 'query', 'headers', 'retries', 'retry_on', 'body'];
+const REQUEST_MEMBERS: ReadonlySet<string> = new Set(Object.keys(proxyRequestMeta.shape));
+const REPLY_MEMBERS: ReadonlySet<string> = new Set(['ok', 'status', 'headers', 'body']);
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isString = (value: unknown): value is string => typeof value === 'string';
+const stringAtMost = (value: unknown, max: number) => value === undefined || (isString(value) && value.length <= max);
+
+function onlyMembers(value: Record<string, unknown>, allowed: ReadonlySet<string>): boolean {
+  for (const key in value) if (!allowed.has(key) || value[key] === undefined) return false;
+  return true;
+}
+
+function isHeaderList(value: unknown): boolean {
+  if (!Array.isArray(value)) return false;
+  for (const pair of value) if (!Array.isArray(pair) || pair.length !== 2 || !isString(pair[0]) || !isString(pair[1])) return false;
+  return true;
+}
+
+function isBody(value: unknown): boolean {
+  if (value === 'inline') return true;
+  if (!isRecord(value) || !isString(value['stream'])) return false;
+  for (const key in value) if (key !== 'stream') return false;
+  return true;
+}
+
+function isRequestMeta(value: unknown): value is ProxyRequestMeta {
+  if (!isRecord(value) || !onlyMembers(value, REQUEST_MEMBERS)) return false;
+  for (const key of REQUEST_REQUIRED) if (!(key in value)) return false;
+  const { retries, retry_on: retryOn } = value;
+  if (!Number.isInteger(retries) || (retries as number) < 0 || (retries as number) > 10) return false;
+  if (!Array.isArray(retryOn)) return false;
+  for (const code of retryOn) if (!Number.isInteger(code) || code < 100 || code > 599) return false;
+  return (
+    isString(value['environment_id']) &&
+    isString(value['key_id']) &&
+    isString(value['connection_id']) &&
+    isString(value['provider_config_key']) &&
+    METHODS.has(value['method']) &&
+    isString(value['path']) &&
+    isString(value['query']) &&
+    isHeaderList(value['headers']) &&
+    isBody(value['body']) &&
+    (value['base_url_override'] === undefined || isString(value['base_url_override'])) &&
+    (value['decompress'] === undefined || typeof value['decompress'] === 'boolean') &&
+    stringAtMost(value['request_id'], 128) &&
+    stringAtMost(value['traceparent'], 128) &&
+    stringAtMost(value['tracestate'], PROXY_TRACESTATE_MAX)
+  );
+}
+
+/** `proxyRequestMeta.safeParse`, with the common well-formed call checked without zod. */
+export function safeParseProxyRequestMeta(value: unknown): ReturnType<typeof proxyRequestMeta.safeParse> {
+  return isRequestMeta(value) ? { success: true, data: value } : proxyRequestMeta.safeParse(value);
+}
+
+/** `proxyReplyMeta.parse` (throws zod's error), with the common answer (`ok: true`) checked without zod. */
+export function parseProxyReplyMeta(value: unknown): ProxyReplyMeta {
+  if (
+    isRecord(value) &&
+    value['ok'] === true &&
+    onlyMembers(value, REPLY_MEMBERS) &&
+    Number.isSafeInteger(value['status']) &&
+    isHeaderList(value['headers']) &&
+    isBody(value['body'])
+  ) {
+    return value as ProxyReplyMeta;
+  }
+  return proxyReplyMeta.parse(value);
+}
+
 /**
  * How to authenticate calls for a connection, worked out by the vault from the connection's
  * credentials and the provider entry: the base URL with connection config filled in, headers

@@ -3,8 +3,8 @@ import {
   PROXY_KEEPALIVE_MS,
   PROXY_SUBJECT,
   PROXY_TRACESTATE_MAX,
+  parseProxyReplyMeta,
   proxyDeadlineMs,
-  proxyReplyMeta,
   type ProxyReplyMeta,
   type ProxyRequestMeta,
 } from '@latchkey/contracts';
@@ -58,7 +58,7 @@ function createExchange(bus: Bus): Exchange {
       const call = settle(frame.id);
       if (!call) continue;
       try {
-        call.resolve({ meta: proxyReplyMeta.parse(JSON.parse(frame.meta)), body: frame.body });
+        call.resolve({ meta: parseProxyReplyMeta(JSON.parse(frame.meta)), body: frame.body });
       } catch (cause) {
         call.reject(new AppError('internal_error', 'A proxy replica answered with an unreadable reply', { cause }));
       }

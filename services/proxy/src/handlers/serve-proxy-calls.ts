@@ -1,5 +1,5 @@
 import type { Bus } from '@latchkey/bus';
-import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, proxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
+import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, safeParseProxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
 import { busMetrics } from '@latchkey/metrics';
@@ -98,7 +98,7 @@ function inCallerTrace(meta: ProxyRequestMeta, work: () => Promise<void>): Promi
 
 function safeMeta(text: string): { ok: true; meta: ProxyRequestMeta } | { ok: false; error: AppError } {
   try {
-    const result = proxyRequestMeta.safeParse(JSON.parse(text));
+    const result = safeParseProxyRequestMeta(JSON.parse(text));
     if (result.success) return { ok: true, meta: result.data };
     return { ok: false, error: new AppError('invalid_body', 'The proxy call is invalid', { errors: toErrorItems(result.error.issues) }) };
   } catch {
