@@ -416,12 +416,21 @@ function reportProxyCpu(): void {
   const c = ofSide('latchkey');
   const d = ofSide('hop');
   if (!c || !d) return;
-  const total = (side: Record<string, number>) => Object.values(side).reduce((sum, us) => sum + us, 0);
-  const parts = (side: Record<string, number>) => Object.entries(side).map(([group, us]) => `${group} ${us.toFixed(0)}`).join(' + ');
+  const processes = (side: Record<string, number>) => Object.entries(side).filter(([group]) => group !== 'machine');
+  const total = (side: Record<string, number>) => processes(side).reduce((sum, [, us]) => sum + us, 0);
+  const parts = (side: Record<string, number>) => processes(side).map(([group, us]) => `${group} ${us.toFixed(0)}`).join(' + ');
   console.log(
     `CPU per call (µs, /proc, medians of the rounds): (c) ${parts(c)} = ${total(c).toFixed(0)}; (d) ${parts(d)} = ${total(d).toFixed(0)}; ` +
       `by CPU, (d) / (c): ${(total(d) / total(c)).toFixed(3)}`,
   );
+  const machineC = c['machine'];
+  const machineD = d['machine'];
+  if (machineC !== undefined && machineD !== undefined) {
+    console.log(
+      `whole machine per call (µs, every process: load generator, upstream and NATS server too): (c) ${machineC.toFixed(0)}; (d) ${machineD.toFixed(0)}; ` +
+        `(d) / (c): ${(machineD / machineC).toFixed(3)}, what (c) / (d) tends to when the machine is saturated`,
+    );
+  }
 }
 
 // BENCH_ONLY=direct,reverse,latchkey measures a subset (and prints only the ratios it has both sides of).
