@@ -126,26 +126,28 @@ function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void>
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
+const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432';
+
 /**
  * FerretDB's SQLite backend scans a collection for any filter but `_id`; its PostgreSQL backend
- * uses indexes, as MongoDB does. Where a local PostgreSQL answers, the benchmark uses it.
+ * uses indexes, as MongoDB does. Where a local PostgreSQL answers, the benchmark uses a database
+ * of its own there, dropped when it ends: FerretDB keeps looking over every schema of its
+ * database (metadata and index checks), so one shared database that kept each run's eight
+ * service databases had FerretDB's checks cost more CPU with every run.
  */
-function choosePostgres(): string | undefined {
-  if (process.env['FERRETDB_POSTGRES_URL']) return process.env['FERRETDB_POSTGRES_URL'];
+function choosePostgres(): { url: string; owned: string | undefined } | undefined {
+  const given = process.env['FERRETDB_POSTGRES_URL'];
+  if (given) return { url: given, owned: undefined };
+  const owned = uniqueDbName('bench');
   try {
-    execFileSync('psql', ['-h', '127.0.0.1', '-U', 'postgres', '-tAc', 'select 1'], { stdio: 'ignore' });
+    execFileSync('psql', [LOCAL_POSTGRES, '-qc', `create database ${owned}`], { stdio: 'ignore' });
   } catch {
     return undefined;
   }
-  try {
-    execFileSync('psql', ['-h', '127.0.0.1', '-U', 'postgres', '-c', 'create database ferretdb'], { stdio: 'ignore' });
-  } catch {
-    // exists already
-  }
-  return 'postgres://postgres@127.0.0.1:5432/ferretdb';
+  return { url: `${LOCAL_POSTGRES}/${owned}`, owned };
 }
 const postgres = choosePostgres();
-if (postgres) process.env['FERRETDB_POSTGRES_URL'] = postgres;
+if (postgres) process.env['FERRETDB_POSTGRES_URL'] = postgres.url;
 
 const [nats, mongo, upstream] = await Promise.all([startNats(), startMongo(), startUpstreamApi()]);
 const token = `lk_sk_${randomBytes(32).toString('base64url')}`;
@@ -541,4 +543,5 @@ try {
   webhookRouter.kill('SIGKILL');
   await benchNats.close();
   await Promise.all([nats.dispose(), mongo.dispose(), upstream.close()]);
+  if (postgres?.owned) execFileSync('psql', [LOCAL_POSTGRES, '-qc', `drop database if exists ${postgres.owned} with (force)`], { stdio: 'ignore' });
 }
