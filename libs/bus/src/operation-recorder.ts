@@ -135,6 +135,9 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   const maxBatchChars = Math.min(options.maxBatchChars ?? 128 * 1024, OPERATION_PAGE_BYTES_MAX / 4);
   const maxBuffered = options.maxBuffered ?? 10_000;
   let pages = new Map<string, PageInProgress>();
+  /** The page the last operation went to, while it waits (`sendWaiting` forgets it), and its second. */
+  let lastPage: PageInProgress | undefined;
+  let lastSecond = 0;
   let waiting = 0;
   let waitingChars = 0;
   let sending = 0;
@@ -158,6 +161,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     const made = [...pages.values()];
     const count = waiting;
     pages = new Map();
+    lastPage = undefined;
     waiting = 0;
     waitingChars = 0;
     sending += count;
@@ -185,21 +189,31 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
       warn('the operations buffer is full; dropping operations');
       return;
     }
-    if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
-      stats.dropped += 1;
-      warn('an operation names no environment a page may hold; dropped it');
-      return;
-    }
+    // A page per environment and second: the id's time prefix names the second. Most operations
+    // come in the environment and second of the one before: its page is at hand, its environment
+    // id checked already.
+    const second = Math.floor(startedAt / 1000);
     const id = newOperationId(startedAt);
     const text = fields === '' ? `{"id":"${id}"}` : `{"id":"${id}",${fields}}`;
-    // A page per environment and second: the id's time prefix names the second.
-    const key = `${environmentId}:${Math.floor(startedAt / 1000)}`;
-    const page = pages.get(key);
-    if (page) {
-      page.ops.push(text);
-      if (id < page.first_id) page.first_id = id;
+    if (lastPage !== undefined && second === lastSecond && environmentId === lastPage.environment_id) {
+      lastPage.ops.push(text);
+      if (id < lastPage.first_id) lastPage.first_id = id;
     } else {
-      pages.set(key, { environment_id: environmentId, first_id: id, ops: [text] });
+      if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
+        stats.dropped += 1;
+        warn('an operation names no environment a page may hold; dropped it');
+        return;
+      }
+      const key = `${environmentId}:${second}`;
+      let page = pages.get(key);
+      if (page) {
+        page.ops.push(text);
+        if (id < page.first_id) page.first_id = id;
+      } else {
+        pages.set(key, (page = { environment_id: environmentId, first_id: id, ops: [text] }));
+      }
+      lastPage = page;
+      lastSecond = second;
     }
     waiting += 1;
     waitingChars += text.length;

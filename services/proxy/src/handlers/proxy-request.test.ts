@@ -59,6 +59,20 @@ describe("a proxied call's operation", () => {
     expect(operation).toMatchObject({ connection_id: awkward, integration_id: awkward, request_id: awkward, proxy: { path: `/${awkward}` } });
   });
 
+  it('writes the environment, integration, connection and method of each call, however calls alternate', () => {
+    const calls = ['a', 'a', 'b', 'a', 'b', 'b'].map((name) =>
+      entry(proxyOperationFields(meta({ environment_id: `env_${name}`, provider_config_key: `crm-${name}`, connection_id: `conn-${name}`, method: name === 'a' ? 'GET' : 'POST' }), STARTED, STARTED, {})),
+    );
+    expect(calls.map((operation) => [operation.environment_id, operation.integration_id, operation.connection_id, operation.proxy?.method].join(' '))).toEqual([
+      'env_a crm-a conn-a GET',
+      'env_a crm-a conn-a GET',
+      'env_b crm-b conn-b POST',
+      'env_a crm-a conn-a GET',
+      'env_b crm-b conn-b POST',
+      'env_b crm-b conn-b POST',
+    ]);
+  });
+
   it('bounds a long path and a long error message as the schema does', () => {
     const operation = entry(proxyOperationFields(meta({ path: 'p'.repeat(5000) }), STARTED, STARTED, { error: new AppError('internal_error', 'm'.repeat(5000)) }));
     expect(operation.proxy?.path).toHaveLength(2048);

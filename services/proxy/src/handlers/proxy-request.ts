@@ -33,6 +33,27 @@ const loggedPath = (meta: ProxyRequestMeta) => `/${meta.path}`.slice(0, 2048);
 const json = JSON.stringify;
 
 /**
+ * `json` for a member that most calls repeat (a busy environment, integration or connection):
+ * the last value's literal is kept, so a repeat costs a comparison rather than a call into
+ * `JSON.stringify`.
+ */
+function lastQuoted(): (value: string) => string {
+  let last: string | undefined;
+  let literal = '';
+  return (value) => {
+    if (value !== last) {
+      literal = json(value);
+      last = value;
+    }
+    return literal;
+  };
+}
+const quoteEnvironment = lastQuoted();
+const quoteIntegration = lastQuoted();
+const quoteConnection = lastQuoted();
+const quoteMethod = lastQuoted();
+
+/**
  * One entry per call, on the hot path: its JSON written member by member (the recorder adds the
  * id), with no object built to be serialized again. The proxy's operation schema is what the
  * gateway checks it against when it reads a page; `proxy-request.test.ts` checks it there.
@@ -40,10 +61,10 @@ const json = JSON.stringify;
 export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, endedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): string {
   const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
   let fields =
-    `"type":"proxy","environment_id":${json(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
+    `"type":"proxy","environment_id":${quoteEnvironment(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
     `"started_at":"${isoTime(startedAt)}","duration_ms":${Math.max(0, Math.round(endedAt - startedAt))},` +
-    `"integration_id":${json(meta.provider_config_key)},"connection_id":${json(meta.connection_id)},` +
-    `"proxy":{"method":${json(meta.method)},"path":${json(loggedPath(meta))}` +
+    `"integration_id":${quoteIntegration(meta.provider_config_key)},"connection_id":${quoteConnection(meta.connection_id)},` +
+    `"proxy":{"method":${quoteMethod(meta.method)},"path":${json(loggedPath(meta))}` +
     `${outcome.upstreamStatus === undefined ? '' : `,"upstream_status":${outcome.upstreamStatus}`}}`;
   if (meta.request_id !== undefined) fields += `,"request_id":${json(meta.request_id)}`;
   const traceId = traceIdOf(meta.traceparent ?? forwardedTraceparent(meta.headers));
