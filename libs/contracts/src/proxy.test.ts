@@ -20,7 +20,7 @@ const call = {
 };
 const answer = { ok: true, status: 200, headers: [['Content-Type', 'application/json']], body: 'inline' };
 
-/** Each variant of a well-formed value, and what it becomes; `undefined` deletes the member. */
+/** Variants of a well-formed value: each change's members replace the value's, `'<delete>'` removes one. */
 function variants(base: Record<string, unknown>, changes: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
   return changes.map((change) => {
     const value: Record<string, unknown> = { ...base, ...change };
