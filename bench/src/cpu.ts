@@ -43,7 +43,8 @@ export type ProcessGroups = Record<string, Array<number | undefined>>;
 
 /**
  * Runs `work` and answers each group's CPU in µs per call over it (`calls` from its result), and
- * the whole machine's as `machine`, or undefined where `/proc` is not there. On a shared machine,
+ * the whole machine's as `machine` where `/proc/stat` is readable, or undefined where `/proc` is
+ * not there. On a shared machine,
  * throughput drifts with whatever else runs; the CPU each process spends per call drifts much
  * less. At saturation, throughput goes as the inverse of the machine's CPU per call: the load
  * generator, the upstream and the NATS server count there too.
@@ -67,7 +68,6 @@ export async function cpuPerCall<T>(groups: ProcessGroups, work: () => Promise<T
     }
     usPerCall[name] = (spent * 1e6) / count;
   }
-  if (machineBefore === undefined || machineAfter === undefined) return { result, usPerCall: undefined };
-  usPerCall['machine'] = ((machineAfter - machineBefore) * 1e6) / count;
+  if (machineBefore !== undefined && machineAfter !== undefined) usPerCall['machine'] = ((machineAfter - machineBefore) * 1e6) / count;
   return { result, usPerCall };
 }
