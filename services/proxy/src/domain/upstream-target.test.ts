@@ -89,3 +89,36 @@ describe('targetUrl', () => {
     expect(code(() => targetUrl(meta('x', 'https://eu.example.com'), bare))).toBe('upstream_not_allowed');
   });
 });
+
+describe('targetUrl, one parse', () => {
+  /** What the URL setters make of the same base, path and query: the target's meaning before it was built in one parse. */
+  const bySetters = (base: string, path: string, query: string) => {
+    const url = new URL(base);
+    const basePath = url.pathname.replace(/\/+$/, '');
+    url.pathname = `${basePath}/${checkedPath(path)}`;
+    if (query) url.search = query;
+    return url.toString();
+  };
+  const paths = ['items', 'a b/ü/€', 'a%20b/%C3%BC', 'x\\y', 'a//b/', '"<>`{}|^', "'!$&()*+,;=:@", 'dots.json', '.well-known/x', 'a/b%2Fc', '[x]', '100%25'];
+  const queries = ['', 'a=1&b=2', 'q=a b&ü=€', 'x=%41&y="<>"', '=&&=', 'a=1#not-a-fragment'];
+  const bases = ['https://api.example.com/v2', 'https://api.example.com/v2/', 'https://api.example.com', 'http://127.0.0.1:8080/base//', 'https://[::1]:8443/v1', 'https://api.example.com/v2?fixed=1'];
+
+  it('builds the URL the setters build, for every path, query and base', () => {
+    for (const base of bases) {
+      for (const path of paths) {
+        for (const query of queries) {
+          const url = targetUrl({ ...meta(path, undefined, query) }, { ...credentials, base_url: base });
+          expect([base, path, query, url.toString()]).toEqual([base, path, query, bySetters(base, path, query)]);
+        }
+      }
+    }
+  });
+
+  it('checks each base it is given, not only the first', () => {
+    expect(targetUrl(meta('x'), credentials).host).toBe('api.example.com');
+    expect(code(() => targetUrl(meta('x'), { ...credentials, base_url: 'ftp://api.example.com' }))).toBe('upstream_not_allowed');
+    expect(code(() => targetUrl(meta('x'), { ...credentials, base_url: 'https://u:p@api.example.com' }))).toBe('invalid_headers');
+    expect(code(() => targetUrl(meta('x'), { ...credentials, base_url: 'not a url' }))).toBe('invalid_headers');
+    expect(targetUrl(meta('x'), credentials).toString()).toBe('https://api.example.com/v2/x');
+  });
+});

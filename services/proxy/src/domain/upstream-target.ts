@@ -63,30 +63,41 @@ export function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials)
   const override = meta.base_url_override;
   const base = override ?? credentials.base_url;
   if (!base) throw new AppError('invalid_headers', `Provider "${credentials.provider}" has no API base URL: send Base-Url-Override`);
-  let baseUrl: URL;
-  try {
-    baseUrl = new URL(base);
-  } catch {
-    throw new AppError('invalid_headers', 'The upstream URL is not valid');
-  }
-  if (baseUrl.protocol !== 'http:' && baseUrl.protocol !== 'https:') throw new AppError('upstream_not_allowed', 'Only http and https upstreams are allowed');
-  if (baseUrl.username || baseUrl.password) throw new AppError('invalid_headers', 'The upstream URL may not hold user information');
+  const { url: baseUrl, path: basePath } = parsedBase(base);
   if (override !== undefined) checkOverride(baseUrl, credentials);
 
   // A function's endpoint may carry its own query (`/items?limit=2`); the caller's query wins.
   const queryAt = meta.path.indexOf('?');
   const path = queryAt < 0 ? meta.path : meta.path.slice(0, queryAt);
   const query = meta.query || (queryAt < 0 ? '' : meta.path.slice(queryAt + 1));
-  const basePath = baseUrl.pathname.replace(/\/+$/, '');
-  baseUrl.pathname = `${basePath}/${checkedPath(path)}`;
+  // One parse of the whole target, read as the URL setters read a path and a query: the path
+  // holds no `?` or `#` (split off, or refused), and a `#` in the query is the query's (encoded).
+  const search = query ? `?${query.includes('#') ? query.replaceAll('#', '%23') : query}` : baseUrl.search;
+  const url = new URL(`${baseUrl.origin}${basePath}/${checkedPath(path)}${search}`);
   // Defence in depth: whatever the parser made of the path, it is still under the base path.
-  if (!baseUrl.pathname.startsWith(`${basePath}/`)) throw new AppError('invalid_uri_params', "The path must stay under the provider's base path");
-  const url = baseUrl;
-  if (query) url.search = query;
+  if (!url.pathname.startsWith(`${basePath}/`)) throw new AppError('invalid_uri_params', "The path must stay under the provider's base path");
   // A caller's parameter named like an injected one goes, as a header would: the provider sees one value, ours.
   for (const name of Object.keys(credentials.query)) url.searchParams.delete(name);
   for (const [name, value] of Object.entries(credentials.query)) url.searchParams.append(name, value);
   return url;
+}
+
+/** The last base URL parsed and checked, kept: most calls go to the base of the call before. */
+let lastBase: { text: string; url: URL; path: string } | undefined;
+
+/** A base URL, parsed and checked (http or https, no user information), and its path without trailing slashes. */
+function parsedBase(base: string): { url: URL; path: string } {
+  if (lastBase?.text === base) return lastBase;
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    throw new AppError('invalid_headers', 'The upstream URL is not valid');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new AppError('upstream_not_allowed', 'Only http and https upstreams are allowed');
+  if (url.username || url.password) throw new AppError('invalid_headers', 'The upstream URL may not hold user information');
+  lastBase = { text: base, url, path: url.pathname.replace(/\/+$/, '') };
+  return lastBase;
 }
 
 function checkOverride(override: URL, credentials: ProxyCredentials): void {
