@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Operation, OperationPage } from '@latchkey/contracts';
+import { OPERATION_PAGE_BYTES_MAX, type Operation, type OperationPage } from '@latchkey/contracts';
 import { createOperationLog, isoTime, newOperationId, operationsOfPages, traceIdOf, type RecordedOperation } from './operation-recorder.js';
 
 const quiet = { warn: () => undefined };
@@ -71,6 +71,25 @@ describe('the operation log', () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
     await log.flush();
     expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(20);
+  });
+
+  it('splits a page whose UTF-8 passes the page bound, each half with its own lowest id, nothing lost or reordered', async () => {
+    const sent: OperationPage[][] = [];
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, send: async (pages) => void sent.push(pages) });
+    // Three bytes to a character: a batch at its character bound is over the page bound in bytes.
+    // Started in reverse order, so a page's lowest id is not its first entry's.
+    const wide = (n: number) => ({ ...proxyCall(999 - n), proxy: { method: 'GET', path: `/${n}/${'€'.repeat(3_000)}` } });
+    for (let n = 0; n < 150; n++) log.record(wide(n));
+    await log.flush();
+    const pages = sent.flat();
+    expect(pages.length).toBeGreaterThan(sent.length);
+    for (const page of pages) {
+      const operations = operationsOfPages([page]);
+      expect(Buffer.byteLength(JSON.stringify(operations))).toBeLessThanOrEqual(OPERATION_PAGE_BYTES_MAX);
+      expect(operations).toHaveLength(page.n);
+      expect(page.first_id).toBe(operations.map((operation) => operation.id).sort()[0]);
+    }
+    expect(operationsOfPages(pages).map((operation) => Number(operation.proxy?.path.split('/')[1]))).toEqual([...Array(150).keys()]);
   });
 
   it('holds at most maxBuffered operations, dropping and counting the rest, and never waits on a slow send', async () => {

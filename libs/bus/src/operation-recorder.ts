@@ -20,7 +20,10 @@ export interface OperationRecorderOptions {
   flushMs?: number;
   /** A batch leaves as soon as it holds this many. */
   maxBatch?: number;
-  /** A batch leaves as soon as its operations' JSON holds this many characters. */
+  /**
+   * A batch leaves as soon as its operations' JSON holds this many characters (at most
+   * `OPERATION_PAGE_BYTES_MAX`; a page whose UTF-8 is larger is sent as two).
+   */
   maxBatchChars?: number;
   /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
   maxBuffered?: number;
@@ -115,6 +118,29 @@ interface PageInProgress {
   ops: string[];
 }
 
+/** Where an entry's id sits in its JSON text: `{"id":"` and the id, as `recordFields` writes it. */
+const ID_AT = 7;
+const ID_LENGTH = 9 + PROCESS_TAG.length + 6;
+
+/**
+ * A page's JSON array, or, when its UTF-8 is over `OPERATION_PAGE_BYTES_MAX`, the texts of its
+ * halves (each with its own lowest id), as often as it takes. Entries are mostly ASCII, so a
+ * page is measured once, as it leaves, rather than each entry as it comes.
+ */
+function pageTexts(page: PageInProgress): Array<{ environment_id: string; first_id: string; n: number; text: string }> {
+  const text = `[${page.ops.join(',')}]`;
+  if (page.ops.length < 2 || Buffer.byteLength(text) <= OPERATION_PAGE_BYTES_MAX) return [{ environment_id: page.environment_id, first_id: page.first_id, n: page.ops.length, text }];
+  const half = page.ops.length >> 1;
+  return [page.ops.slice(0, half), page.ops.slice(half)].flatMap((ops) => {
+    let first = ops[0]!.slice(ID_AT, ID_AT + ID_LENGTH);
+    for (const op of ops) {
+      const id = op.slice(ID_AT, ID_AT + ID_LENGTH);
+      if (id < first) first = id;
+    }
+    return pageTexts({ environment_id: page.environment_id, first_id: first, ops });
+  });
+}
+
 /**
  * Records operations off the hot path: each is written as JSON at once (no object of it lives
  * on for the batch's second, which is what the garbage collector pays for) and waits,
@@ -129,10 +155,12 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   // A second: each batch costs a JetStream publish, a deflate, and the gateway and the database
   // an insert, whatever it holds; under load the size bounds send it sooner.
   const flushMs = options.flushMs ?? 1000;
-  const maxBatch = Math.min(options.maxBatch ?? 500, OPERATIONS_PER_BATCH_MAX);
-  // A page is at most a batch, plus the operation that filled it: within the page bound even at
-  // three bytes per character.
-  const maxBatchChars = Math.min(options.maxBatchChars ?? 128 * 1024, OPERATION_PAGE_BYTES_MAX / 4);
+  // As large as a batch may be: each costs the same whatever it holds. A page is at most a batch,
+  // plus the operation that filled it; one whose UTF-8 passes the page bound (characters beyond
+  // ASCII take two to four bytes) is split as it leaves. Half the page bound in characters keeps
+  // a batch of poorly compressing entries well inside a NATS message.
+  const maxBatch = Math.min(options.maxBatch ?? OPERATIONS_PER_BATCH_MAX, OPERATIONS_PER_BATCH_MAX);
+  const maxBatchChars = Math.min(options.maxBatchChars ?? OPERATION_PAGE_BYTES_MAX / 2, OPERATION_PAGE_BYTES_MAX);
   const maxBuffered = options.maxBuffered ?? 10_000;
   let pages = new Map<string, PageInProgress>();
   /** The page the last operation went to, while it waits (`sendWaiting` forgets it), and its second. */
@@ -168,7 +196,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     const task = (async () => {
       try {
         const batch = await Promise.all(
-          made.map(async ({ environment_id, first_id, ops }) => ({ environment_id, first_id, n: ops.length, deflated: (await deflate(`[${ops.join(',')}]`, { level: 1 })).toString('base64') })),
+          made.flatMap(pageTexts).map(async ({ environment_id, first_id, n, text }) => ({ environment_id, first_id, n, deflated: (await deflate(text, { level: 1 })).toString('base64') })),
         );
         await options.send(batch);
         stats.sent += count;
