@@ -189,7 +189,8 @@ export function proxyRequestHandler(deps: ProxyDeps) {
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       }
       upstreamStatus = response.status;
-      await reply(deps, call, credentials, response);
+      const replying = reply(deps, call, credentials, response);
+      if (replying !== undefined) await replying;
       recordCall(deps, meta, startedAt, { upstreamStatus });
     } catch (error) {
       const appError = toAppError(error);
@@ -200,7 +201,12 @@ export function proxyRequestHandler(deps: ProxyDeps) {
   };
 }
 
-async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCredentials, response: UpstreamResponse): Promise<void> {
+/**
+ * Sends the answer. A body that had ended within the inline limit by the time the headers were
+ * read (most do) goes at once, and nothing is returned: no promise made or awaited for it.
+ * Otherwise the promise of the rest, read ahead, inline or streamed.
+ */
+function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCredentials, response: UpstreamResponse): Promise<void> | undefined {
   const { meta } = call;
   const decompress = meta.decompress ?? credentials.decompress;
   const decoder = decompress ? decoderFor(response.header('content-encoding')) : undefined;
@@ -211,8 +217,19 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
   });
   if (meta.method === 'HEAD') {
     call.respond({ ok: true, status: response.status, headers, body: 'inline' }, new Uint8Array(0));
-    return;
+    return undefined;
   }
+  const whole = decoder ? undefined : response.takeComplete(deps.bus.inlineLimit);
+  if (whole !== undefined) {
+    call.respond({ ok: true, status: response.status, headers, body: 'inline' }, inlineBody(whole));
+    return undefined;
+  }
+  return replyRead(deps, call, response, headers, decoder);
+}
+
+const inlineBody = (chunks: Uint8Array[]) => (chunks.length === 1 ? chunks[0]! : chunks.length === 0 ? new Uint8Array(0) : Buffer.concat(chunks));
+
+async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: UpstreamResponse, headers: Array<[string, string]>, decoder: NodeJS.ReadWriteStream | undefined): Promise<void> {
   const read = decoder ? decodedReader(response, decoder) : () => response.read();
 
   // Read ahead up to the inline limit: most answers end there and ride in the reply.
@@ -224,8 +241,7 @@ async function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: Prox
     throw brokenOff();
   }
   if (head.complete) {
-    const { chunks } = head;
-    call.respond({ ok: true, status: response.status, headers, body: 'inline' }, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    call.respond({ ok: true, status: response.status, headers, body: 'inline' }, inlineBody(head.chunks));
     return;
   }
   const rest = (async function* () {

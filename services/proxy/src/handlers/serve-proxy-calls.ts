@@ -63,8 +63,10 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
         };
         const requestId = requestIdFrom(parsed.meta.request_id);
         const handled = runWithContext({ requestId }, tracingEnabled() ? () => inCallerTrace(parsed.meta, () => handle(call)) : () => handle(call));
-        const task = handled.finally(() => inFlight.delete(task));
-        inFlight.add(task);
+        // Not `finally`: that makes three promises where this makes one.
+        const settled = () => inFlight.delete(handled);
+        inFlight.add(handled);
+        void handled.then(settled, settled);
       }
     },
     { queue: 'proxy' },

@@ -57,6 +57,11 @@ export interface UpstreamResponse {
    * and takes what came: most answers are small and whole by then. Reading goes on with `read`.
    */
   readAhead(limit: number): Promise<{ chunks: Uint8Array[]; complete: boolean }>;
+  /**
+   * The whole body, taken at once, when it has already ended within `limit` bytes (most small
+   * answers have by the time their headers are read); otherwise undefined, and nothing taken.
+   */
+  takeComplete(limit: number): Uint8Array[] | undefined;
   /** Drops the rest of the body (the connection stays reusable). */
   discard(): void;
   /** Gives up on the response and its connection. */
@@ -126,6 +131,10 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
           resumeSocket?.();
         }
         return new Promise((resolveAhead, rejectAhead) => (ahead = { limit, resolve: resolveAhead, reject: rejectAhead }));
+      },
+      takeComplete(limit) {
+        if (!ended || failure || buffered > limit) return undefined;
+        return takeAhead(true).chunks;
       },
       read() {
         const chunk = chunks.shift();
