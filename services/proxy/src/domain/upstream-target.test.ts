@@ -107,7 +107,7 @@ describe('targetUrl, one parse', () => {
     for (const base of bases) {
       for (const path of paths) {
         for (const query of queries) {
-          const url = targetUrl({ ...meta(path, undefined, query) }, { ...credentials, base_url: base });
+          const url = targetUrl(meta(path, undefined, query), { ...credentials, base_url: base });
           expect([base, path, query, url.toString()]).toEqual([base, path, query, bySetters(base, path, query)]);
         }
       }
