@@ -22,7 +22,7 @@ export interface OperationRecorderOptions {
   maxBatch?: number;
   /**
    * A batch leaves as soon as its operations' JSON holds this many characters (at most
-   * `OPERATION_PAGE_BYTES_MAX`; a page whose UTF-8 is larger is sent as two).
+   * `OPERATION_PAGE_BYTES_MAX`; a page whose UTF-8 is larger is sent in halves).
    */
   maxBatchChars?: number;
   /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
@@ -59,20 +59,23 @@ export interface OperationLog {
 /** Random per process: two processes never make the same id. */
 const PROCESS_TAG = randomBytes(6).toString('base64url');
 let sequence = 0;
+/** An id's start time and counter, base 36, each of fixed width. */
+const TIME_DIGITS = 9;
+const COUNTER_DIGITS = 6;
 
 /**
  * A time-ordered, unique id: its start time (base 36, 9 characters: the gateway pages by it),
  * this process's tag and a counter. A batch delivered twice is then stored once.
  */
 export function newOperationId(now = Date.now()): string {
-  sequence = (sequence + 1) % 36 ** 6;
+  sequence = (sequence + 1) % 36 ** COUNTER_DIGITS;
   const ms = Math.max(0, Math.floor(now));
   // Operations come many to a millisecond: its prefix is written once.
   if (ms !== idPrefixMs) {
     idPrefixMs = ms;
-    idPrefix = `${ms.toString(36).padStart(9, '0')}${PROCESS_TAG}`;
+    idPrefix = `${ms.toString(36).padStart(TIME_DIGITS, '0')}${PROCESS_TAG}`;
   }
-  return `${idPrefix}${sequence.toString(36).padStart(6, '0')}`;
+  return `${idPrefix}${sequence.toString(36).padStart(COUNTER_DIGITS, '0')}`;
 }
 let idPrefixMs = -1;
 let idPrefix = '';
@@ -120,7 +123,7 @@ interface PageInProgress {
 
 /** Where an entry's id sits in its JSON text: `{"id":"` and the id, as `recordFields` writes it. */
 const ID_AT = 7;
-const ID_LENGTH = 9 + PROCESS_TAG.length + 6;
+const ID_LENGTH = TIME_DIGITS + PROCESS_TAG.length + COUNTER_DIGITS;
 
 /**
  * A page's JSON array, or, when its UTF-8 is over `OPERATION_PAGE_BYTES_MAX`, the texts of its

@@ -227,7 +227,7 @@ function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCrede
   return replyRead(deps, call, response, headers, decoder);
 }
 
-const inlineBody = (chunks: Uint8Array[]) => (chunks.length === 1 ? chunks[0]! : chunks.length === 0 ? new Uint8Array(0) : Buffer.concat(chunks));
+const inlineBody = (chunks: Uint8Array[]) => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
 
 async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: UpstreamResponse, headers: Array<[string, string]>, decoder: NodeJS.ReadWriteStream | undefined): Promise<void> {
   const read = decoder ? decodedReader(response, decoder) : () => response.read();
