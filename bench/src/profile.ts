@@ -5,7 +5,7 @@ import { join } from 'node:path';
 interface CpuProfile {
   /** µs on the monotonic clock (`process.hrtime`'s, in µs), as are the samples' times. */
   startTime: number;
-  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number } }>;
+  nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }>;
   samples: number[];
   timeDeltas: number[];
 }
@@ -18,7 +18,7 @@ export function areaOf(url: string, functionName: string): string {
   if (url.startsWith('node:')) return `node: ${url.slice(5).split('/')[0]}`;
   const inPackage = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (inPackage) return `npm: ${inPackage[1]}`;
-  const ours = /\/(services|libs|packages)\/([^/]+)\//.exec(url);
+  const ours = /\/(services|libs|packages|bench)\/([^/]+)\//.exec(url);
   if (ours) return `${ours[1]}/${ours[2]}`;
   return 'other';
 }
@@ -28,7 +28,21 @@ export interface ProfileSummary {
   busyUs: number;
   areas: Array<{ area: string; us: number }>;
   functions: Array<{ name: string; area: string; us: number }>;
+  /**
+   * The same time by the function of ours nearest the top of each sample's stack, with whatever
+   * it called (node's socket writes, JSON, a package): what each step of a call costs in all.
+   * Time with no function of ours on the stack (timers and I/O callbacks of node and of the
+   * packages, V8's own work) is listed by the area its sample fell in.
+   */
+  owners: Array<{ name: string; us: number }>;
 }
+
+/** Whether a script is the project's own code, not node's or a package's. */
+const isOurs = (url: string) => /\/(services|libs|packages|bench)\/[^/]+\//.test(url) && !url.includes('/node_modules/');
+const shortName = (frame: { functionName: string; url: string; lineNumber: number }) => {
+  const where = frame.url ? `${frame.url.replace(/^.*\/(services|libs|packages|bench|node_modules)\//, '$1/')}:${frame.lineNumber + 1}` : '';
+  return `${frame.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
+};
 
 /** A span of the monotonic clock, in µs (`process.hrtime.bigint() / 1000n`). */
 export interface Window {
@@ -44,10 +58,24 @@ export interface Window {
 export function summarizeProfiles(dir: string, prefix: string, window: Window): ProfileSummary {
   const areas = new Map<string, number>();
   const functions = new Map<string, { name: string; area: string; us: number }>();
+  const owners = new Map<string, number>();
   let busyUs = 0;
   for (const file of readdirSync(dir).filter((name) => name.startsWith(prefix) && name.endsWith('.cpuprofile'))) {
     const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
     const byId = new Map(profile.nodes.map((node) => [node.id, node.callFrame]));
+    const parentOf = new Map<number, number>();
+    for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+    // Each node's owner once: the nearest frame of ours at or above it, if any.
+    const ownerOf = new Map<number, string | null>();
+    const owner = (id: number): string | null => {
+      const known = ownerOf.get(id);
+      if (known !== undefined) return known;
+      const frame = byId.get(id)!;
+      const parent = parentOf.get(id);
+      const found = isOurs(frame.url) ? shortName(frame) : parent === undefined ? null : owner(parent);
+      ownerOf.set(id, found);
+      return found;
+    };
     // Sample i was taken at startTime + the deltas up to i, and lasted until the next one.
     let at = profile.startTime;
     for (let i = 0; i < profile.samples.length; i++) {
@@ -59,8 +87,9 @@ export function summarizeProfiles(dir: string, prefix: string, window: Window): 
       const area = areaOf(frame.url, frame.functionName);
       busyUs += us;
       areas.set(area, (areas.get(area) ?? 0) + us);
-      const where = frame.url ? `${frame.url.replace(/^.*\/(services|libs|packages|node_modules)\//, '$1/')}:${frame.lineNumber + 1}` : '';
-      const name = `${frame.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;
+      const name = shortName(frame);
+      const ownedBy = owner(profile.samples[i]!) ?? `(no function of ours on the stack: ${area})`;
+      owners.set(ownedBy, (owners.get(ownedBy) ?? 0) + us);
       const entry = functions.get(name) ?? { name, area, us: 0 };
       entry.us += us;
       functions.set(name, entry);
@@ -71,6 +100,7 @@ export function summarizeProfiles(dir: string, prefix: string, window: Window): 
     busyUs,
     areas: byTime([...areas].map(([area, us]) => ({ area, us }))),
     functions: byTime([...functions.values()]),
+    owners: byTime([...owners].map(([name, us]) => ({ name, us }))),
   };
 }
 
@@ -90,6 +120,9 @@ export function formatProfile(title: string, summary: ProfileSummary, calls: num
     '',
     `${'µs/call'.padStart(7)}  ${'share'.padStart(6)}  function (the ${top} busiest)`,
     ...summary.functions.slice(0, top).map(({ name, us }) => `${perCall(us)}  ${share(us)}  ${name}`),
+    '',
+    `${'µs/call'.padStart(7)}  ${'share'.padStart(6)}  function of ours, with all it called (the ${top} busiest)`,
+    ...summary.owners.slice(0, top).map(({ name, us }) => `${perCall(us)}  ${share(us)}  ${name}`),
   ];
   return lines.join('\n');
 }
