@@ -38,6 +38,12 @@ beforeAll(async () => {
   custom = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      if (req.url === '/own-limits') {
+        // A provider that sends a rate-limit header under the gateway's own name.
+        res.writeHead(200, { 'X-RateLimit-Limit': '77', 'content-type': 'text/plain' });
+        res.end('limited');
+        return;
+      }
       res.writeHead(201, { 'content-type': 'application/octet-stream', 'x-custom': 'yes', 'set-cookie': ['a=1', 'b=2'] });
       res.end(binary);
     });
@@ -141,6 +147,32 @@ describe('the proxy', () => {
     expect(response.headers.get('x-custom')).toBe('yes');
     expect(response.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
     expect(Buffer.from(await response.arrayBuffer()).equals(binary)).toBe(true);
+  });
+
+  it("sends the gateway's request id and rate limit with the provider's headers; a provider's header of the same name wins", async () => {
+    const response = await proxy('/anything', { headers: { 'base-url-override': customUrl, 'x-request-id': 'proxied-call-1' } });
+    expect(response.status).toBe(201);
+    expect(response.headers.get('x-request-id')).toBe('proxied-call-1');
+    expect(Number(response.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0);
+    expect(Number(response.headers.get('x-ratelimit-remaining'))).toBeGreaterThanOrEqual(0);
+    expect(Number(response.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
+    expect(response.headers.get('x-custom')).toBe('yes');
+    await response.arrayBuffer();
+
+    const own = await proxy('/own-limits', { headers: { 'base-url-override': customUrl } });
+    expect(own.status).toBe(200);
+    expect(own.headers.get('x-ratelimit-limit')).toBe('77');
+    expect(own.headers.get('x-ratelimit-remaining')).not.toBeNull();
+    expect(own.headers.get('x-request-id')).not.toBeNull();
+    expect(await own.text()).toBe('limited');
+  });
+
+  it('answers an error with the request id and rate limit headers', async () => {
+    const response = await proxy('/anything', { headers: { 'base-url-override': customUrl, retries: 'many', 'x-request-id': 'proxied-call-2' } });
+    expect(response.status).toBe(400);
+    expect(response.headers.get('x-request-id')).toBe('proxied-call-2');
+    expect(response.headers.get('x-ratelimit-limit')).not.toBeNull();
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('invalid_headers');
   });
 
   it('retries only when asked: 503, 503, 200 with Retries: 3, and 503 after one try without', async () => {

@@ -8,6 +8,7 @@ import type { KeyCheck } from '../domain/authenticate-key.js';
 import type { RateLimitDecision } from '../domain/rate-limiter.js';
 import { clientAddress, clientBucket } from './client-address.js';
 import type { GatewayDeps } from './deps.js';
+import type { HeaderSink } from './own-headers.js';
 import { countAuthBlocked, countRateLimited } from './request-metrics.js';
 
 /** The bearer token of a request, or the documented 401. */
@@ -21,13 +22,14 @@ export function bearerToken(req: IncomingMessage): string {
 
 /**
  * API-key routes: the key (from memory on the hot path), the account's rate limit, then the
- * route's scope. Every authenticated response carries the X-RateLimit-* headers, refusals too.
- * Synchronous while the key is cached and the replica holds rate-limit tokens.
+ * route's scope. Every authenticated response carries the X-RateLimit-* headers, refusals too:
+ * they go to `res`, the response or a bare route's own headers. Synchronous while the key is
+ * cached and the replica holds rate-limit tokens.
  */
 export function authorize(
   deps: Pick<GatewayDeps, 'authenticateKey' | 'rateLimiter' | 'lastUsed' | 'config'>,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: HeaderSink,
   scope: Scope | readonly Scope[],
 ): ResolvedKey | Promise<ResolvedKey> {
   const checked = deps.authenticateKey(bearerToken(req), () => clientBucket(clientAddress(req, deps.config.TRUSTED_PROXY_HOPS)), req.socket);
@@ -37,7 +39,7 @@ export function authorize(
 
 function admit(
   deps: Pick<GatewayDeps, 'rateLimiter' | 'lastUsed'>,
-  res: ServerResponse,
+  res: HeaderSink,
   check: KeyCheck,
   scope: Scope | readonly Scope[],
 ): ResolvedKey | Promise<ResolvedKey> {
@@ -54,7 +56,7 @@ function admit(
   return enforce(res, key, scope, decision);
 }
 
-function enforce(res: ServerResponse, key: ResolvedKey, scope: Scope | readonly Scope[], decision: RateLimitDecision): ResolvedKey {
+function enforce(res: HeaderSink, key: ResolvedKey, scope: Scope | readonly Scope[], decision: RateLimitDecision): ResolvedKey {
   res.setHeader('X-RateLimit-Limit', decision.limit);
   res.setHeader('X-RateLimit-Remaining', decision.remaining);
   res.setHeader('X-RateLimit-Reset', decision.resetAt);

@@ -5,6 +5,7 @@ import type { ConnectSession, Scope } from '@latchkey/contracts';
 import type { ErrorCode } from '@latchkey/errors';
 import type { ResolvedKey } from '../domain/key-cache.js';
 import type { GatewayDeps } from './deps.js';
+import type { OwnHeaders } from './own-headers.js';
 
 type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
 
@@ -109,8 +110,9 @@ export type AnyRoute = RouteDefinition<any, any, any>;
  * `prefix`, any method, behind an API key with `scope` (or public, as provider webhooks are).
  * Same request ids, key, rate limit, scope check and error envelope as every other route; no
  * express routing, parsing or response helpers, which cost a third of the gateway's time on the
- * proxy path. The handler writes the whole response, and answers paths or methods under its
- * prefix that it does not serve with `route_not_found`, as express would.
+ * proxy path. The handler writes the whole response, the gateway's own headers (`ownHeaders`:
+ * request id, rate limit) with its own, and answers paths or methods under its prefix that it
+ * does not serve with `route_not_found`, as express would.
  */
 export type BareRoute = {
   /** The paths under `prefix` the route serves, as the API reference names them. */
@@ -120,13 +122,13 @@ export type BareRoute = {
       prefix: string;
       auth?: 'api_key';
       scope: Scope;
-      handler: (ctx: { deps: GatewayDeps; key: ResolvedKey; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
+      handler: (ctx: { deps: GatewayDeps; key: ResolvedKey; req: IncomingMessage; res: ServerResponse; ownHeaders: OwnHeaders }) => Promise<void>;
     }
   | {
       prefix: string;
       auth: 'public';
       scope: null;
-      handler: (ctx: { deps: GatewayDeps; req: IncomingMessage; res: ServerResponse }) => Promise<void>;
+      handler: (ctx: { deps: GatewayDeps; req: IncomingMessage; res: ServerResponse; ownHeaders: OwnHeaders }) => Promise<void>;
     }
 );
 

@@ -1,11 +1,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppError } from '@latchkey/errors';
-import { runWithContext } from '@latchkey/logger';
+import { requestIdFrom, runWithContext } from '@latchkey/logger';
 import { nameServerSpan } from '@latchkey/tracing';
 import { authorize } from './authenticate.js';
 import type { BareRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
 import { sendError } from './errors.js';
+import { OwnHeaders } from './own-headers.js';
 import { bareRouteMetrics, timeResponse } from './request-metrics.js';
 import { assignRequestId } from './request-id.js';
 
@@ -37,7 +38,8 @@ function pathDecodes(url: string): boolean {
  * The server's request listener: a malformed path refused first, then bare routes, by prefix, and everything else to the
  * express app. A bare route gets what the express stack gives every route: the request id
  * (echoed, and carried in async context into logs and NATS hops), the API key, the rate limit,
- * the scope check (unless the route is public), and errors in the one envelope.
+ * the scope check (unless the route is public), and errors in the one envelope. The headers these
+ * add wait in `OwnHeaders` for the handler's `writeHead`, or for the error answer.
  */
 export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[], deps: GatewayDeps): RequestListener {
   const observers = routes.map((route) => bareRouteMetrics(route.doc.path, route.doc.methods));
@@ -57,15 +59,23 @@ export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[
     }
     nameServerSpan(req.method ?? 'GET', `${route.prefix}/*`);
     timeResponse(res, observers[index]!(req));
-    runWithContext({ requestId: assignRequestId(req, res) }, () => {
-      const fail = (error: unknown) => sendError(deps.logger, error, req, res);
+    const requestId = requestIdFrom(req.headers['x-request-id']);
+    const ownHeaders = new OwnHeaders().setHeader('X-Request-Id', requestId);
+    runWithContext({ requestId }, () => {
+      const fail = (error: unknown) => {
+        if (!res.headersSent) ownHeaders.applyTo(res);
+        sendError(deps.logger, error, req, res);
+      };
       try {
         if (route.auth === 'public') {
-          route.handler({ deps, req, res }).catch(fail);
+          route.handler({ deps, req, res, ownHeaders }).catch(fail);
           return;
         }
-        const key = authorize(deps, req, res, route.scope);
-        const done = key instanceof Promise ? key.then((resolved) => route.handler({ deps, key: resolved, req, res })) : route.handler({ deps, key, req, res });
+        const key = authorize(deps, req, ownHeaders, route.scope);
+        const done =
+          key instanceof Promise
+            ? key.then((resolved) => route.handler({ deps, key: resolved, req, res, ownHeaders }))
+            : route.handler({ deps, key, req, res, ownHeaders });
         done.catch(fail);
       } catch (error) {
         fail(error);

@@ -72,6 +72,9 @@ function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
   return headers;
 }
 
+/** Whether an answer of this status carries a body (RFC 9110 §6.4.1): not 1xx, 204 or 304. */
+const hasBody = (status: number) => status >= 200 && status !== 204 && status !== 304;
+
 async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>): Promise<void> {
   for await (const chunk of chunks) {
     if (res.destroyed) break;
@@ -111,7 +114,7 @@ export const proxyRequest = defineBareRoute({
       'payload_too_large',
     ],
   },
-  handler: async ({ deps, key, req, res }) => {
+  handler: async ({ deps, key, req, res, ownHeaders }) => {
     const settings = configuration(req);
     const url = req.url ?? '/proxy';
     const queryAt = url.indexOf('?');
@@ -127,16 +130,13 @@ export const proxyRequest = defineBareRoute({
     const body = req.method === 'GET' || req.method === 'HEAD' ? new Uint8Array(0) : (req as AsyncIterable<Uint8Array>);
     const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.config.PROXY_TIMEOUT_MS });
 
-    const grouped = new Map<string, { name: string; values: string[] }>();
-    for (const [name, value] of reply.headers) {
-      const entry = grouped.get(name.toLowerCase());
-      if (entry) entry.values.push(value);
-      else grouped.set(name.toLowerCase(), { name, values: [value] });
-    }
-    for (const { name, values } of grouped.values()) res.setHeader(name, values.length === 1 ? values[0]! : values);
-    res.statusCode = reply.status;
-    if (reply.inline) {
-      res.end(reply.inline);
+    // The provider's headers as they came, after ours; a whole body's length as node would add it
+    // (not for HEAD, whose headers describe the body a GET would have).
+    const { inline } = reply;
+    const bodyLength = inline && req.method !== 'HEAD' && hasBody(reply.status) ? inline.length : undefined;
+    res.writeHead(reply.status, ownHeaders.with(reply.headers, bodyLength));
+    if (inline) {
+      res.end(inline);
     } else {
       const stream = reply.chunks();
       res.once('close', () => void stream.return(undefined));

@@ -86,7 +86,7 @@ export const receiveWebhook = defineBareRoute({
     answer: z.object({ success: z.literal(true) }),
     errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large'],
   },
-  handler: async ({ deps, req, res }) => {
+  handler: async ({ deps, req, res, ownHeaders }) => {
     const url = req.url ?? '/';
     const queryAt = url.indexOf('?');
     const path = queryAt === -1 ? url : url.slice(0, queryAt);
@@ -109,7 +109,7 @@ export const receiveWebhook = defineBareRoute({
       body_base64: body.toString('base64'),
       received_at: new Date().toISOString(),
     });
-    res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': ACCEPTED.length });
+    res.writeHead(200, ownHeaders.with([['Content-Type', 'application/json; charset=utf-8']], ACCEPTED.length));
     res.end(ACCEPTED);
   },
 });
