@@ -61,10 +61,10 @@ describe('the operation log', () => {
     expect(operationsOfPages(pages).map((operation) => operation.proxy?.path).sort()).toEqual(['/items/0', '/items/10', '/items/1500', '/items/20', '/items/400']);
   });
 
-  it('sends a batch once its entries reach maxBatchBytes', async () => {
+  it('sends a batch once its entries reach maxBatchChars', async () => {
     const sizes: number[] = [];
-    const bytes = Buffer.byteLength(JSON.stringify({ ...proxyCall(0), id: newOperationId() }));
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: bytes * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
+    const chars = JSON.stringify({ ...proxyCall(0), id: newOperationId() }).length;
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchChars: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
     for (let n = 0; n < 20; n++) log.record(proxyCall(n));
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(sizes.length).toBeGreaterThanOrEqual(4);
@@ -75,10 +75,9 @@ describe('the operation log', () => {
 
   it('splits a page whose UTF-8 passes the page bound, each half with its own lowest id, nothing lost or reordered', async () => {
     const sent: OperationPage[][] = [];
-    // A batch bound at the page bound: the entry that fills a batch takes its page past the bound.
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: OPERATION_PAGE_BYTES_MAX, send: async (pages) => void sent.push(pages) });
-    // Three bytes to a character, nine kB an entry. Started in reverse order, so a page's lowest
-    // id is not its first entry's.
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, send: async (pages) => void sent.push(pages) });
+    // Three bytes to a character: a batch at its character bound is over the page bound in bytes.
+    // Started in reverse order, so a page's lowest id is not its first entry's.
     const wide = (n: number) => ({ ...proxyCall(999 - n), proxy: { method: 'GET', path: `/${n}/${'€'.repeat(3_000)}` } });
     for (let n = 0; n < 150; n++) log.record(wide(n));
     await log.flush();

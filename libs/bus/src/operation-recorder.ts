@@ -21,10 +21,10 @@ export interface OperationRecorderOptions {
   /** A batch leaves as soon as it holds this many. */
   maxBatch?: number;
   /**
-   * A batch leaves as soon as its operations' JSON holds this many bytes (UTF-8; at most
-   * `OPERATION_PAGE_BYTES_MAX`; a page that passes the bound with its last entry is sent in halves).
+   * A batch leaves as soon as its operations' JSON holds this many characters (at most
+   * `OPERATION_PAGE_BYTES_MAX`; a page whose UTF-8 is larger is sent in halves).
    */
-  maxBatchBytes?: number;
+  maxBatchChars?: number;
   /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
   maxBuffered?: number;
 }
@@ -115,89 +115,41 @@ export function operationsOfPages(pages: readonly OperationPage[]): Operation[] 
   return pages.flatMap((page) => JSON.parse(inflateRawSync(Buffer.from(page.deflated, 'base64')).toString('utf8')) as Operation[]);
 }
 
-/**
- * A page while its batch waits: its entries' JSON as UTF-8, written as each is recorded, each
- * after a comma and the first after `[`, and where each entry ends. An entry is written once,
- * while its text is fresh, and the page keeps bytes, not strings: the entries' texts (ropes of
- * the pieces they were written from) die young, rather than living on for the garbage collector
- * to copy until the batch leaves, and no join or measuring pass is left for sending.
- */
 interface PageInProgress {
   environment_id: string;
   first_id: string;
-  bytes: Buffer;
-  /** Bytes written so far. */
-  length: number;
-  /** The offset just past each entry. */
-  ends: number[];
-}
-
-/** A page's first buffer: most pages hold few entries; a busy one grows by doubling. */
-const PAGE_START_BYTES = 1024;
-
-function appendEntry(page: PageInProgress, text: string): number {
-  // A character is at most three bytes in UTF-8 (a surrogate pair, two characters, four).
-  const room = page.length + 1 + text.length * 3;
-  if (room > page.bytes.length) {
-    const grown = Buffer.allocUnsafe(Math.max(room, page.bytes.length * 2));
-    page.bytes.copy(grown, 0, 0, page.length);
-    page.bytes = grown;
-  }
-  const start = page.length;
-  page.bytes[page.length++] = page.ends.length === 0 ? 0x5b /* [ */ : 0x2c; /* , */
-  page.length += page.bytes.write(text, page.length);
-  page.ends.push(page.length);
-  return page.length - start;
-}
-
-function newPage(environmentId: string, firstId: string): PageInProgress {
-  return { environment_id: environmentId, first_id: firstId, bytes: Buffer.allocUnsafe(PAGE_START_BYTES), length: 0, ends: [] };
+  ops: string[];
 }
 
 /** Where an entry's id sits in its JSON text: `{"id":"` and the id, as `recordFields` writes it. */
 const ID_AT = 7;
 const ID_LENGTH = TIME_DIGITS + PROCESS_TAG.length + COUNTER_DIGITS;
-const CLOSE = Buffer.from(']');
 
 /**
- * A page's JSON array, or, when it is over `OPERATION_PAGE_BYTES_MAX`, its halves (each with its
- * own lowest id, read back from its entries), as often as it takes. `from` and `to` are entry
- * indexes.
+ * A page's JSON array, or, when its UTF-8 is over `OPERATION_PAGE_BYTES_MAX`, the texts of its
+ * halves (each with its own lowest id), as often as it takes. Entries are mostly ASCII, so a
+ * page is measured once, as it leaves, rather than each entry as it comes.
  */
-function pageParts(page: PageInProgress, from = 0, to = page.ends.length): Array<{ environment_id: string; first_id: string; n: number; json: Buffer }> {
-  // Entry i spans (its separator included) from the end of entry i - 1, or 0, to ends[i].
-  const start = from === 0 ? 0 : page.ends[from - 1]!;
-  const end = page.ends[to - 1]!;
-  const n = to - from;
-  // The separator before the part's first entry becomes its `[`; `]` closes it.
-  const size = end - start + 1;
-  if (n < 2 || size <= OPERATION_PAGE_BYTES_MAX) {
-    const json = Buffer.concat([page.bytes.subarray(start, end), CLOSE], size);
-    json[0] = 0x5b;
-    const firstId = from === 0 && to === page.ends.length ? page.first_id : lowestId(page, from, to);
-    return [{ environment_id: page.environment_id, first_id: firstId, n, json }];
-  }
-  const half = from + (n >> 1);
-  return [...pageParts(page, from, half), ...pageParts(page, half, to)];
-}
-
-/** The lowest id of entries `from` to `to`: each id sits `ID_AT` bytes into its entry (ASCII). */
-function lowestId(page: PageInProgress, from: number, to: number): string {
-  let lowest: string | undefined;
-  for (let i = from; i < to; i++) {
-    const at = (i === 0 ? 0 : page.ends[i - 1]!) + 1 + ID_AT;
-    const id = page.bytes.toString('latin1', at, at + ID_LENGTH);
-    if (lowest === undefined || id < lowest) lowest = id;
-  }
-  return lowest!;
+function pageTexts(page: PageInProgress): Array<{ environment_id: string; first_id: string; n: number; text: string }> {
+  const text = `[${page.ops.join(',')}]`;
+  if (page.ops.length < 2 || Buffer.byteLength(text) <= OPERATION_PAGE_BYTES_MAX) return [{ environment_id: page.environment_id, first_id: page.first_id, n: page.ops.length, text }];
+  const half = page.ops.length >> 1;
+  return [page.ops.slice(0, half), page.ops.slice(half)].flatMap((ops) => {
+    let first = ops[0]!.slice(ID_AT, ID_AT + ID_LENGTH);
+    for (const op of ops) {
+      const id = op.slice(ID_AT, ID_AT + ID_LENGTH);
+      if (id < first) first = id;
+    }
+    return pageTexts({ environment_id: page.environment_id, first_id: first, ops });
+  });
 }
 
 /**
  * Records operations off the hot path: each is written as JSON at once (no object of it lives
  * on for the batch's second, which is what the garbage collector pays for) and waits,
  * with the others of its environment and second, as a page; pages leave in batches, deflated
- * (off the event loop), every `flushMs`, or at `maxBatch` operations or `maxBatchBytes`
- * bytes. The buffer is bounded: when the bus is slow or gone, new operations are dropped
+ * (off the event loop), every `flushMs`, or at `maxBatch` operations or `maxBatchChars`
+ * characters. The buffer is bounded: when the bus is slow or gone, new operations are dropped
  * and counted rather than held without end, and a failed batch is dropped too (the log is an
  * aid, not a ledger; the work itself never waits on it). An operation whose environment id no
  * page may name is dropped and counted alone, so it cannot fail its batch.
@@ -211,14 +163,14 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   // ASCII take two to four bytes) is split as it leaves. Half the page bound in characters keeps
   // a batch of poorly compressing entries well inside a NATS message.
   const maxBatch = Math.min(options.maxBatch ?? OPERATIONS_PER_BATCH_MAX, OPERATIONS_PER_BATCH_MAX);
-  const maxBatchBytes = Math.min(options.maxBatchBytes ?? OPERATION_PAGE_BYTES_MAX / 2, OPERATION_PAGE_BYTES_MAX);
+  const maxBatchChars = Math.min(options.maxBatchChars ?? OPERATION_PAGE_BYTES_MAX / 2, OPERATION_PAGE_BYTES_MAX);
   const maxBuffered = options.maxBuffered ?? 10_000;
   let pages = new Map<string, PageInProgress>();
   /** The page the last operation went to, while it waits (`sendWaiting` forgets it), and its second. */
   let lastPage: PageInProgress | undefined;
   let lastSecond = 0;
   let waiting = 0;
-  let waitingBytes = 0;
+  let waitingChars = 0;
   let sending = 0;
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
@@ -242,12 +194,12 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     pages = new Map();
     lastPage = undefined;
     waiting = 0;
-    waitingBytes = 0;
+    waitingChars = 0;
     sending += count;
     const task = (async () => {
       try {
         const batch = await Promise.all(
-          made.flatMap((page) => pageParts(page)).map(async ({ environment_id, first_id, n, json }) => ({ environment_id, first_id, n, deflated: (await deflate(json, { level: 1 })).toString('base64') })),
+          made.flatMap(pageTexts).map(async ({ environment_id, first_id, n, text }) => ({ environment_id, first_id, n, deflated: (await deflate(text, { level: 1 })).toString('base64') })),
         );
         await options.send(batch);
         stats.sent += count;
@@ -274,10 +226,9 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     const second = Math.floor(startedAt / 1000);
     const id = newOperationId(startedAt);
     const text = fields === '' ? `{"id":"${id}"}` : `{"id":"${id}",${fields}}`;
-    let page: PageInProgress | undefined;
     if (lastPage !== undefined && second === lastSecond && environmentId === lastPage.environment_id) {
-      page = lastPage;
-      if (id < page.first_id) page.first_id = id;
+      lastPage.ops.push(text);
+      if (id < lastPage.first_id) lastPage.first_id = id;
     } else {
       if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
         stats.dropped += 1;
@@ -285,18 +236,19 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
         return;
       }
       const key = `${environmentId}:${second}`;
-      page = pages.get(key);
+      let page = pages.get(key);
       if (page) {
+        page.ops.push(text);
         if (id < page.first_id) page.first_id = id;
       } else {
-        pages.set(key, (page = newPage(environmentId, id)));
+        pages.set(key, (page = { environment_id: environmentId, first_id: id, ops: [text] }));
       }
       lastPage = page;
       lastSecond = second;
     }
     waiting += 1;
-    waitingBytes += appendEntry(page, text);
-    if (waiting >= maxBatch || waitingBytes >= maxBatchBytes) sendWaiting();
+    waitingChars += text.length;
+    if (waiting >= maxBatch || waitingChars >= maxBatchChars) sendWaiting();
     else if (timer === undefined) {
       timer = setTimeout(sendWaiting, flushMs);
       timer.unref();
