@@ -48,4 +48,11 @@ describe('connectionListed', () => {
     ];
     expect(connectionListed(headers)).toEqual(new Set(['x-one', 'keep-alive', 'x-two']));
   });
+
+  it('lists nothing for none, or for keep-alive alone, which is dropped as hop-by-hop anyway', () => {
+    expect(connectionListed([['Host', 'example.com']]).size).toBe(0);
+    expect(connectionListed([['Connection', 'Keep-Alive']]).size).toBe(0);
+    expect(connectionListed([['Connection', 'close']])).toEqual(new Set(['close']));
+    expect(upstreamHeaders([['Connection', 'keep-alive'], ['Keep-Alive', 'timeout=5'], ['X-Kept', 'yes']], [], new Set())).toEqual([['X-Kept', 'yes']]);
+  });
 });

@@ -28,18 +28,25 @@ const NEVER_FORWARDED_PREFIXES = ['x-forwarded-', 'proxy-'];
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const UNSAFE_VALUE = /[\r\n\0]/;
 
-/** The header names a message's `Connection` headers list, lower-case. */
-export function connectionListed(headers: ReadonlyArray<readonly [string, string]>): Set<string> {
-  const listed = new Set<string>();
+const NONE_LISTED: ReadonlySet<string> = new Set();
+
+/**
+ * The header names a message's `Connection` headers list, lower-case. A `Connection: keep-alive`
+ * alone (what most calls and answers carry) lists none: `Keep-Alive` is hop-by-hop anyway, and
+ * every caller drops those.
+ */
+export function connectionListed(headers: ReadonlyArray<readonly [string, string]>): ReadonlySet<string> {
+  let listed: Set<string> | undefined;
   for (const [name, value] of headers) {
-    // Every call's answer passes here: most names are told apart by their length alone.
+    // Every call and every answer passes here: most names are told apart by their length alone.
     if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
+    if (value.length === 10 && value.toLowerCase() === 'keep-alive') continue;
     for (const token of value.split(',')) {
       const trimmed = token.trim().toLowerCase();
-      if (trimmed) listed.add(trimmed);
+      if (trimmed) (listed ??= new Set()).add(trimmed);
     }
   }
-  return listed;
+  return listed ?? NONE_LISTED;
 }
 
 /**
