@@ -10,6 +10,9 @@ interface CpuProfile {
   timeDeltas: number[];
 }
 
+/** A script of the project's own: the workspace folder, and the package in it. */
+const OUR_CODE = /\/(services|libs|packages|bench)\/([^/]+)\//;
+
 /** Where a function's code lives, coarsely: the answer to "whose work is this?". */
 export function areaOf(url: string, functionName: string): string {
   if (functionName === '(garbage collector)') return 'garbage collection';
@@ -18,7 +21,7 @@ export function areaOf(url: string, functionName: string): string {
   if (url.startsWith('node:')) return `node: ${url.slice(5).split('/')[0]}`;
   const inPackage = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (inPackage) return `npm: ${inPackage[1]}`;
-  const ours = /\/(services|libs|packages|bench)\/([^/]+)\//.exec(url);
+  const ours = OUR_CODE.exec(url);
   if (ours) return `${ours[1]}/${ours[2]}`;
   return 'other';
 }
@@ -37,8 +40,8 @@ export interface ProfileSummary {
   owners: Array<{ name: string; us: number }>;
 }
 
-/** Whether a script is the project's own code, not node's or a package's. */
-const isOurs = (url: string) => /\/(services|libs|packages|bench)\/[^/]+\//.test(url) && !url.includes('/node_modules/');
+/** Whether a script is the project's own code, not node's or a package's (`areaOf`'s order). */
+const isOurs = (url: string) => !url.includes('/node_modules/') && OUR_CODE.test(url);
 const shortName = (frame: { functionName: string; url: string; lineNumber: number }) => {
   const where = frame.url ? `${frame.url.replace(/^.*\/(services|libs|packages|bench|node_modules)\//, '$1/')}:${frame.lineNumber + 1}` : '';
   return `${frame.functionName || '(anonymous)'}${where ? ` ${where}` : ''}`;

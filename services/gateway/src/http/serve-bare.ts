@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppError } from '@latchkey/errors';
-import { requestIdFrom, runWithContext } from '@latchkey/logger';
+import { runWithContext } from '@latchkey/logger';
 import { nameServerSpan } from '@latchkey/tracing';
 import { authorize } from './authenticate.js';
 import type { BareRoute } from './define-route.js';
@@ -59,9 +59,8 @@ export function withBareRoutes(app: RequestListener, routes: readonly BareRoute[
     }
     nameServerSpan(req.method ?? 'GET', `${route.prefix}/*`);
     timeResponse(res, observers[index]!(req));
-    const requestId = requestIdFrom(req.headers['x-request-id']);
-    const ownHeaders = new OwnHeaders().setHeader('X-Request-Id', requestId);
-    runWithContext({ requestId }, () => {
+    const ownHeaders = new OwnHeaders();
+    runWithContext({ requestId: assignRequestId(req, ownHeaders) }, () => {
       const fail = (error: unknown) => {
         if (!res.headersSent) ownHeaders.applyTo(res);
         sendError(deps.logger, error, req, res);
