@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 
 /** Clock ticks per second of `/proc/<pid>/stat`'s CPU times (100 almost everywhere). */
 const ticksPerSecond = (() => {
@@ -41,33 +42,74 @@ export function machineCpuSeconds(): number | undefined {
 /** Named groups of processes (the gateway, the replicas…) whose CPU a measurement adds up. */
 export type ProcessGroups = Record<string, Array<number | undefined>>;
 
+/** A process as `/proc` shows it: its parent, its program's file name and its whole command line. */
+export interface ProcessInfo {
+  parent: number;
+  program: string;
+  commandLine: string;
+}
+
+/** The pids of the processes `test` picks, among all this machine's (none where `/proc` is not there). */
+export function processesWhere(test: (process: ProcessInfo) => boolean): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
+  } catch {
+    return [];
+  }
+  return entries.map(Number).filter((pid) => {
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      return test({ parent, program: basename(argv[0] ?? ''), commandLine: argv.join(' ') });
+    } catch {
+      return false; // gone meanwhile, or not ours to read
+    }
+  });
+}
+
 /**
- * Runs `work` and answers each group's CPU in µs per call over it (`calls` from its result), and
- * the whole machine's as `machine` where `/proc/stat` is readable, or undefined where `/proc` is
- * not there. On a shared machine,
+ * Runs `work` and answers each group's CPU in µs per call over it (`calls` from its result),
+ * each `shared` group's likewise, and the whole machine's as `machine` where `/proc/stat` is
+ * readable, or undefined where `/proc` is not there. On a shared machine,
  * throughput drifts with whatever else runs; the CPU each process spends per call drifts much
  * less. At saturation, throughput goes as the inverse of the machine's CPU per call: the load
  * generator, the upstream and the NATS server count there too.
  */
-export async function cpuPerCall<T>(groups: ProcessGroups, work: () => Promise<T>, calls: (result: T) => number): Promise<{ result: T; usPerCall: Record<string, number> | undefined }> {
-  const read = () => Object.fromEntries(Object.entries(groups).map(([name, pids]) => [name, pids.map(cpuSeconds)]));
-  const before = read();
+export async function cpuPerCall<T>(
+  groups: ProcessGroups,
+  work: () => Promise<T>,
+  calls: (result: T) => number,
+  shared: ProcessGroups = {},
+): Promise<{ result: T; usPerCall: Record<string, number> | undefined }> {
+  type Readings = Record<string, Array<number | undefined>>;
+  const read = (of: ProcessGroups): Readings => Object.fromEntries(Object.entries(of).map(([name, pids]) => [name, pids.map(cpuSeconds)]));
+  const before = { own: read(groups), shared: read(shared) };
   const machineBefore = machineCpuSeconds();
   const result = await work();
   const machineAfter = machineCpuSeconds();
-  const after = read();
+  const after = { own: read(groups), shared: read(shared) };
   const count = calls(result);
-  const usPerCall: Record<string, number> = {};
   if (count <= 0) return { result, usPerCall: undefined };
-  for (const [name, seconds] of Object.entries(after)) {
-    let spent = 0;
-    for (const [index, value] of seconds.entries()) {
-      const start = before[name]![index];
-      if (value === undefined || start === undefined) return { result, usPerCall: undefined };
-      spent += value - start;
+  /** µs per call of each group; a process unread at either end fails the whole (own) or is left out (shared: a database backend may come and go). */
+  const spent = (start: Readings, end: Readings, strict: boolean): Record<string, number> | undefined => {
+    const perCall: Record<string, number> = {};
+    for (const [name, seconds] of Object.entries(end)) {
+      let total = 0;
+      for (const [index, value] of seconds.entries()) {
+        const first = start[name]![index];
+        if (value === undefined || first === undefined) {
+          if (strict) return undefined;
+        } else total += value - first;
+      }
+      perCall[name] = (total * 1e6) / count;
     }
-    usPerCall[name] = (spent * 1e6) / count;
-  }
+    return perCall;
+  };
+  const own = spent(before.own, after.own, true);
+  if (!own) return { result, usPerCall: undefined };
+  const usPerCall = { ...own, ...spent(before.shared, after.shared, false) };
   if (machineBefore !== undefined && machineAfter !== undefined) usPerCall['machine'] = ((machineAfter - machineBefore) * 1e6) / count;
   return { result, usPerCall };
 }

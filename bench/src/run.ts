@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { cpuPerCall, type ProcessGroups } from './cpu.js';
+import { cpuPerCall, processesWhere, type ProcessGroups } from './cpu.js';
 import { benchRecords } from './records.js';
 import { formatProfile, summarizeProfiles } from './profile.js';
 import { freePort, repoRoot, startMongo, startNats, startUpstreamApi, uniqueDbName } from '@latchkey/testing';
@@ -404,6 +404,27 @@ const cpuGroups: Record<string, ProcessGroups> = {
 const cpuRounds: Record<string, Array<Record<string, number>>> = {};
 
 /**
+ * The processes both sides share, counted apart in each round of (c) and (d): with the side's own
+ * processes they make up most of the whole machine's CPU per call (the load generator and the
+ * kernel's work for it, the rest), so the two sides' difference shows where it is. Found once the
+ * warm-up has opened FerretDB's connections to PostgreSQL.
+ */
+function sharedProcesses(): ProcessGroups {
+  const database = postgres ? new URL(postgres.url).pathname.slice(1) : undefined;
+  const others = [vault, ...functionServices, webhookRouter].map((child) => child.pid);
+  return {
+    'NATS server': processesWhere(({ parent, program }) => parent === process.pid && program === 'nats-server'),
+    database: processesWhere(
+      ({ parent, program, commandLine }) =>
+        (parent === process.pid && program === 'ferretdb') || (database !== undefined && commandLine.startsWith('postgres: ') && commandLine.includes(` ${database} `)),
+    ),
+    'the upstream and the bench': [process.pid],
+    'the services neither calls': others,
+  };
+}
+let shared: ProcessGroups = {};
+
+/**
  * The proxy's own work by CPU: what the gateway and the replicas spend per call against what the
  * hop's front and forwarders spend, medians of the rounds. Throughput on a shared machine moves
  * with whatever else runs (up to fourfold between runs of one day here); CPU per call far less, so this
@@ -418,13 +439,15 @@ function reportProxyCpu(): void {
   const c = ofSide('latchkey');
   const d = ofSide('hop');
   if (!c || !d) return;
-  const processes = (side: Record<string, number>) => Object.entries(side).filter(([group]) => group !== 'machine');
+  const processes = (side: Record<string, number>) => Object.entries(side).filter(([group]) => group !== 'machine' && !(group in shared));
+  const sharedParts = (side: Record<string, number>) => Object.keys(shared).map((group) => `${group} ${side[group]!.toFixed(0)}`).join(', ');
   const total = (side: Record<string, number>) => processes(side).reduce((sum, [, us]) => sum + us, 0);
   const parts = (side: Record<string, number>) => processes(side).map(([group, us]) => `${group} ${us.toFixed(0)}`).join(' + ');
   console.log(
     `CPU per call (µs, /proc, medians of the rounds): (c) ${parts(c)} = ${total(c).toFixed(0)}; (d) ${parts(d)} = ${total(d).toFixed(0)}; ` +
       `by CPU, (d) / (c): ${(total(d) / total(c)).toFixed(3)}`,
   );
+  if (Object.keys(shared).length > 0) console.log(`processes both share, per call (µs, /proc): (c) ${sharedParts(c)}; (d) ${sharedParts(d)}`);
   const machineC = c['machine'];
   const machineD = d['machine'];
   if (machineC !== undefined && machineD !== undefined) {
@@ -446,6 +469,7 @@ try {
     if (warm.non2xx > 0 || warm.errors > 0) throw new Error(`${target.url} answered ${warm.non2xx} non-2xx and ${warm.errors} errors`);
   }
   await settleIngest();
+  shared = sharedProcesses();
   const names = Object.keys(targets) as Target[];
   const results = Object.fromEntries(names.map((name) => [name, [] as LoadResult[]])) as Record<Target, LoadResult[]>;
   profileWindow.fromUs = nowUs();
@@ -455,7 +479,7 @@ try {
       const run = () => load(targets[name]!.url, targets[name]!.token, DURATION_S, targets[name]!.headers, targets[name]!.request, CONNECTIONS, RATE);
       const groups = cpuGroups[name];
       if (groups) {
-        const { result, usPerCall } = await cpuPerCall(groups, run, (loaded) => loaded.rps * DURATION_S);
+        const { result, usPerCall } = await cpuPerCall(groups, run, (loaded) => loaded.rps * DURATION_S, shared);
         results[name]!.push(result);
         if (usPerCall) (cpuRounds[name] ??= []).push(usPerCall);
       } else {
