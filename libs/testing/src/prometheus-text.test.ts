@@ -27,6 +27,11 @@ describe('parsePrometheusText', () => {
     expect(families.get('took_seconds')!.samples).toHaveLength(4);
   });
 
+  it('reads the special values in any case, as Prometheus does (prom-client writes Nan)', () => {
+    const families = parsePrometheusText(['# TYPE lag gauge', 'lag{at="a"} Nan', 'lag{at="b"} NaN', 'lag{at="c"} +Inf', 'lag{at="d"} -inf'].join('\n'));
+    expect(families.get('lag')!.samples.map((sample) => sample.value)).toEqual([NaN, NaN, Infinity, -Infinity]);
+  });
+
   it.each([
     ['a value that is not a number', 'x 1,5'],
     ['an unquoted label value', 'x{a=b} 1'],

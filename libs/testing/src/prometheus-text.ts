@@ -28,10 +28,16 @@ const SUFFIXES: Record<PromFamily['type'], readonly string[]> = {
   summary: ['', '_sum', '_count'],
 };
 
+/**
+ * A sample's value. The special values are read in any case, as Prometheus reads them (Go's
+ * `ParseFloat`): prom-client writes `Nan`, as the event-loop lag gauges read when no sample was
+ * taken since the last scrape.
+ */
 function parseValue(text: string, line: number): number {
-  if (text === '+Inf') return Infinity;
-  if (text === '-Inf') return -Infinity;
-  if (text === 'NaN') return NaN;
+  const special = text.toLowerCase();
+  if (special === '+inf' || special === 'inf') return Infinity;
+  if (special === '-inf') return -Infinity;
+  if (special === 'nan') return NaN;
   if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text)) throw new Error(`line ${line}: "${text}" is not a sample value`);
   return Number(text);
 }
