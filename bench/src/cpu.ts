@@ -92,16 +92,18 @@ export async function cpuPerCall<T>(
   const after = { own: read(groups), shared: read(shared) };
   const count = calls(result);
   if (count <= 0) return { result, usPerCall: undefined };
-  /** µs per call of each group; a process unread at either end fails the whole (own) or is left out (shared: a database backend may come and go). */
+  /**
+   * µs per call of each group. A process unread at either end fails the whole when `strict` (the
+   * side's own), and is left out otherwise (shared: a database backend may come and go).
+   */
   const spent = (start: Readings, end: Readings, strict: boolean): Record<string, number> | undefined => {
     const perCall: Record<string, number> = {};
     for (const [name, seconds] of Object.entries(end)) {
       let total = 0;
       for (const [index, value] of seconds.entries()) {
         const first = start[name]![index];
-        if (value === undefined || first === undefined) {
-          if (strict) return undefined;
-        } else total += value - first;
+        if (value !== undefined && first !== undefined) total += value - first;
+        else if (strict) return undefined;
       }
       perCall[name] = (total * 1e6) / count;
     }
