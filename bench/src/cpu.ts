@@ -11,13 +11,21 @@ const ticksPerSecond = (() => {
   }
 })();
 
+/**
+ * The fields of `/proc/<pid>/stat` after the command name, which may hold spaces: from the state
+ * (the 3rd field, index 0 here); the parent is index 1, utime 11 and stime 12. Throws where the
+ * process is gone or `/proc` is not there.
+ */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** CPU seconds a process has used so far (user and system), or undefined without `/proc`. */
 export function cpuSeconds(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name, which may hold spaces: state is the 3rd, utime the 14th.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const fields = statFields(pid);
     return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
   } catch {
     return undefined;
@@ -60,9 +68,7 @@ export function processesWhere(test: (process: ProcessInfo) => boolean): number[
   return entries.map(Number).filter((pid) => {
     try {
       const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      return test({ parent, program: basename(argv[0] ?? ''), commandLine: argv.join(' ') });
+      return test({ parent: Number(statFields(pid)[1]), program: basename(argv[0] ?? ''), commandLine: argv.join(' ') });
     } catch {
       return false; // gone meanwhile, or not ours to read
     }
