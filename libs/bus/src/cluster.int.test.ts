@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { ping } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
-import { startNatsCluster, type TestNatsCluster, type TestNatsNode } from '@latchkey/testing';
+import { eventually, startNatsCluster, type TestNatsCluster, type TestNatsNode } from '@latchkey/testing';
 import { connectionOf } from './bus-connection.js';
 import { createBus, type Bus } from './create-bus.js';
 import { ensureStreams } from './streams.js';
@@ -65,7 +65,10 @@ describe('startNatsCluster', () => {
       const [proxy, gateway] = await Promise.all([login('proxy'), login('gateway')]);
       proxy.serve(ping.proxy, () => ({ service: 'proxy' as const, instance: 'one', uptime_ms: 0 }));
       await proxy.flush();
-      await expect(gateway.request(ping.proxy, {})).resolves.toMatchObject({ instance: 'one' });
+      // flush() confirms the proxy's own node has the subscription; the gateway may be on another
+      // node, which learns of it over the route a moment later.
+      const first = await eventually(() => gateway.request(ping.proxy, {}, { timeoutMs: 500 }).catch(() => undefined), 5_000, 'the subscription to reach every node');
+      expect(first).toMatchObject({ instance: 'one' });
 
       // Kill the node the caller is on (the server may be on it too).
       const address = connectionOf(gateway).nc.getServer();
