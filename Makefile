@@ -3,7 +3,12 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 FERRETDB := .data/bin/ferretdb
-JEST := node --no-node-snapshot --experimental-vm-modules node_modules/jest/bin/jest.js
+# Two test files at a time, whatever the cores (jest's own default is one fewer than the cores:
+# one on a two-core machine). A suite spends much of its time waiting on the servers it starts, so
+# two halve `make test` on two cores; each worker draws ports from its own slice (at most four:
+# libs/testing/src/ports.ts). JEST_WORKERS=1 runs one file at a time.
+JEST_WORKERS ?= 2
+JEST := node --no-node-snapshot --experimental-vm-modules node_modules/jest/bin/jest.js --maxWorkers=$(JEST_WORKERS)
 
 # Every target runs on Node 24: deploy/local/node.sh installs it into .data/node once (from the npm
 # registry), or names the one LATCHKEY_NODE points at (LATCHKEY_NODE=/usr/bin/node for a system
