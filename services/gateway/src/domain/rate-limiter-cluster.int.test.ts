@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, openKv, type Bus, type JsonKv } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { eventually, startNatsCluster, type TestNatsCluster } from '@latchkey/testing';
-import { createRateLimiter, type RateLimiter } from './rate-limiter.js';
+import { createRateLimiter, type RateLimiter, type RateLimiterOptions } from './rate-limiter.js';
 
 // The shared window on a three-node NATS cluster, its bucket in 3 replicas.
 let cluster: TestNatsCluster;
@@ -23,8 +23,7 @@ async function replica(
   index: number,
   limit: number,
   bucket: string,
-  now: () => number = () => WINDOW_START + 1_000,
-  unavailableRetryMs?: number,
+  { now = () => WINDOW_START + 1_000, limiter = {} }: { now?: () => number; limiter?: Pick<RateLimiterOptions, 'unavailableRetryMs'> } = {},
 ): Promise<{ bus: Bus; store: JsonKv<{ reserved: number }>; limiter: RateLimiter }> {
   // Each replica starts on a different node and may fail over to any.
   const urls = cluster.nodes.map((node) => node.url);
@@ -33,7 +32,7 @@ async function replica(
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
   // One window throughout by default, whatever the wall clock: the budget must not renew mid-test.
-  return { bus, store, limiter: createRateLimiter({ store, now }, { limit, windowMs: 60_000, ...(unavailableRetryMs === undefined ? {} : { unavailableRetryMs }) }) };
+  return { bus, store, limiter: createRateLimiter({ store, now }, { limit, windowMs: 60_000, ...limiter }) };
 }
 
 beforeAll(async () => {
@@ -83,7 +82,7 @@ describe('rate limiter on a NATS cluster', () => {
   // when the minute turned or a replica's tokens ran out meanwhile.
   it('opens the next window from a slice reserved ahead while the bucket elects a new leader', async () => {
     let now = WINDOW_START + 55_000;
-    const { bus, store, limiter } = await replica(0, 1000, 'rl_ahead', () => now);
+    const { bus, store, limiter } = await replica(0, 1000, 'rl_ahead', { now: () => now });
     expect((await limiter.take('acc_1')).allowed).toBe(true);
     await eventually(async () => ((await store.get(`acc_1.${WINDOW_START + 60_000}`))?.value.reserved ?? 0) > 0 || undefined, 10_000, 'the next window reserved ahead');
     const dying = await killLeaderOf(bus, 'rl_ahead');
@@ -99,8 +98,9 @@ describe('rate limiter on a NATS cluster', () => {
 
   it('waits out the election when its tokens run out, rather than answering 503', async () => {
     // nats-server's followers call an election 4 to 9 s after the leader's heartbeats stop, and a
-    // loaded machine adds to it: the test waits as long as a gateway whose deadline allows it.
-    const { bus, limiter } = await replica(1, 1000, 'rl_patient', undefined, 30_000);
+    // loaded machine adds to that: the limiter waits 30 s here, as in a gateway whose
+    // REQUEST_TIMEOUT_MS is 30000 (the default 10 s failed on a loaded machine).
+    const { bus, limiter } = await replica(1, 1000, 'rl_patient', { limiter: { unavailableRetryMs: 30_000 } });
     expect((await limiter.take('acc_1')).allowed).toBe(true);
     const dying = await killLeaderOf(bus, 'rl_patient');
     const killedAt = Date.now();
