@@ -1,4 +1,4 @@
-import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { baseServiceSchema, booleanFlag, loadConfig, positiveInt } from '@latchkey/config';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('proxy', 3011).extend({
@@ -11,6 +11,12 @@ export const configSchema = baseServiceSchema('proxy', 3011).extend({
   PROXY_RETRY_CAP_MS: positiveInt(10_000),
   /** How long credentials are kept in memory; connection writes drop them at once. */
   PROXY_CREDENTIAL_CACHE_MS: positiveInt(60_000),
+  /**
+   * Whether calls that succeeded reach the operations log, as failed ones always do. Off, a busy
+   * proxy keeps a log of its failures only, and each successful call costs the machine less
+   * (docs/benchmarks.md).
+   */
+  PROXY_LOG_SUCCESSES: booleanFlag(true),
 });
 
 export type Config = z.infer<typeof configSchema>;

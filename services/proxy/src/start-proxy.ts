@@ -25,7 +25,7 @@ export async function startProxy(runtime: Runtime, config: Config): Promise<void
   const upstream = { policy, dispatcher, timeoutMs: config.PROXY_TIMEOUT_MS, maxRedirects: config.PROXY_MAX_REDIRECTS };
   bus.serve(proxyContracts.verifyCredentials, verifyCredentialsHandler({ upstream }));
   const operations = busOperationLog(bus, logger, 'proxy');
-  const handle = proxyRequestHandler({ bus, logger, cache, upstream, retryCapMs: config.PROXY_RETRY_CAP_MS, operations });
+  const handle = proxyRequestHandler({ bus, logger, cache, upstream, retryCapMs: config.PROXY_RETRY_CAP_MS, operations, logSuccesses: config.PROXY_LOG_SUCCESSES });
   const calls = serveProxyCalls(bus, handle);
   runtime.onShutdown(async () => {
     await calls.drain();

@@ -25,6 +25,8 @@ export interface ProxyDeps {
   retryCapMs: number;
   /** The operations log: one entry per call, never a header, query or body. */
   operations: Pick<OperationLog, 'recordFields'>;
+  /** False: only failed calls are logged (`PROXY_LOG_SUCCESSES`). */
+  logSuccesses: boolean;
 }
 
 /** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
@@ -53,15 +55,23 @@ const quoteIntegration = lastQuoted();
 const quoteConnection = lastQuoted();
 const quoteMethod = lastQuoted();
 
+/** How a call ended: the provider's status when it answered, the error when the call failed. */
+interface Outcome {
+  upstreamStatus?: number;
+  error?: AppError;
+}
+
+/** A failure, as the log says it: an error, or the provider answered 4xx or 5xx. */
+const failed = (outcome: Outcome) => outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
+
 /**
  * One entry per call, on the hot path: its JSON written member by member (the recorder adds the
  * id), with no object built to be serialized again. The proxy's operation schema is what the
  * gateway checks it against when it reads a page; `proxy-request.test.ts` checks it there.
  */
-export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, endedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): string {
-  const failed = outcome.error !== undefined || (outcome.upstreamStatus ?? 0) >= 400;
+export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, endedAt: number, outcome: Outcome): string {
   let fields =
-    `"type":"proxy","environment_id":${quoteEnvironment(meta.environment_id)},"status":"${failed ? 'failure' : 'success'}",` +
+    `"type":"proxy","environment_id":${quoteEnvironment(meta.environment_id)},"status":"${failed(outcome) ? 'failure' : 'success'}",` +
     `"started_at":"${isoTime(startedAt)}","duration_ms":${Math.max(0, Math.round(endedAt - startedAt))},` +
     `"integration_id":${quoteIntegration(meta.provider_config_key)},"connection_id":${quoteConnection(meta.connection_id)},` +
     `"proxy":{"method":${quoteMethod(meta.method)},"path":${json(loggedPath(meta))}` +
@@ -74,7 +84,8 @@ export function proxyOperationFields(meta: ProxyRequestMeta, startedAt: number, 
   return fields;
 }
 
-function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: { upstreamStatus?: number; error?: AppError }): void {
+function recordCall(deps: ProxyDeps, meta: ProxyRequestMeta, startedAt: number, outcome: Outcome): void {
+  if (!deps.logSuccesses && !failed(outcome)) return;
   deps.operations.recordFields(meta.environment_id, startedAt, proxyOperationFields(meta, startedAt, Date.now(), outcome));
 }
 

@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createBus, createOperationLog, operationsOfPages, type Bus } from '@latchkey/bus';
+import type { Operation, ProxyReplyMeta, ProxyRequestMeta } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
+import { startNats, type TestNats } from '@latchkey/testing';
+import type { Dispatcher } from 'undici';
+import { createCredentialCache } from '../domain/credential-cache.js';
+import { createUpstreamDispatcher } from '../upstream/call-upstream.js';
+import { proxyRequestHandler } from './proxy-request.js';
+
+const logger = createLogger({ service: 'test', silent: true });
+let nats: TestNats;
+let bus: Bus;
+let upstream: Server;
+let dispatcher: Dispatcher;
+
+beforeAll(async () => {
+  nats = await startNats();
+  bus = await createBus({ servers: nats.url, service: 'proxy', identity: nats.credentials('proxy'), logger, requestTimeoutMs: 5_000 });
+  // The provider: `/down` answers 503, any other path 200.
+  upstream = createServer((req, res) => res.writeHead(req.url === '/down' ? 503 : 200, { 'content-type': 'text/plain' }).end('answer'));
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+});
+
+afterAll(async () => {
+  await dispatcher?.close();
+  await new Promise((resolve) => upstream?.close(resolve));
+  await bus?.drain();
+  await nats?.dispose();
+});
+
+const meta = (path: string): ProxyRequestMeta => ({
+  environment_id: 'env_0123456789abcdef0123',
+  key_id: 'key_1',
+  connection_id: 'conn-1',
+  provider_config_key: 'crm',
+  method: 'GET',
+  path,
+  query: '',
+  headers: [],
+  retries: 0,
+  retry_on: [],
+  body: 'inline',
+});
+
+/** Two calls through a replica's handler, one the provider answers 200 and one 503: their answers and what reached the log. */
+async function callsLogged(logSuccesses: boolean): Promise<{ statuses: number[]; logged: Operation[] }> {
+  const policy = createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') });
+  dispatcher ??= createUpstreamDispatcher(createSafeLookup(policy));
+  const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+  const { port } = upstream.address() as AddressInfo;
+  const credentials = { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false };
+  cache.set(`env_0123456789abcdef0123\u0000crm\u0000conn-1`, credentials, cache.generation());
+  const logged: Operation[] = [];
+  const operations = createOperationLog({ logger, flushMs: 60_000, send: async (pages) => void logged.push(...operationsOfPages(pages)) });
+  const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations, logSuccesses });
+
+  const statuses: number[] = [];
+  for (const path of ['ok', 'down']) {
+    await new Promise<void>((resolve) => {
+      void handle({
+        meta: meta(path),
+        body: new Uint8Array(0),
+        respond: (answer: ProxyReplyMeta) => {
+          statuses.push(answer.ok ? answer.status : 0);
+          resolve();
+        },
+      });
+    });
+  }
+  await operations.flush();
+  return { statuses, logged };
+}
+
+describe('the operations log of proxied calls', () => {
+  it('holds every call by default', async () => {
+    const { statuses, logged } = await callsLogged(true);
+    expect(statuses).toEqual([200, 503]);
+    expect(logged.map((operation) => [operation.status, operation.proxy?.path, operation.proxy?.upstream_status])).toEqual([
+      ['success', '/ok', 200],
+      ['failure', '/down', 503],
+    ]);
+  });
+
+  it('holds the failed calls only with PROXY_LOG_SUCCESSES=false, and answers every call alike', async () => {
+    const { statuses, logged } = await callsLogged(false);
+    expect(statuses).toEqual([200, 503]);
+    expect(logged.map((operation) => [operation.status, operation.proxy?.path, operation.proxy?.upstream_status])).toEqual([['failure', '/down', 503]]);
+  });
+});
