@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { OPERATION_PAGE_BYTES_MAX, type Operation, type OperationPage } from '@latchkey/contracts';
+import { eventually } from '@latchkey/testing';
 import { createOperationLog, isoTime, newOperationId, operationsOfPages, traceIdOf, type RecordedOperation } from './operation-recorder.js';
 
 const quiet = { warn: () => undefined };
@@ -19,7 +20,8 @@ describe('the operation log', () => {
     const log = createOperationLog({ logger: quiet, flushMs: 20, send: async (pages) => void batches.push(operationsOfPages(pages)) });
     for (let n = 0; n < 5; n++) log.record(proxyCall(n));
     expect(batches).toHaveLength(0);
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    // Deflating is off the event loop, and a loaded machine may take a while to answer.
+    await eventually(() => (batches.length > 0 ? true : undefined), 5_000, 'the batch', 10);
     expect(batches.map((batch) => batch.length)).toEqual([5]);
     expect(new Set(batches[0]?.map((operation) => operation.id)).size).toBe(5);
     expect(log.stats()).toEqual({ sent: 5, dropped: 0, failed: 0 });
@@ -30,7 +32,7 @@ describe('the operation log', () => {
     const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatch: 3, send: async (pages) => void batches.push(operationsOfPages(pages)) });
     for (let n = 0; n < 7; n++) log.record(proxyCall(n));
     // Deflating is off the event loop: the full batches leave within a moment, not at flushMs.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await eventually(() => (batches.length >= 2 ? true : undefined), 5_000, 'the two full batches', 10);
     expect(batches.map((batch) => batch.length)).toEqual([3, 3]);
     await log.flush();
     expect(batches.map((batch) => batch.length)).toEqual([3, 3, 1]);
@@ -66,8 +68,7 @@ describe('the operation log', () => {
     const chars = JSON.stringify({ ...proxyCall(0), id: newOperationId() }).length;
     const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchChars: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
     for (let n = 0; n < 20; n++) log.record(proxyCall(n));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(sizes.length).toBeGreaterThanOrEqual(4);
+    await eventually(() => (sizes.length >= 4 ? true : undefined), 5_000, 'four batches', 10);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
     await log.flush();
     expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(20);
