@@ -1,14 +1,18 @@
 import { createCache, type Stamp } from '@latchkey/cache';
-import type { ProxyCredentials } from '@latchkey/contracts';
+import type { ProxyCredentials, ProxyRequestMeta } from '@latchkey/contracts';
 
 /** Inside this much of expiry, credentials are asked for again (the vault refreshes them). */
 const REFRESH_WINDOW_MS = 15 * 60 * 1000;
 
+/** The key of a call's credentials in the cache: its environment, integration and connection. */
+export const credentialKey = (meta: Pick<ProxyRequestMeta, 'environment_id' | 'provider_config_key' | 'connection_id'>) =>
+  `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
+
 /**
- * Credentials by environment, integration and connection, kept in memory so a proxied call
- * makes no vault round trip and no database read. Entries go when the vault announces a write
- * to the connection (tagged with its id), when their TTL passes, or when the token nears its
- * expiry.
+ * Credentials by environment, integration and connection (`credentialKey`), kept in memory so
+ * a proxied call makes no vault round trip and no database read. Entries go when the vault
+ * announces a write to the connection (tagged with its id), when their TTL passes, or when the
+ * token nears its expiry.
  */
 export function createCredentialCache(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
   const now = options.now ?? Date.now;

@@ -7,7 +7,7 @@ import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { startNats, type TestNats } from '@latchkey/testing';
 import type { Dispatcher } from 'undici';
-import { createCredentialCache } from '../domain/credential-cache.js';
+import { createCredentialCache, credentialKey } from '../domain/credential-cache.js';
 import { createUpstreamDispatcher } from '../upstream/call-upstream.js';
 import { proxyRequestHandler } from './proxy-request.js';
 
@@ -15,6 +15,7 @@ const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
 let bus: Bus;
 let upstream: Server;
+const policy = createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') });
 let dispatcher: Dispatcher;
 
 beforeAll(async () => {
@@ -23,6 +24,7 @@ beforeAll(async () => {
   // The provider: `/down` answers 503, any other path 200.
   upstream = createServer((req, res) => res.writeHead(req.url === '/down' ? 503 : 200, { 'content-type': 'text/plain' }).end('answer'));
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  dispatcher = createUpstreamDispatcher(createSafeLookup(policy));
 });
 
 afterAll(async () => {
@@ -48,12 +50,10 @@ const meta = (path: string): ProxyRequestMeta => ({
 
 /** Two calls through a replica's handler, one the provider answers 200 and one 503: their answers and what reached the log. */
 async function callsLogged(logSuccesses: boolean): Promise<{ statuses: number[]; logged: Operation[] }> {
-  const policy = createAddressPolicy({ allowCidrs: parseCidrList('127.0.0.1/32') });
-  dispatcher ??= createUpstreamDispatcher(createSafeLookup(policy));
   const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
   const { port } = upstream.address() as AddressInfo;
   const credentials = { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false };
-  cache.set(`env_0123456789abcdef0123\u0000crm\u0000conn-1`, credentials, cache.generation());
+  cache.set(credentialKey(meta('ok')), credentials, cache.generation());
   const logged: Operation[] = [];
   const operations = createOperationLog({ logger, flushMs: 60_000, send: async (pages) => void logged.push(...operationsOfPages(pages)) });
   const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations, logSuccesses });

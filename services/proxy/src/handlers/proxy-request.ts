@@ -6,7 +6,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
-import type { CredentialCache } from '../domain/credential-cache.js';
+import { credentialKey, type CredentialCache } from '../domain/credential-cache.js';
 import { connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
@@ -98,8 +98,6 @@ function forwardedTraceparent(headers: ProxyRequestMeta['headers']): string | un
   return undefined;
 }
 
-const cacheKey = (meta: ProxyRequestMeta) => `${meta.environment_id}\u0000${meta.provider_config_key}\u0000${meta.connection_id}`;
-
 /** Credentials from the vault (which refreshes them as needed), kept in memory for the next calls. */
 async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean): Promise<ProxyCredentials> {
   const readAt = deps.cache.generation();
@@ -110,7 +108,7 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
     connection_id: meta.connection_id,
     force_refresh: force,
   });
-  deps.cache.set(cacheKey(meta), credentials, readAt);
+  deps.cache.set(credentialKey(meta), credentials, readAt);
   return credentials;
 }
 
@@ -192,7 +190,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       const body: UpstreamCall['body'] =
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
-      let credentials = deps.cache.get(cacheKey(meta)) ?? (await fetchCredentials(deps, meta, false));
+      let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
       if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
         response.discard();
