@@ -12,6 +12,7 @@ import { createOAuthSessionRepo } from './db/oauth-session-model.js';
 import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
 import { createIntegrationRepo } from './db/integration-repo.js';
+import { createRefreshAnswerRepo } from './db/refresh-answer-model.js';
 import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { createConnectSessionService } from './domain/connect-sessions.js';
 import { announcingWrites, createConnectionCache } from './domain/connection-cache.js';
@@ -93,7 +94,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const sessions = createConnectSessionRepo(mongo);
   const oauthSessions = createOAuthSessionRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
-  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), sessions.init(), oauthSessions.init()]);
+  const answers = createRefreshAnswerRepo(mongo);
+  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), answers.init(), sessions.init(), oauthSessions.init()]);
   // Connections stored before lookups by name went by _id get their key entry (see connection-repo).
   await connections.indexKeys();
   // And connections stored before the lists get their place in them (see connection-lists).
@@ -117,6 +119,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     integrationService,
     locks,
     logs,
+    answers,
     timeoutMs: config.REFRESH_TIMEOUT_MS,
     http,
     lockTtlMs,

@@ -5,8 +5,11 @@ const refreshes = counter('latchkey_vault_refreshes_total');
 const lockWait = histogram('latchkey_vault_refresh_lock_wait_seconds');
 const reads = counter('latchkey_vault_credential_reads_total');
 
-/** How a refresh this replica made ended: `success`, `superseded` (a newer one stored first) or `failed`. */
-export const countRefresh = (outcome: 'success' | 'superseded' | 'failed'): void => refreshes.inc({ outcome });
+/**
+ * How a refresh this replica made ended: `success`, `superseded` (a newer one stored first),
+ * `failed`, or `recovered` (it stored the answer another holder of the lock got and did not store).
+ */
+export const countRefresh = (outcome: 'success' | 'superseded' | 'failed' | 'recovered'): void => refreshes.inc({ outcome });
 
 /** Time spent waiting for another replica's refresh lock on a connection. */
 export const observeLockWait = (seconds: number): void => lockWait.observe(seconds);

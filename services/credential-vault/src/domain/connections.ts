@@ -115,6 +115,7 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
     async remove(environment: EnvironmentId, doc: ConnectionDoc): Promise<void> {
       await announcePreDeletion(deps, doc);
       await deps.connections.remove(environment, doc._id);
+      await deps.refresher.forget(doc).catch(() => deps.logger.warn('could not drop the refresh answer kept for a deleted connection', { connection: doc._id }));
       await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc));
     },
   };

@@ -50,6 +50,8 @@ export interface Refresher {
     credentials: StoredCredentials,
     options: { force: boolean; vendorJwt: boolean },
   ): Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>;
+  /** Drops what it keeps of a deleted connection (a provider's answer not yet stored holds credentials). */
+  forget(doc: Pick<ConnectionDoc, '_id'>): Promise<void>;
 }
 
 export interface VaultDeps {

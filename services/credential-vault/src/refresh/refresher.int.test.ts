@@ -24,6 +24,7 @@ import { createKeyring } from '../crypto/keyring.js';
 import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
 import { createDataKeyRepo } from '../db/data-key-repo.js';
 import { createIntegrationRepo } from '../db/integration-repo.js';
+import { createRefreshAnswerRepo } from '../db/refresh-answer-model.js';
 import { createRefreshLogRepo } from '../db/refresh-log-repo.js';
 import { createConnectionCredentials } from '../domain/connection-credentials.js';
 import { insertConnection } from '../domain/connections.js';
@@ -84,6 +85,7 @@ function replica(
     providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: oauth.tokenUrl }) },
     locks: kv,
     logs: createRefreshLogRepo(connection),
+    answers: createRefreshAnswerRepo(connection),
     timeoutMs: 500,
     http: createHttpClient({ policy: createAddressPolicy({ allowCidrs: ['127.0.0.1/32'] }) }),
     lockTtlMs: LOCK_TTL_MS,
@@ -119,7 +121,7 @@ beforeAll(async () => {
   relay = await startTcpRelay({ port: mongoPort });
   direct = await connectMongo({ uri: mongo.uri, dbName, logger });
   relayed = await connectMongo({ uri: `mongodb://127.0.0.1:${relay.port}/?directConnection=true`, dbName, logger });
-  await Promise.all([createConnectionRepo(direct).init(), createIntegrationRepo(direct).init(), createDataKeyRepo(direct).init(), createRefreshLogRepo(direct).init()]);
+  await Promise.all([createConnectionRepo(direct).init(), createIntegrationRepo(direct).init(), createDataKeyRepo(direct).init(), createRefreshLogRepo(direct).init(), createRefreshAnswerRepo(direct).init()]);
 });
 
 afterAll(async () => {
@@ -307,4 +309,51 @@ it('keeps the rotated tokens when storing them meets an outage: stored once NATS
   expect(stored?.refresh_failure).toBeNull();
   expect(answered?.credentials['access_token']).toBe(credentials['access_token']);
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+}, 60_000);
+
+// Chaos (a vault replica SIGKILLed under load): the replica refreshed at the provider (200, a
+// rotated refresh token) and died before the connection stored the answer. The next holder of
+// the lock presented the spent refresh token (400), and the connection answered 424 until its
+// end user reconnected it.
+it('stores the answer of a replica that died before storing it, rather than presenting the spent refresh token again', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client);
+  const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
+  // Replica A's store never returns: it stopped there, its lock running out behind it.
+  let storeReached = false;
+  const a = replica(direct, logger, (repo) => ({
+    ...repo,
+    replaceCredentials: () => {
+      storeReached = true;
+      return new Promise<boolean>(() => undefined);
+    },
+  }));
+  const b = replica(direct);
+  oauth.stats.reset();
+  void a.refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  await eventually(() => storeReached || undefined, 5_000, 'replica A at its store');
+  expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
+
+  const answer = await b.refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+
+  // One token request in all: A's. B stored what the provider gave A.
+  expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+  expect(answer.credentials['refresh_token']).not.toBe(refreshToken);
+  const stored = await b.connections.findById(environmentId(doc.environment_id), doc._id);
+  const credentials = await createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }).open(stored!);
+  expect(credentials['refresh_token']).toBe(answer.credentials['refresh_token']);
+  expect(credentials['access_token']).toBe(answer.credentials['access_token']);
+  expect(stored?.refresh_failure).toBeNull();
+  expect(stored?.credentials_version).toBe(1);
+  // Stored, the kept answer is dropped: it holds credentials.
+  expect(await createRefreshAnswerRepo(direct).find(doc._id)).toBeNull();
+
+  // And the rotated token is the live one: the next refresh presents it, and the provider takes it.
+  const again = await b.refresher.ensureFresh(stored!, credentials, { force: true, vendorJwt: false });
+  expect(oauth.stats.tokenRequestLog.map((record) => [record.body['refresh_token'], record.status])).toEqual([
+    [refreshToken, 200],
+    [credentials['refresh_token'], 200],
+  ]);
+  expect(again.credentials['refresh_token']).not.toBe(credentials['refresh_token']);
 }, 60_000);

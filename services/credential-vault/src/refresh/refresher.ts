@@ -8,6 +8,7 @@ import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import { inSpan, SpanKind } from '@latchkey/tracing';
 import type { ConnectionDoc } from '../db/connection-model.js';
+import type { RefreshAnswerRepo } from '../db/refresh-answer-model.js';
 import type { RefreshLogDoc } from '../db/refresh-log-model.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { ConnectionCredentials, StoredCredentials } from '../domain/connection-credentials.js';
@@ -26,6 +27,8 @@ export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'conne
   /** NATS KV bucket whose entries expire on their own: a crashed holder frees its lock. */
   locks: JsonKv<{ owner: string }>;
   logs: { insert(doc: RefreshLogDoc): Promise<unknown> };
+  /** Where a provider's answer waits until the connection has stored it (a replica may die in between). */
+  answers: Pick<RefreshAnswerRepo, 'keep' | 'find' | 'forget'>;
   timeoutMs: number;
   /** The outbound client with the address policy (libs/net). */
   http: HttpClient;
@@ -145,7 +148,16 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       refresh_failure: null,
       updated_at: now,
     };
-    if (!(await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields)))) {
+    // First of all, the answer is kept: one write by `_id`, where the store below waits for the
+    // connection's write key. Should this replica die before that store, the next holder of the
+    // lock stores what was kept (`storeKept`). Best effort: through an outage the store's own
+    // retries still hold the answer in memory.
+    await deps.answers
+      .keep({ _id: doc._id, environment_id: doc.environment_id, read_version: version, credentials: fields.credentials, expires_at: fields.expires_at, at: now })
+      .catch((error: unknown) => deps.logger.warn('could not keep the refresh answer before storing it', { connection: doc._id, code: deps.bus.toAppError(error).code }));
+    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields));
+    await deps.answers.forget(doc._id, version).catch(() => undefined);
+    if (!stored) {
       deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
       countRefresh('superseded');
       return reread(doc);
@@ -153,6 +165,38 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     countRefresh('success');
     await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
     return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
+  }
+
+  /**
+   * Stores the answer a holder of the lock kept and did not store (it died, or stopped, between
+   * the provider's answer and its write): its refresh token is the live one, the connection's
+   * is spent. Under the lock, at the version the answer replaces; an answer older than the
+   * connection's credentials, or one that no longer opens, is forgotten. Undefined when there
+   * is none to store.
+   */
+  async function storeKept(lock: HeldLock, doc: ConnectionDoc) {
+    const kept = await deps.answers.find(doc._id);
+    if (!kept) return undefined;
+    const version = credentialsVersionOf(doc);
+    const credentials = kept.read_version === version ? await deps.credentials.open({ ...doc, credentials: kept.credentials }).catch(() => undefined) : undefined;
+    if (!credentials) {
+      await deps.answers.forget(doc._id, kept.read_version);
+      return undefined;
+    }
+    const fields = {
+      credentials: kept.credentials,
+      expires_at: kept.expires_at,
+      errors: doc.errors.filter((error) => error.type !== 'auth'),
+      refresh_failure: null,
+      updated_at: new Date(),
+    };
+    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environmentId(doc.environment_id), doc._id, version, fields));
+    await deps.answers.forget(doc._id, version);
+    if (!stored) return reread(doc);
+    deps.logger.warn('stored the refresh answer a replica got and did not store', { connection: doc._id, answered_at: kept.at });
+    countRefresh('recovered');
+    await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
+    return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials };
   }
 
   /**
@@ -184,7 +228,8 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       const lock = await locks.acquire(key);
       if (lock !== null) {
         try {
-          const current = await reread(doc);
+          const read = await reread(doc);
+          const current = (await storeKept(lock, read.doc)) ?? read;
           const alreadyDone = current.doc.updated_at.getTime() >= startedAt && !current.doc.refresh_failure;
           if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false)) return current;
           if (force && alreadyDone) return current;
@@ -239,5 +284,6 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         return { doc, credentials };
       }
     },
+    forget: (doc) => deps.answers.forget(doc._id),
   };
 }
