@@ -630,7 +630,8 @@ export function refreshSummary(rig: ChaosRig): string {
       const token = request.body['refresh_token'] ?? '';
       const again = numbers.has(token);
       if (!again) numbers.set(token, numbers.size + 1);
-      return `#${numbers.get(token)}${again ? ' (again)' : ''} → ${request.status ?? 'pending'}`;
+      // The time, to set beside the faults' (the run's log gives each one's start).
+      return `#${numbers.get(token)}${again ? ' (again)' : ''} → ${request.status ?? 'pending'} at ${new Date(request.at).toISOString().slice(11, 23)}`;
     })
     .join(', ');
 }

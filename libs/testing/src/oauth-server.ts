@@ -62,6 +62,8 @@ export interface TokenRequestRecord {
   body: Record<string, string>;
   /** The status answered; undefined while the response is still pending. */
   status: number | undefined;
+  /** When the request arrived (epoch ms). */
+  at: number;
 }
 
 export interface OAuthStats {
@@ -279,6 +281,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
       clientId: basic?.clientId ?? form.get('client_id') ?? undefined,
       body: Object.fromEntries(form),
       status: undefined,
+      at: Date.now(),
     };
     stats.tokenRequests += 1;
     stats.tokenRequestLog.push(record);
