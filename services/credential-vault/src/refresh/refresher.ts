@@ -42,6 +42,11 @@ const POLL_MS = 25;
 /** How long refreshed credentials are tried to be stored through an outage, and the longest pause between tries. */
 const STORE_RETRY_MS = 30_000;
 const STORE_BACKOFF_CAP_MS = 2_000;
+/**
+ * How long the store waits for the answer to be kept: a database away would hold the write (up
+ * to the driver's 10 s), and the store's own retries must start while the lock is still held.
+ */
+const KEEP_WAIT_MS = 2_000;
 /** The fallback below is logged once per connection in this long, not on every fetch it serves. */
 const FALLBACK_WARN_EVERY_MS = 60_000;
 
@@ -150,11 +155,17 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     };
     // First of all, the answer is kept: one write by `_id`, where the store below waits for the
     // connection's write key. Should this replica die before that store, the next holder of the
-    // lock stores what was kept (`storeKept`). Best effort: through an outage the store's own
-    // retries still hold the answer in memory.
-    await deps.answers
-      .keep({ _id: doc._id, environment_id: doc.environment_id, read_version: version, credentials: fields.credentials, expires_at: fields.expires_at, at: now })
-      .catch((error: unknown) => deps.logger.warn('could not keep the refresh answer before storing it', { connection: doc._id, code: deps.bus.toAppError(error).code }));
+    // lock stores what was kept (`storeKept`). Best effort, and waited for KEEP_WAIT_MS at most:
+    // through an outage the store's own retries hold the answer in memory. (A keep that lands
+    // after the store is older than the connection's credentials: the next holder drops it.)
+    let keepTimer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      deps.answers
+        .keep({ _id: doc._id, environment_id: doc.environment_id, read_version: version, credentials: fields.credentials, expires_at: fields.expires_at, at: now })
+        .catch((error: unknown) => deps.logger.warn('could not keep the refresh answer before storing it', { connection: doc._id, code: deps.bus.toAppError(error).code })),
+      new Promise((resolve) => (keepTimer = setTimeout(resolve, KEEP_WAIT_MS))),
+    ]);
+    clearTimeout(keepTimer);
     const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields));
     await deps.answers.forget(doc._id, version).catch(() => undefined);
     if (!stored) {
