@@ -64,6 +64,8 @@ export interface TokenRequestRecord {
   status: number | undefined;
   /** When the request arrived (epoch ms). */
   at: number;
+  /** When its answer was sent (epoch ms); undefined while it is pending. */
+  answeredAt?: number;
 }
 
 export interface OAuthStats {
@@ -296,6 +298,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     if (settings.tokenDelayMs > 0) await wait(settings.tokenDelayMs);
     const answer = forced ?? answerTokenRequest(req, form, basic);
     record.status = answer.status;
+    record.answeredAt = Date.now();
     sendAnswer(res, answer, { 'cache-control': 'no-store', pragma: 'no-cache' });
   }
 
