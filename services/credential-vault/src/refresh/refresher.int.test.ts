@@ -357,3 +357,32 @@ it('stores the answer of a replica that died before storing it, rather than pres
   ]);
   expect(again.credentials['refresh_token']).not.toBe(credentials['refresh_token']);
 }, 60_000);
+
+// Chaos again: while a replica that died held a connection's refresh lock, every fetch of that
+// connection on the other replicas waited for the lock's TTL (30 s), though its token still
+// worked for minutes. A token that outlives the call by a minute is handed out as it is while
+// another replica refreshes; one about to expire still waits for what that replica stores.
+it('hands out a token still valid for minutes while another replica holds the refresh lock, and waits only for one about to expire', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000));
+  const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: refreshToken, raw: {} };
+  const { refresher } = replica(direct);
+  oauth.stats.reset();
+  // Another replica holds the lock, and is gone: nobody renews or releases it.
+  const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+  expect(await createKvLocks(kv).acquire(lockKey)).not.toBeNull();
+
+  const started = Date.now();
+  const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  expect(answer.credentials['access_token']).toBe('still-valid');
+  expect(Date.now() - started).toBeLessThan(LOCK_TTL_MS);
+  expect(oauth.stats.tokenRequestLog).toHaveLength(0);
+
+  // About to expire: it waits for the lock to go (its TTL here), then refreshes.
+  const expiring = { ...doc, expires_at: new Date(Date.now() + 30_000) };
+  expect(await createKvLocks(kv).acquire(lockKey)).toBeNull();
+  const refreshed = await refresher.ensureFresh(expiring, held, { force: false, vendorJwt: false });
+  expect(refreshed.credentials['access_token']).not.toBe('still-valid');
+  expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
+});

@@ -53,8 +53,9 @@ const FALLBACK_WARN_EVERY_MS = 60_000;
 /**
  * Refresh on fetch. One refresh per connection at a time across every vault replica: the
  * replica that creates the connection's lock key re-reads the connection (another may just
- * have refreshed it), calls the provider once and stores the result; the others wait for the
- * key to go and read what was stored. Within a replica, concurrent fetches share one attempt.
+ * have refreshed it), calls the provider once and stores the result; the others hand out the
+ * token they have while it outlives the call by a minute, and otherwise wait for the key to go
+ * and read what was stored. Within a replica, concurrent fetches share one attempt.
  */
 export function createRefresher(deps: RefresherDeps): Refresher {
   const locks = createKvLocks(deps.locks);
@@ -233,7 +234,8 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     });
   }
 
-  async function underLock(doc: ConnectionDoc, force: boolean, vendorJwt: boolean, startedAt: number) {
+  async function underLock(held: { doc: ConnectionDoc; credentials: StoredCredentials }, force: boolean, vendorJwt: boolean, startedAt: number) {
+    const { doc } = held;
     const key = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     for (;;) {
       const lock = await locks.acquire(key);
@@ -253,7 +255,10 @@ export function createRefresher(deps: RefresherDeps): Refresher {
           await locks.release(lock).catch(() => undefined);
         }
       }
-      // Another replica is refreshing: wait for its lock to go, then read what it stored.
+      // Another replica is refreshing. A token that outlives the call by a minute is handed out as
+      // it is: that replica may have died holding the lock, which then lasts its TTL. One about to
+      // expire (or a forced refresh) waits for the lock to go, then reads what was stored.
+      if (!force && stillValid(doc.expires_at, Date.now())) return held;
       const deadline = Date.now() + deps.lockTtlMs;
       const waitStart = performance.now();
       while ((await locks.isHeld(key)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -278,7 +283,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       }
       let attempt = inFlight.get(doc._id);
       if (!attempt) {
-        attempt = underLock(doc, force, vendorJwt, Date.now()).finally(() => inFlight.delete(doc._id));
+        attempt = underLock({ doc, credentials }, force, vendorJwt, Date.now()).finally(() => inFlight.delete(doc._id));
         inFlight.set(doc._id, attempt);
       }
       try {
