@@ -192,7 +192,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     const version = credentialsVersionOf(doc);
     const credentials = kept.read_version === version ? await deps.credentials.open({ ...doc, credentials: kept.credentials }).catch(() => undefined) : undefined;
     if (!credentials) {
-      await deps.answers.forget(doc._id, kept.read_version);
+      await deps.answers.forget(doc._id, kept.read_version).catch(() => undefined);
       return undefined;
     }
     const fields = {
@@ -203,7 +203,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       updated_at: new Date(),
     };
     const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environmentId(doc.environment_id), doc._id, version, fields));
-    await deps.answers.forget(doc._id, version);
+    await deps.answers.forget(doc._id, version).catch(() => undefined);
     if (!stored) return reread(doc);
     deps.logger.warn('stored the refresh answer a replica got and did not store', { connection: doc._id, answered_at: kept.at });
     countRefresh('recovered');
