@@ -147,13 +147,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       throw appError;
     }
     logRefresh();
-    const fields = {
-      credentials: await deps.credentials.seal(doc, fresh),
-      expires_at: expiryOf(fresh),
-      errors: doc.errors.filter((error) => error.type !== 'auth'),
-      refresh_failure: null,
-      updated_at: now,
-    };
+    const fields = answerFields(doc, await deps.credentials.seal(doc, fresh), expiryOf(fresh), now);
     // First of all, the answer is kept: one write by `_id`, where the store below waits for the
     // connection's write key. Should this replica die before that store, the next holder of the
     // lock stores what was kept (`storeKept`). Best effort, and waited for KEEP_WAIT_MS at most:
@@ -167,16 +161,31 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       new Promise((resolve) => (keepTimer = setTimeout(resolve, KEEP_WAIT_MS))),
     ]);
     clearTimeout(keepTimer);
-    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields));
-    await deps.answers.forget(doc._id, version).catch(() => undefined);
-    if (!stored) {
-      deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
-      countRefresh('superseded');
-      return reread(doc);
+    const stored = await storeAnswer(lock, doc, version, fields, fresh);
+    if (stored) {
+      countRefresh('success');
+      return stored;
     }
-    countRefresh('success');
+    deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });
+    countRefresh('superseded');
+    return reread(doc);
+  }
+
+  /** What storing a provider's answer writes: the sealed credentials and their expiry, with the connection's auth error and refresh failure cleared. */
+  function answerFields(doc: ConnectionDoc, sealed: string, expiresAt: Date | null, at: Date) {
+    return { credentials: sealed, expires_at: expiresAt, errors: doc.errors.filter((error) => error.type !== 'auth'), refresh_failure: null, updated_at: at };
+  }
+
+  /**
+   * Writes an answer over the credentials version it replaces, then drops its kept copy and
+   * announces the change; null when newer credentials were stored first (they stay).
+   */
+  async function storeAnswer(lock: HeldLock, doc: ConnectionDoc, version: number, fields: ReturnType<typeof answerFields>, credentials: StoredCredentials) {
+    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environmentId(doc.environment_id), doc._id, version, fields));
+    await deps.answers.forget(doc._id, version).catch(() => undefined);
+    if (!stored) return null;
     await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
-    return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials: fresh };
+    return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials };
   }
 
   /**
@@ -195,20 +204,11 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       await deps.answers.forget(doc._id, kept.read_version).catch(() => undefined);
       return undefined;
     }
-    const fields = {
-      credentials: kept.credentials,
-      expires_at: kept.expires_at,
-      errors: doc.errors.filter((error) => error.type !== 'auth'),
-      refresh_failure: null,
-      updated_at: new Date(),
-    };
-    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environmentId(doc.environment_id), doc._id, version, fields));
-    await deps.answers.forget(doc._id, version).catch(() => undefined);
+    const stored = await storeAnswer(lock, doc, version, answerFields(doc, kept.credentials, kept.expires_at, new Date()), credentials);
     if (!stored) return reread(doc);
     deps.logger.warn('stored the refresh answer a replica got and did not store', { connection: doc._id, answered_at: kept.at });
     countRefresh('recovered');
-    await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
-    return { doc: { ...doc, ...fields, credentials_version: version + 1 }, credentials };
+    return stored;
   }
 
   /**
