@@ -311,6 +311,23 @@ it('keeps the rotated tokens when storing them meets an outage: stored once NATS
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
 }, 60_000);
 
+/**
+ * A replica refreshes the connection and stops at its store, which never returns, as a replica
+ * killed there would: its lock runs out behind it. Resolves once the provider has answered it.
+ */
+async function refreshAndDieAtTheStore(doc: Parameters<Refresher['ensureFresh']>[0], held: Parameters<Refresher['ensureFresh']>[1]): Promise<void> {
+  let storeReached = false;
+  const { refresher } = replica(direct, logger, (repo) => ({
+    ...repo,
+    replaceCredentials: () => {
+      storeReached = true;
+      return new Promise<boolean>(() => undefined);
+    },
+  }));
+  void refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  await eventually(() => storeReached || undefined, 5_000, 'the dying replica at its store');
+}
+
 // Chaos (a vault replica SIGKILLed under load): the replica refreshed at the provider (200, a
 // rotated refresh token) and died before the connection stored the answer. The next holder of
 // the lock presented the spent refresh token (400), and the connection answered 424 until its
@@ -320,19 +337,9 @@ it('stores the answer of a replica that died before storing it, rather than pres
   const refreshToken = await issuedRefreshToken(client);
   const doc = await seedExpiredConnection(refreshToken, client);
   const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
-  // Replica A's store never returns: it stopped there, its lock running out behind it.
-  let storeReached = false;
-  const a = replica(direct, logger, (repo) => ({
-    ...repo,
-    replaceCredentials: () => {
-      storeReached = true;
-      return new Promise<boolean>(() => undefined);
-    },
-  }));
   const b = replica(direct);
   oauth.stats.reset();
-  void a.refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
-  await eventually(() => storeReached || undefined, 5_000, 'replica A at its store');
+  await refreshAndDieAtTheStore(doc, held);
   expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
 
   const answer = await b.refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
@@ -385,4 +392,16 @@ it('hands out a token still valid for minutes while another replica holds the re
   const refreshed = await refresher.ensureFresh(expiring, held, { force: false, vendorJwt: false });
   expect(refreshed.credentials['access_token']).not.toBe('still-valid');
   expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
+});
+
+it('drops a kept answer with its connection: a deleted connection leaves no credentials behind', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client);
+  await refreshAndDieAtTheStore(doc, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, raw: {} });
+  const answers = createRefreshAnswerRepo(direct);
+  expect(await answers.find(doc._id)).toMatchObject({ _id: doc._id, read_version: 0 });
+
+  await replica(direct).refresher.forget(doc);
+  expect(await answers.find(doc._id)).toBeNull();
 });
