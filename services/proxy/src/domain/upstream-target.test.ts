@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ProxyCredentials, ProxyRequestMeta } from '@latchkey/contracts';
+import { proxyMetaFixture } from './meta-fixture.js';
 import { checkedPath, hostAllowed, targetUrl } from './upstream-target.js';
 
 const credentials: ProxyCredentials = {
@@ -13,20 +14,8 @@ const credentials: ProxyCredentials = {
   query: {},
   decompress: false,
 };
-const meta = (path: string, override?: string, query = ''): ProxyRequestMeta => ({
-  environment_id: 'e',
-  key_id: 'k',
-  connection_id: 'c',
-  provider_config_key: 'i',
-  method: 'GET',
-  path,
-  query,
-  headers: [],
-  retries: 0,
-  retry_on: [],
-  ...(override === undefined ? {} : { base_url_override: override }),
-  body: 'inline',
-});
+const meta = (path: string, override?: string, query = ''): ProxyRequestMeta =>
+  proxyMetaFixture(path, { environment_id: 'e', key_id: 'k', connection_id: 'c', provider_config_key: 'i', query, ...(override === undefined ? {} : { base_url_override: override }) });
 const code = (run: () => unknown) => {
   try {
     run();

@@ -2,13 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBus, createOperationLog, operationsOfPages, type Bus } from '@latchkey/bus';
-import type { Operation, ProxyReplyMeta, ProxyRequestMeta } from '@latchkey/contracts';
+import type { Operation, ProxyReplyMeta } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { startNats, type TestNats } from '@latchkey/testing';
 import type { Dispatcher } from 'undici';
 import { createCredentialCache, credentialKey } from '../domain/credential-cache.js';
 import { createUpstreamDispatcher } from '../upstream/call-upstream.js';
+import { proxyMetaFixture } from '../domain/meta-fixture.js';
 import { proxyRequestHandler } from './proxy-request.js';
 
 const logger = createLogger({ service: 'test', silent: true });
@@ -34,19 +35,7 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-const meta = (path: string): ProxyRequestMeta => ({
-  environment_id: 'env_0123456789abcdef0123',
-  key_id: 'key_1',
-  connection_id: 'conn-1',
-  provider_config_key: 'crm',
-  method: 'GET',
-  path,
-  query: '',
-  headers: [],
-  retries: 0,
-  retry_on: [],
-  body: 'inline',
-});
+const meta = (path: string) => proxyMetaFixture(path);
 
 /** Two calls through a replica's handler, one the provider answers 200 and one 503: their answers and what reached the log. */
 async function callsLogged(logSuccesses: boolean): Promise<{ statuses: number[]; logged: Operation[] }> {

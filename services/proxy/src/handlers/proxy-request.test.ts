@@ -2,24 +2,13 @@ import { describe, expect, it } from '@jest/globals';
 import { createOperationLog, operationsOfPages } from '@latchkey/bus';
 import { recordedOperations, type OperationPage, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
+import { proxyMetaFixture } from '../domain/meta-fixture.js';
 import { proxyOperationFields } from './proxy-request.js';
 
 const STARTED = Date.UTC(2026, 10, 28, 17, 59, 59, 997);
 
-const meta = (overrides: Partial<ProxyRequestMeta> = {}): ProxyRequestMeta => ({
-  environment_id: 'env_0123456789abcdef0123',
-  key_id: 'key_1',
-  connection_id: 'conn-1',
-  provider_config_key: 'github',
-  method: 'GET',
-  path: 'repos/acme/app/issues',
-  query: 'state=open&token=secret',
-  headers: [['Accept', 'application/json']],
-  retries: 0,
-  retry_on: [],
-  body: 'inline',
-  ...overrides,
-});
+const meta = (overrides: Partial<ProxyRequestMeta> = {}) =>
+  proxyMetaFixture('repos/acme/app/issues', { provider_config_key: 'github', query: 'state=open&token=secret', headers: [['Accept', 'application/json']], ...overrides });
 
 /** The entry as the gateway reads it back: the recorder's id and the fields, checked by the proxy's schema. */
 const entry = (fields: string) => recordedOperations.proxy.parse(JSON.parse(`{"id":"x",${fields}}`));

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, pullAll, servePullStream, type Bus } from '@latchkey/bus';
-import { PROXY_SUBJECT, type ProxyRequestMeta, type ServiceName } from '@latchkey/contracts';
+import { PROXY_SUBJECT, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { callProxy, proxyExchange } from '@latchkey/proxy-hop';
 import { eventually, startNats, type TestNats } from '@latchkey/testing';
+import { proxyMetaFixture } from '../domain/meta-fixture.js';
 import { serveProxyCalls, type IncomingProxyCall } from './serve-proxy-calls.js';
 
 const logger = createLogger({ service: 'test', silent: true });
@@ -14,19 +15,7 @@ let replica: Bus;
 /** What the replica does with a call; each test sets its own. */
 let behaviour: (call: IncomingProxyCall) => void;
 
-const meta = (path: string): ProxyRequestMeta => ({
-  environment_id: 'env',
-  key_id: 'key',
-  connection_id: 'c1',
-  provider_config_key: 'p1',
-  method: 'POST',
-  path,
-  query: '',
-  headers: [],
-  retries: 0,
-  retry_on: [],
-  body: 'inline',
-});
+const meta = (path: string) => proxyMetaFixture(path, { environment_id: 'env', key_id: 'key', connection_id: 'c1', provider_config_key: 'p1', method: 'POST' });
 
 const login = (service: ServiceName | 'observer') =>
   createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
