@@ -7,6 +7,7 @@ import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
 import type { IntegrationService } from './integrations.js';
+import { settledWithin } from './settled-within.js';
 import type { VaultDeps } from './vault-deps.js';
 import { connectionEvent, expiryOf } from './views.js';
 
@@ -19,17 +20,10 @@ const PRE_DELETION_WAIT_MS = 1000;
  * late announcement is logged and the deletion goes on.
  */
 export async function announcePreDeletion(deps: Pick<VaultDeps, 'bus' | 'logger'>, doc: ConnectionDoc): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const announced = deps.bus.publish(webhookContracts.preDeletion, { ...connectionEvent(doc), tags: doc.tags }).then(
-    () => true,
-    (error: unknown) => {
-      deps.logger.warn('could not announce connection.pre_deletion; deleting anyway', { connection: doc._id, error });
-      return true;
-    },
-  );
-  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), PRE_DELETION_WAIT_MS)));
-  if (!(await Promise.race([announced, late]))) deps.logger.warn('connection.pre_deletion is late; deleting anyway', { connection: doc._id });
-  clearTimeout(timer);
+  const announced = deps.bus
+    .publish(webhookContracts.preDeletion, { ...connectionEvent(doc), tags: doc.tags })
+    .catch((error: unknown) => deps.logger.warn('could not announce connection.pre_deletion; deleting anyway', { connection: doc._id, error }));
+  if (!(await settledWithin(announced, PRE_DELETION_WAIT_MS))) deps.logger.warn('connection.pre_deletion is late; deleting anyway', { connection: doc._id });
 }
 
 type InsertArgs = [

@@ -14,6 +14,7 @@ import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { ConnectionCredentials, StoredCredentials } from '../domain/connection-credentials.js';
 import type { IntegrationService } from '../domain/integrations.js';
 import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
+import { settledWithin } from '../domain/settled-within.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { countRefresh, observeLockWait } from '../vault-metrics.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
@@ -153,14 +154,10 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     // lock stores what was kept (`storeKept`). Best effort, and waited for KEEP_WAIT_MS at most:
     // through an outage the store's own retries hold the answer in memory. (A keep that lands
     // after the store is older than the connection's credentials: the next holder drops it.)
-    let keepTimer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      deps.answers
-        .keep({ _id: doc._id, environment_id: doc.environment_id, read_version: version, credentials: fields.credentials, expires_at: fields.expires_at, at: now })
-        .catch((error: unknown) => deps.logger.warn('could not keep the refresh answer before storing it', { connection: doc._id, code: deps.bus.toAppError(error).code })),
-      new Promise((resolve) => (keepTimer = setTimeout(resolve, KEEP_WAIT_MS))),
-    ]);
-    clearTimeout(keepTimer);
+    const kept = deps.answers
+      .keep({ _id: doc._id, environment_id: doc.environment_id, read_version: version, credentials: fields.credentials, expires_at: fields.expires_at, at: now })
+      .catch((error: unknown) => deps.logger.warn('could not keep the refresh answer before storing it', { connection: doc._id, code: deps.bus.toAppError(error).code }));
+    await settledWithin(kept, KEEP_WAIT_MS);
     const stored = await storeAnswer(lock, doc, version, fields, fresh);
     if (stored) {
       countRefresh('success');
