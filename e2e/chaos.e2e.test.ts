@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { SERVICE_NAMES } from '@latchkey/contracts';
-import { duplicateSummary, incompleteSummary, formatFailures, formatTable, refreshSummary, killNatsNode, killReplica, runChaos, startRig, type ChaosRig } from './chaos/chaos.js';
+import { duplicateSummary, incompleteSummary, formatFailures, formatTable, refreshSummary, syncTimeline, killNatsNode, killReplica, runChaos, startRig, type ChaosRig } from './chaos/chaos.js';
 
 // The CI-sized chaos run (the full schedule is `make chaos`): under a steady mixed load, one NATS
 // node is killed and restarted, then one replica of each service; nothing accepted is lost or
@@ -18,12 +18,12 @@ afterAll(async () => {
 }, 120_000);
 
 it('loses nothing when a NATS node and one replica of each service are killed under load', async () => {
-  const { windows: rows, records } = await runChaos(rig, {
+  const { windows: rows, records, syncStatuses } = await runChaos(rig, {
     quietMs: 4000,
     log: (line) => process.stdout.write(`${line}\n`),
     faults: [killNatsNode(0, 5000), ...SERVICE_NAMES.map((service) => killReplica(service, 0, 1000))],
   });
-  process.stdout.write(`${formatTable({ windows: rows, records })}\n\n${formatFailures(rows)}\n\nrefreshes: ${refreshSummary(rig)}\n\nduplicates: ${duplicateSummary(rig)}\n\nincomplete actions: ${await incompleteSummary(rig, rows)}\n\n${rig.errors.filter((line) => !/nats (dis|re)connected|jetstream not available|sync_scheduler_lease/.test(line)).slice(0, 60).join('\n')}\n`);
+  process.stdout.write(`${formatTable({ windows: rows, records })}\n\n${formatFailures(rows)}\n\nrefreshes: ${refreshSummary(rig)}\n\nsync status: ${syncTimeline(syncStatuses)}\n\nduplicates: ${duplicateSummary(rig)}\n\nincomplete actions: ${await incompleteSummary(rig, rows)}\n\n${rig.errors.filter((line) => !/nats (dis|re)connected|jetstream not available|sync_scheduler_lease/.test(line)).slice(0, 60).join('\n')}\n`);
   for (const row of rows) {
     expect({ fault: row.fault, lost: row.webhooksLost, dup: row.webhooksDuplicated, deliveriesDup: row.deliveriesDuplicated }).toEqual({ fault: row.fault, lost: 0, dup: 0, deliveriesDup: 0 });
     expect({ fault: row.fault, incomplete: row.actionsIncomplete, dup: row.actionsDuplicated, hung: row.hung }).toEqual({ fault: row.fault, incomplete: 0, dup: 0, hung: 0 });

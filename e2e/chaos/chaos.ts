@@ -113,6 +113,16 @@ export interface ChaosReport {
   /** One per fault window, the quiet start first. */
   windows: WindowReport[];
   records: RecordsReport;
+  /** What `GET /sync/status` said of the load's sync, each time it changed (see `syncTimeline`). */
+  syncStatuses: SyncStatusChange[];
+}
+
+/** A change in what the sync's status said during the load: when it was first read so, and what. */
+export interface SyncStatusChange {
+  at: number;
+  status: string;
+  finishedAt: string | null;
+  error: string | null;
 }
 
 export interface ChaosOptions {
@@ -224,6 +234,7 @@ export async function startRig(options: Pick<ChaosOptions, 'replicas' | 'natsClu
 /** The steady load: a few workers per kind, each sending its next request when the last is answered. */
 export function startLoad(rig: ChaosRig) {
   const ops: Op[] = [];
+  const syncStatuses: SyncStatusChange[] = [];
   let running = true;
   let counter = 0;
   const { balancer, stack } = rig;
@@ -306,8 +317,13 @@ export function startLoad(rig: ChaosRig) {
     // What the sync's status says while the load runs: each run's end, as `finishedAt`.
     worker(1000, () => {
       const query = new URLSearchParams({ provider_config_key: SYNC.provider_config_key, syncs: SYNC.sync, connection_id: SYNC.connection_id });
-      return timed('sync-status', (signal) => balancer.fetch(`/sync/status?${query}`, { signal, headers: auth }), 200, undefined, (json: { syncs?: Array<{ variant?: string; finishedAt?: string | null }> }) => {
-        return json.syncs?.find((entry) => entry.variant === 'base')?.finishedAt ?? undefined;
+      type Entry = { variant?: string; status?: string; finishedAt?: string | null; latestError?: { code?: string } | null };
+      return timed('sync-status', (signal) => balancer.fetch(`/sync/status?${query}`, { signal, headers: auth }), 200, undefined, (json: { syncs?: Entry[] }) => {
+        const entry = json.syncs?.find((each) => each.variant === 'base');
+        const change: SyncStatusChange = { at: Date.now(), status: entry?.status ?? 'none', finishedAt: entry?.finishedAt ?? null, error: entry?.latestError?.code ?? null };
+        const last = syncStatuses.at(-1);
+        if (!last || last.status !== change.status || last.finishedAt !== change.finishedAt || last.error !== change.error) syncStatuses.push(change);
+        return entry?.finishedAt ?? undefined;
       });
     }),
     worker(300, () => timed('connect-session', (signal) => balancer.fetch('/connect/sessions', { method: 'POST', signal, headers: { ...auth, 'content-type': 'application/json' }, body: '{}' }), 201)),
@@ -315,6 +331,7 @@ export function startLoad(rig: ChaosRig) {
 
   return {
     ops,
+    syncStatuses,
     stop: async () => {
       running = false;
       await Promise.all(workers);
@@ -373,6 +390,7 @@ export async function runChaos(rig: ChaosRig, options: Omit<ChaosOptions, 'repli
       ),
     ),
     records,
+    syncStatuses: load.syncStatuses,
   };
 }
 
@@ -660,6 +678,18 @@ export function refreshSummary(rig: ChaosRig): string {
     .join(', ');
 }
 
+/**
+ * The sync's status through the load, one change at a time (`18:40:25.101 SUCCESS, finished
+ * 18:40:24.870`): where no run finished for a while, whether one was running all along (lost or
+ * slow) or none was started.
+ */
+export function syncTimeline(changes: readonly SyncStatusChange[]): string {
+  const time = (ms: number) => new Date(ms).toISOString().slice(11, 23);
+  return changes
+    .map(({ at, status, finishedAt, error }) => `${time(at)} ${status}${error ? ` ${error}` : ''}${finishedAt ? `, finished ${time(Date.parse(finishedAt))}` : ''}`)
+    .join('; ');
+}
+
 /** Webhook-ids the receiver got more than once, with the time of each attempt (its webhook-timestamp). */
 export function duplicateSummary(rig: ChaosRig): string {
   const byId = new Map<string, string[]>();
@@ -701,7 +731,7 @@ export function formatRecords(records: RecordsReport): string {
 }
 
 /** The table `make chaos` prints: a row per fault window, then the records line. */
-export function formatTable({ windows: rows, records }: ChaosReport): string {
+export function formatTable({ windows: rows, records }: Pick<ChaosReport, 'windows' | 'records'>): string {
   const head = ['fault', 'proxy ok', 'proxy failed', 'error rate', 'recovery', 'webhooks acked/lost/dup', 'deliveries dup (resent after router kill)', 'actions accepted/incomplete/dup (failed, coded)', 'token req/expiry', 'refresh failed', 'connect failed', 'sync runs seen, logged ok/failed (triggers failed)', 'hung'];
   const lines = rows.map((row) => [
     row.fault,

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SERVICE_NAMES } from '@latchkey/contracts';
 import { repoRoot } from '@latchkey/testing';
-import { duplicateSummary, formatFailures, formatTable, refreshSummary, killNatsNode, killReplica, restartDatabase, rollingRestart, runChaos, startRig, type ChaosReport } from './chaos.js';
+import { duplicateSummary, formatFailures, formatTable, refreshSummary, syncTimeline, killNatsNode, killReplica, restartDatabase, rollingRestart, runChaos, startRig, type ChaosReport } from './chaos.js';
 
 /**
  * `make chaos`: the full schedule against two replicas of every service on a three-node NATS
@@ -51,6 +51,8 @@ log('');
 log(formatTable(result));
 log('');
 log(formatFailures(rows));
+log('');
+log(`sync status: ${syncTimeline(result.syncStatuses)}`);
 const broken = rows.filter(
   (row) => row.webhooksLost + row.webhooksDuplicated + row.deliveriesDuplicated + row.actionsIncomplete + row.actionsDuplicated + row.refreshFailures + row.hung > 0 || row.tokenRequestsPerExpiry > 1,
 );
