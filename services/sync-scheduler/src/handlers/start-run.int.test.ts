@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Connection } from 'mongoose';
-import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
+import { createBus, createKvLocks, ensureStreams, openKv, WRITE_KEYS, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
@@ -8,6 +8,7 @@ import { STREAMS, syncContracts } from '@latchkey/contracts';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
+import { serializedScheduleWrites } from '../domain/schedule-writes.js';
 import { beginRunHandler, startRun } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -201,4 +202,24 @@ describe('a run whose job could not be queued', () => {
     expect((await schedules.getSchedule(schedule!._id))?.running).toBe(runId);
     expect((await schedules.getRun(env, runId))?.status).toBe('RUNNING');
   });
+});
+
+describe('a run whose job could not be queued because the bus was away', () => {
+  it('gives its schedule back soon after the bus returns, not once the claim has aged past the unstarted limit', async () => {
+    // As the service runs it: every schedule write holds the schedule's key in NATS KV, so the
+    // bus that failed the job also fails giving the schedule back.
+    const locked = serializedScheduleWrites(createScheduleRepo(connection), createKvLocks(await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: WRITE_KEYS.ttlMs })));
+    await locked.ensure(env, { provider_config_key: 'crm', connection_id: 'c-7', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await locked.list(env, 'crm', 'c-7');
+    const deps = { bus, schedules: locked, minFrequencyMs: 60_000 };
+
+    // The bus goes away once the schedule is claimed, before the job is queued.
+    await expect(startRun(deps, schedule!, new Date(), () => nats.stop())).rejects.toMatchObject({ code: 'service_unavailable' });
+    await nats.start();
+
+    const deadline = Date.now() + 20_000;
+    while ((await locked.getSchedule(schedule!._id))?.running !== null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+    expect((await locked.getSchedule(schedule!._id))?.running).toBeNull();
+    expect(await startRun(deps, schedule!, new Date())).toBe(true);
+  }, 60_000);
 });

@@ -144,10 +144,35 @@ export async function startRun(
   } catch (error) {
     // The job may be stored all the same (only its acknowledgement lost): the run is ended
     // before its schedule is freed, unless that job already began it.
-    await deps.schedules.abandonUnqueued(run, new Date());
+    await giveBack(deps, run);
     throw error;
   }
   return true;
+}
+
+/** How often, and how many times, giving a schedule back is tried again while the bus is away. */
+const GIVE_BACK_RETRY_MS = 1000;
+const GIVE_BACK_ATTEMPTS = 60;
+
+/**
+ * Gives back the schedule of a run whose job could not be queued (`abandonUnqueued`). The bus
+ * that failed the job often fails this too (each schedule write holds a key in NATS KV): then it
+ * is tried again in the background, every second for a minute, so the schedule is free soon after
+ * the bus returns, not only once the claim has aged past SYNC_RUN_UNSTARTED_MS (two minutes, in
+ * which no trigger and no scheduled run starts it). The caller hears the job's error either way.
+ */
+async function giveBack(deps: Pick<SyncsDeps, 'schedules'>, run: SyncRunDoc): Promise<void> {
+  const attempt = () => deps.schedules.abandonUnqueued(run, new Date()).then(
+    () => true,
+    () => false,
+  );
+  if (await attempt()) return;
+  void (async () => {
+    for (let left = GIVE_BACK_ATTEMPTS; left > 0; left--) {
+      await new Promise((resolve) => setTimeout(resolve, GIVE_BACK_RETRY_MS).unref());
+      if (await attempt()) return;
+    }
+  })();
 }
 
 /** Clears a schedule's records and checkpoint: the next run starts from the beginning. */
