@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import type { CredentialReadDoc } from '../db/credential-read-model.js';
+import { settledWithin } from './settled-within.js';
 
 export type ReadEntry = Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'> & Pick<Partial<CredentialReadDoc>, 'caller'>;
 
@@ -26,19 +27,15 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
   let writing: Promise<void> | undefined;
 
   async function write(batch: Batch): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
-    });
+    const inserted = deps.insertMany([...batch.groups.values()]);
     try {
-      await Promise.race([deps.insertMany([...batch.groups.values()]), late]);
+      if (!(await settledWithin(inserted, options.timeoutMs))) throw new Error(`no answer within ${options.timeoutMs} ms`);
+      await inserted;
       for (const waiter of batch.waiters) waiter.resolve();
     } catch (error) {
       deps.logger.error('could not write the credential-read audit; the reads it covers are refused', { error, reads: batch.waiters.length });
       const refusal = new AppError('service_unavailable', 'The credential-read audit could not be written, so no credentials are served; try again');
       for (const waiter of batch.waiters) waiter.reject(refusal);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
