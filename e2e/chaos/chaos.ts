@@ -663,6 +663,9 @@ function safeCode(text: string): string | undefined {
   }
 }
 
+/** A moment as the UTC time of day to the millisecond (`18:40:25.101`), to set beside the faults' start times. */
+const clockTime = (ms: number) => new Date(ms).toISOString().slice(11, 23);
+
 /** Every refresh the provider saw, in order: which token it presented (#n), whether it was seen before, the answer. */
 export function refreshSummary(rig: ChaosRig): string {
   const numbers = new Map<string, number>();
@@ -672,8 +675,7 @@ export function refreshSummary(rig: ChaosRig): string {
       const token = request.body['refresh_token'] ?? '';
       const again = numbers.has(token);
       if (!again) numbers.set(token, numbers.size + 1);
-      // The time, to set beside the faults' (the run's log gives each one's start).
-      return `#${numbers.get(token)}${again ? ' (again)' : ''} → ${request.status ?? 'pending'} at ${new Date(request.at).toISOString().slice(11, 23)}`;
+      return `#${numbers.get(token)}${again ? ' (again)' : ''} → ${request.status ?? 'pending'} at ${clockTime(request.at)}`;
     })
     .join(', ');
 }
@@ -684,9 +686,8 @@ export function refreshSummary(rig: ChaosRig): string {
  * slow) or none was started.
  */
 export function syncTimeline(changes: readonly SyncStatusChange[]): string {
-  const time = (ms: number) => new Date(ms).toISOString().slice(11, 23);
   return changes
-    .map(({ at, status, finishedAt, error }) => `${time(at)} ${status}${error ? ` ${error}` : ''}${finishedAt ? `, finished ${time(Date.parse(finishedAt))}` : ''}`)
+    .map(({ at, status, finishedAt, error }) => `${clockTime(at)} ${status}${error ? ` ${error}` : ''}${finishedAt ? `, finished ${clockTime(Date.parse(finishedAt))}` : ''}`)
     .join('; ');
 }
 
