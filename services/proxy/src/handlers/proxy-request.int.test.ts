@@ -35,14 +35,12 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-const meta = (path: string) => proxyMetaFixture(path);
-
 /** Two calls through a replica's handler, one the provider answers 200 and one 503: their answers and what reached the log. */
 async function callsLogged(logSuccesses: boolean): Promise<{ statuses: number[]; logged: Operation[] }> {
   const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
   const { port } = upstream.address() as AddressInfo;
   const credentials = { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false };
-  cache.set(credentialKey(meta('ok')), credentials, cache.generation());
+  cache.set(credentialKey(proxyMetaFixture('ok')), credentials, cache.generation());
   const logged: Operation[] = [];
   const operations = createOperationLog({ logger, flushMs: 60_000, send: async (pages) => void logged.push(...operationsOfPages(pages)) });
   const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations, logSuccesses });
@@ -51,7 +49,7 @@ async function callsLogged(logSuccesses: boolean): Promise<{ statuses: number[];
   for (const path of ['ok', 'down']) {
     await new Promise<void>((resolve) => {
       void handle({
-        meta: meta(path),
+        meta: proxyMetaFixture(path),
         body: new Uint8Array(0),
         respond: (answer: ProxyReplyMeta) => {
           statuses.push(answer.ok ? answer.status : 0);
