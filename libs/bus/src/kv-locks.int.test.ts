@@ -56,8 +56,12 @@ describe('one write at a time', () => {
 
   it('releases the key once the work is done, renewals included, so the next writer enters at once', async () => {
     await oneAtATime(locks, 'write_renewed', () => new Promise((resolve) => setTimeout(resolve, TTL_MS)), options);
-    const started = Date.now();
-    await oneAtATime(locks, 'write_renewed', async () => undefined, options);
-    expect(Date.now() - started).toBeLessThan(TTL_MS / 2);
+    // Told by the key itself, not by a clock: on a loaded machine (CI runs the chaos test beside
+    // this one) the next writer's first acquire can take longer than the TTL's half, released or not.
+    expect(await locks.isHeld('write_renewed')).toBe(false);
+    let acquires = 0;
+    const counted = { ...locks, acquire: (key: string) => ((acquires += 1), locks.acquire(key)) };
+    await oneAtATime(counted, 'write_renewed', async () => undefined, options);
+    expect(acquires).toBe(1);
   }, 30_000);
 });
