@@ -194,12 +194,14 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
      * Gives a schedule back when its run's job could not be queued, once the run is over: a job
      * stored after all (its acknowledgement lost) then finds the run ended and runs nothing beside
      * the next run. False, and the schedule kept, when that job came and the run began meanwhile.
+     * Safe to call again: a call that ended the run and stopped short of freeing the schedule
+     * (the database went away) is finished by the next.
      */
     async abandonUnqueued(run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, now: Date): Promise<boolean> {
       const ended = await runs
         .updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run\'s job could not be queued' }, finished_at: now } })
         .exec();
-      if (ended.matchedCount !== 1) return false;
+      if (ended.matchedCount !== 1 && !(await runs.exists({ _id: run._id, status: 'ERROR', 'error.code': 'sync_run_abandoned' }))) return false;
       await slots.deleteOne({ _id: run.schedule_id, run_id: run._id }).exec();
       await schedules.updateOne({ _id: run.schedule_id, running: run._id }, { $set: { running: null } }).exec();
       changed(run.schedule_id);

@@ -182,6 +182,35 @@ describe('a run whose job could not be queued', () => {
     expect(await beginRunHandler({ bus, schedules })({ environment_id: env, run_id: runId })).toEqual({ run: null });
   });
 
+  it('frees its schedule when the first give-back ended the run and then stopped short', async () => {
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-9', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-9');
+    let cutShort = true;
+    const failing = {
+      bus: {
+        enqueue: async () => {
+          throw new Error('no acknowledgement from JetStream (the message may be stored)');
+        },
+      } as unknown as Bus,
+      schedules: {
+        ...schedules,
+        // The first give-back's first write lands (the run is ended), then the database goes away.
+        abandonUnqueued: async (run: Parameters<ScheduleRepo['abandonUnqueued']>[0], now: Date) => {
+          if (!cutShort) return schedules.abandonUnqueued(run, now);
+          cutShort = false;
+          await syncRunModel(connection).updateOne({ _id: run._id }, { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'cut short' }, finished_at: now } }).exec();
+          throw new Error('the database went away');
+        },
+      },
+      minFrequencyMs: 60_000,
+    };
+    await expect(startRun(failing, schedule!, new Date())).rejects.toThrow('no acknowledgement');
+    const deadline = Date.now() + 10_000;
+    while ((await schedules.getSchedule(schedule!._id))?.running !== null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+    expect((await schedules.getSchedule(schedule!._id))?.running).toBeNull();
+    expect(await startRun({ bus, schedules, minFrequencyMs: 60_000 }, schedule!, new Date())).toBe(true);
+  }, 30_000);
+
   it('keeps its schedule when the job arrived and the run began meanwhile', async () => {
     await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-8', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
     const [schedule] = await schedules.list(env, 'crm', 'c-8');
