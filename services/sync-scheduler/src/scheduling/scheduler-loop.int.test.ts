@@ -111,8 +111,9 @@ describe('the scheduler lease', () => {
     await sleep(300);
     expect(b.lease.holding()).toBe(false);
     await a.loop.stop();
-    // Far sooner than the 30 s TTL: the key was deleted on the way out.
-    expect(await until(() => b.lease.holding(), 2000)).toBeLessThan(1000);
+    // Far sooner than the 30 s TTL: the key was deleted on the way out. (A third of it, not a
+    // second: a loaded CI machine can stall the test's process for that long.)
+    expect(await until(() => b.lease.holding(), 15_000)).toBeLessThan(10_000);
   });
 
   it('carries what the holder\'s last tick did, for the operator route', async () => {
