@@ -27,8 +27,8 @@ export function createReadAudit(deps: { insertMany(docs: CredentialReadDoc[]): P
   let writing: Promise<void> | undefined;
 
   async function write(batch: Batch): Promise<void> {
-    const inserted = deps.insertMany([...batch.groups.values()]);
     try {
+      const inserted = deps.insertMany([...batch.groups.values()]);
       if (!(await settledWithin(inserted, options.timeoutMs))) throw new Error(`no answer within ${options.timeoutMs} ms`);
       await inserted;
       for (const waiter of batch.waiters) waiter.resolve();
