@@ -13,8 +13,8 @@ let hits = 0;
 beforeAll(async () => {
   server = createServer((req, res) => {
     hits += 1;
-    // Never answered: only the sender's timeout ends it. (An answer a second late lost to the
-    // 300 ms timeout in a loaded CI run: got lets an answer that arrives while the event loop
+    // Never answered: only the sender's timeout ends it. (In a loaded CI run an answer sent a
+    // second late beat the 300 ms timeout: got lets an answer that arrives while the event loop
     // was blocked past the timeout win.)
     if (req.url === '/slow') return;
     if (req.url === '/busy') return void res.writeHead(429, { 'retry-after': '7' }).end();
