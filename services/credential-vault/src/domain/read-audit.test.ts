@@ -47,6 +47,9 @@ describe('credential-read audit', () => {
   it('fails closed: a failed or late write refuses the reads it covers with service_unavailable', async () => {
     const failing = createReadAudit({ insertMany: async () => { throw new Error('database away'); }, logger }, { timeoutMs: 1000 });
     await expect(failing.record(read('k1'))).rejects.toMatchObject({ code: 'service_unavailable' });
+    // A driver that throws before it returns a promise (a closed client, say) is refused the same way.
+    const throwing = createReadAudit({ insertMany: () => { throw new Error('client closed'); }, logger }, { timeoutMs: 1000 });
+    await expect(throwing.record(read('k1'))).rejects.toMatchObject({ code: 'service_unavailable' });
     const hanging = createReadAudit({ insertMany: () => new Promise(() => undefined), logger }, { timeoutMs: 30 });
     const refusal = await hanging.record(read('k1')).catch((error: unknown) => error);
     expect(refusal).toBeInstanceOf(AppError);
