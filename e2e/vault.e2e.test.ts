@@ -231,6 +231,13 @@ describe('refresh on fetch against a real OAuth 2 server', () => {
     const forced = await api('GET', '/connections/rotating?provider_config_key=oauth&force_refresh=true', undefined, readKey);
     expect(forced.json.credentials.access_token).not.toBe(read.json.credentials.access_token);
     expect(oauth.stats.grants.refresh_token).toBe(2);
+    // Not asked for: the refresh token is in no part of the answer, the provider's own token
+    // answer (`raw`) included, which names it too.
+    const rotated = (await api('GET', '/connections/rotating?provider_config_key=oauth&refresh_token=true', undefined, readKey)).json.credentials.refresh_token;
+    expect(typeof rotated).toBe('string');
+    expect(JSON.stringify(forced.json)).not.toContain(rotated);
+    expect(forced.json.credentials.raw).toMatchObject({ access_token: forced.json.credentials.access_token });
+    expect(forced.json.credentials.raw).not.toHaveProperty('refresh_token');
   });
 
   it('refreshes on force_refresh with the plain read scope, and answers without credentials or refresh token', async () => {

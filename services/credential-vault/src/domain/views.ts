@@ -56,10 +56,24 @@ export function connectionView(doc: ConnectionDoc, credentials?: StoredCredentia
   if (credentials) {
     // An unauthenticated connection's credentials are the API document's empty object.
     if (credentials.type === 'NONE') return { ...view, credentials: {} };
-    const { refresh_token: refreshToken, ...rest } = credentials;
-    view.credentials = includeRefreshToken && refreshToken !== undefined ? { ...rest, refresh_token: refreshToken } : rest;
+    if (includeRefreshToken) {
+      view.credentials = credentials;
+    } else {
+      const { refresh_token: _refreshToken, ...rest } = credentials;
+      view.credentials = { ...rest, ...withoutRefreshToken(rest['raw']) };
+    }
   }
   return view;
+}
+
+/**
+ * `raw` (the provider's token answer as it came) without the refresh token it names, which is
+ * shown only when asked for (`refresh_token=true`); nothing when there is none to take out.
+ */
+function withoutRefreshToken(raw: unknown): { raw?: Record<string, unknown> } {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || !('refresh_token' in raw)) return {};
+  const { refresh_token: _refreshToken, ...rest } = raw as Record<string, unknown>;
+  return { raw: rest };
 }
 
 /** Tag keys are normalised to lower case. */
