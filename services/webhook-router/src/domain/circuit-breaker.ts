@@ -1,7 +1,8 @@
 /**
  * A circuit breaker per customer URL, per replica: after `threshold` consecutive failures the
  * URL gets no attempts for `cooldownMs` (its deliveries wait instead, no attempt spent); then
- * one delivery probes it: success closes the circuit, failure opens it again.
+ * one delivery probes it: an answer closes the circuit, failure opens it again, and a probe
+ * that never reached the URL lets the next delivery probe.
  */
 export function createCircuitBreakers(options: { threshold: number; cooldownMs: number; maxUrls?: number; now?: () => number }) {
   const now = options.now ?? Date.now;
@@ -18,8 +19,14 @@ export function createCircuitBreakers(options: { threshold: number; cooldownMs: 
       circuit.probing = true;
       return 0;
     },
+    /** The URL answered: a success, or an answer final for its webhook (a 4xx). It is up. */
     succeeded(url: string): void {
       circuits.delete(url);
+    },
+    /** An attempt that tells nothing of the URL (refused before a socket opened, or never sent) ended. */
+    settled(url: string): void {
+      const circuit = circuits.get(url);
+      if (circuit) circuit.probing = false;
     },
     /** How many URLs' circuits are in each state that is not closed (for metrics). */
     states(): { failing: number; open: number; halfOpen: number } {

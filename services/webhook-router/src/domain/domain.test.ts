@@ -155,4 +155,16 @@ describe('circuit breaker', () => {
     breakers.succeeded('u');
     expect(breakers.waitFor('u')).toBe(0);
   });
+
+  it('lets the next delivery probe when a probe ended without reaching the URL', () => {
+    let now = 0;
+    const breakers = createCircuitBreakers({ threshold: 1, cooldownMs: 1000, now: () => now });
+    breakers.failed('u');
+    now = 1000;
+    expect(breakers.waitFor('u')).toBe(0); // the probe
+    expect(breakers.waitFor('u')).toBeGreaterThan(0);
+    breakers.settled('u');
+    expect(breakers.waitFor('u')).toBe(0); // the next probe
+    expect(breakers.states()).toEqual({ failing: 0, open: 0, halfOpen: 1 });
+  });
 });

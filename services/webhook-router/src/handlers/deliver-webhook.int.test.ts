@@ -115,3 +115,44 @@ it('records a delivery the receiver took while the database went away, once it i
     await ferret.dispose();
   }
 }, 60_000);
+
+it('closes the circuit when its probe gets a final answer, so the URL is not held for the rest of the retry window', async () => {
+  const deliveries = createDeliveryRepo(connection);
+  await deliveries.init();
+  // Down (503) until the circuit opens, then up, refusing the probe's webhook for good (400)
+  // and taking the next one.
+  const answers = [503, 503, 503, 503, 503, 400, 200];
+  const seen: string[] = [];
+  const flaky = createServer((req, res) => {
+    seen.push(String(req.headers['webhook-id']));
+    req.resume();
+    req.on('end', () => res.writeHead(answers.shift() ?? 200).end());
+  });
+  await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
+  const sender = loopbackSender();
+  try {
+    const handle = handlerOver(deliveries, sender);
+    const job = (id: string): WebhookDelivery => ({
+      webhook_id: id,
+      environment_id: 'env_a',
+      target: 'primary',
+      url: `http://127.0.0.1:${(flaky.address() as AddressInfo).port}/hooks`,
+      kind: 'forward',
+      body: '{"n":3}',
+      created_at: new Date().toISOString(),
+    });
+    for (let i = 1; i <= 5; i++) expect(await handle(job('msg_down'), delivery(i))).toHaveProperty('retryInMs');
+    // Open: held without an attempt.
+    expect(await handle(job('msg_held'), delivery(1))).toHaveProperty('retryInMs');
+    expect(seen).toHaveLength(5);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    // The cooldown is over: this one probes, and the receiver refuses it for good.
+    await expect(handle(job('msg_refused'), delivery(1))).resolves.toBeUndefined();
+    // The URL answered: the next delivery goes at once, not held as if the probe were still out.
+    await expect(handle(job('msg_next'), delivery(1))).resolves.toBeUndefined();
+    expect(seen.slice(5)).toEqual(['msg_refused', 'msg_next']);
+  } finally {
+    sender.close();
+    await new Promise((resolve) => flaky.close(resolve));
+  }
+}, 30_000);

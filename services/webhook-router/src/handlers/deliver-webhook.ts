@@ -7,7 +7,7 @@ import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/t
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
-import { signatureHeaders, type WebhookSender } from '../delivery/send-webhook.js';
+import { signatureHeaders, type SendResult, type WebhookSender } from '../delivery/send-webhook.js';
 import { countAttempt, countDelivery } from '../webhook-metrics.js';
 
 export interface DeliverDeps {
@@ -68,10 +68,17 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       return { retryInMs: wait };
     }
 
-    const keys = await deps.signingKeys(job.environment_id);
     const at = new Date();
-    const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
-    const result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
+    let result: SendResult;
+    try {
+      const keys = await deps.signingKeys(job.environment_id);
+      const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+      result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
+    } catch (error) {
+      // A probe that never went must not hold the URL's other deliveries until the window ends.
+      deps.breakers.settled(job.url);
+      throw error;
+    }
     recordAttempt(deps, job, at, result);
     countAttempt();
     const attempt = {
@@ -95,7 +102,11 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       return;
     }
     const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
+    // Every attempt ends its probe: a failure reopens the circuit, a final answer (the receiver
+    // refused this webhook) shows the URL up, and a refusal of ours says nothing of it.
     if (retryable) deps.breakers.failed(job.url);
+    else if (result.status !== null) deps.breakers.succeeded(job.url);
+    else deps.breakers.settled(job.url);
     const delay = retryable
       ? nextRetryDelay({
           attempt: msg.info.deliveryCount,
