@@ -146,3 +146,26 @@ it('case 11: with the audit store unavailable, no plaintext is served (503 servi
   expect('error' in refused ? refused.error.code : undefined).toBe('service_unavailable');
   expect(JSON.stringify(refused)).not.toContain(CANARY_API_KEY);
 });
+
+it('case 11: every import answered with its credentials has its audit record, a kill -9 right after notwithstanding', async () => {
+  vault ??= await startVault();
+  const ids = Array.from({ length: 10 }, (_, i) => `conn-imported-${i}`);
+  const answers = await Promise.all(
+    ids.map((connection_id) =>
+      bus.request(vaultContracts.createConnection, {
+        environment_id,
+        reader: { key_id: 'key_importer' },
+        include_credentials: true,
+        provider_config_key: 'airtable',
+        connection_id,
+        credentials: { type: 'API_KEY', apiKey: CANARY_API_KEY },
+      }),
+    ),
+  );
+  await killHard(vault);
+  vault = undefined;
+  expect(answers.every((answer) => JSON.stringify(answer).includes(CANARY_API_KEY))).toBe(true);
+  const stored = await db.collection<{ _id: string; connection_id: string }>('connections').find({ environment_id, connection_id: { $in: ids } }).toArray();
+  expect(stored).toHaveLength(ids.length);
+  for (const doc of stored) expect(await auditedReads(doc._id)).toBe(1);
+});

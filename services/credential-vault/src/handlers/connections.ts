@@ -46,7 +46,8 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
     });
     await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc));
     await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
-    if (request.include_credentials) deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, caller: callerOf(vaultContracts.createConnection, msg), purpose: 'import' });
+    // As for a read: the plaintext is answered once its audit record is stored.
+    if (request.include_credentials) await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, caller: callerOf(vaultContracts.createConnection, msg), purpose: 'import' });
     return connectionView(doc, request.include_credentials ? credentials : undefined, true);
   };
 }
