@@ -260,6 +260,33 @@ describe('two replicas whose work outlasts the ack wait', () => {
   }, 40_000);
 });
 
+describe('a consumer that names no heartbeat', () => {
+  it('keeps a message its handler works on past the ack wait, rather than having it run twice', async () => {
+    const runs: Array<{ n: number; deliveries: number }> = [];
+    const consumer = await consume({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-no-heartbeat',
+      deliverPolicy: 'new',
+      contract: slowJob,
+      concurrency: 2,
+      ackWaitMs: 1000,
+      handler: async ({ n }, msg) => {
+        runs.push({ n, deliveries: msg.info.deliveryCount });
+        await new Promise((resolve) => setTimeout(resolve, 2500));
+      },
+    });
+    await client.publish(slowJob, { n: 100 });
+    const deadline = Date.now() + 10_000;
+    while (runs.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    // Past the handler's end and more than one ack wait after: a second run would be here.
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    await consumer.stop();
+    expect(runs).toEqual([{ n: 100, deliveries: 1 }]);
+  }, 30_000);
+});
+
 describe('a consumer whose pulls go unanswered for a while', () => {
   it('does not give up a pull the server still holds, so what it delivers there is run at once', async () => {
     // A starved server answers a pull late: neither its messages nor its heartbeats reach the

@@ -36,7 +36,8 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
   /**
    * While a handler runs, tell JetStream every this often that it is still working on the
    * message, so that only the messages of a replica that died are delivered again, however long
-   * the work takes. Pick it well under `ackWaitMs`.
+   * the work takes. Pick it well under `ackWaitMs`; a third of it by default, so no handler
+   * (an event that touches every connection, say) runs past the ack wait and again beside itself.
    */
   heartbeatMs?: number;
   /** Delay before a retryable failure is delivered again. */
@@ -158,6 +159,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const inFlight = new Set<Promise<void>>();
   const settle = settlerFor(options);
   const { observer } = connectionOf(options.bus);
+  const heartbeatMs = options.heartbeatMs ?? Math.floor((options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS) / 3);
   // Pull again once a quarter of the slots are free, not for each one: a pull is a round trip.
   const pullAt = Math.max(1, Math.floor(concurrency / 4));
   // One for every handler of this consumer: aborted when the stopping consumer wants its messages back.
@@ -171,7 +173,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       settle.malformed(msg);
       return;
     }
-    const heartbeat = options.heartbeatMs === undefined ? undefined : setInterval(() => msg.working(), options.heartbeatMs);
+    const heartbeat = setInterval(() => msg.working(), heartbeatMs);
     const start = performance.now();
     // Acked, nak'ed or terminated once: by the handler's outcome, or handed back first.
     let settled = false;
