@@ -1,6 +1,7 @@
 import type { Response } from 'express';
 import { pullStream, type Bus } from '@latchkey/bus';
 import type { ActionOutput } from '@latchkey/contracts';
+import { writeChunks } from '../../http/write-chunks.js';
 
 /** Writes an action's output (JSON text) as the response body, inline or from its pull stream. */
 export async function sendOutput(bus: Bus, res: Response, output: ActionOutput, timeoutMs: number): Promise<{ streamed: true }> {
@@ -13,10 +14,6 @@ export async function sendOutput(bus: Bus, res: Response, output: ActionOutput, 
   res.setHeader('content-length', String(output.bytes));
   const stream = pullStream(bus, output.stream, timeoutMs);
   res.once('close', () => void stream.return(undefined));
-  for await (const chunk of stream) {
-    if (res.destroyed) break;
-    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
-  }
-  res.end();
+  await writeChunks(res, stream);
   return { streamed: true };
 }

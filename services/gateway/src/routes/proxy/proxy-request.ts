@@ -1,9 +1,10 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { callProxy } from '@latchkey/proxy-hop';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
+import { writeChunks } from '../../http/write-chunks.js';
 
 /**
  * Ours: the API key, the request id (it travels in the call) and the proxy's settings, read
@@ -75,14 +76,6 @@ function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
 /** Whether an answer of this status carries a body (RFC 9110 §6.4.1): not 1xx, 204 or 304. */
 const hasBody = (status: number) => status >= 200 && status !== 204 && status !== 304;
 
-async function writeOut(res: ServerResponse, chunks: AsyncIterable<Uint8Array>): Promise<void> {
-  for await (const chunk of chunks) {
-    if (res.destroyed) break;
-    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
-  }
-  res.end();
-}
-
 /**
  * `/proxy/{anyPath}`: forwards the call to the provider through the proxy client (a proxy
  * replica injects the connection's credentials). The answer comes back as the provider gave it,
@@ -140,7 +133,7 @@ export const proxyRequest = defineBareRoute({
     } else {
       const stream = reply.chunks();
       res.once('close', () => void stream.return(undefined));
-      await writeOut(res, stream);
+      await writeChunks(res, stream);
     }
   },
 });
