@@ -24,9 +24,14 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
 ]);
 const NEVER_FORWARDED_PREFIXES = ['x-forwarded-', 'proxy-'];
 
-/** RFC 9110 field names are tokens; values hold no line breaks or NUL. */
+/**
+ * RFC 9110 field names are tokens; values hold visible ASCII, spaces, tabs and obs-text (bytes
+ * 0x80 to 0xFF) only: no line break, NUL or other control character, and no character beyond
+ * Latin-1, which the HTTP client refuses too (a refusal that would otherwise look like a
+ * network failure, and be retried).
+ */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const UNSAFE_VALUE = /[\r\n\0]/;
+const UNSAFE_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 const NONE_LISTED: ReadonlySet<string> = new Set();
 
@@ -68,6 +73,10 @@ export function upstreamHeaders(
     if (NEVER_FORWARDED_PREFIXES.some((prefix) => lower.startsWith(prefix))) continue;
     headers.push([name, value]);
   }
-  headers.push(...injected);
+  for (const [name, value] of injected) {
+    // Filled from the connection's configuration: refused the same way, never quoted (it may hold the credential).
+    if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) throw new AppError('invalid_headers', "A header of the connection's credentials is not a valid HTTP header");
+    headers.push([name, value]);
+  }
   return headers;
 }

@@ -78,3 +78,82 @@ describe('the operations log of proxied calls', () => {
     expect(logged.map((operation) => [operation.status, operation.proxy?.path, operation.proxy?.upstream_status])).toEqual([['failure', '/down', 503]]);
   });
 });
+
+describe('what the caller is answered when the provider or the call is out of the ordinary', () => {
+  let provider: Server;
+  const seen: Array<{ method: string; url: string }> = [];
+
+  beforeAll(async () => {
+    provider = createServer((req, res) => {
+      seen.push({ method: req.method ?? '', url: req.url ?? '' });
+      switch (req.url) {
+        case '/see-other':
+          return res.writeHead(303, { location: '/target' }).end();
+        case '/bad-location':
+          return res.writeHead(302, { location: 'http://[' }).end('moved');
+        case '/stall':
+          // The head and a first chunk, then nothing.
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          return res.write('first chunk');
+        case '/not-modified':
+          return res.writeHead(304, { 'content-encoding': 'gzip', etag: '"v1"' }).end();
+        default:
+          return res.writeHead(200, { 'content-type': 'text/plain' }).end('target');
+      }
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+  });
+
+  afterAll(async () => {
+    provider.closeAllConnections();
+    await new Promise((resolve) => provider.close(resolve));
+  });
+
+  /** One call through a replica's handler to the provider above: the answer's meta and body. */
+  async function answer(path: string, fields: Parameters<typeof proxyMetaFixture>[1] = {}): Promise<{ meta: ProxyReplyMeta; body: string }> {
+    const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+    const { port } = provider.address() as AddressInfo;
+    const meta = proxyMetaFixture(path, fields);
+    cache.set(credentialKey(meta), { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false }, cache.generation());
+    const operations = { recordFields: () => undefined };
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 1_000, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
+    return new Promise((resolve) => {
+      void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta, body: Uint8Array) => resolve({ meta: reply, body: Buffer.from(body).toString() }) });
+    });
+  }
+  const errorCode = (meta: ProxyReplyMeta) => (meta.ok ? undefined : meta.error.code);
+
+  it('refuses a header value the HTTP client would refuse with 400 invalid_headers, before reaching the provider and without retries', async () => {
+    seen.length = 0;
+    const { meta } = await answer('echo', { headers: [['X-Name', '日本']], retries: 3 });
+    expect(errorCode(meta)).toBe('invalid_headers');
+    expect(seen).toEqual([]);
+  });
+
+  it('follows a 303 for a HEAD with a HEAD', async () => {
+    seen.length = 0;
+    const { meta } = await answer('see-other', { method: 'HEAD' });
+    expect(meta).toMatchObject({ ok: true, status: 200 });
+    expect(seen).toEqual([
+      { method: 'HEAD', url: '/see-other' },
+      { method: 'HEAD', url: '/target' },
+    ]);
+  });
+
+  it("passes a redirect whose Location is not a URL on as the provider's answer", async () => {
+    const { meta, body } = await answer('bad-location');
+    expect(meta).toMatchObject({ ok: true, status: 302 });
+    expect(body).toBe('moved');
+  });
+
+  it('answers 504 upstream_timeout when the body stalls before it ends', async () => {
+    const { meta } = await answer('stall');
+    expect(errorCode(meta)).toBe('upstream_timeout');
+  });
+
+  it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {
+    const { meta, body } = await answer('not-modified', { decompress: true });
+    expect(meta).toMatchObject({ ok: true, status: 304 });
+    expect(body).toBe('');
+  });
+});

@@ -246,8 +246,8 @@ async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: Ups
   let head: { chunks: Uint8Array[]; complete: boolean };
   try {
     head = decoder ? await readAhead(read, inlineLimit) : await response.readAhead(inlineLimit);
-  } catch {
-    throw brokenOff();
+  } catch (error) {
+    throw bodyFailure(error);
   }
   if (head.complete) {
     call.respond({ ok: true, status: response.status, headers, body: 'inline' }, inlineBody(head.chunks));
@@ -278,27 +278,46 @@ async function readAhead(read: () => Promise<Uint8Array | null>, limit: number):
   return { chunks, complete: true };
 }
 
-/** The body through a decoder (gzip, deflate, brotli), chunk by chunk. */
+/**
+ * The body through a decoder (gzip, deflate, brotli), chunk by chunk. A body with no byte (a 304
+ * or a 204 naming its encoding, an empty 200) has nothing to decode, and is not a valid
+ * compressed stream either: it is read as empty, without the decoder.
+ */
 function decodedReader(response: UpstreamResponse, decoder: NodeJS.ReadWriteStream): () => Promise<Uint8Array | null> {
-  const source = Readable.from(
-    (async function* () {
-      for (let chunk = await response.read(); chunk !== null; chunk = await response.read()) yield chunk;
-    })(),
-  );
-  const iterator = (source.pipe(decoder) as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-  source.once('error', (error) => (decoder as unknown as { destroy(error: Error): void }).destroy(error));
+  let iterator: AsyncIterator<Uint8Array> | undefined;
+  let empty = false;
   return async () => {
+    if (empty) return null;
+    if (iterator === undefined) {
+      const first = await response.read();
+      if (first === null) {
+        empty = true;
+        return null;
+      }
+      const source = Readable.from(
+        (async function* () {
+          yield first;
+          for (let chunk = await response.read(); chunk !== null; chunk = await response.read()) yield chunk;
+        })(),
+      );
+      iterator = (source.pipe(decoder) as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+      source.once('error', (error) => (decoder as unknown as { destroy(error: Error): void }).destroy(error));
+    }
     const { value, done } = await iterator.next();
     return done ? null : value;
   };
 }
 
-const brokenOff = () => new AppError('upstream_unreachable', 'The provider broke off the response');
+/** A body that stalled past the timeout is the provider's slowness (504); any other failure, a break (502). */
+const bodyFailure = (error: unknown) =>
+  error instanceof UpstreamNetworkError && error.code === 'ETIMEDOUT'
+    ? new AppError('upstream_timeout', 'The provider stopped sending the response body')
+    : new AppError('upstream_unreachable', 'The provider broke off the response');
 
 async function nextChunk(read: () => Promise<Uint8Array | null>): Promise<Uint8Array | null> {
   try {
     return await read();
-  } catch {
-    throw brokenOff();
+  } catch (error) {
+    throw bodyFailure(error);
   }
 }

@@ -239,9 +239,9 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
 
 /**
  * One upstream exchange: sends the request to the address that passed the policy, follows
- * redirects (each hop checked again; credentials dropped when the origin changes; 303 and
- * 301/302 after a POST become GET without a body), and resolves with the final response,
- * its body unread.
+ * redirects (each hop checked again; credentials dropped when the origin changes; 303, but for
+ * a HEAD, and 301/302 after a POST become GET without a body), and resolves with the final
+ * response, its body unread.
  */
 export async function callUpstream(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamResponse> {
   let current = call;
@@ -258,10 +258,12 @@ export async function callUpstream(call: UpstreamCall, options: UpstreamOptions)
     }
     const location = response.header('location');
     if (!REDIRECTS.has(response.status) || location === undefined || hop >= options.maxRedirects) return response;
-    const next = new URL(location, current.url);
-    if (next.protocol !== 'http:' && next.protocol !== 'https:') return response;
+    // A Location that is no URL, or not an HTTP one, is the provider's answer to pass on.
+    const next = URL.parse(location, current.url.href);
+    if (next === null || (next.protocol !== 'http:' && next.protocol !== 'https:')) return response;
     const status = response.status;
-    const toGet = status === 303 || ((status === 301 || status === 302) && current.method === 'POST');
+    // A HEAD stays a HEAD (RFC 9110 §15.4.4: the retrieval a 303 asks for is a GET or a HEAD).
+    const toGet = (status === 303 && current.method !== 'HEAD') || ((status === 301 || status === 302) && current.method === 'POST');
     if (!toGet && current.body !== null && !(current.body instanceof Uint8Array)) return response; // a stream cannot be sent twice
     response.discard();
     const sameOrigin = next.origin === current.url.origin;
