@@ -405,3 +405,40 @@ it('drops a kept answer with its connection: a deleted connection leaves no cred
   await replica(direct).refresher.forget(doc);
   expect(await answers.find(doc._id)).toBeNull();
 });
+
+it('refreshes for a forced fetch that comes while a plain one is under way, rather than handing it the plain one’s answer', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000));
+  const held = { type: 'OAUTH2' as const, access_token: 'revoked-at-the-provider', refresh_token: refreshToken, raw: {} };
+  const { refresher } = replica(direct);
+  oauth.stats.reset();
+  // Another replica holds the lock: the plain fetch hands out the token it has, valid for minutes.
+  const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+  expect(await createKvLocks(kv).acquire(lockKey)).not.toBeNull();
+  const plain = refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  // The provider refused that token (a 401): the proxy forces a refresh.
+  const forced = refresher.ensureFresh(doc, held, { force: true, vendorJwt: false });
+  expect((await plain).credentials['access_token']).toBe('revoked-at-the-provider');
+  expect((await forced).credentials['access_token']).not.toBe('revoked-at-the-provider');
+  expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
+});
+
+it('refreshes for a forced fetch whose connection had its metadata written while it waited for the lock', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 60 * 60_000));
+  const held = { type: 'OAUTH2' as const, access_token: 'revoked-at-the-provider', refresh_token: refreshToken, raw: {} };
+  const { refresher, connections } = replica(direct);
+  oauth.stats.reset();
+  // Another replica holds the lock and dies holding it (it lasts its TTL here, 1 s).
+  const lockKey = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+  expect(await createKvLocks(kv).acquire(lockKey)).not.toBeNull();
+  const forced = refresher.ensureFresh(doc, held, { force: true, vendorJwt: false });
+  // Meanwhile a sync writes the connection's metadata: a write, but no new credentials.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  await connections.update(environmentId(doc.environment_id), doc._id, { metadata: { cursor: 'x' }, updated_at: new Date() });
+  // What the vault stores is the seeded 'expired' token: a fresh one is neither.
+  expect(['expired', 'revoked-at-the-provider']).not.toContain((await forced).credentials['access_token']);
+  expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
+});

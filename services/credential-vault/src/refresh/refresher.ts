@@ -234,15 +234,17 @@ export function createRefresher(deps: RefresherDeps): Refresher {
   async function underLock(held: { doc: ConnectionDoc; credentials: StoredCredentials }, force: boolean, vendorJwt: boolean, startedAt: number) {
     const { doc } = held;
     const key = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+    // New credentials since this fetch began, which a forced one takes as its refresh: a write of
+    // the credentials (each one moves their version), not any write of the connection (metadata).
+    const renewed = (current: ConnectionDoc) => credentialsVersionOf(current) > credentialsVersionOf(doc);
     for (;;) {
       const lock = await locks.acquire(key);
       if (lock !== null) {
         try {
           const read = await reread(doc);
           const current = (await storeKept(lock, read.doc)) ?? read;
-          const alreadyDone = current.doc.updated_at.getTime() >= startedAt && !current.doc.refresh_failure;
           if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false)) return current;
-          if (force && alreadyDone) return current;
+          if (force && renewed(current.doc) && !current.doc.refresh_failure) return current;
           const refused = force ? undefined : refusal(current.doc);
           if (refused) throw refused;
           const done = await refreshNow(lock, current.doc, current.credentials, vendorJwt);
@@ -264,7 +266,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);
         if (refused && current.doc.refresh_failure && new Date(current.doc.refresh_failure.last_at).getTime() >= startedAt) throw refused;
-        if (!needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false) || force) return current;
+        if (force ? renewed(current.doc) : !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false)) return current;
       }
     }
   }
@@ -278,10 +280,14 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         const refused = refusal(doc);
         if (refused) throw refused;
       }
-      let attempt = inFlight.get(doc._id);
+      // Fetches of one connection share one attempt, but a forced one (the provider refused the
+      // token) or one for the vendor's JWT never takes a plain attempt's answer: that may be the
+      // token in hand, handed out while another replica refreshes.
+      const flight = force || vendorJwt ? `${doc._id}\u0000${force ? 'force' : ''}\u0000${vendorJwt ? 'jwt' : ''}` : doc._id;
+      let attempt = inFlight.get(flight);
       if (!attempt) {
-        attempt = underLock({ doc, credentials }, force, vendorJwt, Date.now()).finally(() => inFlight.delete(doc._id));
-        inFlight.set(doc._id, attempt);
+        attempt = underLock({ doc, credentials }, force, vendorJwt, Date.now()).finally(() => inFlight.delete(flight));
+        inFlight.set(flight, attempt);
       }
       try {
         return await attempt;
