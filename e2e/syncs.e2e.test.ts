@@ -388,7 +388,8 @@ describe('a killed action-runner', () => {
     const records = await allRecords({ model: 'Product' });
     expect(records).toHaveLength(FEWER_KEPT);
     expect(new Set(records.map((record) => record.id)).size).toBe(FEWER_KEPT);
-    // The retried run found the first page already saved: it counts only what it wrote itself.
-    expect(after.latestResult.Product!.added).toBeLessThan(FEWER_KEPT);
+    // The run counts what the killed attempt reported and what the retried one wrote, which found
+    // the first page already saved: no record twice.
+    expect(after.latestResult.Product!.added).toBeLessThanOrEqual(FEWER_KEPT);
   }, 90_000);
 });

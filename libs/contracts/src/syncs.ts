@@ -100,6 +100,8 @@ export const syncContracts = {
           started_at: z.string(),
           /** The last checkpoint saved for this sync, connection and variant (by this run, an earlier attempt of it, or an earlier run). */
           checkpoint: syncCheckpoint.nullable().optional(),
+          /** What earlier attempts of this run reported writing (a cut-off one, whose writes the resumed one finds unchanged). */
+          results: modelCounts.optional(),
         })
         .nullable(),
     }),

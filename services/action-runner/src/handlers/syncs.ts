@@ -23,17 +23,21 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
   return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage, signal: AbortSignal) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
-    // Each attempt counts what it wrote itself: a resumed one finds the earlier writes unchanged.
+    // Each attempt counts what it writes itself; a resumed one finds the earlier writes
+    // unchanged, so the run's counts are what earlier attempts reported plus these. They decide
+    // the run's `sync` webhooks: records a cut-off attempt added are announced too.
     const counts: ModelCounts = {};
+    const earlier = run.results ?? {};
+    const runCounts = () => addCounts(earlier, counts);
     const progress = { environment_id: job.environment_id, run_id: job.run_id };
     const report = async (checkpoint?: SyncCheckpoint | null) => {
       if (checkpoint !== undefined) {
-        const { recorded } = await deps.bus.request(syncContracts.reportProgress, { ...progress, results: counts, checkpoint });
+        const { recorded } = await deps.bus.request(syncContracts.reportProgress, { ...progress, results: runCounts(), checkpoint });
         if (!recorded) throw new AppError('function_failed', 'This sync run is over (another run took its place): its checkpoint was not saved');
         return;
       }
-      // Counts are only for `GET /sync/status`: a report that fails costs nothing but freshness.
-      await deps.bus.request(syncContracts.reportProgress, { ...progress, results: counts }).catch((error: unknown) => {
+      // Counts are for `GET /sync/status` and the run's end: a report that fails costs freshness, and the end's count of a later cut-off.
+      await deps.bus.request(syncContracts.reportProgress, { ...progress, results: runCounts() }).catch((error: unknown) => {
         deps.logger.warn('could not report a sync run\'s progress', { error });
       });
     };
@@ -67,6 +71,20 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
-    await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: counts, ...outcome });
+    await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: runCounts(), ...outcome });
   };
+}
+
+/** Two attempts' counts, model by model. */
+function addCounts(a: ModelCounts, b: ModelCounts): ModelCounts {
+  const sum: ModelCounts = {};
+  for (const counts of [a, b]) {
+    for (const [model, { added, updated, deleted }] of Object.entries(counts)) {
+      const into = (sum[model] ??= { added: 0, updated: 0, deleted: 0 });
+      into.added += added;
+      into.updated += updated;
+      into.deleted += deleted;
+    }
+  }
+  return sum;
 }

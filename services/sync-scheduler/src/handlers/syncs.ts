@@ -326,6 +326,7 @@ export function beginRunHandler(deps: Pick<SyncsDeps, 'bus' | 'schedules'>) {
         variant: run.variant,
         started_at: (run.started_at ?? startedAt).toISOString(),
         checkpoint: schedule?.checkpoint ?? null,
+        results: run.results ?? {},
       },
     };
   };
