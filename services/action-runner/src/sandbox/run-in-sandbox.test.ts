@@ -66,6 +66,23 @@ describe('runInSandbox', () => {
     expect(bad.errors).toEqual([{ code: 'invalid_value', message: 'n must be text', path: 'input.n' }]);
   });
 
+  it('fails a run whose context call met an outage it did not catch with that outage (retryable), not as the function failing', async () => {
+    const host = {
+      batchSave: async () => {
+        throw new AppError('service_unavailable', 'The records store did not answer in time');
+      },
+    };
+    const outage = await failure(run(action(`async (ctx) => { await ctx.batchSave([{ id: '1' }], 'Ticket'); }`), { host }));
+    expect(outage.code).toBe('service_unavailable');
+    expect(outage.retryable).toBe(true);
+    // Caught, and a failure of the function's own thrown instead: the function's.
+    const own = await failure(run(action(`async (ctx) => { try { await ctx.batchSave([], 'T'); } catch { throw new Error('gave up'); } }`), { host }));
+    expect(own.code).toBe('function_failed');
+    // A run that met no outage and throws that code itself: the function's failure.
+    const next = await failure(run(action(`async () => { const e = new Error('mine'); e.code = 'service_unavailable'; throw e; }`)));
+    expect(next.code).toBe('function_failed');
+  });
+
   it('stops an endless loop at its timeout, and the next run succeeds', async () => {
     const started = Date.now();
     const error = await failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));

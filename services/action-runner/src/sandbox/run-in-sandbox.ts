@@ -96,6 +96,8 @@ interface Loaded {
   entry: ivm.Reference<(...args: unknown[]) => Promise<string>>;
   runId: number;
   run: SandboxRun | undefined;
+  /** The last outage (a retryable error) a context call of the current run met, if any. */
+  outage?: AppError | undefined;
   idleTimer?: NodeJS.Timeout;
 }
 
@@ -172,6 +174,7 @@ async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
           return JSON.stringify({ ok: true, value: value ?? null });
         } catch (error) {
           const appError = toAppError(error);
+          if (appError.retryable && loaded.runId === runId) loaded.outage = appError;
           // Internal failures keep their detail in our logs; the function sees the code only.
           const message = appError.code === 'internal_error' ? 'An internal error occurred' : appError.message;
           return JSON.stringify({ ok: false, error: { code: appError.code, message } });
@@ -247,6 +250,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
       const runId = nextRunId++;
       loaded.runId = runId;
       loaded.run = run;
+      loaded.outage = undefined;
       const inputJson = run.input === undefined ? undefined : JSON.stringify(run.input);
       const info = JSON.stringify({ ...run.info, runId, ...(run.kind ? { kind: run.kind } : {}) });
       return (await loaded.entry.apply(undefined, [run.entry, inputJson, info, limits.maxOutputBytes], {
@@ -259,7 +263,12 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     const reply = JSON.parse(replyText) as
       | { ok: true; output?: string; kind: string; name: string }
       | { ok: false; error: SandboxError };
-    if (!reply.ok) throw functionError(reply.error);
+    // A failure that is an outage a context call met and the function let through is that
+    // outage, retryable (a sync run is tried again), not the function's own failure.
+    if (!reply.ok) {
+      const outage = (loaded as Loaded | undefined)?.outage;
+      throw outage?.code === reply.error.code ? outage : functionError(reply.error);
+    }
     if (reply.output !== undefined && Buffer.byteLength(reply.output) > limits.maxOutputBytes) {
       throw new AppError('action_output_too_large', `The output is larger than ${limits.maxOutputBytes} bytes`);
     }
@@ -284,6 +293,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     if (used) {
       used.runId = 0;
       used.run = undefined;
+      used.outage = undefined;
       // Only an isolate whose run ended well is used again; any failure costs it.
       if (succeeded && run.reuse) keepIdle(run.reuse.key, used, run.reuse.perKey);
       else if (!used.isolate.isDisposed) used.isolate.dispose();
