@@ -57,6 +57,8 @@ import { createRefresher } from './refresh/refresher.js';
 
 /** How long a decrypted connection may serve fetches without a read; writes invalidate it at once. */
 const CONNECTION_CACHE_TTL_MS = 30_000;
+/** How often expired connect sessions and OAuth flows are deleted. */
+const SESSION_SWEEP_MS = 5 * 60_000;
 
 /**
  * Locks live this long at most: a replica that dies mid-refresh frees the connection. A holder
@@ -100,6 +102,21 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   await connections.indexKeys();
   // And connections stored before the lists get their place in them (see connection-lists).
   await connections.indexLists();
+
+  // Connect sessions and OAuth flows nobody came back to (each may hold a customer's OAuth
+  // client) go once expired: every replica sweeps (idempotent deletes), at start and every few minutes.
+  const sweepSessions = () => {
+    const now = new Date();
+    void Promise.all([sessions.removeExpired(now), oauthSessions.removeExpired(now)]).then(
+      ([expiredSessions, expiredFlows]) => {
+        if (expiredSessions + expiredFlows > 0) logger.debug('swept expired connect sessions', { sessions: expiredSessions, oauth_flows: expiredFlows });
+      },
+      (error: unknown) => logger.warn('could not sweep expired connect sessions; trying again later', { error }),
+    );
+  };
+  sweepSessions();
+  const sessionSweep = setInterval(sweepSessions, SESSION_SWEEP_MS).unref();
+  runtime.onShutdown(() => clearInterval(sessionSweep));
 
   // Token endpoints are reached under the proxy's address policy and its operator allow-list.
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });

@@ -14,7 +14,7 @@ export interface ConnectSessionDoc {
   organization: Record<string, unknown> | null;
   reconnect: { connection_id: string; integration_id: string } | null;
   created_at: Date;
-  /** Checked on every use; expired sessions are deleted when next touched (no TTL index). */
+  /** Checked on every use; expired sessions are deleted when next touched, or by the vault's sweep. */
   expires_at: Date;
 }
 
@@ -36,5 +36,6 @@ const connectSessionSchema = new Schema<ConnectSessionDoc>(
   { collection: 'connect_sessions', versionKey: false, minimize: false },
 );
 connectSessionSchema.index({ digest: 1 }, { unique: true });
+connectSessionSchema.index({ expires_at: 1 });
 
 export const connectSessionModel = (connection: Connection) => connection.model<ConnectSessionDoc>('ConnectSession', connectSessionSchema);

@@ -11,6 +11,8 @@ export function createConnectSessionRepo(connection: Connection) {
     /** The one unscoped read: the session token is what names the environment. */
     findByDigest: (digest: string) => model.findOne({ digest }).lean<ConnectSessionDoc>().exec(),
     removeByDigest: async (digest: string) => (await model.deleteOne({ digest }).exec()).deletedCount > 0,
+    /** Sessions past their expiry, which nothing else would delete (one never used again), across environments. */
+    removeExpired: async (now: Date) => (await model.deleteMany({ expires_at: { $lt: now } }).exec()).deletedCount,
   };
 }
 

@@ -43,6 +43,7 @@ const oauthSessionSchema = new Schema<OAuthSessionDoc>(
   { collection: 'oauth_sessions', versionKey: false, minimize: false },
 );
 oauthSessionSchema.index({ state: 1 }, { unique: true });
+oauthSessionSchema.index({ expires_at: 1 });
 
 export const oauthSessionModel = (connection: Connection) => connection.model<OAuthSessionDoc>('OAuthSession', oauthSessionSchema);
 
@@ -58,6 +59,8 @@ export function createOAuthSessionRepo(connection: Connection) {
       const { deletedCount } = await model.deleteOne({ _id: doc._id }).exec();
       return deletedCount === 1 ? doc : null;
     },
+    /** Flows past their expiry (the end user never came back), which `consume` would never see. */
+    removeExpired: async (now: Date) => (await model.deleteMany({ expires_at: { $lt: now } }).exec()).deletedCount,
   };
 }
 
