@@ -288,6 +288,14 @@ test('case 22: an auditor reading the vault database finds no credential in plai
     if (typeof secret === 'string') issued.push(secret);
   }
   expect(issued).toEqual(expect.arrayContaining([imported.apiKey, imported.password, imported.accessToken]));
+  // A connect session that carries the customer's own OAuth client for its flow.
+  const sessionClientSecret = canary('session-client-secret');
+  const session = await api('POST', '/connect/sessions', {
+    allowed_integrations: ['oauth'],
+    integrations_config_defaults: { oauth: { connection_config: { oauth_client_id_override: 'own-client', oauth_client_secret_override: sessionClientSecret } } },
+  });
+  expect(session.status).toBe(201);
+  issued.push(sessionClientSecret);
   await new Promise((resolve) => setTimeout(resolve, 1500)); // let the audit batch land
 
   // What a stolen database holds: every document of every collection of the vault's database.

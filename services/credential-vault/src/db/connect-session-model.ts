@@ -8,7 +8,10 @@ export interface ConnectSessionDoc {
   digest: string;
   tags: Record<string, string>;
   allowed_integrations: string[] | null;
+  /** As the customer gave them, less a non-empty `oauth_client_secret_override` (see `client_secrets`). */
   integrations_config_defaults: Record<string, { connection_config: Record<string, unknown> }>;
+  /** The customer's OAuth client secrets for the flows, by integration, encrypted. */
+  client_secrets?: Record<string, string>;
   overrides: Record<string, { docs_connect?: string | undefined }>;
   end_user: Record<string, unknown> | null;
   organization: Record<string, unknown> | null;
@@ -26,6 +29,7 @@ const connectSessionSchema = new Schema<ConnectSessionDoc>(
     tags: { type: Schema.Types.Mixed, default: {} },
     allowed_integrations: { type: [String], default: null },
     integrations_config_defaults: { type: Schema.Types.Mixed, default: {} },
+    client_secrets: { type: Schema.Types.Mixed, default: {} },
     overrides: { type: Schema.Types.Mixed, default: {} },
     end_user: { type: Schema.Types.Mixed, default: null },
     organization: { type: Schema.Types.Mixed, default: null },

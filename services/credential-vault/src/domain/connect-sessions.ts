@@ -23,6 +23,9 @@ export const digestOf = (token: string) => createHash('sha256').update(token).di
 /** A reconnect that loses the credentials compare-and-set this often in a row gives up. */
 const RECONNECT_ATTEMPTS = 5;
 
+/** Where a customer's OAuth client secret for a session's flow is sealed (the AAD's field). */
+export const SESSION_CLIENT_SECRET_PLACE = { field: 'connect_session.oauth_client_secret_override' };
+
 /** Markers in the session's defaults that offer the end user their own OAuth client; not config. */
 const CLIENT_OVERRIDE_MARKERS = new Set(['oauth_client_id_override', 'oauth_client_secret_override']);
 

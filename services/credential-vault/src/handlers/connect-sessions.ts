@@ -2,19 +2,19 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type ConnectSession, type RequestOf, type vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { HttpClient } from '@latchkey/net';
-import { environmentId } from '@latchkey/mongo';
+import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { Provider } from '../catalog/provider-schema.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
-import { SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
 import { verifyCredentials } from '../domain/verify-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { normalizeTags } from '../domain/views.js';
 import { clientCredentialsToken } from '../refresh/fresh-credentials.js';
 
-type Deps = Pick<VaultDeps, 'connections'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
+type Deps = Pick<VaultDeps, 'connections' | 'cipher'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
 
 /**
  * `vault.sessions.create`: a session for one end user's connect flow. Every named integration
@@ -30,7 +30,8 @@ export function createConnectSessionHandler(deps: Deps) {
       ...Object.keys(request.overrides ?? {}),
       ...(request.reconnect ? [request.reconnect.integration_id] : []),
     ]);
-    for (const key of named) await deps.integrationService.find(environment, key);
+    const integrations = new Map<string, { _id: string }>();
+    for (const key of named) integrations.set(key, await deps.integrationService.find(environment, key));
     if (request.reconnect) {
       const connection = await deps.connections.find(environment, request.reconnect.integration_id, request.reconnect.connection_id);
       if (!connection) throw new AppError('unknown_connection', `No connection "${request.reconnect.connection_id}" in "${request.reconnect.integration_id}"`);
@@ -48,7 +49,7 @@ export function createConnectSessionHandler(deps: Deps) {
       digest: digestOf(token),
       tags: normalizeTags(request.tags),
       allowed_integrations: request.allowed_integrations ?? (request.reconnect ? [request.reconnect.integration_id] : null),
-      integrations_config_defaults: request.integrations_config_defaults ?? {},
+      ...(await sealClientSecrets(deps, environment, request.integrations_config_defaults ?? {}, integrations)),
       overrides: request.overrides ?? {},
       end_user: request.end_user ?? null,
       organization: request.organization ?? null,
@@ -58,6 +59,30 @@ export function createConnectSessionHandler(deps: Deps) {
     });
     return { token, expires_at: expiresAt.toISOString() };
   };
+}
+
+/**
+ * The session's defaults as stored: a customer's OAuth client secret for a flow is taken out of
+ * them and sealed under the environment's data key, as every client secret at rest is; the flow
+ * opens it (`oauth-flow.ts`). An empty one stays: it is the spec's marker, not a secret.
+ */
+async function sealClientSecrets(
+  deps: Pick<Deps, 'cipher'>,
+  environment: EnvironmentId,
+  defaults: ConnectSessionDoc['integrations_config_defaults'],
+  integrations: ReadonlyMap<string, { _id: string }>,
+): Promise<Pick<ConnectSessionDoc, 'integrations_config_defaults' | 'client_secrets'>> {
+  const stored: ConnectSessionDoc['integrations_config_defaults'] = {};
+  const secrets: Record<string, string> = {};
+  for (const [key, { connection_config: { oauth_client_secret_override: secret, ...config }, ...rest }] of Object.entries(defaults)) {
+    if (typeof secret === 'string' && secret !== '') {
+      secrets[key] = await deps.cipher.encrypt(environment, { integrationId: integrations.get(key)!._id, ...SESSION_CLIENT_SECRET_PLACE }, secret);
+      stored[key] = { ...rest, connection_config: config };
+    } else {
+      stored[key] = { ...rest, connection_config: secret === undefined ? config : { ...config, oauth_client_secret_override: secret } };
+    }
+  }
+  return { integrations_config_defaults: stored, client_secrets: secrets };
 }
 
 function sessionView(doc: ConnectSessionDoc): ConnectSession {

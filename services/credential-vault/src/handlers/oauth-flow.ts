@@ -10,7 +10,7 @@ import type { Provider } from '../catalog/provider-schema.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
-import { sessionConnectionConfig } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE, sessionConnectionConfig } from '../domain/connect-sessions.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
@@ -39,7 +39,13 @@ type Deps = Pick<VaultDeps, 'cipher'> &
  * signal to offer the fields). A client the customer filled in there applies as is; the end
  * user cannot replace it.
  */
-function clientOverrideFor(session: ConnectSessionDoc, integrationKey: string, given: { client_id: string; client_secret: string } | undefined) {
+async function clientOverrideFor(
+  deps: Pick<Deps, 'cipher'>,
+  session: ConnectSessionDoc,
+  integration: { _id: string; unique_key: string },
+  given: { client_id: string; client_secret: string } | undefined,
+) {
+  const integrationKey = integration.unique_key;
   const defaults = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
   const offered = defaults['oauth_client_id_override'] === '';
   if (given && !offered) {
@@ -49,7 +55,11 @@ function clientOverrideFor(session: ConnectSessionDoc, integrationKey: string, g
   }
   if (given) return given;
   const id = defaults['oauth_client_id_override'];
-  const secret = defaults['oauth_client_secret_override'];
+  // Sealed when the session was made (a session stored before that has it in the defaults).
+  const sealed = session.client_secrets?.[integrationKey];
+  const secret = sealed
+    ? await deps.cipher.decrypt(environmentId(session.environment_id), { integrationId: integration._id, ...SESSION_CLIENT_SECRET_PLACE }, sealed)
+    : defaults['oauth_client_secret_override'];
   return typeof id === 'string' && id !== '' && typeof secret === 'string' && secret !== '' ? { client_id: id, client_secret: secret } : undefined;
 }
 
@@ -68,7 +78,7 @@ export function startOAuthHandler(deps: Deps) {
     if (!provider?.authorization_url || (provider.auth_mode !== 'OAUTH2' && provider.auth_mode !== 'OAUTH1')) {
       throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth`);
     }
-    const override = clientOverrideFor(session, integration.unique_key, request.client_override);
+    const override = await clientOverrideFor(deps, session, integration, request.client_override);
     const client = override ?? (await deps.integrationService.clientCredentials(integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
     const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config) as Record<string, string>;
