@@ -8,7 +8,7 @@ import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/
 import { startNats, type TestNats } from '@latchkey/testing';
 import type { Dispatcher } from 'undici';
 import { createCredentialCache, credentialKey } from '../domain/credential-cache.js';
-import { createUpstreamDispatcher } from '../upstream/call-upstream.js';
+import { callUpstream, createUpstreamDispatcher } from '../upstream/call-upstream.js';
 import { proxyMetaFixture } from '../domain/meta-fixture.js';
 import { proxyRequestHandler } from './proxy-request.js';
 
@@ -157,3 +157,32 @@ describe('what the caller is answered when the provider or the call is out of th
     expect(body).toBe('');
   });
 });
+
+describe('an answer that ended before it was read', () => {
+  it('is not complete when it is larger than what the reader asked to hold, so it streams rather than rides in one message past the limit', async () => {
+    const provider = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(250 * 1024)));
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = provider.address() as AddressInfo;
+      const response = await callUpstream(
+        { method: 'GET', url: new URL(`http://127.0.0.1:${port}/large`), headers: [], body: null, secretHeaders: new Set() },
+        { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 },
+      );
+      // A busy replica comes to it late: the whole body (under what the upstream side buffers) is in.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // 192 KiB: what rides in a message under a NATS max_payload of 256 KiB.
+      const head = await response.readAhead(192 * 1024);
+      expect(head.complete).toBe(false);
+      expect(Buffer.concat(head.chunks).length + (await drain(response))).toBe(250 * 1024);
+    } finally {
+      provider.closeAllConnections();
+      await new Promise((resolve) => provider.close(resolve));
+    }
+  });
+});
+
+async function drain(response: { read(): Promise<Uint8Array | null> }): Promise<number> {
+  let bytes = 0;
+  for (let chunk = await response.read(); chunk !== null; chunk = await response.read()) bytes += chunk.length;
+  return bytes;
+}

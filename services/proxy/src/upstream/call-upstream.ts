@@ -125,7 +125,8 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
       },
       readAhead(limit) {
         if (failure) return Promise.reject(failure);
-        if (ended || buffered > limit) return Promise.resolve(takeAhead(ended));
+        // Complete only within the limit: a body that ended past it still streams, for no message holds it.
+        if (ended || buffered > limit) return Promise.resolve(takeAhead(ended && buffered <= limit));
         if (paused) {
           paused = false;
           resumeSocket?.();
