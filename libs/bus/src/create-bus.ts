@@ -20,7 +20,7 @@ import {
   type RequestOf,
   type ResponseOf,
 } from '@latchkey/contracts';
-import { AppError, toAppError } from '@latchkey/errors';
+import { AppError, toAppError, withRetries } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
@@ -94,6 +94,13 @@ export interface RequestOptions {
 
 export interface PublishOptions {
   msgId?: string;
+  /**
+   * How long to keep trying while JetStream cannot be reached (a leader election, a restart),
+   * for a fact whose loss nothing would repair (a deleted connection's records stay otherwise).
+   * The tries share one `msgId` (one is made when none is given), so a try whose ack was lost
+   * and a later one are stored once.
+   */
+  retryForMs?: number;
 }
 
 export interface ServeOptions {
@@ -354,13 +361,28 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function publish<C extends EventContract | JobContract>(contract: C, payload: PayloadOf<C>, publishOptions: PublishOptions = {}): Promise<void> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
-    const store = async () => {
+    const { retryForMs } = publishOptions;
+    const msgId = publishOptions.msgId ?? (retryForMs === undefined ? undefined : randomUUID());
+    const storeOnce = async () => {
       try {
-        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), publishOptions.msgId);
+        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), msgId);
       } catch (error) {
         throw unavailable(contract.subject, error);
       }
     };
+    const store =
+      retryForMs === undefined
+        ? storeOnce
+        : () =>
+            withRetries(storeOnce, {
+              forMs: retryForMs,
+              firstDelayMs: 250,
+              maxDelayMs: 2_000,
+              retryIf: (error) => error instanceof AppError && error.retryable,
+              onRetry: (_error, tries) => {
+                if (tries === 1) logger.warn('JetStream did not store a fact; trying again', { subject: contract.subject });
+              },
+            });
     await (tracingEnabled() ? inSendSpan(contract.subject, 'producer', store) : store());
   }
 

@@ -12,7 +12,7 @@ import type { ConnectionCredentials, StoredCredentials } from './connection-cred
 import { insertConnection } from './connections.js';
 import type { IntegrationService } from './integrations.js';
 import type { ProviderEntry, VaultDeps } from './vault-deps.js';
-import { connectionEvent, expiryOf } from './views.js';
+import { LIFECYCLE_PUBLISH, connectionEvent, expiryOf } from './views.js';
 
 /** Session tokens start with this, and live 30 minutes. */
 export const SESSION_TOKEN_PREFIX = 'lk_cs_';
@@ -155,7 +155,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
             if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
             continue;
           }
-          await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user });
+          await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user }, LIFECYCLE_PUBLISH);
           return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
         }
       }
@@ -167,8 +167,8 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
         end_user: session.end_user,
         created_via_session: true,
       });
-      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user });
-      await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user });
+      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user }, LIFECYCLE_PUBLISH);
+      await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user }, LIFECYCLE_PUBLISH);
       return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };
     },
   };

@@ -9,7 +9,7 @@ import type { ConnectionCredentials, StoredCredentials } from './connection-cred
 import type { IntegrationService } from './integrations.js';
 import { settledWithin } from './settled-within.js';
 import type { VaultDeps } from './vault-deps.js';
-import { connectionEvent, expiryOf } from './views.js';
+import { LIFECYCLE_PUBLISH, connectionEvent, expiryOf } from './views.js';
 
 /** How long a deletion waits, at most, for JetStream to store its `connection.pre_deletion`. */
 const PRE_DELETION_WAIT_MS = 1000;
@@ -110,7 +110,7 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
       await announcePreDeletion(deps, doc);
       await deps.connections.remove(environment, doc._id);
       await deps.refresher.forget(doc).catch(() => deps.logger.warn('could not drop the refresh answer kept for a deleted connection', { connection: doc._id }));
-      await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc));
+      await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc), LIFECYCLE_PUBLISH);
     },
   };
 }
