@@ -114,7 +114,21 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       changed(id);
       return result;
     },
+    /**
+     * Removes schedules (a variant deleted, a connection gone) with their slots, ending the runs
+     * they hold first: such a run learns it is over at its next checkpoint, its end changes
+     * nothing, and a schedule made again in its place runs alone.
+     */
     async remove(ids: readonly string[]) {
+      const held = await slots.find({ _id: { $in: [...ids] } }).lean<Array<{ run_id: string }>>().exec();
+      if (held.length > 0) {
+        await runs
+          .updateMany(
+            { _id: { $in: held.map((slot) => slot.run_id) }, status: { $in: ['QUEUED', 'RUNNING'] } },
+            { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'Its schedule was removed (the variant or the connection was deleted)' }, finished_at: new Date() } },
+          )
+          .exec();
+      }
       await schedules.deleteMany({ _id: { $in: [...ids] } }).exec();
       await slots.deleteMany({ _id: { $in: [...ids] } }).exec();
       changed(...ids);

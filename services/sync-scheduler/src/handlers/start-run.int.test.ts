@@ -252,3 +252,25 @@ describe('a run whose job could not be queued because the bus was away', () => {
     expect(await startRun(deps, schedule!, new Date())).toBe(true);
   }, 60_000);
 });
+
+describe('a schedule removed while its run is in flight (a variant deleted, its connection gone)', () => {
+  it('ends the run, so its checkpoint and its end are refused and a schedule made again in its place has no second run beside it', async () => {
+    const key = { provider_config_key: 'crm', connection_id: 'c-removed', sync_name: 'tickets', variant: 'eu' };
+    await schedules.ensure(env, key, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-removed');
+    const claimedAt = new Date();
+    const run = await schedules.claim(schedule!, 'removed-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await schedules.markStarted(run!, claimedAt);
+
+    await schedules.remove([schedule!._id]);
+    expect((await schedules.getRun(env, 'removed-run'))?.status).toBe('ERROR');
+    // The run, still going, learns it is over at its next checkpoint, and its end changes nothing.
+    expect(await schedules.recordProgress(run!, {}, { cursor: 'page-9' }, new Date())).toBe(false);
+    expect(await schedules.finish(run!, { status: 'SUCCESS', results: {}, error: null }, new Date())).toBe(false);
+    // The variant made again: its schedule (same id) starts afresh, with no checkpoint of the old run.
+    await schedules.ensure(env, key, 'every hour', new Date());
+    const [again] = await schedules.list(env, 'crm', 'c-removed');
+    expect(again?._id).toBe(schedule!._id);
+    expect(again?.checkpoint ?? null).toBeNull();
+  });
+});
