@@ -95,6 +95,12 @@ describe('what the caller is answered when the provider or the call is out of th
           // The head and a first chunk, then nothing.
           res.writeHead(200, { 'content-type': 'text/plain' });
           return res.write('first chunk');
+        case '/events':
+          // A stream of events (server-sent events, a model's tokens): small, slow, long.
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write('data: 1\n\n');
+          setTimeout(() => res.end('data: 2\n\n'), 4_000);
+          return;
         case '/not-modified':
           return res.writeHead(304, { 'content-encoding': 'gzip', etag: '"v1"' }).end();
         default:
@@ -116,7 +122,7 @@ describe('what the caller is answered when the provider or the call is out of th
     const meta = proxyMetaFixture(path, fields);
     cache.set(credentialKey(meta), { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false }, cache.generation());
     const operations = { recordFields: () => undefined };
-    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 1_000, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: path === 'events' ? 10_000 : 500, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
     return new Promise((resolve) => {
       void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta, body: Uint8Array) => resolve({ meta: reply, body: Buffer.from(body).toString() }) });
     });
@@ -146,9 +152,16 @@ describe('what the caller is answered when the provider or the call is out of th
     expect(body).toBe('moved');
   });
 
-  it('answers 504 upstream_timeout when the body stalls before it ends', async () => {
+  it('answers 504 upstream_timeout when the body stalls, past the timeout, before the answer is sent', async () => {
     const { meta } = await answer('stall');
     expect(errorCode(meta)).toBe('upstream_timeout');
+  });
+
+  it('answers a slow stream as a stream once it has waited a moment, not when the stream ends', async () => {
+    const started = Date.now();
+    const { meta } = await answer('events');
+    expect(meta).toMatchObject({ ok: true, status: 200, body: { stream: expect.any(String) } });
+    expect(Date.now() - started).toBeLessThan(3_000);
   });
 
   it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {
@@ -171,7 +184,7 @@ describe('an answer that ended before it was read', () => {
       // A busy replica comes to it late: the whole body (under what the upstream side buffers) is in.
       await new Promise((resolve) => setTimeout(resolve, 300));
       // 192 KiB: what rides in a message under a NATS max_payload of 256 KiB.
-      const head = await response.readAhead(192 * 1024);
+      const head = await response.readAhead(192 * 1024, 10_000);
       expect(head.complete).toBe(false);
       expect(Buffer.concat(head.chunks).length + (await drain(response))).toBe(250 * 1024);
     } finally {

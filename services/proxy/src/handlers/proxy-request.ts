@@ -236,6 +236,13 @@ function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCrede
   return replyRead(deps, call, response, headers, decoder);
 }
 
+/**
+ * How long an answer is read ahead to ride whole in the reply: most have ended long before; a
+ * slow stream (server-sent events, a model's tokens) then goes to the caller as it comes rather
+ * than when it ends, or when the caller's deadline ends first.
+ */
+const READ_AHEAD_WAIT_MS = 1_000;
+
 const inlineBody = (chunks: Uint8Array[]) => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
 
 async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: UpstreamResponse, headers: Array<[string, string]>, decoder: NodeJS.ReadWriteStream | undefined): Promise<void> {
@@ -245,7 +252,7 @@ async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: Ups
   const inlineLimit = deps.bus.inlineLimit;
   let head: { chunks: Uint8Array[]; complete: boolean };
   try {
-    head = decoder ? await readAhead(read, inlineLimit) : await response.readAhead(inlineLimit);
+    head = decoder ? await readAhead(read, inlineLimit) : await response.readAhead(inlineLimit, READ_AHEAD_WAIT_MS);
   } catch (error) {
     throw bodyFailure(error);
   }

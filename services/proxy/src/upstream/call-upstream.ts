@@ -53,10 +53,11 @@ export interface UpstreamResponse {
   /** The next chunk of the body, or null at its end. */
   read(): Promise<Uint8Array | null>;
   /**
-   * Waits, in one step, until the body has ended or more than `limit` bytes of it have come,
-   * and takes what came: most answers are small and whole by then. Reading goes on with `read`.
+   * Waits, in one step, until the body has ended, more than `limit` bytes of it have come, or
+   * `waitMs` passed, and takes what came: most answers are small and whole by then; a slow
+   * stream (server-sent events) is not held back. Reading goes on with `read`.
    */
-  readAhead(limit: number): Promise<{ chunks: Uint8Array[]; complete: boolean }>;
+  readAhead(limit: number, waitMs: number): Promise<{ chunks: Uint8Array[]; complete: boolean }>;
   /**
    * The whole body, taken at once, when it has already ended within `limit` bytes (most small
    * answers have by the time their headers are read); otherwise undefined, and nothing taken.
@@ -100,7 +101,14 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
     let ended = false;
     let failure: Error | undefined;
     let waiting: { resolve(chunk: Uint8Array | null): void; reject(error: Error): void } | undefined;
-    let ahead: { limit: number; resolve(head: { chunks: Uint8Array[]; complete: boolean }): void; reject(error: Error): void } | undefined;
+    let ahead: { limit: number; timer: NodeJS.Timeout; resolve(head: { chunks: Uint8Array[]; complete: boolean }): void; reject(error: Error): void } | undefined;
+    /** The reader ahead, no longer waiting (its timer cleared). */
+    const takeReader = () => {
+      const reader = ahead!;
+      ahead = undefined;
+      clearTimeout(reader.timer);
+      return reader;
+    };
     let resumeSocket: (() => void) | undefined;
     let paused = false;
     let discarding = false;
@@ -123,7 +131,7 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
       header(name) {
         return this.headers.find(([candidate]) => candidate.toLowerCase() === name)?.[1];
       },
-      readAhead(limit) {
+      readAhead(limit, waitMs) {
         if (failure) return Promise.reject(failure);
         // Complete only within the limit: a body that ended past it still streams, for no message holds it.
         if (ended || buffered > limit) return Promise.resolve(takeAhead(ended && buffered <= limit));
@@ -131,7 +139,12 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
           paused = false;
           resumeSocket?.();
         }
-        return new Promise((resolveAhead, rejectAhead) => (ahead = { limit, resolve: resolveAhead, reject: rejectAhead }));
+        return new Promise((resolveAhead, rejectAhead) => {
+          const timer = setTimeout(() => {
+            if (ahead) takeReader().resolve(takeAhead(false));
+          }, waitMs);
+          ahead = { limit, timer, resolve: resolveAhead, reject: rejectAhead };
+        });
       },
       takeComplete(limit) {
         if (!ended || failure || buffered > limit) return undefined;
@@ -190,9 +203,7 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         if (ahead) {
           // Reading ahead buffers up to its own limit, unpaused.
           if (buffered <= ahead.limit) return true;
-          const reader = ahead;
-          ahead = undefined;
-          reader.resolve(takeAhead(false));
+          takeReader().resolve(takeAhead(false));
           return true;
         }
         if (buffered < HIGH_WATER_BYTES) return true;
@@ -201,11 +212,7 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
       },
       onComplete() {
         ended = true;
-        if (ahead) {
-          const reader = ahead;
-          ahead = undefined;
-          reader.resolve(takeAhead(true));
-        }
+        if (ahead) takeReader().resolve(takeAhead(true));
         waiting?.resolve(null);
         waiting = undefined;
       },
@@ -216,8 +223,7 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
           return;
         }
         failure = mapped;
-        ahead?.reject(mapped);
-        ahead = undefined;
+        if (ahead) takeReader().reject(mapped);
         waiting?.reject(mapped);
         waiting = undefined;
       },
