@@ -45,6 +45,10 @@ export function pullAll(bus: Bus, inbox: string, timeoutMs: number, maxBytes: nu
   return pullAllFrom(connectionOf(bus).nc, inbox, timeoutMs, maxBytes);
 }
 
+const NOT_YET = Symbol('not yet');
+/** Resolves once what is ready now has had its turn: a piece already buffered wins the race. */
+const notYet = () => new Promise<typeof NOT_YET>((resolve) => setImmediate(() => resolve(NOT_YET)));
+
 function servePullStreamOn(
   nc: NatsConnection,
   source: AsyncIterable<Uint8Array>,
@@ -55,14 +59,30 @@ function servePullStreamOn(
   const subscription = nc.subscribe(inbox);
   const iterator = source[Symbol.asyncIterator]();
   let pending: Uint8Array = new Uint8Array(0);
+  /** A piece asked for and not yet come when the last pull was answered: the next pull's first. */
+  let asked: Promise<IteratorResult<Uint8Array>> | undefined;
 
+  /**
+   * A pull's answer: it waits for a first piece, then takes what is ready at once, up to
+   * `CHUNK_BYTES`. A fast source fills whole chunks; a slow one (server-sent events, a model's
+   * tokens) goes piece by piece as it comes, rather than waiting for a chunk's worth, past the
+   * reader's timeout.
+   */
   async function nextChunk(): Promise<{ chunk: Uint8Array; eof: boolean }> {
     while (pending.length < CHUNK_BYTES) {
-      const { value, done } = await iterator.next();
-      if (done) return { chunk: take(pending.length), eof: true };
-      pending = pending.length === 0 ? value : concat(pending, value);
+      const next = asked ?? iterator.next();
+      asked = undefined;
+      const result = pending.length === 0 ? await next : await Promise.race([next, notYet()]);
+      if (result === NOT_YET) {
+        // Kept for the next pull; its failure is met there, not left unhandled meanwhile.
+        next.catch(() => undefined);
+        asked = next;
+        break;
+      }
+      if (result.done) return { chunk: take(pending.length), eof: true };
+      pending = pending.length === 0 ? result.value : concat(pending, result.value);
     }
-    return { chunk: take(CHUNK_BYTES), eof: false };
+    return { chunk: take(Math.min(CHUNK_BYTES, pending.length)), eof: false };
   }
 
   function take(bytes: number): Uint8Array {

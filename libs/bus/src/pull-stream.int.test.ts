@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { createLogger } from '@latchkey/logger';
+import { startNats, type TestNats } from '@latchkey/testing';
+import { createBus, pullStream, servePullStream, type Bus } from './index.js';
+
+const logger = createLogger({ service: 'test', silent: true });
+let nats: TestNats;
+let bus: Bus;
+
+beforeAll(async () => {
+  nats = await startNats();
+  bus = await createBus({ servers: nats.url, service: 'test', identity: nats.credentials('observer'), logger, requestTimeoutMs: 1_000 });
+}, 60_000);
+
+afterAll(async () => {
+  await bus?.drain();
+  await nats?.dispose();
+});
+
+it('hands a slow stream over piece by piece as it comes, so its reader neither waits for a full chunk nor times out', async () => {
+  // Server-sent events: a few bytes every 400 ms, longer in all than the reader's 1 s timeout.
+  const source = (async function* () {
+    for (let n = 1; n <= 5; n++) {
+      yield new TextEncoder().encode(`data: ${n}\n\n`);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+    }
+  })();
+  const started = Date.now();
+  const { inbox, done } = servePullStream(bus, source, { idleTimeoutMs: 5_000 });
+  const arrivals: Array<{ text: string; afterMs: number }> = [];
+  for await (const chunk of pullStream(bus, inbox, 1_000)) arrivals.push({ text: Buffer.from(chunk).toString(), afterMs: Date.now() - started });
+  await done;
+  expect(arrivals.map((arrival) => arrival.text).join('')).toBe([1, 2, 3, 4, 5].map((n) => `data: ${n}\n\n`).join(''));
+  // The first event reached the reader at once, not with the last.
+  expect(arrivals[0]!.afterMs).toBeLessThan(300);
+});
+
+it('still hands a fast stream over in full chunks', async () => {
+  const source = (async function* () {
+    for (let n = 0; n < 64; n++) yield new Uint8Array(16 * 1024).fill(n);
+  })();
+  const { inbox, done } = servePullStream(bus, source, { idleTimeoutMs: 5_000 });
+  const sizes: number[] = [];
+  for await (const chunk of pullStream(bus, inbox, 1_000)) sizes.push(chunk.length);
+  await done;
+  expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(64 * 16 * 1024);
+  expect(sizes.length).toBeLessThanOrEqual(5);
+});
