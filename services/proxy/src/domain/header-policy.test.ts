@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { connectionListed, upstreamHeaders } from './header-policy.js';
+import { checkInjectedHeaders, connectionListed, upstreamHeaders } from './header-policy.js';
 
 describe('upstreamHeaders', () => {
   it('drops hop-by-hop, Connection-listed, Host, Cookie, forwarding, Proxy-* and the caller Authorization', () => {
@@ -34,6 +34,16 @@ describe('upstreamHeaders', () => {
   it('refuses a header that is not valid HTTP', () => {
     expect(() => upstreamHeaders([['X-A', 'a\r\nHost: evil']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
     expect(() => upstreamHeaders([['X A', 'a']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
+  });
+});
+
+describe('checkInjectedHeaders', () => {
+  it('refuses credentials whose headers are not valid HTTP, without quoting the value', () => {
+    expect(() => checkInjectedHeaders({ Authorization: 'Bearer token', 'X-Api-Key': 'k' })).not.toThrow();
+    for (const headers of [{ 'X-Api-Key': 'secret-\u65e5\u672c' }, { 'X-Api-Key': 'secret\r\nHost: evil' }, { 'X Api': 'k' }]) {
+      expect(() => checkInjectedHeaders(headers)).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
+      expect(() => checkInjectedHeaders(headers)).toThrow(expect.not.objectContaining({ message: expect.stringContaining('secret') }));
+    }
   });
 });
 

@@ -73,10 +73,17 @@ export function upstreamHeaders(
     if (NEVER_FORWARDED_PREFIXES.some((prefix) => lower.startsWith(prefix))) continue;
     headers.push([name, value]);
   }
-  for (const [name, value] of injected) {
-    // Filled from the connection's configuration: refused the same way, never quoted (it may hold the credential).
-    if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) throw new AppError('invalid_headers', "A header of the connection's credentials is not a valid HTTP header");
-    headers.push([name, value]);
-  }
+  headers.push(...injected);
   return headers;
+}
+
+/**
+ * Refuses (400 `invalid_headers`) credentials whose headers are not valid HTTP (filled from the
+ * connection's configuration), once, as they come from the vault and before they are cached, so
+ * no call checks them again. The value is never quoted: it may hold the credential.
+ */
+export function checkInjectedHeaders(headers: Readonly<Record<string, string>>): void {
+  for (const name in headers) {
+    if (!TOKEN.test(name) || UNSAFE_VALUE.test(headers[name]!)) throw new AppError('invalid_headers', "A header of the connection's credentials is not a valid HTTP header");
+  }
 }

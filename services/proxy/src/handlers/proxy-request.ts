@@ -7,7 +7,7 @@ import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { credentialKey, type CredentialCache } from '../domain/credential-cache.js';
-import { connectionListed } from '../domain/header-policy.js';
+import { checkInjectedHeaders, connectionListed } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 import { RETRYABLE_NETWORK_CODES, isRetryableStatus, retryDelayMs } from '../domain/retry-policy.js';
 import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOptions, type UpstreamResponse } from '../upstream/call-upstream.js';
@@ -108,6 +108,7 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
     connection_id: meta.connection_id,
     force_refresh: force,
   });
+  checkInjectedHeaders(credentials.headers);
   deps.cache.set(credentialKey(meta), credentials, readAt);
   return credentials;
 }
