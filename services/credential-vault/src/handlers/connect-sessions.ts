@@ -74,13 +74,14 @@ async function sealClientSecrets(
 ): Promise<Pick<ConnectSessionDoc, 'integrations_config_defaults' | 'client_secrets'>> {
   const stored: ConnectSessionDoc['integrations_config_defaults'] = {};
   const secrets: Record<string, string> = {};
-  for (const [key, { connection_config: { oauth_client_secret_override: secret, ...config }, ...rest }] of Object.entries(defaults)) {
-    if (typeof secret === 'string' && secret !== '') {
-      secrets[key] = await deps.cipher.encrypt(environment, { integrationId: integrations.get(key)!._id, ...SESSION_CLIENT_SECRET_PLACE }, secret);
-      stored[key] = { ...rest, connection_config: config };
-    } else {
-      stored[key] = { ...rest, connection_config: secret === undefined ? config : { ...config, oauth_client_secret_override: secret } };
+  for (const [key, entry] of Object.entries(defaults)) {
+    const { oauth_client_secret_override: secret, ...config } = entry.connection_config;
+    if (typeof secret !== 'string' || secret === '') {
+      stored[key] = entry;
+      continue;
     }
+    secrets[key] = await deps.cipher.encrypt(environment, { integrationId: integrations.get(key)!._id, ...SESSION_CLIENT_SECRET_PLACE }, secret);
+    stored[key] = { ...entry, connection_config: config };
   }
   return { integrations_config_defaults: stored, client_secrets: secrets };
 }
