@@ -20,7 +20,7 @@ export function createCircuitBreakers(options: { threshold: number; cooldownMs: 
       return 0;
     },
     /** The URL answered: a success, or an answer final for its webhook (a 4xx). It is up. */
-    succeeded(url: string): void {
+    answered(url: string): void {
       circuits.delete(url);
     },
     /** An attempt that tells nothing of the URL (refused before a socket opened, or never sent) ended. */

@@ -142,7 +142,7 @@ describe('retry policy', () => {
 });
 
 describe('circuit breaker', () => {
-  it('opens after the threshold, lets one probe through after the cool-down, closes on success', () => {
+  it('opens after the threshold, lets one probe through after the cool-down, closes on an answer', () => {
     let now = 0;
     const breakers = createCircuitBreakers({ threshold: 2, cooldownMs: 1000, now: () => now });
     breakers.failed('u');
@@ -152,7 +152,7 @@ describe('circuit breaker', () => {
     now = 1000;
     expect(breakers.waitFor('u')).toBe(0); // the probe
     expect(breakers.waitFor('u')).toBeGreaterThan(0); // others wait for it
-    breakers.succeeded('u');
+    breakers.answered('u');
     expect(breakers.waitFor('u')).toBe(0);
   });
 

@@ -95,18 +95,19 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       at,
     };
 
+    const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
+    // Every attempt ends its probe: a failure reopens the circuit, any other answer (a success,
+    // or the receiver refusing this webhook for good) shows the URL up, and a refusal of ours
+    // says nothing of it.
+    if (retryable) deps.breakers.failed(job.url);
+    else if (result.status !== null) deps.breakers.answered(job.url);
+    else deps.breakers.settled(job.url);
+
     if (result.status !== null && result.status >= 200 && result.status < 300) {
-      deps.breakers.succeeded(job.url);
       await recordDelivered(deps, job, () => deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null }));
       countDelivery('delivered');
       return;
     }
-    const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
-    // Every attempt ends its probe: a failure reopens the circuit, a final answer (the receiver
-    // refused this webhook) shows the URL up, and a refusal of ours says nothing of it.
-    if (retryable) deps.breakers.failed(job.url);
-    else if (result.status !== null) deps.breakers.succeeded(job.url);
-    else deps.breakers.settled(job.url);
     const delay = retryable
       ? nextRetryDelay({
           attempt: msg.info.deliveryCount,
