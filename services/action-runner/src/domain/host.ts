@@ -166,10 +166,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       records: checked,
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
     }, { timeoutMs: recordWriteTimeoutMs(checked.length) });
-    const counts = (sync.counts[name] ??= { added: 0, updated: 0, deleted: 0 });
-    counts.added += result.added;
-    counts.updated += result.updated;
-    counts.deleted += result.deleted;
+    countWrites(sync.counts, name, result);
     await sync.scheduled?.report();
     // Fails loudly, after the good records of the batch were written.
     if (result.failed.length > 0) {
@@ -335,4 +332,12 @@ async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: s
     }
   }
   return { status: reply.status, headers: responseHeaders, data };
+}
+
+/** Adds one write's counts (or an earlier attempt's) to a sync run's, by model. */
+export function countWrites(into: ModelCounts, model: string, written: { added: number; updated: number; deleted: number }): void {
+  const counts = (into[model] ??= { added: 0, updated: 0, deleted: 0 });
+  counts.added += written.added;
+  counts.updated += written.updated;
+  counts.deleted += written.deleted;
 }

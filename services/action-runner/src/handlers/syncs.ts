@@ -2,7 +2,7 @@ import type { JobMessage } from '@latchkey/bus';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf, type SyncCheckpoint } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { ActionDeps } from '../domain/action-deps.js';
-import { ENVIRONMENT_GRANTS } from '../domain/host.js';
+import { ENVIRONMENT_GRANTS, countWrites } from '../domain/host.js';
 import { observeSyncRun } from '../run-metrics.js';
 
 /** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */
@@ -78,13 +78,6 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
 /** Two attempts' counts, model by model. */
 function addCounts(a: ModelCounts, b: ModelCounts): ModelCounts {
   const sum: ModelCounts = {};
-  for (const counts of [a, b]) {
-    for (const [model, { added, updated, deleted }] of Object.entries(counts)) {
-      const into = (sum[model] ??= { added: 0, updated: 0, deleted: 0 });
-      into.added += added;
-      into.updated += updated;
-      into.deleted += deleted;
-    }
-  }
+  for (const counts of [a, b]) for (const [model, written] of Object.entries(counts)) countWrites(sum, model, written);
   return sum;
 }
