@@ -74,8 +74,7 @@ function servePullStreamOn(
       asked = undefined;
       const result = pending.length === 0 ? await next : await Promise.race([next, notYet()]);
       if (result === NOT_YET) {
-        // Kept for the next pull; its failure is met there, not left unhandled meanwhile.
-        next.catch(() => undefined);
+        // Kept for the next pull, which meets its failure (the race has already handled it).
         asked = next;
         break;
       }
