@@ -24,6 +24,7 @@ const slowJob = defineEvent('test.slow_job', z.object({ n: z.number() }));
 const longJob = defineEvent('test.long_job', z.object({ n: z.number() }));
 const slowBatch = defineEvent('test.slow_batch', z.object({ n: z.number() }));
 const lateJob = defineEvent('test.late_job', z.object({ n: z.number() }));
+const bulky = defineEvent('test.bulky', z.object({ n: z.number(), pad: z.string() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -451,6 +452,57 @@ describe('batch consumers', () => {
     expect(Math.max(...batches.map((batch) => batch.length))).toBeLessThanOrEqual(50);
     expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, n) => n));
     expect([...handled].filter(([, times]) => times !== 1)).toEqual([[7, 2]]);
+  });
+});
+
+describe('a batch consumer of large messages', () => {
+  it('holds at most maxHeldBytes of them, however deep the backlog, and still handles each once', async () => {
+    // 60 messages of 100 KiB wait; the consumer may hold 2 MiB: about 20 of them, not the 100
+    // its unacknowledged bound would let it take. What JetStream counts as delivered and not yet
+    // acknowledged is what this replica holds in memory.
+    const pad = 'x'.repeat(100 * 1024);
+    const handled = new Map<number, number>();
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const firstBatch = new Promise<void>((resolve) => (entered = resolve));
+    await Promise.all(Array.from({ length: 60 }, (_, n) => client.publish(bulky, { n, pad })));
+    const running = await consumeBatches({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-bulky',
+      contract: bulky,
+      batchSize: 50,
+      concurrency: 1,
+      maxHeldBytes: 2 * 1024 * 1024,
+      handler: async (items) => {
+        entered();
+        await released;
+        for (const { payload } of items) handled.set(payload.n, (handled.get(payload.n) ?? 0) + 1);
+        return items.map((): BatchOutcome => ({ ok: true }));
+      },
+    });
+    try {
+      await firstBatch;
+      const jsm = await server.jetstreamManager();
+      // Give a consumer that pulls past its bound the time to do it.
+      let mostHeld = 0;
+      for (let look = 0; look < 10; look++) {
+        mostHeld = Math.max(mostHeld, (await jsm.consumers.info(STREAMS.events.name, 'test-bulky')).num_ack_pending);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(mostHeld).toBeGreaterThan(0);
+      expect(mostHeld).toBeLessThanOrEqual(20);
+      release();
+      const deadline = Date.now() + 10_000;
+      while (handled.size < 60 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect([...handled.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, n) => n));
+      expect([...handled.values()].every((times) => times === 1)).toBe(true);
+    } finally {
+      release();
+      await running.stop();
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { EventContract, JobContract, PayloadOf } from '@latchkey/contracts';
 import { runWithContext, newRequestId } from '@latchkey/logger';
-import { DEFAULT_ACK_WAIT_MS, durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
+import { DEFAULT_ACK_WAIT_MS, FETCH_EXPIRES_MS, FETCH_HEARTBEAT_MS, durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
 import { connectionOf } from './bus-connection.js';
 import { secondsSince } from './observer.js';
 import { decodeJson } from './wire.js';
@@ -16,6 +16,13 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
   /** Batches one replica handles at a time. */
   concurrency: number;
   /**
+   * The most bytes of messages one replica holds, running or waiting for a batch slot: a backlog
+   * of large messages (provider webhooks near their size limit) costs this much memory at most,
+   * not `maxAckPending` times the largest message. Default `DEFAULT_MAX_HELD_BYTES`; raised to
+   * the server's largest message when below it.
+   */
+  maxHeldBytes?: number;
+  /**
    * How often JetStream is told that the messages this replica holds (its running batches and
    * those waiting their turn) are still being worked on; default a third of the ack wait.
    */
@@ -26,6 +33,9 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
    */
   handler: (items: Array<{ payload: PayloadOf<C>; msg: JsMsg }>) => Promise<BatchOutcome[]>;
 }
+
+/** What one replica's batch consumer holds at most, by default: 64 MiB. */
+export const DEFAULT_MAX_HELD_BYTES = 64 * 1024 * 1024;
 
 /**
  * A durable pull consumer whose handler takes messages in batches: whatever arrived while the
@@ -38,10 +48,15 @@ export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
  * heartbeat: a batch slower than the ack wait, or one waiting behind it, must not be handed
  * over again while this replica still means to run it (its second copy would meet the first's
  * writes and be slower still: a spiral). Only a replica that dies lets its messages go.
+ *
+ * So it pulls only what it has room for: each pull asks for as many messages as would fit under
+ * `maxHeldBytes` were each the largest the server takes, and none goes out while not one would
+ * fit. A backlog of small messages fills a pull; `maxAckPending` bounds their count server-side.
  */
 export async function consumeBatches<C extends EventContract | JobContract>(options: ConsumeBatchesOptions<C>): Promise<RunningConsumer> {
   const { logger, contract, batchSize, concurrency, handler } = options;
-  const consumer = await durableConsumer(options, options.maxAckPending ?? batchSize * concurrency * 2);
+  const maxAckPending = options.maxAckPending ?? batchSize * concurrency * 2;
+  const consumer = await durableConsumer(options, maxAckPending);
   const waiting: JsMsg[] = [];
   const inFlight = new Set<Promise<void>>();
   /** The messages of the batches running. */
@@ -57,6 +72,9 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   const settle = settlerFor(options);
   const { observer } = connectionOf(options.bus);
   let scheduled = false;
+  const maxHeldBytes = options.maxHeldBytes ?? DEFAULT_MAX_HELD_BYTES;
+  /** The bytes of the messages held: waiting for a batch slot or in a running batch. */
+  let heldBytes = 0;
 
   async function handle(batch: JsMsg[]): Promise<void> {
     const items: Array<{ payload: PayloadOf<C>; msg: JsMsg }> = [];
@@ -98,6 +116,9 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
       const task = runWithContext({ requestId: newRequestId() }, () => handle(batch)).finally(() => {
         running.delete(batch);
         inFlight.delete(task);
+        for (const msg of batch) heldBytes -= msg.data.length;
+        roomMade?.();
+        roomMade = undefined;
         dispatch();
       });
       inFlight.add(task);
@@ -105,33 +126,46 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   }
 
   let stopping = false;
-  let messages: Awaited<ReturnType<typeof consumer.consume>> | undefined;
+  let pulling: Awaited<ReturnType<typeof consumer.fetch>> | undefined;
+  /** Wakes the pull loop waiting for room, when a batch ends. */
+  let roomMade: (() => void) | undefined;
   const loop = (async () => {
     let failures = 0;
     while (!stopping) {
+      // As many as fit in the room left were each the largest message the server takes (read
+      // at each pull: it can change with the connection).
+      const largest = options.bus.maxPayload;
+      const room = Math.floor((Math.max(maxHeldBytes, largest) - heldBytes) / largest);
+      if (room < 1) {
+        await new Promise<void>((resolve) => (roomMade = resolve));
+        continue;
+      }
       try {
-        messages = await consumer.consume({ max_messages: batchSize * concurrency });
-        for await (const msg of messages) {
-          failures = 0;
+        pulling = await consumer.fetch({ max_messages: Math.min(room, maxAckPending), expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
+        for await (const msg of pulling) {
+          // Delivered as the consumer stops: back to JetStream at once, for another replica.
+          if (stopping) {
+            msg.nak();
+            continue;
+          }
+          heldBytes += msg.data.length;
           waiting.push(msg);
           // Gather what arrives in this turn of the event loop before starting a batch.
           if (!scheduled) {
             scheduled = true;
             setImmediate(dispatch);
           }
-          // No wait here for a slot: a message left in the client's buffer has no heartbeat and
-          // would be handed over again. The consumer's max_ack_pending bounds what waits.
           if (waiting.length >= batchSize) dispatch();
         }
-        if (stopping) break;
-        throw new Error('the consumer stopped delivering');
+        failures = 0;
       } catch (error) {
         if (stopping) break;
-        // The client gave up on this pull (the consumer moved or vanished while NATS changed
-        // nodes): consume again, with back-off, rather than fall silent for good.
+        // NATS away, a node lost, the consumer moving: ask again with back-off.
         failures += 1;
-        if (failures === 1 || failures % 10 === 0) logger.warn('a batch consumer stopped; consuming again', { durable: options.durable, failures, error });
+        if (failures === 1 || failures % 10 === 0) logger.warn('could not pull messages; retrying', { durable: options.durable, failures, error });
         await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** Math.min(failures, 6))));
+      } finally {
+        pulling = undefined;
       }
     }
   })();
@@ -139,7 +173,8 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   return {
     stop: async () => {
       stopping = true;
-      await messages?.close();
+      pulling?.stop();
+      roomMade?.();
       await loop.catch(() => undefined);
       // Messages taken but not started go back at once rather than after their ack wait.
       for (const msg of waiting.splice(0)) msg.nak();

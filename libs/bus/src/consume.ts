@@ -139,8 +139,8 @@ export function settlerFor(
  * another node. A message is handed over as soon as it arrives, and a pull for a full queue
  * ends when it is filled, so the long expiry delays nothing.
  */
-const FETCH_EXPIRES_MS = 30_000;
-const FETCH_HEARTBEAT_MS = 5_000;
+export const FETCH_EXPIRES_MS = 30_000;
+export const FETCH_HEARTBEAT_MS = 5_000;
 /** How long handlers asked to hand back have to stop before their messages are handed back without them. */
 export const HAND_BACK_WAIT_MS = 1_000;
 
