@@ -6,8 +6,9 @@ import { syncContracts, type PayloadOf } from '@latchkey/contracts';
 /**
  * The provider of the `catalog` sync (`e2e/sync-long-functions/bulk/catalog.ts`) on loopback:
  * `pages` pages of `pageSize` items at `/items?page=n` behind `x-api-key: bulk-key`, each page
- * naming the next. The first request for `heldPage` is answered only once `release()` is called,
- * so a test knows a run is in the middle while it stops or kills what runs it.
+ * naming the next. The first request for `heldPage` (or the `heldServing`th) is answered only
+ * once `release()` is called, so a test knows a run is in the middle while it stops or kills
+ * what runs it.
  */
 export interface CatalogUpstream {
   url: string;
@@ -19,8 +20,9 @@ export interface CatalogUpstream {
   close(): void;
 }
 
-export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number }): Promise<CatalogUpstream> {
-  const { pages, pageSize, heldPage } = options;
+/** `heldServing`: which serving of `heldPage` waits for `release` (the first by default). */
+export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number; heldServing?: number }): Promise<CatalogUpstream> {
+  const { pages, pageSize, heldPage, heldServing = 1 } = options;
   const served = new Map<number, number>();
   const askedAt = new Map<number, number[]>();
   let release: () => void = () => undefined;
@@ -42,7 +44,7 @@ export async function startCatalogUpstream(options: { pages: number; pageSize: n
     served.set(page, (served.get(page) ?? 0) + 1);
     askedAt.set(page, [...(askedAt.get(page) ?? []), Date.now()]);
     const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < pages ? page + 1 : null }));
-    if (page === heldPage && served.get(page) === 1) void held.then(answer);
+    if (page === heldPage && served.get(page) === heldServing) void held.then(answer);
     else answer();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

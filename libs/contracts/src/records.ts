@@ -66,6 +66,12 @@ export const recordsContracts = {
       records: z.array(z.record(z.string(), z.unknown())).max(10_000),
       /** The model's fields, from the deployment: records are checked against them. */
       fields: z.array(modelField).optional(),
+      /**
+       * The scheduled sync run writing, if any: refused (`function_failed`) once that run is over
+       * (its variant deleted, its schedule gone, another run in its place), so a run still going
+       * after its end writes nothing more.
+       */
+      run_id: z.string().min(1).optional(),
     }),
     z.object({
       added: z.number().int(),

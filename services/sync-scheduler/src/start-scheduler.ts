@@ -66,7 +66,6 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   const rawRecords = createRecordRepo(mongo);
   await rawRecords.init();
   const records = serializedRecordWrites(rawRecords, createKvLocks(scheduleLocks));
-  bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.list, listRecordsHandler({ bus, records }));
   bus.serve(recordsContracts.prune, pruneRecordsHandler({ bus, records }));
   // Every write of a schedule's due state is announced, in chunks, to the leader's due index.
@@ -79,6 +78,8 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   const schedules = serializedScheduleWrites(rawSchedules, createKvLocks(scheduleLocks));
   await schedules.init();
+  // A sync run's writes are refused once the run is over: they check it in its schedules' runs.
+  bus.serve(recordsContracts.write, writeRecordsHandler({ bus, records, runs: schedules }));
   const syncDeps = { bus, logger, deployments, schedules, records, operations, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   bus.serve(syncContracts.trigger, triggerHandler(syncDeps));
   bus.serve(syncContracts.setPaused, setPausedHandler(syncDeps));

@@ -60,11 +60,11 @@ export interface SyncWrites {
   models: ReadonlyMap<string, ModelField[]>;
   counts: ModelCounts;
   /**
-   * A scheduled run's (`exec`'s; an `onWebhook` run has none): `checkpoint` is the one saved
-   * last (null: none), `report` sends the counts so far with a checkpoint to save (an object) or
-   * clear (null), or only the counts.
+   * A scheduled run's (`exec`'s; an `onWebhook` run has none): its writes name `runId` (refused
+   * once the run is over), `checkpoint` is the one saved last (null: none), `report` sends the
+   * counts so far with a checkpoint to save (an object) or clear (null), or only the counts.
    */
-  scheduled?: { checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void> };
+  scheduled?: { runId: string; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void> };
 }
 
 /**
@@ -165,6 +165,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       mode: operation === 'batchSave' ? 'save' : operation === 'batchUpdate' ? 'update' : 'delete',
       records: checked,
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
+      ...(sync.scheduled ? { run_id: sync.scheduled.runId } : {}),
     }, { timeoutMs: recordWriteTimeoutMs(checked.length) });
     countWrites(sync.counts, name, result);
     await sync.scheduled?.report();

@@ -1,9 +1,10 @@
 import { AppError } from '@latchkey/errors';
-import { environmentId } from '@latchkey/mongo';
+import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import { vaultContracts, type RecordAction, type RecordFailure, type recordsContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
 import type { RecordScope, RecordWrite } from '../db/record-repo.js';
 import type { RecordDoc } from '../db/record-model.js';
+import type { ScheduleRepo } from '../db/schedule-repo.js';
 import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
 import { canonicalJson, contentHash, recordId } from '../domain/record-content.js';
 import { checkFields } from '../domain/record-fields.js';
@@ -12,6 +13,24 @@ import type { SerializedRecordRepo } from '../domain/record-writes.js';
 export interface RecordsDeps {
   bus: Bus;
   records: SerializedRecordRepo;
+}
+
+/** A write's runs: whether the run named is still going (`records.write`'s `run_id`). */
+export interface WriteRecordsDeps extends RecordsDeps {
+  runs: Pick<ScheduleRepo, 'getRun'>;
+}
+
+/**
+ * Refuses the write of a scheduled run that is over. Checked as the scope's only writer: a
+ * variant's deletion ends its run before it clears the variant's records under the same key,
+ * so a write either lands before that clear (and goes with it) or finds its run over.
+ */
+async function checkRunGoing(deps: WriteRecordsDeps, environment: EnvironmentId, runId: string | undefined): Promise<void> {
+  if (runId === undefined) return;
+  const run = await deps.runs.getRun(environment, runId);
+  if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') {
+    throw new AppError('function_failed', 'This sync run is over (its variant or connection was deleted, or another run took its place): its records were not written');
+  }
 }
 
 type ConnectionRef = { environment_id: string; connection_id: string; provider_config_key: string };
@@ -66,7 +85,7 @@ interface Change {
   action: RecordAction;
 }
 
-export function writeRecordsHandler(deps: RecordsDeps) {
+export function writeRecordsHandler(deps: WriteRecordsDeps) {
   const queue = createScopeQueue();
   // Scopes whose last write met records already stored (a re-sync): those go straight to the
   // lookup. Only a hint, kept per replica: a wrong guess costs time, never correctness.
@@ -88,6 +107,7 @@ export function writeRecordsHandler(deps: RecordsDeps) {
     });
 
     return queue(scope, () => deps.records.writing(scope, async () => {
+      await checkRunGoing(deps, scope.environment, request.run_id);
       const now = new Date();
       const changes: Change[] = [];
       let unchanged = 0;
