@@ -78,7 +78,8 @@ loopback-oauth:
 `,
   );
   stack = await startStack({
-    env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000' },
+    // Retries may wait as long as a provider asks, up to a minute: longer than a call's deadline.
+    env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000', PROXY_RETRY_CAP_MS: '60000' },
   });
   // Base-Url-Override gets credentials only on these hosts: the custom server, a closed port, and
   // addresses the address policy must refuse on its own.
@@ -190,6 +191,16 @@ describe('the proxy', () => {
     expect(upstream.requests).toHaveLength(3);
     upstream.reset();
     expect((await proxy('/status/409', { headers: { retries: '2' } })).status).toBe(409);
+    expect(upstream.requests).toHaveLength(1);
+  });
+
+  it("takes no retry past the call's deadline: the provider's last answer comes back, not a 503 while the replica waits on", async () => {
+    // Retries: 1 gives the call (2 s + 10 s) × 2 + 5 s = 29 s; the provider asks for 40 s.
+    upstream.reset();
+    const response = await proxy('/status/503?retry_after=40', { headers: { retries: '1' } });
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('40');
+    expect(await response.json()).toEqual({ status: 503 });
     expect(upstream.requests).toHaveLength(1);
   });
 

@@ -52,6 +52,9 @@ export const allowedHostsSchema = z.array(allowedHostSchema).max(50);
 const headerList = z.array(z.tuple([z.string(), z.string()]));
 const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
 
+/** The longest deadline a proxy call names: a day. */
+export const PROXY_DEADLINE_MAX_MS = 86_400_000;
+
 /** The longest `tracestate` a proxy call carries (W3C asks to pass on at least 512 characters). */
 export const PROXY_TRACESTATE_MAX = 512;
 
@@ -69,6 +72,11 @@ export const proxyRequestMeta = z.object({
   headers: headerList,
   retries: z.number().int().min(0).max(10),
   retry_on: z.array(z.number().int().min(100).max(599)),
+  /**
+   * How long the caller waits for the answer's head, from when it sent the call: the replica
+   * takes no retry, replay or wait past it, so it never goes on with a call its caller gave up.
+   */
+  deadline_ms: z.number().int().min(1).max(PROXY_DEADLINE_MAX_MS).optional(),
   base_url_override: z.string().optional(),
   decompress: z.boolean().optional(),
   body,
@@ -135,6 +143,7 @@ const REQUEST_CHECKS: Record<keyof ProxyRequestMeta, Check> = {
   headers: isHeaderList,
   retries: integerIn(0, 10),
   retry_on: (value) => Array.isArray(value) && value.every(isStatusCode),
+  deadline_ms: integerIn(1, PROXY_DEADLINE_MAX_MS),
   base_url_override: isString,
   decompress: (value) => typeof value === 'boolean',
   body: isBody,

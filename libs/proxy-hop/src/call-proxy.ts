@@ -15,6 +15,12 @@ import { callFrame, frameBatcher, frameId, KEEPALIVE, readFrames } from './frame
 
 /** A caller that hears nothing of a call for this long gives it up: the replica is gone. */
 const SILENCE_MS = PROXY_KEEPALIVE_MS * 3;
+/**
+ * How long past its deadline a caller still waits for a replica it hears from: the replica ends
+ * the call at the deadline itself (the call names it), and its answer, the provider's last one or
+ * `upstream_timeout`, is worth more than a 503.
+ */
+const DEADLINE_GRACE_MS = PROXY_KEEPALIVE_MS * 2;
 
 /** A replica's answer as it came: its metadata, and the body when it rode inline. */
 export interface ProxyAnswer {
@@ -79,7 +85,7 @@ function createExchange(bus: Bus): Exchange {
       const id = sequence;
       sequence = (sequence + 1) >>> 0;
       const now = Date.now();
-      pending.set(id, { resolve, reject, heardAt: now, deadlineAt: now + deadlineMs });
+      pending.set(id, { resolve, reject, heardAt: now, deadlineAt: now + deadlineMs + DEADLINE_GRACE_MS });
       const withRequestId = meta.request_id === undefined ? { ...meta, request_id: currentRequestId() } : meta;
       outgoing.queue(PROXY_SUBJECT, inbox, callFrame(id, JSON.stringify(withTraceContext(withRequestId)), body));
     });
@@ -101,8 +107,10 @@ const exchanges = new WeakMap<Bus, Exchange>();
 
 /**
  * Sends one call to the proxy replicas (queue group `proxy`) as it is, and resolves with the
- * replica's answer. The current request id goes along. `callProxy` is what callers use; this is
- * the wire beneath it.
+ * replica's answer. The current request id goes along. The call is given up (503) when its
+ * replica goes silent, or `DEADLINE_GRACE_MS` past `deadlineMs` (which the meta's `deadline_ms`
+ * should name, so the replica stops there too). `callProxy` is what callers use; this is the wire
+ * beneath it.
  */
 export function proxyExchange(bus: Bus, meta: ProxyRequestMeta, body: Uint8Array, deadlineMs: number): Promise<ProxyAnswer> {
   let exchange = exchanges.get(bus);
@@ -144,8 +152,9 @@ export async function callProxy(bus: Bus, call: ProxyCall): Promise<ProxyRespons
   const limit = bus.inlineLimit;
   const body = call.body instanceof Uint8Array ? bytesAhead(call.body, limit) : await readAhead(call.body, limit);
   const requestStream = body.rest ? servePullStream(bus, body.rest, { idleTimeoutMs: timeoutMs }) : undefined;
-  const meta: ProxyRequestMeta = { ...call.meta, body: requestStream ? { stream: requestStream.inbox } : 'inline' };
-  const answer = await proxyExchange(bus, meta, body.head, proxyDeadlineMs(timeoutMs, call.meta.retries));
+  const deadlineMs = proxyDeadlineMs(timeoutMs, call.meta.retries);
+  const meta: ProxyRequestMeta = { ...call.meta, body: requestStream ? { stream: requestStream.inbox } : 'inline', deadline_ms: deadlineMs };
+  const answer = await proxyExchange(bus, meta, body.head, deadlineMs);
   const reply = answer.meta;
   if (!reply.ok) throw AppError.fromBody(reply.error);
   if (reply.body === 'inline') {

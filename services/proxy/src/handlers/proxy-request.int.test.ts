@@ -170,6 +170,48 @@ describe('what the caller is answered when the provider or the call is out of th
   });
 });
 
+describe("a call near its caller's deadline", () => {
+  let provider: Server;
+  let busyAttempts = 0;
+
+  beforeAll(async () => {
+    provider = createServer((req, res) => {
+      // `/busy` asks for a retry in 3 s; `/silent` never answers.
+      if (req.url === '/busy') {
+        busyAttempts++;
+        res.writeHead(503, { 'retry-after': '3' }).end('busy');
+      }
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+  });
+
+  afterAll(async () => {
+    provider.closeAllConnections();
+    await new Promise((resolve) => provider.close(resolve));
+  });
+
+  /** One call through a replica whose own limits are far: 30 s per attempt, retries a minute apart at most. */
+  async function answer(path: string, fields: Parameters<typeof proxyMetaFixture>[1]): Promise<ProxyReplyMeta> {
+    const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+    const { port } = provider.address() as AddressInfo;
+    const meta = proxyMetaFixture(path, fields);
+    cache.set(credentialKey(meta), { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false }, cache.generation());
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 30_000, maxRedirects: 0 }, retryCapMs: 60_000, operations: { recordFields: () => undefined }, logSuccesses: true });
+    return new Promise((resolve) => void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta) => resolve(reply) }));
+  }
+
+  it('takes no retry whose wait passes the deadline: the provider\'s last answer goes back, and the provider hears nothing more', async () => {
+    const reply = await answer('busy', { retries: 3, deadline_ms: 1_000 });
+    expect(reply).toMatchObject({ ok: true, status: 503 });
+    expect(busyAttempts).toBe(1);
+  });
+
+  it('waits for the head of an answer no longer than the deadline: 504 upstream_timeout, not the attempt\'s own 30 s', async () => {
+    const reply = await answer('silent', { deadline_ms: 500 });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'upstream_timeout' } });
+  }, 10_000);
+});
+
 describe('an answer that ended before it was read', () => {
   it('is not complete when it is larger than what the reader asked to hold, so it streams rather than rides in one message past the limit', async () => {
     const provider = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('x'.repeat(250 * 1024)));

@@ -113,29 +113,50 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
   return credentials;
 }
 
-/** Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be replayed. */
-async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall, provider: string): Promise<UpstreamResponse> {
+/** A network failure that ends the call, as the caller is answered. */
+const finalNetworkError = (error: UpstreamNetworkError) =>
+  error.code === 'ETIMEDOUT'
+    ? new AppError('upstream_timeout', 'The provider did not answer in time')
+    : new AppError('upstream_unreachable', `The provider could not be reached (${error.code})`);
+
+/**
+ * The upstream options of an attempt with `leftMs` to the caller's deadline: the wait for the
+ * answer's head ends with it. Past it, no attempt starts.
+ */
+function withinDeadline(upstream: UpstreamOptions, leftMs: number): UpstreamOptions {
+  if (leftMs >= upstream.timeoutMs) return upstream;
+  if (leftMs < 1) throw new AppError('upstream_timeout', "The provider did not answer before the caller's deadline");
+  return { ...upstream, headersTimeoutMs: Math.floor(leftMs) };
+}
+
+/**
+ * Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be
+ * replayed. No attempt waits for its head past `deadlineAt` (`performance.now()` time), and no
+ * retry is taken whose wait would end past it: the last answer, or failure, is the call's.
+ */
+async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall, provider: string, deadlineAt: number): Promise<UpstreamResponse> {
   const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
   const attempts = replayable ? meta.retries + 1 : 1;
   for (let attempt = 1; ; attempt++) {
     const last = attempt >= attempts;
     if (attempt > 1) countRetry(provider);
     const start = performance.now();
+    const upstream = withinDeadline(deps.upstream, deadlineAt - start);
     try {
-      const response = await (tracingEnabled() ? tracedCall(deps, call, attempt) : callUpstream(call, deps.upstream));
+      const response = await (tracingEnabled() ? tracedCall(call, upstream, attempt) : callUpstream(call, upstream));
       observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
       if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
+      const delay = retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs);
+      if (performance.now() + delay >= deadlineAt) return response;
       response.discard();
-      await sleep(retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs));
+      await sleep(delay);
     } catch (error) {
       observeUpstream(provider, call.method, 0, (performance.now() - start) / 1000);
       if (!(error instanceof UpstreamNetworkError)) throw error;
-      if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) {
-        throw error.code === 'ETIMEDOUT'
-          ? new AppError('upstream_timeout', 'The provider did not answer in time')
-          : new AppError('upstream_unreachable', `The provider could not be reached (${error.code})`);
-      }
-      await sleep(retryDelayMs(attempt, undefined, deps.retryCapMs));
+      if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) throw finalNetworkError(error);
+      const delay = retryDelayMs(attempt, undefined, deps.retryCapMs);
+      if (performance.now() + delay >= deadlineAt) throw finalNetworkError(error);
+      await sleep(delay);
     }
   }
 }
@@ -144,7 +165,7 @@ async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: Up
  * One attempt as a client span: method, host, port and scheme of the provider, the attempt and
  * the status; never the path, the query or a header (they may carry the credential).
  */
-function tracedCall(deps: ProxyDeps, call: UpstreamCall, attempt: number): Promise<UpstreamResponse> {
+function tracedCall(call: UpstreamCall, upstream: UpstreamOptions, attempt: number): Promise<UpstreamResponse> {
   const { url } = call;
   const attributes = {
     'http.request.method': call.method,
@@ -154,7 +175,7 @@ function tracedCall(deps: ProxyDeps, call: UpstreamCall, attempt: number): Promi
     'latchkey.attempt': attempt,
   };
   return inSpan(`upstream ${call.method}`, { kind: SpanKind.CLIENT, attributes }, async () => {
-    const response = await callUpstream(call, deps.upstream);
+    const response = await callUpstream(call, upstream);
     setSpanAttributes({ 'http.response.status_code': response.status });
     return response;
   });
@@ -186,17 +207,20 @@ export function proxyRequestHandler(deps: ProxyDeps) {
   return async (call: IncomingProxyCall): Promise<void> => {
     const { meta } = call;
     const startedAt = Date.now();
+    // The caller's deadline, from when the call came (the caller counts from when it sent it).
+    const deadlineAt = meta.deadline_ms === undefined ? Infinity : performance.now() + meta.deadline_ms;
     let upstreamStatus: number | undefined;
     try {
       const body: UpstreamCall['body'] =
         meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
-      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
-      if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array)) {
+      let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
+      // The replay, only while the caller still waits: past its deadline the 401 is the answer.
+      if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt) {
         response.discard();
         credentials = await fetchCredentials(deps, meta, true);
-        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider);
+        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       }
       upstreamStatus = response.status;
       const replying = reply(deps, call, credentials, response);

@@ -22,6 +22,8 @@ export interface UpstreamOptions {
   /** Connection pools to providers; every connection it opens resolves names through the policy's lookup. */
   dispatcher: Dispatcher;
   timeoutMs: number;
+  /** The wait for an answer's head, when shorter than `timeoutMs` (the caller's deadline is nearer). */
+  headersTimeoutMs?: number;
   maxRedirects: number;
 }
 
@@ -236,7 +238,7 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         method: call.method as Dispatcher.HttpMethod,
         headers,
         body,
-        headersTimeout: options.timeoutMs,
+        headersTimeout: options.headersTimeoutMs ?? options.timeoutMs,
         bodyTimeout: options.timeoutMs,
       },
       handler,
