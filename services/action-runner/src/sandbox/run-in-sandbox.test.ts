@@ -203,6 +203,37 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
     expect(JSON.parse((await run(flaky, { reuse: failing }))!)).toMatchObject({ runs: 1 });
   });
 
+  it('never hands out, nor leaves computing, a kept isolate whose code went on after its run', async () => {
+    // The run returns with a context call out; its answer resumes an endless loop once the run
+    // is over: with the call still out at the end (a slow host), and with it answered in the
+    // same turn as the run's end (a quick one).
+    const spinner = action(`async (ctx) => { ctx.getMetadata().finally(() => { for (;;) {} }); return 1; }`);
+    const hosts = {
+      slow: { getMetadata: () => new Promise((resolve) => setTimeout(() => resolve({}), 100)) },
+      quick: { getMetadata: async () => ({}) },
+    };
+    for (const [name, host] of Object.entries(hosts)) {
+      const reuse = { key: `spinner-${name}`, perKey: 1 };
+      expect(JSON.parse((await run(spinner, { reuse, host }))!)).toBe(1);
+      // Long enough for the answer to arrive and the loop to start.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const started = process.cpuUsage();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const spent = process.cpuUsage(started);
+      // No thread of this process computes on: half a second of CPU would be the loop.
+      expect((spent.user + spent.system) / 1000).toBeLessThan(250);
+      // The function's next run gets an isolate that answers.
+      expect(JSON.parse((await run(action(`async () => 2`), { reuse }))!)).toBe(2);
+    }
+  });
+
+  it('bounds a sync\'s computing by its CPU time while its bundle loads too', async () => {
+    const sync = `"use strict";for (;;) {}\nmodule.exports = { default: { kind: 'sync', name: 's', exec: async () => 1 } };`;
+    const error = await failure(run(sync, { kind: 'sync', limits: { ...limits, timeoutMs: 20_000, cpuTimeMs: 300 } }));
+    expect(error.code).toBe('function_timed_out');
+    expect(error.message).toContain('CPU time');
+  });
+
   it('bounds a long run\'s computing by its CPU time, apart from its wall clock: waiting does not count', async () => {
     const slow = { getMetadata: () => new Promise((resolve) => setTimeout(() => resolve({}), 800)) };
     // Waits 800 ms on the host with 300 ms of CPU allowed: the wait costs no CPU time.

@@ -98,7 +98,11 @@ interface Loaded {
   run: SandboxRun | undefined;
   /** The last outage (a retryable error) a context call of the current run met, if any. */
   outage?: AppError | undefined;
+  /** Context calls answering now: a run that ends with one out leaves code to resume in the isolate. */
+  pending: number;
   idleTimer?: NodeJS.Timeout;
+  /** Its CPU time when it was put aside: an idle isolate computes nothing. */
+  parkedCpuNs?: bigint;
 }
 
 /** Idle loaded isolates, by reuse key (environment, integration, function, version). */
@@ -107,6 +111,39 @@ let idleCount = 0;
 let nextRunId = 1;
 const MAX_IDLE_TOTAL = 64;
 const IDLE_MS = 30_000;
+/**
+ * An idle isolate is looked at this often, and dropped once it has computed more than
+ * `IDLE_CPU_NS` since its run: code its run left behind (a callback on a context call's answer)
+ * would otherwise go on there, bound by no run's limits, and hold up the next run.
+ */
+const IDLE_WATCH_MS = 100;
+const IDLE_CPU_NS = 5_000_000n;
+let idleWatch: NodeJS.Timeout | undefined;
+
+const computedWhileIdle = (loaded: Loaded) => loaded.isolate.isDisposed || loaded.isolate.cpuTime - (loaded.parkedCpuNs ?? 0n) > IDLE_CPU_NS;
+
+function dropIdle(key: string, list: Loaded[], loaded: Loaded): void {
+  const at = list.indexOf(loaded);
+  if (at >= 0) {
+    list.splice(at, 1);
+    idleCount--;
+    if (list.length === 0) idle.delete(key);
+  }
+  clearTimeout(loaded.idleTimer);
+  if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+}
+
+function watchIdle(): void {
+  if (idleWatch !== undefined) return;
+  idleWatch = setInterval(() => {
+    for (const [key, list] of idle) for (const loaded of [...list]) if (computedWhileIdle(loaded)) dropIdle(key, list, loaded);
+    if (idleCount === 0) {
+      clearInterval(idleWatch);
+      idleWatch = undefined;
+    }
+  }, IDLE_WATCH_MS);
+  idleWatch.unref();
+}
 
 function takeIdle(key: string): Loaded | undefined {
   const list = idle.get(key);
@@ -115,7 +152,8 @@ function takeIdle(key: string): Loaded | undefined {
     idleCount--;
     clearTimeout(loaded.idleTimer);
     if (list.length === 0) idle.delete(key);
-    if (!loaded.isolate.isDisposed) return loaded;
+    if (!computedWhileIdle(loaded)) return loaded;
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
   }
   return undefined;
 }
@@ -127,19 +165,13 @@ function keepIdle(key: string, loaded: Loaded, perKey: number): void {
     return;
   }
   loaded.run = undefined;
-  loaded.idleTimer = setTimeout(() => {
-    const at = list.indexOf(loaded);
-    if (at >= 0) {
-      list.splice(at, 1);
-      idleCount--;
-      if (list.length === 0) idle.delete(key);
-    }
-    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
-  }, IDLE_MS);
+  loaded.parkedCpuNs = loaded.isolate.cpuTime;
+  loaded.idleTimer = setTimeout(() => dropIdle(key, list, loaded), IDLE_MS);
   loaded.idleTimer.unref();
   list.push(loaded);
   idle.set(key, list);
   idleCount++;
+  watchIdle();
 }
 
 /** Drops every idle isolate (on shutdown). */
@@ -152,12 +184,18 @@ export function disposeIdleIsolates(): void {
   }
   idle.clear();
   idleCount = 0;
+  clearInterval(idleWatch);
+  idleWatch = undefined;
 }
 
-/** A fresh isolate with the prelude and the bundle evaluated; its references ask `loaded.run`. */
-async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
+/**
+ * A fresh isolate with the prelude and the bundle evaluated; its references ask `loaded.run`.
+ * `started` gets the isolate at once, so the run's limits watch the bundle's own evaluation too.
+ */
+async function load(bundle: string, limits: SandboxLimits, started: (isolate: ivm.Isolate) => void): Promise<Loaded> {
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
-  const loaded = { isolate, runId: 0, run: undefined } as unknown as Loaded;
+  started(isolate);
+  const loaded = { isolate, runId: 0, run: undefined, pending: 0 } as unknown as Loaded;
   try {
     const context = await isolate.createContext();
     const jail = context.global;
@@ -165,6 +203,7 @@ async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
     await jail.set(
       '__host',
       new ivm.Reference(async (runId: number, method: string, argsJson: string) => {
+        loaded.pending++;
         try {
           const run = loaded.runId === runId ? loaded.run : undefined;
           if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
@@ -178,6 +217,8 @@ async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
           // Internal failures keep their detail in our logs; the function sees the code only.
           const message = appError.code === 'internal_error' ? 'An internal error occurred' : appError.message;
           return JSON.stringify({ ok: false, error: { code: appError.code, message } });
+        } finally {
+          loaded.pending--;
         }
       }),
     );
@@ -208,9 +249,11 @@ async function load(bundle: string, limits: SandboxLimits): Promise<Loaded> {
 export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
   const { limits } = run;
   let loaded: Loaded | undefined;
+  /** The isolate this run uses, from the moment it is made or taken: what the limits stop. */
+  let isolate: ivm.Isolate | undefined;
   let timer: NodeJS.Timeout | undefined;
   let cpuWatch: NodeJS.Timeout | undefined;
-  // A warm isolate's clock already counts its earlier runs: this run's share is what it adds.
+  // What the isolate's CPU clock read when this run took it: this run's share is what it adds.
   let cpuStartNs = 0n;
   let timedOut = false;
   let succeeded = false;
@@ -221,32 +264,37 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
     if (signal?.aborted) throw stopped();
     const deadline = new Promise<never>((_, reject) => {
       onAbort = () => {
-        if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
+        if (isolate && !isolate.isDisposed) isolate.dispose();
         reject(stopped());
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       timer = setTimeout(() => {
         timedOut = true;
         // Stops the isolate's thread wherever it is, even inside an endless loop.
-        if (loaded && !loaded.isolate.isDisposed) loaded.isolate.dispose();
+        if (isolate && !isolate.isDisposed) isolate.dispose();
         reject(new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`));
       }, limits.timeoutMs);
       const cpuTimeMs = limits.cpuTimeMs;
       if (cpuTimeMs !== undefined) {
         cpuWatch = setInterval(() => {
-          if (!loaded || loaded.isolate.isDisposed) return;
-          if (loaded.isolate.cpuTime - cpuStartNs <= BigInt(cpuTimeMs) * 1_000_000n) return;
+          if (!isolate || isolate.isDisposed) return;
+          if (isolate.cpuTime - cpuStartNs <= BigInt(cpuTimeMs) * 1_000_000n) return;
           timedOut = true;
-          loaded.isolate.dispose();
+          isolate.dispose();
           reject(new AppError('function_timed_out', `The function computed for more than ${cpuTimeMs} ms of CPU time`));
         }, CPU_WATCH_MS);
       }
     });
     const execute = async () => {
-      loaded = (run.reuse ? takeIdle(run.reuse.key) : undefined) ?? (await load(run.bundle, limits));
+      const warm = run.reuse ? takeIdle(run.reuse.key) : undefined;
+      // A warm isolate's clock counts its earlier runs; a fresh one's, this run's loading.
+      if (warm) {
+        isolate = warm.isolate;
+        cpuStartNs = isolate.cpuTime;
+      }
+      loaded = warm ?? (await load(run.bundle, limits, (made) => (isolate = made)));
       if (signal?.aborted) throw stopped();
       if (timedOut) throw new AppError('function_timed_out', `The function did not finish within ${limits.timeoutMs} ms`);
-      cpuStartNs = loaded.isolate.cpuTime;
       const runId = nextRunId++;
       loaded.runId = runId;
       loaded.run = run;
@@ -294,8 +342,8 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
       used.runId = 0;
       used.run = undefined;
       used.outage = undefined;
-      // Only an isolate whose run ended well is used again; any failure costs it.
-      if (succeeded && run.reuse) keepIdle(run.reuse.key, used, run.reuse.perKey);
+      // Only an isolate whose run ended well, with no context call still out, is used again.
+      if (succeeded && run.reuse && used.pending === 0) keepIdle(run.reuse.key, used, run.reuse.perKey);
       else if (!used.isolate.isDisposed) used.isolate.dispose();
     }
   }
