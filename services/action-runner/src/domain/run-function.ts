@@ -80,7 +80,9 @@ export function createRunner(deps: RunnerDeps) {
         entry: options.entry ?? 'exec',
         ...(description ? { kind: description.type } : {}),
         input: options.input,
-        ...(options.fn.version !== undefined && description && deps.warmIsolates > 0
+        // Warm isolates for deployed runs only: a dry run acts with its key's scopes, and must
+        // not find what a run with the environment's grants left in the module (a token, say).
+        ...(options.fn.version !== undefined && description && deps.warmIsolates > 0 && !dryRun
           ? {
               reuse: {
                 key: [target.environment_id, target.provider_config_key, description.type, description.name, options.fn.version].join('\u0000'),
