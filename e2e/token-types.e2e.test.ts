@@ -3,6 +3,9 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import jwt from 'jsonwebtoken';
+import { createBus } from '@latchkey/bus';
+import { vaultContracts } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
 import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
 
@@ -292,6 +295,25 @@ describe('APP connections', () => {
 
     expect((await fetchConnection('app-1', 'app')).json.credentials.access_token).toBe(access_token);
     expect(provider.seen.app.length).toBe(before + 1);
+  });
+
+  it('cannot be made by an end user, who would pick the installation the app buys tokens for: no form at the gateway, nor at the vault', async () => {
+    const session = (await api('POST', '/connect/sessions', {})).json.data.token as string;
+    const before = provider.seen.app.length;
+    const credentials = { access_token: 'ghs_typed_in', expires_at: '2000-01-01T00:00:00Z', raw: {} };
+    const refused = await http(`${stack.url}/auth/app/app?connect_session_token=${session}`, { method: 'POST', body: { ...credentials, connection_config: { installation_id: '77' } } });
+    expect([refused.status, refused.json.error.code]).toEqual([400, 'invalid_uri_params']);
+    // The vault, which owns connections, refuses it itself when asked as the gateway asks.
+    const bus = await createBus({ servers: stack.nats.url, service: 'app-form-test', identity: stack.nats.credentials('gateway'), logger: createLogger({ service: 'test', silent: true }), requestTimeoutMs: 5000 });
+    try {
+      const asked = bus.request(vaultContracts.connectWithSession, { token: session, integration: 'app', credentials: { type: 'APP', ...credentials }, connection_config: { installation_id: '77' } });
+      await expect(asked).rejects.toMatchObject({ code: 'invalid_body' });
+    } finally {
+      await bus.drain();
+    }
+    const made = (await api('GET', '/connections?integrationId=app')).json.connections as Array<{ connection_id: string }>;
+    expect(made.filter((connection) => !connection.connection_id.startsWith('app-'))).toEqual([]);
+    expect(provider.seen.app.length).toBe(before);
   });
 
   it('get a new token on force_refresh=true', async () => {

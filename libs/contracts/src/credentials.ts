@@ -21,6 +21,14 @@ export const CREDENTIAL_TYPES = [
 ] as const;
 export type CredentialType = (typeof CREDENTIAL_TYPES)[number];
 
+/**
+ * Types whose credentials an end user never types in as they are (`vault.sessions.connect`):
+ * OAuth 2 and 1 come from their flows, OAUTH2_CC from a token its own route buys first, and APP
+ * tokens are bought with the integration's own app key for the installation the connection
+ * names, which an end user must not pick.
+ */
+export const NOT_TYPED_IN: ReadonlySet<string> = new Set<CredentialType>(['OAUTH2', 'OAUTH1', 'OAUTH2_CC', 'APP']);
+
 const raw = z.record(z.string(), z.unknown());
 const secret = z.string().min(1).max(16_384);
 const timestamp = z.iso.datetime({ offset: true });

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { type ConnectSession, type RequestOf, type vaultContracts } from '@latchkey/contracts';
+import { NOT_TYPED_IN, type ConnectSession, type RequestOf, type vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { HttpClient } from '@latchkey/net';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
@@ -127,6 +127,11 @@ export function connectWithSessionHandler(deps: FormDeps) {
   return async (request: RequestOf<typeof vaultContracts.connectWithSession>) => {
     const session = await deps.sessionService.live({ token: request.token });
     const credentials = request.credentials;
+    if (NOT_TYPED_IN.has(credentials.type)) {
+      throw new AppError('invalid_body', `${credentials.type} credentials are not typed in by an end user`, {
+        errors: [{ code: 'invalid_value', message: 'a form-based credential type', path: 'credentials.type' }],
+      });
+    }
     const integration = await deps.sessionService.allowedIntegration(session, request.integration);
     const entry = deps.catalog.get(integration.provider);
     if (entry?.verification && entry.auth_mode === credentials.type) {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CREDENTIAL_TYPES, metadataSchema, vaultContracts, type CredentialType, type RequestOf } from '@latchkey/contracts';
+import { CREDENTIAL_TYPES, metadataSchema, NOT_TYPED_IN, vaultContracts, type CredentialType, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import type { GatewayDeps } from '../../http/deps.js';
@@ -89,7 +89,8 @@ export const saveTypedCredentials = defineRoute({
   },
   handler: async ({ deps, session, params, body }) => {
     const type = params.type.toUpperCase().replace(/-/g, '_');
-    if (!(CREDENTIAL_TYPES as readonly string[]).includes(type) || type === 'OAUTH2' || type === 'OAUTH1') {
+    // OAUTH2_CC has a form (client id and secret), whose token is bought before anything is saved.
+    if (!(CREDENTIAL_TYPES as readonly string[]).includes(type) || (NOT_TYPED_IN.has(type) && type !== 'OAUTH2_CC')) {
       throw new AppError('invalid_uri_params', `No form flow for credential type "${params.type}"`, {
         errors: [{ code: 'invalid_value', message: 'a form-based credential type', path: 'type' }],
       });
