@@ -53,7 +53,7 @@ export function createAuthFailureLimiter(options: AuthFailureOptions) {
       }
       windows.set(address, { startedAt: at, failures: 1 });
     },
-    /** Takes back one failure charged before a lookup that found a valid key. */
+    /** Takes back one failure charged before a lookup that found a valid key, or could not be made. */
     forgive(address: string): void {
       const window = windows.get(address);
       if (window && window.failures > 0) window.failures--;

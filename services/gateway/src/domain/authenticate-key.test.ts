@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { AppError } from '@latchkey/errors';
 import { keyFormat, generateApiKeySecret } from './api-key-secrets.js';
 import { createAuthFailureLimiter } from './auth-failures.js';
 import { createKeyAuthenticator } from './authenticate-key.js';
@@ -8,13 +9,17 @@ const stored: StoredKey = { _id: 'key_1', environment_id: 'env_1', account_id: '
 const BOOTSTRAP = 'an operator-chosen bootstrap secret of any shape!';
 
 /** A key cache over counting deps: every digest and every read is recorded. */
-function setup(valid: readonly string[], limit = 3) {
+function setup(valid: readonly string[], limit = 3, database = { down: false }) {
   const digests: string[] = [];
   const reads: string[] = [];
   const keys = createKeyCache(
     {
       digestOf: (secret) => (digests.push(secret), `d:${secret}`),
-      findByDigest: async (digest) => (reads.push(digest), valid.some((secret) => `d:${secret}` === digest) ? stored : null),
+      findByDigest: async (digest) => {
+        reads.push(digest);
+        if (database.down) throw new AppError('service_unavailable', 'The database did not answer');
+        return valid.some((secret) => `d:${secret}` === digest) ? stored : null;
+      },
     },
     { ttlMs: 60_000, negativeTtlMs: 5_000, maxEntries: 10, maxUnknown: 10 },
   );
@@ -54,6 +59,16 @@ describe('key authentication: the order of checks', () => {
     expect({ digests: digests.length, reads: reads.length }).toEqual(before);
     expect(authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
     expect(await authenticate(generateApiKeySecret(), () => '192.0.2.2')).toEqual({ unknown: true });
+  });
+
+  it('does not count a lookup the database could not answer as a failed authentication', async () => {
+    const key = generateApiKeySecret();
+    const database = { down: true };
+    const { authenticate } = setup([key], 3, database);
+    for (let i = 0; i < 3; i++) await expect(authenticate(key, () => '192.0.2.1')).rejects.toMatchObject({ code: 'service_unavailable' });
+    database.down = false;
+    // The database is back: the address did nothing wrong, and its valid key passes.
+    expect(await authenticate(key, () => '192.0.2.1')).toMatchObject({ key: { keyId: 'key_1' } });
   });
 
   it('gives a burst of concurrent guesses no more reads than the limit', async () => {

@@ -20,7 +20,8 @@ export interface AuthenticateKeyDeps {
  *   4. only then the digest and the read, charged to the address as a failure before it starts
  *      and forgiven when the key turns out valid, so that a burst of concurrent guesses gets no
  *      more reads than the limit allows.
- * Every unknown answer counts as a failure of the address.
+ * Every unknown answer counts as a failure of the address; a lookup that failed (the database
+ * away) does not.
  */
 export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
   const unknown = (address: string): KeyCheck => {
@@ -42,7 +43,12 @@ export function createKeyAuthenticator(deps: AuthenticateKeyDeps) {
       deps.failures.forgive(address);
       return { key };
     };
-    return resolved instanceof Promise ? resolved.then(settle) : settle(resolved);
+    // A lookup the database could not answer is not the client's failure: its charge goes.
+    const outage = (error: unknown): never => {
+      deps.failures.forgive(address);
+      throw error;
+    };
+    return resolved instanceof Promise ? resolved.then(settle, outage) : settle(resolved);
   };
 }
 
