@@ -260,6 +260,12 @@ describe('requests', () => {
     expect(write.json.error.code).toBe('invalid_query_params');
   });
 
+  it('read a list given as repeated parameters past 20 of them as a list', async () => {
+    const repeated = Array.from({ length: 25 }, () => 'type=proxy').join('&');
+    const response = await call('GET', `/operations?${repeated}`, { token: BOOTSTRAP_SECRET_KEY });
+    expect(response.status).toBe(200);
+  });
+
   it('answer unknown routes with route_not_found and keep the caller request id', async () => {
     const response = await call('GET', '/nope', { headers: { 'x-request-id': 'trace-123' } });
     expect(response.status).toBe(404);
