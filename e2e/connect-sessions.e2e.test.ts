@@ -51,6 +51,10 @@ describe('connect sessions', () => {
     const after = await api('GET', '/connect/session', undefined, token);
     expect(after.status).toBe(401);
     expect(after.json.error.code).toBe('unknown_connect_session_token');
+    // The token as a query parameter, as every connect-flow route takes it.
+    const other = (await api('POST', '/connect/sessions', {})).json.data.token as string;
+    expect((await http(`${stack.url}/connect/session?connect_session_token=${other}`, { method: 'DELETE' })).status).toBe(204);
+    expect((await http(`${stack.url}/connect/session?connect_session_token=${other}`)).status).toBe(401);
   });
 
   it('refuse bad input with the documented codes', async () => {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'express';
+import { z } from 'zod';
 import { vaultContracts, type ConnectSession, type Scope } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { safeEqual } from '../domain/api-key-secrets.js';
@@ -86,6 +87,9 @@ export function carriesSessionToken(req: Request): boolean {
   if (typeof fromQuery === 'string' && fromQuery !== '') return true;
   return /^Bearer lk_cs_/.test(req.headers.authorization ?? '');
 }
+
+/** The query of a connect-flow route that takes nothing else: the session token, when it comes that way. */
+export const SESSION_TOKEN_QUERY = z.strictObject({ connect_session_token: z.string().min(1).optional() });
 
 /**
  * Connect-flow routes: the end user's session token, from the `connect_session_token` query

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { CREDENTIAL_TYPES, metadataSchema, NOT_TYPED_IN, vaultContracts, type CredentialType, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
+import { SESSION_TOKEN_QUERY } from '../../http/authenticate.js';
 import { defineRoute } from '../../http/define-route.js';
 import type { GatewayDeps } from '../../http/deps.js';
 
 const integrationParams = z.strictObject({ integration: z.string().min(1).max(128) });
-const sessionQuery = z.strictObject({ connect_session_token: z.string().min(1).optional() });
 
 /** Credential fields as an end user enters them, plus the connection config the provider asks for. */
 const formBody = z.object({ connection_config: metadataSchema.optional() }).catchall(z.unknown());
@@ -57,7 +57,7 @@ function saveCredentials(type: CredentialType, path: string) {
       answer: z.object({ connectionId: z.string(), providerConfigKey: z.string() }),
       errors: ['unknown_provider_config', 'connection_test_failed', 'upstream_not_allowed'],
     },
-    schemas: { params: integrationParams, query: sessionQuery, body: formBody },
+    schemas: { params: integrationParams, query: SESSION_TOKEN_QUERY, body: formBody },
     handler: ({ deps, session, params, body }) => save(deps, session.token, params.integration, type, body),
   });
 }
@@ -84,7 +84,7 @@ export const saveTypedCredentials = defineRoute({
   },
   schemas: {
     params: z.strictObject({ type: z.string().min(1).max(32), integration: z.string().min(1).max(128) }),
-    query: sessionQuery,
+    query: SESSION_TOKEN_QUERY,
     body: formBody,
   },
   handler: async ({ deps, session, params, body }) => {

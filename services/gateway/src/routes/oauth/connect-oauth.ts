@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
+import { SESSION_TOKEN_QUERY } from '../../http/authenticate.js';
 import { defineRoute } from '../../http/define-route.js';
 
 /** Where providers send end users back: the environment's callback URL, else ours. */
@@ -62,7 +63,7 @@ export const startOAuthFromPage = defineRoute({
   },
   schemas: {
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
-    query: z.strictObject({ connect_session_token: z.string().min(1).optional() }),
+    query: SESSION_TOKEN_QUERY,
     body: z.strictObject({
       connection_config: z.record(z.string(), z.string()).optional(),
       authorization_params: z.record(z.string(), z.string()).optional(),
