@@ -243,9 +243,12 @@ describe('gateway security', () => {
   });
 
   test('case 15: /oauth/callback is served with the Connect UI page headers (CSP with a nonce, no referrer, no cache)', async () => {
-    for (const path of ['/oauth/callback?error=access_denied', '/oauth/callback?code=x&state=forged', '/connect?session_token=x']) {
+    // A provider's long error description, or a parameter given twice, still gets the page.
+    const odd = [`/oauth/callback?error=x&error_description=${'a'.repeat(1100)}`, '/oauth/callback?code=a&code=b&state=s'];
+    for (const path of ['/oauth/callback?error=access_denied', '/oauth/callback?code=x&state=forged', '/connect?session_token=x', ...odd]) {
       const response = await fetch(`${stack.url}${path}`);
       await response.text();
+      expect(response.headers.get('content-type')).toMatch(/^text\/html/);
       expect(response.headers.get('referrer-policy')).toBe('no-referrer');
       expect(response.headers.get('cache-control')).toBe('no-store');
       expect(response.headers.get('x-content-type-options')).toBe('nosniff');

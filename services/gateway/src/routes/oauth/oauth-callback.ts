@@ -20,6 +20,9 @@ export async function flowOrigins(
   return [...new Set([own, ...(environment?.connect_return_origins ?? [])])];
 }
 
+/** A callback parameter that reads as absent when it is not one string within its bound. */
+const lenient = (schema: z.ZodString) => schema.optional().catch(undefined);
+
 /**
  * `GET /oauth/callback`: the provider's redirect, OAuth 2 (`code`, `state`) or OAuth 1.0a
  * (`oauth_token`, `oauth_verifier`). Public (the single-use state or temporary token is the proof);
@@ -36,16 +39,22 @@ export const oauthCallback = defineRoute({
   },
   schemas: {
     // Providers add their own parameters (scope, session_state…): accept and ignore them. `iss`
-    // (RFC 9207) goes to the vault, which checks it against the provider's issuer.
+    // (RFC 9207) goes to the vault, which checks it against the provider's issuer. A value of
+    // ours that is too long or given twice is read as absent (an error description, only ever
+    // shown, is cut), so that the end user still gets the page, never a JSON error.
     query: z.looseObject({
-      iss: z.string().max(2048).optional(),
-      code: z.string().max(4096).optional(),
-      state: z.string().max(256).optional(),
-      error: z.string().max(256).optional(),
-      error_description: z.string().max(1024).optional(),
+      iss: lenient(z.string().max(2048)),
+      code: lenient(z.string().max(4096)),
+      state: lenient(z.string().max(256)),
+      error: lenient(z.string().max(256)),
+      error_description: z
+        .string()
+        .max(1024)
+        .optional()
+        .catch(({ value }) => (typeof value === 'string' ? value.slice(0, 1024) : undefined)),
       // OAuth 1.0a (RFC 5849, 2.2): the temporary token and the verifier.
-      oauth_token: z.string().max(1024).optional(),
-      oauth_verifier: z.string().max(1024).optional(),
+      oauth_token: lenient(z.string().max(1024)),
+      oauth_verifier: lenient(z.string().max(1024)),
     }),
   },
   handler: async ({ deps, query, res }) => {
