@@ -52,6 +52,14 @@ export interface RecordedWrite {
 }
 
 /**
+ * What a run keeps of the writes it reports (a dry run's, an action's): 1,000 of them and 4 MiB
+ * of their JSON at most. Past either, writes are checked and dropped: a function sending without
+ * end must not make the host hold it all.
+ */
+const MAX_KEPT_WRITES = 1000;
+const MAX_KEPT_WRITES_CHARS = 4 * 1024 * 1024;
+
+/**
  * Where a sync run's records go: `records.write` in the run's variant, checked against the
  * model's fields from the deployment, with what changed counted per model.
  */
@@ -127,11 +135,19 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       refresh_vendor_app_jwt_token: false,
     });
   let provider: Promise<string> | undefined;
+  let keptChars = 0;
+  const keep = (write: RecordedWrite) => {
+    if (options.writes.length >= MAX_KEPT_WRITES || keptChars >= MAX_KEPT_WRITES_CHARS) return;
+    const chars = JSON.stringify(write.data).length;
+    if (keptChars + chars > MAX_KEPT_WRITES_CHARS) return;
+    keptChars += chars;
+    options.writes.push(write);
+  };
 
   const writeMetadata = async (mode: 'replace' | 'merge', value: unknown) => {
     const metadata = parseOrThrow(metadataSchema, value, 'metadata');
     if (options.dryRun) {
-      options.writes.push({ operation: mode === 'replace' ? 'setMetadata' : 'updateMetadata', data: metadata });
+      keep({ operation: mode === 'replace' ? 'setMetadata' : 'updateMetadata', data: metadata });
       return null;
     }
     await deps.bus.request(vaultContracts.writeMetadata, {
@@ -150,7 +166,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     const sync = options.sync;
     // A dry run, or an action (which has no models to write to), reports what it would write.
     if (options.dryRun || !sync) {
-      if (options.writes.length < 1000) options.writes.push({ operation, model: name, data: checked });
+      keep({ operation, model: name, data: checked });
       return null;
     }
     const fields = sync.models.get(name);

@@ -43,3 +43,31 @@ describe('warm isolates', () => {
     expect(await outputOf({}, true)).toEqual([null]);
   });
 });
+
+describe('what a dry run reports', () => {
+  it('keeps a bounded amount of its writes and log fields, however much the function sends', async () => {
+    const big = {
+      version: 1,
+      description: { type: 'action' as const, name: 'flood', has_input_schema: false },
+      bundle: `"use strict";
+module.exports = { default: { kind: 'action', name: 'flood', exec: async (ctx) => {
+  const s = 'x'.repeat(200000);
+  for (let i = 0; i < 100; i++) {
+    await ctx.batchSave([{ id: String(i), s }], 'Item');
+    await ctx.updateMetadata({ s });
+    ctx.log('info', 'a line', { s });
+  }
+  return 'done';
+} } };`,
+    };
+    const grants = { kind: 'api_key' as const, scopes: new Set<never>(), refused: [] };
+    const outcome = await runner().run({ target, fn: big, dryRun: true, grants });
+    expect(JSON.parse(outcome.output!)).toBe('done');
+    // 100 × 200 kB of records and as much metadata were sent: 40 MB.
+    expect(JSON.stringify(outcome.writes).length).toBeLessThan(5 * 1024 * 1024);
+    expect(outcome.writes.length).toBeGreaterThan(0);
+    // 100 × 200 kB of fields: each line's are cut to a note of their size.
+    expect(JSON.stringify(outcome.logs).length).toBeLessThan(1024 * 1024);
+    expect(outcome.logs).toHaveLength(100);
+  }, 30_000);
+});

@@ -46,6 +46,8 @@ export interface SandboxRun {
 }
 
 const MAX_LOG_MESSAGE = 4096;
+/** A log line's fields, as JSON, at most: larger ones are kept as a note of their size. */
+const MAX_LOG_FIELDS = 16 * 1024;
 /** How often a run's CPU time is looked at (so the CPU bound holds to about this). */
 const CPU_WATCH_MS = 250;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
@@ -229,7 +231,8 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
         if (!run) return;
         let fields: Record<string, unknown> | undefined;
         try {
-          fields = fieldsJson === undefined ? undefined : (JSON.parse(fieldsJson) as Record<string, unknown>);
+          if (fieldsJson !== undefined && fieldsJson.length > MAX_LOG_FIELDS) fields = { truncated: `${fieldsJson.length} characters of fields, over ${MAX_LOG_FIELDS}` };
+          else fields = fieldsJson === undefined ? undefined : (JSON.parse(fieldsJson) as Record<string, unknown>);
         } catch {
           fields = undefined;
         }
