@@ -24,6 +24,13 @@ export interface ActionDeps {
 }
 
 /**
+ * How long a run its caller waits for (a synchronous action, a dry run) may wait for a free
+ * slot: the gateway waits 10 s past the run's own limit (`action-call.ts`), so a run that
+ * started later could end after its caller was answered 503, and run unasked.
+ */
+export const SYNC_RUN_SLOT_WAIT_MS = 5_000;
+
+/**
  * Runs work a caller waits for (its run given `stopping` as its signal): should the replica
  * stop first, the run is cut off and the caller answered 503 `service_unavailable` while NATS
  * still carries the answer, instead of the process being cut off at its deadline with the caller

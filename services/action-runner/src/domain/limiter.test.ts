@@ -18,4 +18,17 @@ describe('createLimiter', () => {
     expect(order).toEqual(['first', 'third']);
     await expect(limited(async () => 'ran', AbortSignal.abort(reason))).resolves.toBe('ran'); // a free slot: nothing to wait for
   });
+
+  it('gives up a wait past maxWaitMs with 503 service_unavailable, and never runs that work, even once a slot frees', async () => {
+    const limited = createLimiter(1);
+    let release!: () => void;
+    const held = limited(() => new Promise<void>((resolve) => (release = resolve)));
+    let ran = false;
+    const late = limited(async () => void (ran = true), undefined, 50);
+    await expect(late).rejects.toMatchObject({ code: 'service_unavailable' });
+    release();
+    await held;
+    await expect(limited(async () => 'next')).resolves.toBe('next');
+    expect(ran).toBe(false);
+  });
 });

@@ -17,8 +17,8 @@ export interface RunnerDeps extends HostDeps {
   syncLimits: Pick<SandboxLimits, 'timeoutMs' | 'cpuTimeMs'>;
   /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
   warmIsolates: number;
-  /** Bounds the runs of this replica. */
-  limited: <T>(work: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
+  /** Bounds the runs of this replica (`createLimiter`). */
+  limited: <T>(work: () => Promise<T>, signal?: AbortSignal, maxWaitMs?: number) => Promise<T>;
 }
 
 export interface LogEntry {
@@ -66,6 +66,8 @@ export function createRunner(deps: RunnerDeps) {
     grants: CtxGrants;
     /** Aborted when this replica stops and hands the run back: the run stops where it is. */
     signal?: AbortSignal;
+    /** A run whose caller waits for it: the longest wait for a free slot, past which it never starts (503). */
+    maxWaitMs?: number;
   }): Promise<RunOutcome> {
     const { description } = options.fn;
     const name = description?.name ?? 'dryrun';
@@ -112,6 +114,7 @@ export function createRunner(deps: RunnerDeps) {
       )),
       // A run waiting for a free slot when its replica hands it back leaves the line at once.
       options.signal,
+      options.maxWaitMs,
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }

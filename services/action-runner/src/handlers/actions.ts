@@ -5,7 +5,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
-import { untilStopped, type ActionDeps } from '../domain/action-deps.js';
+import { SYNC_RUN_SLOT_WAIT_MS, untilStopped, type ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 import { outputForReply } from '../domain/output.js';
 import { requireConnection, type ConnectionRef } from '../domain/require-connection.js';
@@ -43,7 +43,9 @@ export function triggerActionHandler(deps: ActionDeps) {
       await deps.bus.enqueue(actionContracts.run, { environment_id: request.environment_id, id }, { msgId: `action-run-${id}` });
       return { status: 'queued' as const, id };
     }
-    const outcome = await untilStopped(deps.stopping, () => deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS, signal: deps.stopping }));
+    const outcome = await untilStopped(deps.stopping, () =>
+      deps.runner.run({ target, fn, input: request.input, grants: ENVIRONMENT_GRANTS, signal: deps.stopping, maxWaitMs: SYNC_RUN_SLOT_WAIT_MS }),
+    );
     return { status: 'done' as const, output: outputForReply(deps.bus, outcome.output, deps.streamIdleMs) };
   };
 }

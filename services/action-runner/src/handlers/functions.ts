@@ -2,7 +2,7 @@ import { actionContracts, functionsContracts, syncContracts, vaultContracts, web
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
-import { untilStopped } from '../domain/action-deps.js';
+import { SYNC_RUN_SLOT_WAIT_MS, untilStopped } from '../domain/action-deps.js';
 import type { CachedFunction } from '../domain/function-cache.js';
 import { ENVIRONMENT_GRANTS, type CtxGrants, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
@@ -63,7 +63,7 @@ export function dryRunHandler(deps: FunctionDeps) {
     // The run acts for the API key that asked, with the scopes the gateway resolved for it.
     const grants: Extract<CtxGrants, { kind: 'api_key' }> = { kind: 'api_key', scopes: new Set(request.caller_scopes), refused: [] };
     try {
-      const outcome = await untilStopped(deps.stopping, () => deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants, signal: deps.stopping }));
+      const outcome = await untilStopped(deps.stopping, () => deps.runner.run({ target, fn, input: request.input, dryRun: true, logs, writes, grants, signal: deps.stopping, maxWaitMs: SYNC_RUN_SLOT_WAIT_MS }));
       return {
         function: { type: outcome.definition.kind, name: outcome.definition.name },
         success: true,
