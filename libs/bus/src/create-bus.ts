@@ -29,7 +29,7 @@ import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, inMessageContext, inSendSpan, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
+import { decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -327,7 +327,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       reply = { ok: false, error: appError.toBody() };
     }
     observer.served(contract.subject, secondsSince(start), reply.ok ? undefined : reply.error.code);
-    if (msg.reply) sendReply(contract.subject, msg.reply, encodeJson(reply));
+    if (isInboxSubject(msg.reply)) sendReply(contract.subject, msg.reply, encodeJson(reply));
+    else if (msg.reply) logger.warn('a request named a reply subject that is not an inbox: it was not answered', { subject: contract.subject });
   }
 
   /**

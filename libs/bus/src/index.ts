@@ -17,7 +17,7 @@ export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from '.
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
 export { createKvLocks, kvLockKey, oneAtATime, WRITE_KEYS, writesOneAtATime, type HeldLock, type KvLocks, type OneAtATimeOptions } from './kv-locks.js';
-export { REQUEST_ID_HEADER, decodeJson, encodeJson, inMessageContext, inSendSpan, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
+export { REQUEST_ID_HEADER, decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';
 export { CHUNK_BYTES, pullAll, pullStream, serveBytes, servePullStream, type PullStreamOptions } from './pull-stream.js';

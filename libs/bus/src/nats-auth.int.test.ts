@@ -3,7 +3,7 @@ import { AuthorizationError, connect, PermissionViolationError, type NatsConnect
 import { inboxPrefixOf, proxyContracts, vaultContracts, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { startNats, type TestNats } from '@latchkey/testing';
-import { callerOf, createBus, type Bus } from './index.js';
+import { callerOf, createBus, ensureStreams, type Bus } from './index.js';
 import { connectionOf } from './bus-connection.js';
 
 /** The connection behind a bus, for what these tests do beside it. */
@@ -120,6 +120,36 @@ describe('NATS permissions', () => {
     const outcome = await spying;
     expect(outcome.refused).toBe(true);
     expect(outcome.received.join('\n')).not.toContain(CANARY);
+  });
+
+  it.each(['action-runner', 'proxy', 'webhook-router'] as const)('refuse %s a change to the streams’ configuration (a subject or republish added would copy other traffic)', async (identity) => {
+    await ensureStreams(vault);
+    const nc = await connectAs(identity);
+    for (const stream of ['EVENTS', 'JOBS', 'OPERATIONS']) {
+      const changed = JSON.stringify({ name: stream, subjects: ['jobs.>', `${inboxPrefixOf('proxy')}.>`], republish: { src: '>', dest: `${inboxPrefixOf(identity)}.leak.>` } });
+      await expect(nc.request(`$JS.API.STREAM.UPDATE.${stream}`, changed, { timeout: 1000 })).rejects.toHaveProperty('cause', expect.any(PermissionViolationError));
+    }
+  });
+
+  it('answer no request whose reply subject is not an inbox: an answer aimed at a stream or the JetStream API is dropped', async () => {
+    await ensureStreams(vault);
+    const jsm = await vault.jetstreamManager();
+    const jobsBefore = (await jsm.streams.info('JOBS')).state.messages;
+    const nc = await connectAs('proxy');
+    const before = asked.length;
+    // The vault answers a proxy's request; the proxy names, as where the answer goes, a subject
+    // the JOBS stream stores (a job forged under the vault's name) or one that deletes a stream.
+    for (const reply of ['jobs.webhook.deliver', '$JS.API.STREAM.DELETE.EVENTS']) {
+      nc.publish(`${proxyContracts.getCredentials.subject}.proxy`, credentialsRequest('aimed'), { reply });
+    }
+    await nc.flush();
+    const deadline = Date.now() + 5_000;
+    while (asked.length < before + 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(asked.length).toBe(before + 2);
+    // An answer sent would be stored by now: the vault answered the requests before they were counted.
+    await vault.flush();
+    expect((await jsm.streams.info('JOBS')).state.messages).toBe(jobsBefore);
+    expect((await jsm.streams.info('EVENTS')).config.name).toBe('EVENTS');
   });
 
   it('refuse JetStream administration a service does not need', async () => {

@@ -3,7 +3,7 @@ import { pullStreamPrefixOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
-import { inboxPrefixOfConnection } from './wire.js';
+import { inboxPrefixOfConnection, isInboxSubject } from './wire.js';
 
 /**
  * Bodies too large for one NATS message travel as a pull stream: the producer answers on an
@@ -102,6 +102,8 @@ function servePullStreamOn(
       for await (const msg of subscription) {
         armIdle();
         if (msg.data.length > 0 && msg.string() === 'cancel') break;
+        // Chunks go to a reader's inbox only (`isInboxSubject`).
+        if (!isInboxSubject(msg.reply)) continue;
         const headers = natsHeaders();
         try {
           const { chunk, eof } = await nextChunk();

@@ -1,12 +1,14 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { STREAMS } from '@latchkey/contracts';
+import { STREAMS, STREAMS_OWNER } from '@latchkey/contracts';
 import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
 
 /**
  * Creates the streams of STREAMS (EVENTS, JOBS, OPERATIONS) if absent; every service calls this
- * at start, idempotently. Waits (`retryJetStreamSetup`) while a clustered JetStream settles.
+ * at start, idempotently. The streams' owner (`STREAMS_OWNER`, the only identity NATS lets update
+ * them) also brings an existing stream's config up to date (replicas, limits); the others leave
+ * it as it is. Waits (`retryJetStreamSetup`) while a clustered JetStream settles.
  */
 export async function ensureStreams(bus: Bus): Promise<void> {
   await retryJetStreamSetup(bus, 'streams', () => ensureStreamsOnce(bus));
@@ -33,7 +35,7 @@ async function ensureStreamsOnce(bus: Bus): Promise<void> {
         if (!(await exists(jsm, stream.name))) throw addError;
       }
     }
-    await jsm.streams.update(stream.name, config);
+    if (bus.service === STREAMS_OWNER) await jsm.streams.update(stream.name, config);
   }
 }
 

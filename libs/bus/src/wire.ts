@@ -9,6 +9,17 @@ export const REQUEST_ID_HEADER = 'x-request-id';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
+/**
+ * Whether a request's reply subject is one a service answers on: a requester's inbox
+ * (`_INBOX.…`, as every identity's are). NATS lets a server publish to whatever subject a
+ * request names as its reply (`allow_responses`), so a caller could name a stream's subject or
+ * the JetStream API and have the server write there under its own name: no answer goes
+ * anywhere but an inbox.
+ */
+export function isInboxSubject(subject: string | undefined): subject is string {
+  return subject !== undefined && subject.startsWith('_INBOX.');
+}
+
 export function encodeJson(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value));
 }

@@ -23,9 +23,11 @@ import { vaultWebhookContracts, webhookContracts } from './webhooks.js';
  *   request's reply subject;
  * - pull streams: a service may ask for the chunks of any other identity's streams
  *   (`_INBOX.<owner>.s.*`); their names are random and only travel inside messages;
- * - JetStream: every service may look up, create and update (never delete or purge) EVENTS and
- *   JOBS, as whichever starts first creates them, and ask `$JS.API.INFO`; consumers, acks and KV
- *   buckets are per service and per durable, each durable pinned to its subject;
+ * - JetStream: every service may look up and create (never delete or purge) EVENTS, JOBS and
+ *   OPERATIONS, as whichever starts first creates them, and ask `$JS.API.INFO`; only
+ *   `STREAMS_OWNER` may update them (a stream's config may add subjects and republish them: an
+ *   update is a copy of any traffic); consumers, acks and KV buckets are per service and per
+ *   durable, each durable pinned to its subject;
  * - the system account: services live in the default account and no permission names `$SYS`.
  */
 type Service = ServiceName;
@@ -213,6 +215,14 @@ export const KV_ACCESS: Readonly<Record<string, Service>> = {
   sync_schedule_locks: SCHEDULER,
 };
 
+/**
+ * The one identity that updates the shared streams' config (replicas, limits) at its start; the
+ * others only create them when absent. Updating a stream amounts to reading any subject (a
+ * stream may be given more subjects, and republish them), so the services that run customer
+ * code or take provider traffic never may.
+ */
+export const STREAMS_OWNER: Service = GATEWAY;
+
 /** Identities that exist only in test servers: never in deploy configs. */
 export const TEST_IDENTITIES = ['observer'] as const;
 export type NatsIdentityName = Service | (typeof TEST_IDENTITIES)[number];
@@ -293,11 +303,12 @@ export function natsPermissions(service: Service): NatsPermissions {
     if (other !== service) publish.add(`${pullStreamPrefixOf(inboxPrefixOf(other))}.*`);
   }
 
-  // JetStream: every service creates the streams idempotently at start (`ensureStreams`);
-  // no service may delete or purge them. `$JS.API.INFO` is the account check nats.js makes.
+  // JetStream: every service creates the streams idempotently at start (`ensureStreams`), and
+  // only their owner brings their config up to date; no service may delete or purge them.
+  // `$JS.API.INFO` is the account check nats.js makes.
   publish.add('$JS.API.INFO');
   for (const stream of Object.values(STREAMS)) {
-    for (const verb of ['INFO', 'CREATE', 'UPDATE']) publish.add(`$JS.API.STREAM.${verb}.${stream.name}`);
+    for (const verb of service === STREAMS_OWNER ? ['INFO', 'CREATE', 'UPDATE'] : ['INFO', 'CREATE']) publish.add(`$JS.API.STREAM.${verb}.${stream.name}`);
   }
   for (const [bucket, owner] of Object.entries(KV_ACCESS)) {
     if (owner !== service) continue;

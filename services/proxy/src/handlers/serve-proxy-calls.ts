@@ -1,4 +1,4 @@
-import type { Bus } from '@latchkey/bus';
+import { isInboxSubject, type Bus } from '@latchkey/bus';
 import { PROXY_KEEPALIVE_MS, PROXY_SUBJECT, safeParseProxyRequestMeta, type ProxyReplyMeta, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { requestIdFrom, runWithContext } from '@latchkey/logger';
@@ -42,7 +42,8 @@ export function serveProxyCalls(bus: Bus, handle: (call: IncomingProxyCall) => P
     PROXY_SUBJECT,
     (message) => {
       const reply = message.reply;
-      if (!reply) return;
+      // Answers go to a caller's inbox only (`isInboxSubject`).
+      if (!isInboxSubject(reply)) return;
       for (const frame of readFrames(message.data, false)) {
         const parsed = safeMeta(frame.meta);
         if (!parsed.ok) {
