@@ -75,7 +75,7 @@ beforeAll(async () => {
   const dev = (environments.json.data as Array<{ name: string; public_id: string }>).find((environment) => environment.name === 'dev')!;
   // The attacker is assumed to know the internal environment id: asked here as the webhook-router may.
   const router = await attackerAs('webhook-router');
-  const reply = await router.request(gatewayContracts.getEnvironment.subject, JSON.stringify({ public_id: dev.public_id }), { timeout: 5000 });
+  const reply = await router.request(`${gatewayContracts.getEnvironment.subject}.webhook-router`, JSON.stringify({ public_id: dev.public_id }), { timeout: 5000 });
   environmentId = (JSON.parse(reply.string()) as { data: { id: string } }).data.id;
 }, 120_000);
 
@@ -152,6 +152,38 @@ describe('NATS identities', () => {
     expect(reads.filter((read) => read.purpose === 'proxy').every((read) => read.caller === 'proxy')).toBe(true);
     expect(reads.filter((read) => read.purpose === 'fetch').map((read) => read.caller)).toEqual(['gateway']);
     expect(reads.some((read) => read.key_id.startsWith('key-claimed-by-the-router') || read.key_id.startsWith('forged-by-'))).toBe(false);
+  });
+
+  it('case 5: a service is refused the secrets it never uses: an integration\'s client credentials, a refresh token, the environment\'s variables', async () => {
+    const variables = await http(`${stack.url}/admin/environments/dev`, { method: 'PATCH', token: stack.adminToken, body: { variables: [{ name: 'CANARY_VARIABLE', value: 'for-functions-only' }] } });
+    expect(variables.status).toBe(200);
+    const runner = await attackerAs('action-runner');
+    const ask = async (nc: NatsConnection, subject: string, body: unknown) =>
+      JSON.parse((await nc.request(subject, JSON.stringify(body), { timeout: 5000 })).string()) as { ok: boolean; data?: { variables?: unknown }; error?: { code: string } };
+    const integration = await ask(runner, `${vaultContracts.getIntegration.subject}.action-runner`, {
+      environment_id: environmentId,
+      unique_key: 'canary-api',
+      include_webhook: false,
+      include_credentials: true,
+    });
+    expect(integration).toMatchObject({ ok: false, error: { code: 'forbidden' } });
+    const connection = await ask(runner, `${vaultContracts.getConnection.subject}.action-runner`, {
+      environment_id: environmentId,
+      reader: { key_id: 'function:canary-api/f' },
+      connection_id: 'conn-1',
+      provider_config_key: 'canary-api',
+      include_credentials: true,
+      include_refresh_token: true,
+      force_refresh: false,
+      refresh_vendor_app_jwt_token: false,
+    });
+    expect(connection).toMatchObject({ ok: false, error: { code: 'forbidden' } });
+    // The router reads an environment's settings, never its variables; functions (the runner) do.
+    const router = await attackerAs('webhook-router');
+    const seenByRouter = await ask(router, `${gatewayContracts.getEnvironment.subject}.webhook-router`, { environment_id: environmentId });
+    expect(seenByRouter).toMatchObject({ ok: true, data: { variables: [] } });
+    const seenByRunner = await ask(runner, `${gatewayContracts.getEnvironment.subject}.action-runner`, { environment_id: environmentId });
+    expect(JSON.stringify(seenByRunner.data?.variables)).toContain('CANARY_VARIABLE');
   });
 
   it('case 5: no attacker identity ever received the canary credential, and NATS carried it only where the design allows', async () => {

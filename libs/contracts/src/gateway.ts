@@ -21,11 +21,16 @@ export const environmentInfo = z.object({
 export type EnvironmentInfo = z.infer<typeof environmentInfo>;
 
 export const gatewayContracts = {
-  /** Looks an environment up by id or public id, for services that need its settings. */
+  /**
+   * Looks an environment up by id or public id, for services that need its settings. Its
+   * variables go to the action-runner only (functions read them); any other caller, known by the
+   * subject, gets none.
+   */
   getEnvironment: defineRequest(
     'gateway.environment.get',
     z.union([z.object({ environment_id: z.string() }), z.object({ public_id: z.string() })]),
     environmentInfo,
+    { perCaller: true },
   ),
   /**
    * The environment's Standard Webhooks signing secrets, newest first: the current one and any

@@ -185,10 +185,12 @@ export const vaultContracts = {
     z.object({ environment_id, provider: z.string().min(1) }).extend(integrationWrite.shape),
     integrationListItem,
   ),
+  /** An integration; its client credentials for the gateway only, the vault knowing the caller by the subject. */
   getIntegration: defineRequest(
     'vault.integrations.get',
     z.object({ environment_id, unique_key: z.string(), include_webhook: z.boolean(), include_credentials: z.boolean() }),
     integration,
+    { perCaller: true },
   ),
   updateIntegration: defineRequest(
     'vault.integrations.update',

@@ -83,6 +83,10 @@ export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections' | 'in
 export function getConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'logger' | 'audit'> & Pick<VaultServices, 'connectionService'>) {
   const stamped = new Map<string, number>();
   return async (request: RequestOf<typeof vaultContracts.getConnection>, msg: Pick<BusMessage, 'subject'>) => {
+    // A refresh token is shown to customers who ask (`?refresh_token=true`); functions never get one.
+    if (request.include_refresh_token && callerOf(vaultContracts.getConnection, msg) !== 'gateway') {
+      throw new AppError('forbidden', 'Only the gateway reads a refresh token');
+    }
     const environment = environmentId(request.environment_id);
     let { doc, credentials } = await deps.connectionService.fetch({
       environment_id: request.environment_id,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { callerOf, type BusMessage } from '@latchkey/bus';
 import { vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -47,7 +48,12 @@ export function createIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
 }
 
 export function getIntegrationHandler(deps: Pick<VaultDeps, 'logoUrl'> & Pick<VaultServices, 'integrationService'>) {
-  return async ({ environment_id, unique_key, include_webhook, include_credentials }: RequestOf<typeof vaultContracts.getIntegration>) => {
+  return async ({ environment_id, unique_key, include_webhook, include_credentials }: RequestOf<typeof vaultContracts.getIntegration>, msg: Pick<BusMessage, 'subject'>) => {
+    // The OAuth client secret is shown to customers (`GET /integrations/{key}`); no other service
+    // uses it (functions get the webhook secret, to check a provider's signature themselves).
+    if (include_credentials && callerOf(vaultContracts.getIntegration, msg) !== 'gateway') {
+      throw new AppError('forbidden', "Only the gateway reads an integration's client credentials");
+    }
     const environment = environmentId(environment_id);
     const doc = await deps.integrationService.find(environment, unique_key);
     const view = {

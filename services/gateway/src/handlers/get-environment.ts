@@ -1,20 +1,23 @@
-import type { EnvironmentInfo, RequestOf } from '@latchkey/contracts';
-import type { gatewayContracts } from '@latchkey/contracts';
+import { callerOf, type BusMessage } from '@latchkey/bus';
+import { gatewayContracts, type EnvironmentInfo, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { EnvironmentRepo } from '../db/environment-repo.js';
 import { environmentView } from '../domain/environment-view.js';
 import { SIGNING_KEY_GRACE_MS } from '../domain/signing-keys.js';
 
-/** `gateway.environment.get`: an environment's settings for other services, no secrets. */
+/**
+ * `gateway.environment.get`: an environment's settings for other services, no secrets; its
+ * variables for the action-runner only (functions read them), known by the subject it asked on.
+ */
 export function getEnvironmentHandler(deps: { environments: Pick<EnvironmentRepo, 'findById' | 'findByPublicId'> }) {
-  return async (request: RequestOf<typeof gatewayContracts.getEnvironment>): Promise<EnvironmentInfo> => {
+  return async (request: RequestOf<typeof gatewayContracts.getEnvironment>, msg: Pick<BusMessage, 'subject'>): Promise<EnvironmentInfo> => {
     const environment =
       'environment_id' in request
         ? await deps.environments.findById(request.environment_id)
         : await deps.environments.findByPublicId(request.public_id);
     if (!environment) throw new AppError('unknown_environment', 'No such environment');
     const { created_at: _created, updated_at: _updated, ...info } = environmentView(environment);
-    return info;
+    return callerOf(gatewayContracts.getEnvironment, msg) === 'action-runner' ? info : { ...info, variables: [] };
   };
 }
 
