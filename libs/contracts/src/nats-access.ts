@@ -20,7 +20,8 @@ import { vaultWebhookContracts, webhookContracts } from './webhooks.js';
  * Deliberately broader than one contract, and why:
  * - replies: a service may answer any request NATS delivered to it (`allow_responses`, many
  *   messages for 15 minutes: proxied calls send keepalives and answer late), only to that
- *   request's reply subject;
+ *   request's reply subject, which the bus answers only when it is an inbox (`isInboxSubject`:
+ *   NATS would let the caller name any subject, a stream's or the JetStream API's);
  * - pull streams: a service may ask for the chunks of any other identity's streams
  *   (`_INBOX.<owner>.s.*`); their names are random and only travel inside messages;
  * - JetStream: every service may look up and create (never delete or purge) EVENTS, JOBS and
