@@ -132,6 +132,18 @@ describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])(
     }
   });
 
+  test('gives each service its own MongoDB credential with mongodb.perServiceUris: MONGODB_URI from its own key', () => {
+    type Env = Array<{ name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
+    const deployments = render('existing-secret.yaml', '--set', 'mongodb.uri=', '--set', 'mongodb.perServiceUris=true').filter((manifest) => manifest.kind === 'Deployment');
+    expect(deployments).toHaveLength(6);
+    for (const deployment of deployments) {
+      const service = deployment.metadata.name.replace(/^latchkey-/, '');
+      const [container] = (deployment.spec as { template: { spec: { containers: Array<{ env: Env }> } } }).template.spec.containers;
+      const uri = container?.env.find((entry) => entry.name === 'MONGODB_URI');
+      expect(uri?.valueFrom?.secretKeyRef).toEqual({ name: 'latchkey-secrets', key: `MONGODB_URI_${service.toUpperCase().replace(/-/g, '_')}` });
+    }
+  });
+
   test('opens the gateway\'s metrics port, and renders a ServiceMonitor per service behind a value', () => {
     type Container = { ports: Array<{ name: string; containerPort: number }>; env: Array<{ name: string; value?: string }> };
     const containerOf = (manifests: Manifest[], name: string) => (find(manifests, 'Deployment', name)?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0]!;
