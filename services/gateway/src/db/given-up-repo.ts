@@ -1,5 +1,5 @@
 import { Schema, type Connection } from 'mongoose';
-import { isDuplicateKey } from '@latchkey/mongo';
+import { isDuplicateKey, pageByTime } from '@latchkey/mongo';
 import type { GivenUpMessage } from '@latchkey/contracts';
 
 /** How long records of given-up messages are kept (expiry in code: no TTL indexes, see Portability). */
@@ -50,14 +50,20 @@ export function createGivenUpRepo(connection: Connection) {
         await model.deleteMany({ at: { $lt: new Date(Date.now() - KEPT_MS) } }).exec();
       }
     },
-    /** Newest first; `before` pages back from a record's time. */
+    /** Newest first; `before` pages back from a record's time (a page ends between two times: `pageByTime`). */
     async list(limit: number, before?: Date): Promise<GivenUpMessage[]> {
-      const docs = await model
-        .find(before ? { at: { $lt: before } } : {})
-        .sort({ at: -1 })
-        .limit(limit)
-        .lean<GivenUpDoc[]>()
-        .exec();
+      const docs = await pageByTime(
+        limit,
+        (count) =>
+          model
+            .find(before ? { at: { $lt: before } } : {})
+            .sort({ at: -1 })
+            .limit(count)
+            .lean<GivenUpDoc[]>()
+            .exec(),
+        (doc) => doc.at,
+        (at) => model.find({ at }).lean<GivenUpDoc[]>().exec(),
+      );
       return docs.map(({ _id: _key, at, ...rest }) => ({ ...rest, at: at.toISOString() }));
     },
   };

@@ -1,5 +1,5 @@
 import type { Connection, QueryFilter } from 'mongoose';
-import type { EnvironmentId } from '@latchkey/mongo';
+import { pageByTime, type EnvironmentId } from '@latchkey/mongo';
 import { deliveryAttemptModel, type DeliveryAttemptDoc } from './delivery-model.js';
 import { createGroupCommit } from './group-commit.js';
 import { insertNew } from './insert-new.js';
@@ -43,13 +43,17 @@ export function createDeliveryRepo(connection: Connection) {
     /** A delivery's attempts, first to last; the last one says where it stands. */
     attemptsOf: (environment: EnvironmentId, delivery: string) =>
       attempts.find({ environment_id: environment, delivery }).sort({ at: 1 }).lean<DeliveryAttemptDoc[]>().exec(),
-    /** The environment's attempts, newest first, for operators. */
+    /** The environment's attempts, newest first, for operators (a page ends between two times: `pageByTime`). */
     list: (environment: EnvironmentId, page: { limit: number; before?: Date; webhookId?: string; outcome?: DeliveryAttemptDoc['outcome'] }) => {
       const filter: QueryFilter<DeliveryAttemptDoc> = { environment_id: environment };
-      if (page.before) filter.at = { $lt: page.before };
       if (page.webhookId !== undefined) filter.webhook_id = page.webhookId;
       if (page.outcome !== undefined) filter.outcome = page.outcome;
-      return attempts.find(filter).sort({ at: -1 }).limit(page.limit).lean<DeliveryAttemptDoc[]>().exec();
+      return pageByTime(
+        page.limit,
+        (count) => attempts.find(page.before ? { ...filter, at: { $lt: page.before } } : filter).sort({ at: -1 }).limit(count).lean<DeliveryAttemptDoc[]>().exec(),
+        (doc) => doc.at,
+        (at) => attempts.find({ ...filter, at }).lean<DeliveryAttemptDoc[]>().exec(),
+      );
     },
   };
 }

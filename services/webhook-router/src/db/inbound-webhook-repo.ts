@@ -1,5 +1,5 @@
 import type { Connection, QueryFilter } from 'mongoose';
-import type { EnvironmentId } from '@latchkey/mongo';
+import { pageByTime, type EnvironmentId } from '@latchkey/mongo';
 import { createGroupCommit } from './group-commit.js';
 import { inboundWebhookModel, type InboundWebhookDoc } from './inbound-webhook-model.js';
 import { insertNew } from './insert-new.js';
@@ -20,12 +20,16 @@ export function createInboundWebhookRepo(connection: Connection) {
     /** An inbound webhook whose environment is unknown is kept under the public id it named. */
     recordUnscoped: (doc: InboundWebhookDoc): Promise<void> => writes.add(doc),
     find: (environment: EnvironmentId, id: string) => model.findOne({ _id: id, environment_id: environment }).lean<InboundWebhookDoc>().exec(),
-    /** The environment's log, newest first, for operators. */
+    /** The environment's log, newest first, for operators (a page ends between two times: `pageByTime`). */
     list: (environment: EnvironmentId, page: { limit: number; before?: Date; status?: InboundWebhookDoc['status'] }) => {
       const filter: QueryFilter<InboundWebhookDoc> = { environment_id: environment };
-      if (page.before) filter.received_at = { $lt: page.before };
       if (page.status !== undefined) filter.status = page.status;
-      return model.find(filter).sort({ received_at: -1 }).limit(page.limit).lean<InboundWebhookDoc[]>().exec();
+      return pageByTime(
+        page.limit,
+        (count) => model.find(page.before ? { ...filter, received_at: { $lt: page.before } } : filter).sort({ received_at: -1 }).limit(count).lean<InboundWebhookDoc[]>().exec(),
+        (doc) => doc.received_at,
+        (at) => model.find({ ...filter, received_at: at }).lean<InboundWebhookDoc[]>().exec(),
+      );
     },
   };
 }
