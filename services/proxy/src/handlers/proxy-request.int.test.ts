@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBus, createOperationLog, operationsOfPages, type Bus } from '@latchkey/bus';
 import type { Operation, ProxyReplyMeta } from '@latchkey/contracts';
@@ -210,6 +210,49 @@ describe("a call near its caller's deadline", () => {
     const reply = await answer('silent', { deadline_ms: 500 });
     expect(reply).toMatchObject({ ok: false, error: { code: 'upstream_timeout' } });
   }, 10_000);
+});
+
+describe('a redirect to another origin', () => {
+  it('reaches it without the connection\'s credentials; one to the same origin keeps them', async () => {
+    const heard: Array<{ url: string; authorization: string | undefined; key: string | undefined }> = [];
+    const record = (req: IncomingMessage) =>
+      heard.push({ url: req.url ?? '', authorization: req.headers['authorization'] as string | undefined, key: req.headers['x-api-key'] as string | undefined });
+    // Another origin: the same host on another port.
+    const other = createServer((req, res) => (record(req), res.writeHead(200).end('elsewhere')));
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const { port: otherPort } = other.address() as AddressInfo;
+    const provider = createServer((req, res) => {
+      record(req);
+      if (req.url === '/away') return res.writeHead(302, { location: `http://127.0.0.1:${otherPort}/landing` }).end();
+      if (req.url === '/home') return res.writeHead(302, { location: '/landed' }).end();
+      return res.writeHead(200).end('here');
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = provider.address() as AddressInfo;
+      const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+      const credentials = { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: { authorization: 'Bearer the-secret', 'x-api-key': 'the-key' }, query: {}, decompress: false };
+      const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 3 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+      const call = (path: string) => {
+        const meta = proxyMetaFixture(path);
+        cache.set(credentialKey(meta), credentials, cache.generation());
+        return new Promise<ProxyReplyMeta>((resolve) => void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta) => resolve(reply) }));
+      };
+      expect(await call('away')).toMatchObject({ ok: true, status: 200 });
+      expect(await call('home')).toMatchObject({ ok: true, status: 200 });
+      expect(heard).toEqual([
+        { url: '/away', authorization: 'Bearer the-secret', key: 'the-key' },
+        { url: '/landing', authorization: undefined, key: undefined },
+        { url: '/home', authorization: 'Bearer the-secret', key: 'the-key' },
+        { url: '/landed', authorization: 'Bearer the-secret', key: 'the-key' },
+      ]);
+    } finally {
+      for (const server of [provider, other]) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
+  });
 });
 
 describe('an answer that ended before it was read', () => {
