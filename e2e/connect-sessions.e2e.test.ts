@@ -117,6 +117,16 @@ describe('form flows with a session token', () => {
     expect(after.json.credentials.apiKey).toBe('rotated-key');
   });
 
+  it('create at most 20 connections each: a link in the wrong hands cannot fill the environment', async () => {
+    const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;
+    for (let made = 0; made < 20; made++) expect((await save('/api-auth/api-key/keys', token, { apiKey: `key-${made}` })).status).toBe(200);
+    const refused = await save('/api-auth/api-key/keys', token, { apiKey: 'one-too-many' });
+    expect([refused.status, refused.json.error.code]).toEqual([429, 'too_many_requests']);
+    // A new session creates again.
+    const { token: next } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;
+    expect((await save('/api-auth/api-key/keys', next, { apiKey: 'next-session' })).status).toBe(200);
+  });
+
   it('refuse integrations the session does not allow, other types, and unknown tokens', async () => {
     await api('POST', '/integrations', { provider: (await api('GET', '/providers')).json.data.find((entry: { auth_mode: string }) => entry.auth_mode === 'API_KEY').name, unique_key: 'other' });
     const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['keys'] })).json.data;

@@ -19,6 +19,8 @@ export interface ConnectSessionDoc {
   created_at: Date;
   /** Checked on every use; expired sessions are deleted when next touched, or by the vault's sweep. */
   expires_at: Date;
+  /** Connections the session has created (`SESSION_CONNECTIONS_MAX` at most); absent: none yet. */
+  connections_made?: number;
 }
 
 const connectSessionSchema = new Schema<ConnectSessionDoc>(
@@ -36,6 +38,7 @@ const connectSessionSchema = new Schema<ConnectSessionDoc>(
     reconnect: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
     expires_at: { type: Date, required: true },
+    connections_made: { type: Number },
   },
   { collection: 'connect_sessions', versionKey: false, minimize: false },
 );

@@ -17,6 +17,8 @@ import { LIFECYCLE_PUBLISH, connectionEvent, expiryOf } from './views.js';
 /** Session tokens start with this, and live 30 minutes. */
 export const SESSION_TOKEN_PREFIX = 'lk_cs_';
 export const SESSION_LIFETIME_MS = 30 * 60 * 1000;
+/** The most connections one session creates (a reconnect replaces, and is not counted). */
+export const SESSION_CONNECTIONS_MAX = 20;
 
 export const digestOf = (token: string) => createHash('sha256').update(token).digest('base64url');
 
@@ -80,7 +82,7 @@ export function sessionConnectionConfig(
 }
 
 export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'bus' | 'providers'> {
-  sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest'>;
+  sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest' | 'countConnection'>;
   connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
   integrationService: Pick<IntegrationService, 'find'>;
   credentials: Pick<ConnectionCredentials, 'seal'>;
@@ -158,6 +160,10 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
           await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user }, LIFECYCLE_PUBLISH);
           return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
         }
+      }
+      // A link in the wrong hands, replayed for its half hour, must not fill the environment.
+      if (!(await deps.sessions.countConnection(session.digest, SESSION_CONNECTIONS_MAX))) {
+        throw new AppError('too_many_requests', `This connect session has created its ${SESSION_CONNECTIONS_MAX} connections; create a new session`);
       }
       const doc = await insertConnection(deps, environment, integration, credentials, {
         connection_id: randomUUID(),
