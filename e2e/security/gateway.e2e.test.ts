@@ -285,6 +285,17 @@ describe('gateway security', () => {
     };
     expect(await messagesAt(registeredApp)).toEqual([{ type: 'connect', connectionId: expect.any(String), providerConfigKey: 'oauth' }]);
     expect(await messagesAt(strangerApp)).toEqual([]);
+    // A failed flow is told as well: the end user refused at the provider, or the provider
+    // refused the code.
+    oauth.setOptions({ denyAuthorization: true });
+    try {
+      expect(await messagesAt(registeredApp)).toEqual([{ type: 'error', error: expect.stringContaining('denied') }]);
+      expect(await messagesAt(strangerApp)).toEqual([]);
+    } finally {
+      oauth.setOptions({ denyAuthorization: false });
+    }
+    oauth.failNextToken(400, { error: 'invalid_grant' });
+    expect(await messagesAt(registeredApp)).toEqual([{ type: 'error', error: expect.stringContaining('invalid_grant') }]);
   });
 
   for (const [form, returnUrl] of [

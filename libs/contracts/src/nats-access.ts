@@ -120,6 +120,7 @@ const entries: Array<[AnyContract, Access]> = [
   [v.startOAuth, request(VAULT, [GATEWAY])],
   [v.finishOAuth, request(VAULT, [GATEWAY])],
   [v.finishOAuth1, request(VAULT, [GATEWAY])],
+  [v.refuseOAuth, request(VAULT, [GATEWAY])],
   [v.connectClientCredentials, request(VAULT, [GATEWAY])],
   [v.deleteConnectSession, request(VAULT, [GATEWAY])],
   [v.connectionChanged, broadcast([VAULT], [VAULT, PROXY])],

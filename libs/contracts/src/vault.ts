@@ -344,6 +344,11 @@ export const vaultContracts = {
     // environment_id: the gateway posts the outcome page's message to that environment's registered origins only.
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']), environment_id: z.string().optional() }),
   ),
+  /**
+   * The provider sent the end user back with an error instead of a code: the state is spent, and
+   * the flow's environment named (the gateway posts the failure to its registered origins).
+   */
+  refuseOAuth: defineRequest('vault.oauth.refuse', z.object({ state: z.string().min(1).max(256) }), z.object({ environment_id: z.string() })),
   /** Completes an OAuth 1.0a authorization: the temporary token is single-use; its verifier buys the token credentials. */
   finishOAuth1: defineRequest(
     'vault.oauth1.finish',

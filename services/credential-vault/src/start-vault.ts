@@ -47,7 +47,7 @@ import {
   listIntegrationsHandler,
   updateIntegrationHandler,
 } from './handlers/integrations.js';
-import { finishOAuth1Handler, finishOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js';
+import { finishOAuth1Handler, finishOAuthHandler, refuseOAuthHandler, startOAuthHandler } from './handlers/oauth-flow.js';
 import { getProviderHandler, listProvidersHandler } from './handlers/providers.js';
 import { proxyCredentialsHandler } from './handlers/proxy-credentials.js';
 import { rotateKeysHandler } from './handlers/rotate-keys.js';
@@ -190,6 +190,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.startOAuth, recordedHandler(operations, 'connect', startOAuthHandler(oauthDeps), (request) => bySession(request, undefined)));
   bus.serve(vaultContracts.finishOAuth, recordedHandler(operations, 'connect', finishOAuthHandler(oauthDeps), byAnswer));
   bus.serve(vaultContracts.finishOAuth1, recordedHandler(operations, 'connect', finishOAuth1Handler(oauthDeps), byAnswer));
+  bus.serve(vaultContracts.refuseOAuth, refuseOAuthHandler(oauthDeps));
   bus.serve(proxyContracts.getCredentials, proxyCredentialsHandler({ ...deps, catalog }));
   bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));

@@ -148,6 +148,24 @@ async function consumeFlow(deps: Deps, state: string) {
   return { flow, session, integration, provider, override };
 }
 
+/**
+ * A failure of a flow whose environment is known, naming it (`payload.environment_id`): the
+ * gateway posts the failure to that environment's registered origins, as it posts a success.
+ */
+function inEnvironment(error: unknown, environment: string): AppError {
+  const appError = toAppError(error);
+  return new AppError(appError.code, appError.message, { ...(appError.errors ? { errors: appError.errors } : {}), payload: { ...appError.payload, environment_id: environment }, cause: appError.cause });
+}
+
+/** `vault.oauth.refuse`: the provider sent the end user back with an error; the flow is spent. */
+export function refuseOAuthHandler(deps: Pick<Deps, 'oauthSessions'>) {
+  return async (request: RequestOf<typeof vaultContracts.refuseOAuth>) => {
+    const flow = await deps.oauthSessions.consume(request.state);
+    if (!flow || flow.expires_at.getTime() <= Date.now()) throw new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
+    return { environment_id: flow.environment_id };
+  };
+}
+
 /** The provider's refusal of an authorization, said as such (its error code and description only). */
 function refusedAuthorization(error: unknown): AppError {
   const appError = toAppError(error);
@@ -185,35 +203,43 @@ function checkIssuer(provider: Provider, connectionConfig: Record<string, unknow
  */
 export function finishOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.finishOAuth>) => {
-    const { flow, session, integration, provider, override } = await consumeFlow(deps, request.state);
-    if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
-    checkIssuer(provider, flow.connection_config, request.iss);
-    const client = override ?? (await deps.integrationService.clientCredentials(integration));
-    const now = new Date();
-    const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
-    if (flow.code_verifier) {
-      form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
-    }
-    const raw = await postToken(
-      { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
-      form,
-      client['client_id'],
-      client['client_secret'],
-    ).catch((error: unknown) => {
-      throw refusedAuthorization(error);
+    const consumed = await consumeFlow(deps, request.state);
+    return finishOAuth2(deps, request, consumed).catch((error: unknown) => {
+      throw inEnvironment(error, consumed.flow.environment_id);
     });
-    const expiresAt = expiryFrom(raw, now);
-    const credentials: StoredCredentials = {
-      type: 'OAUTH2',
-      access_token: raw['access_token'],
-      ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
-      ...(expiresAt ? { expires_at: expiresAt } : {}),
-      ...(override ? { config_override: override } : {}),
-      raw,
-    };
-    // The environment lets the gateway post the outcome to that environment's registered origins only.
-    return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
   };
+}
+
+/** The code exchange of a consumed OAuth 2 flow, and the connection saved. */
+async function finishOAuth2(deps: Deps, request: RequestOf<typeof vaultContracts.finishOAuth>, consumed: Awaited<ReturnType<typeof consumeFlow>>) {
+  const { flow, session, integration, provider, override } = consumed;
+  if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
+  checkIssuer(provider, flow.connection_config, request.iss);
+  const client = override ?? (await deps.integrationService.clientCredentials(integration));
+  const now = new Date();
+  const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
+  if (flow.code_verifier) {
+    form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
+  }
+  const raw = await postToken(
+    { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
+    form,
+    client['client_id'],
+    client['client_secret'],
+  ).catch((error: unknown) => {
+    throw refusedAuthorization(error);
+  });
+  const expiresAt = expiryFrom(raw, now);
+  const credentials: StoredCredentials = {
+    type: 'OAUTH2',
+    access_token: raw['access_token'],
+    ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
+    ...(expiresAt ? { expires_at: expiresAt } : {}),
+    ...(override ? { config_override: override } : {}),
+    raw,
+  };
+  // The environment lets the gateway post the outcome to that environment's registered origins only.
+  return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
 }
 
 /** Form-encoded answers of OAuth 1.0a endpoints (RFC 5849, 2.1 and 2.3). */
@@ -257,14 +283,18 @@ async function requestTemporaryCredentials(
 export function finishOAuth1Handler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.finishOAuth1>) => {
     const { flow, session, integration, provider, override } = await consumeFlow(deps, request.oauth_token);
-    if (provider.auth_mode !== 'OAUTH1' || !flow.request_token_secret) {
-      throw new AppError('invalid_query_params', 'This authorization is not an OAuth 1.0a one; start again');
+    try {
+      if (provider.auth_mode !== 'OAUTH1' || !flow.request_token_secret) {
+        throw new AppError('invalid_query_params', 'This authorization is not an OAuth 1.0a one; start again');
+      }
+      const client = override ?? (await deps.integrationService.clientCredentials(integration));
+      const temporarySecret = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, flow.request_token_secret);
+      const credentials = await exchangeVerifier(deps, provider, integration, client, flow, { token: request.oauth_token, secret: temporarySecret }, request.oauth_verifier);
+      const saved = await deps.sessionService.saveConnection(session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
+      return { ...saved, environment_id: session.environment_id };
+    } catch (error) {
+      throw inEnvironment(error, flow.environment_id);
     }
-    const client = override ?? (await deps.integrationService.clientCredentials(integration));
-    const temporarySecret = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...REQUEST_SECRET_PLACE }, flow.request_token_secret);
-    const credentials = await exchangeVerifier(deps, provider, integration, client, flow, { token: request.oauth_token, secret: temporarySecret }, request.oauth_verifier);
-    const saved = await deps.sessionService.saveConnection(session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
-    return { ...saved, environment_id: session.environment_id };
   };
 }
 

@@ -65,6 +65,8 @@ export const oauthCallback = defineRoute({
       const reason = query.error ? `The provider refused: ${query.error_description ?? query.error}` : 'The provider sent no authorization code.';
       outcome = { ok: false, message: reason };
       res.status(400);
+      // The flow is spent, and its environment's registered origins hear of the refusal too.
+      if (query.error && query.state) environmentId = (await deps.bus.request(vaultContracts.refuseOAuth, { state: query.state }).catch(() => undefined))?.environment_id;
     } else {
       try {
         const saved = oauth1
@@ -76,6 +78,9 @@ export const oauthCallback = defineRoute({
         const appError = toAppError(error);
         outcome = { ok: false, message: appError.code === 'internal_error' ? 'Something went wrong; please try again.' : appError.message };
         res.status(appError.status);
+        // A flow the vault found names its environment, for the failure to reach its registered origins.
+        const named = appError.payload?.['environment_id'];
+        if (typeof named === 'string') environmentId = named;
       }
     }
     const targets = await flowOrigins(deps, environmentId).catch(() => [new URL(deps.config.CONNECT_URL ?? deps.config.PUBLIC_URL).origin]);
