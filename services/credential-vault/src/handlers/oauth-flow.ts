@@ -203,43 +203,39 @@ function checkIssuer(provider: Provider, connectionConfig: Record<string, unknow
  */
 export function finishOAuthHandler(deps: Deps) {
   return async (request: RequestOf<typeof vaultContracts.finishOAuth>) => {
-    const consumed = await consumeFlow(deps, request.state);
-    return finishOAuth2(deps, request, consumed).catch((error: unknown) => {
-      throw inEnvironment(error, consumed.flow.environment_id);
-    });
+    const { flow, session, integration, provider, override } = await consumeFlow(deps, request.state);
+    try {
+      if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
+      checkIssuer(provider, flow.connection_config, request.iss);
+      const client = override ?? (await deps.integrationService.clientCredentials(integration));
+      const now = new Date();
+      const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
+      if (flow.code_verifier) {
+        form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
+      }
+      const raw = await postToken(
+        { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
+        form,
+        client['client_id'],
+        client['client_secret'],
+      ).catch((error: unknown) => {
+        throw refusedAuthorization(error);
+      });
+      const expiresAt = expiryFrom(raw, now);
+      const credentials: StoredCredentials = {
+        type: 'OAUTH2',
+        access_token: raw['access_token'],
+        ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
+        ...(expiresAt ? { expires_at: expiresAt } : {}),
+        ...(override ? { config_override: override } : {}),
+        raw,
+      };
+      // The environment lets the gateway post the outcome to that environment's registered origins only.
+      return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
+    } catch (error) {
+      throw inEnvironment(error, flow.environment_id);
+    }
   };
-}
-
-/** The code exchange of a consumed OAuth 2 flow, and the connection saved. */
-async function finishOAuth2(deps: Deps, request: RequestOf<typeof vaultContracts.finishOAuth>, consumed: Awaited<ReturnType<typeof consumeFlow>>) {
-  const { flow, session, integration, provider, override } = consumed;
-  if (provider.auth_mode !== 'OAUTH2') throw new AppError('invalid_query_params', 'This authorization is not an OAuth 2 one; start again');
-  checkIssuer(provider, flow.connection_config, request.iss);
-  const client = override ?? (await deps.integrationService.clientCredentials(integration));
-  const now = new Date();
-  const form: Record<string, string> = { grant_type: 'authorization_code', code: request.code, redirect_uri: flow.redirect_uri, ...provider.token_params };
-  if (flow.code_verifier) {
-    form['code_verifier'] = await deps.cipher.decrypt(environmentId(flow.environment_id), { integrationId: integration._id, ...VERIFIER_PLACE }, flow.code_verifier);
-  }
-  const raw = await postToken(
-    { provider, connectionConfig: flow.connection_config, timeoutMs: deps.timeoutMs, http: deps.http },
-    form,
-    client['client_id'],
-    client['client_secret'],
-  ).catch((error: unknown) => {
-    throw refusedAuthorization(error);
-  });
-  const expiresAt = expiryFrom(raw, now);
-  const credentials: StoredCredentials = {
-    type: 'OAUTH2',
-    access_token: raw['access_token'],
-    ...(typeof raw['refresh_token'] === 'string' ? { refresh_token: raw['refresh_token'] } : {}),
-    ...(expiresAt ? { expires_at: expiresAt } : {}),
-    ...(override ? { config_override: override } : {}),
-    raw,
-  };
-  // The environment lets the gateway post the outcome to that environment's registered origins only.
-  return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
 }
 
 /** Form-encoded answers of OAuth 1.0a endpoints (RFC 5849, 2.1 and 2.3). */
