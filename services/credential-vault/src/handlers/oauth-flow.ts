@@ -134,10 +134,15 @@ export function startOAuthHandler(deps: Deps) {
 }
 
 /** The flow behind a state (or OAuth 1 temporary token): known, unused, unexpired, its session live and its integration still allowed. */
-async function consumeFlow(deps: Deps, state: string) {
-  const refused = new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
+/** Takes a flow by its state, once: unknown, used and expired ones are refused. */
+async function takeFlow(deps: Pick<Deps, 'oauthSessions'>, state: string): Promise<OAuthSessionDoc> {
   const flow = await deps.oauthSessions.consume(state);
-  if (!flow || flow.expires_at.getTime() <= Date.now()) throw refused;
+  if (!flow || flow.expires_at.getTime() <= Date.now()) throw new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
+  return flow;
+}
+
+async function consumeFlow(deps: Deps, state: string) {
+  const flow = await takeFlow(deps, state);
   const session = await deps.sessionService.live({ digest: flow.session_digest });
   const integration = await deps.sessionService.allowedIntegration(session, flow.integration);
   const provider = deps.catalog.get(integration.provider);
@@ -160,9 +165,7 @@ function inEnvironment(error: unknown, environment: string): AppError {
 /** `vault.oauth.refuse`: the provider sent the end user back with an error; the flow is spent. */
 export function refuseOAuthHandler(deps: Pick<Deps, 'oauthSessions'>) {
   return async (request: RequestOf<typeof vaultContracts.refuseOAuth>) => {
-    const flow = await deps.oauthSessions.consume(request.state);
-    if (!flow || flow.expires_at.getTime() <= Date.now()) throw new AppError('invalid_query_params', 'This authorization is unknown, expired or already used; start again');
-    return { environment_id: flow.environment_id };
+    return { environment_id: (await takeFlow(deps, request.state)).environment_id };
   };
 }
 

@@ -1,3 +1,5 @@
+import type { SyncRunDoc } from '../db/schedule-model.js';
+
 /** When a schedule runs next, and whether it is due: pure rules, so they are tested without a clock. */
 
 export interface ScheduleState {
@@ -20,6 +22,11 @@ export function isDue(schedule: ScheduleState, now: Date): boolean {
  */
 export function isOverdue(schedule: ScheduleState, now: Date): boolean {
   return !schedule.paused && schedule.running !== null && schedule.next_run_at !== null && schedule.next_run_at.getTime() <= now.getTime();
+}
+
+/** Whether a run is over: it ended, or was ended for another (a run's end is its first outcome). */
+export function runIsOver(run: Pick<SyncRunDoc, 'status'>): boolean {
+  return run.status === 'SUCCESS' || run.status === 'ERROR';
 }
 
 /**

@@ -8,6 +8,7 @@ import type { ScheduleRepo } from '../db/schedule-repo.js';
 import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
 import { canonicalJson, contentHash, recordId } from '../domain/record-content.js';
 import { checkFields } from '../domain/record-fields.js';
+import { runIsOver } from '../domain/schedule-rules.js';
 import type { SerializedRecordRepo } from '../domain/record-writes.js';
 
 export interface RecordsDeps {
@@ -28,7 +29,7 @@ export interface WriteRecordsDeps extends RecordsDeps {
 async function checkRunGoing(deps: WriteRecordsDeps, environment: EnvironmentId, runId: string | undefined): Promise<void> {
   if (runId === undefined) return;
   const run = await deps.runs.getRun(environment, runId);
-  if (!run || run.status === 'SUCCESS' || run.status === 'ERROR') {
+  if (!run || runIsOver(run)) {
     throw new AppError('function_failed', 'This sync run is over (its variant or connection was deleted, or another run took its place): its records were not written');
   }
 }

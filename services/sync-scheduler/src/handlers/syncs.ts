@@ -19,7 +19,7 @@ import type { RecordRepo } from '../db/record-repo.js';
 import type { ScheduleDoc, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
 import { parseFrequency } from '../domain/frequency.js';
-import { nextRunAfter } from '../domain/schedule-rules.js';
+import { nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
 
 export interface SyncsDeps {
   bus: Bus;
@@ -313,7 +313,7 @@ export function beginRunHandler(deps: Pick<SyncsDeps, 'bus' | 'schedules'>) {
     // Ended meanwhile (abandoned as its job could not be queued): read again.
     if (run?.status === 'QUEUED' && !(await deps.schedules.markStarted(run, startedAt))) run = await deps.schedules.getRun(environment, request.run_id);
     if (!run) return { run: null };
-    if (run.status === 'SUCCESS' || run.status === 'ERROR') {
+    if (runIsOver(run)) {
       await settleOver(deps, run);
       return { run: null };
     }
