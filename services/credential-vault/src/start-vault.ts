@@ -12,6 +12,7 @@ import { createOAuthSessionRepo } from './db/oauth-session-model.js';
 import { createCredentialReadRepo } from './db/credential-read-repo.js';
 import { createDataKeyRepo } from './db/data-key-repo.js';
 import { createIntegrationRepo } from './db/integration-repo.js';
+import { createLifecycleOutboxRepo } from './db/lifecycle-outbox-model.js';
 import { createRefreshAnswerRepo } from './db/refresh-answer-model.js';
 import { createRefreshLogRepo } from './db/refresh-log-repo.js';
 import { createConnectSessionService } from './domain/connect-sessions.js';
@@ -20,6 +21,7 @@ import { createConnectionCredentials } from './domain/connection-credentials.js'
 import { serializedConnectionWrites, serializedIntegrationWrites } from './domain/serialized-writes.js';
 import { createConnectionService } from './domain/connections.js';
 import { createIntegrationService } from './domain/integrations.js';
+import { createLifecycleEvents } from './domain/lifecycle-events.js';
 import { createReadAudit } from './domain/read-audit.js';
 import { countingReads } from './vault-metrics.js';
 import type { VaultDeps } from './domain/vault-deps.js';
@@ -59,6 +61,8 @@ import { createRefresher } from './refresh/refresher.js';
 const CONNECTION_CACHE_TTL_MS = 30_000;
 /** How often expired connect sessions and OAuth flows are deleted. */
 const SESSION_SWEEP_MS = 5 * 60_000;
+/** How often the lifecycle outbox is looked at for facts a replica left unpublished. */
+const OUTBOX_SWEEP_MS = 30_000;
 
 /**
  * Locks live this long at most: a replica that dies mid-refresh frees the connection. A holder
@@ -97,7 +101,8 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   const oauthSessions = createOAuthSessionRepo(mongo);
   const logs = createRefreshLogRepo(mongo);
   const answers = createRefreshAnswerRepo(mongo);
-  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), answers.init(), sessions.init(), oauthSessions.init()]);
+  const outbox = createLifecycleOutboxRepo(mongo);
+  await Promise.all([integrations.init(), connections.init(), dataKeys.init(), reads.init(), logs.init(), answers.init(), sessions.init(), oauthSessions.init(), outbox.init()]);
   // Connections stored before lookups by name went by _id get their key entry (see connection-repo).
   await connections.indexKeys();
   // And connections stored before the lists get their place in them (see connection-lists).
@@ -117,6 +122,20 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   sweepSessions();
   const sessionSweep = setInterval(sweepSessions, SESSION_SWEEP_MS).unref();
   runtime.onShutdown(() => clearInterval(sessionSweep));
+
+  // Lifecycle facts a replica kept but never published (it died, or lost NATS) go out from any
+  // replica's sweep; two replicas sending one fact send its one msgId, stored once.
+  const lifecycle = createLifecycleEvents({ bus, logger, outbox, connections });
+  const sweepOutbox = () => {
+    void lifecycle.sweep().then(
+      (published) => {
+        if (published > 0) logger.warn('published connection lifecycle facts a replica had left unpublished', { facts: published });
+      },
+      (error: unknown) => logger.warn('could not sweep the lifecycle outbox; trying again later', { error }),
+    );
+  };
+  const outboxSweep = setInterval(sweepOutbox, OUTBOX_SWEEP_MS).unref();
+  runtime.onShutdown(() => clearInterval(outboxSweep));
 
   // Token endpoints are reached under the proxy's address policy and its operator allow-list.
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
@@ -141,9 +160,9 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     http,
     lockTtlMs,
   });
-  const connectionService = createConnectionService({ bus, logger, cache, refresher, connections, integrations: integrationService, credentials });
+  const connectionService = createConnectionService({ bus, logger, cache, refresher, connections, lifecycle, integrations: integrationService, credentials });
   const sessionService = createConnectSessionService({
-    bus,
+    lifecycle,
     providers: catalog,
     sessions,
     connections,

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { vaultContracts, webhookContracts } from '@latchkey/contracts';
+import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
@@ -9,10 +9,11 @@ import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { ConnectionRepo } from '../db/connection-repo.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
-import { insertConnection } from './connections.js';
+import { creationEvents, insertConnection } from './connections.js';
 import type { IntegrationService } from './integrations.js';
 import type { ProviderEntry, VaultDeps } from './vault-deps.js';
-import { LIFECYCLE_PUBLISH, connectionEvent, expiryOf } from './views.js';
+import type { LifecycleEvents } from './lifecycle-events.js';
+import { connectionEvent, expiryOf } from './views.js';
 
 /** Session tokens start with this, and live 30 minutes. */
 export const SESSION_TOKEN_PREFIX = 'lk_cs_';
@@ -81,11 +82,12 @@ export function sessionConnectionConfig(
   return config;
 }
 
-export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'bus' | 'providers'> {
+export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'providers'> {
   sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest' | 'countConnection'>;
   connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
   integrationService: Pick<IntegrationService, 'find'>;
   credentials: Pick<ConnectionCredentials, 'seal'>;
+  lifecycle: Pick<LifecycleEvents, 'announce'>;
 }
 
 /** The rules of an end user's connect flow: a live session, the integrations it allows, saving what it connects. */
@@ -144,20 +146,23 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
             throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
           }
           const tags = { ...existing.tags, ...session.tags };
-          const replaced = await deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
-            credentials: await deps.credentials.seal(existing, credentials),
-            credentials_type: credentials.type,
-            expires_at: expiryOf(credentials),
-            errors: existing.errors.filter((error) => error.type !== 'auth'),
-            refresh_failure: null,
-            tags,
-            updated_at: now,
-          });
+          const sealed = await deps.credentials.seal(existing, credentials);
+          const overridden = { contract: vaultContracts.connectionCreated, payload: { ...connectionEvent(existing), operation: 'override' as const, tags, end_user: session.end_user } };
+          const replaced = await deps.lifecycle.announce(existing, 'present', [overridden], () =>
+            deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
+              credentials: sealed,
+              credentials_type: credentials.type,
+              expires_at: expiryOf(credentials),
+              errors: existing.errors.filter((error) => error.type !== 'auth'),
+              refresh_failure: null,
+              tags,
+              updated_at: now,
+            }),
+          );
           if (!replaced) {
             if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
             continue;
           }
-          await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(existing), operation: 'override', tags, end_user: session.end_user }, LIFECYCLE_PUBLISH);
           return { connectionId: existing.connection_id, providerConfigKey: existing.provider_config_key, operation: 'override' };
         }
       }
@@ -165,16 +170,21 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
       if (!(await deps.sessions.countConnection(session.digest, SESSION_CONNECTIONS_MAX))) {
         throw new AppError('too_many_requests', `This connect session has created its ${SESSION_CONNECTIONS_MAX} connections; create a new session`);
       }
-      const doc = await insertConnection(deps, environment, integration, credentials, {
-        connection_id: randomUUID(),
-        metadata: {},
-        connection_config: sessionConnectionConfig(session, integration.unique_key, deps.providers.get(integration.provider), connectionConfig),
-        tags: session.tags,
-        end_user: session.end_user,
-        created_via_session: true,
-      });
-      await deps.bus.publish(vaultContracts.connectionCreated, { ...connectionEvent(doc), operation: 'creation', tags: doc.tags, end_user: doc.end_user }, LIFECYCLE_PUBLISH);
-      await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user }, LIFECYCLE_PUBLISH);
+      const doc = await insertConnection(
+        deps,
+        environment,
+        integration,
+        credentials,
+        {
+          connection_id: randomUUID(),
+          metadata: {},
+          connection_config: sessionConnectionConfig(session, integration.unique_key, deps.providers.get(integration.provider), connectionConfig),
+          tags: session.tags,
+          end_user: session.end_user,
+          created_via_session: true,
+        },
+        (fresh) => creationEvents(fresh, { ...connectionEvent(fresh), operation: 'creation', tags: fresh.tags, end_user: fresh.end_user }),
+      );
       return { connectionId: doc.connection_id, providerConfigKey: doc.provider_config_key, operation: 'creation' };
     },
   };

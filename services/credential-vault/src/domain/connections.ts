@@ -9,7 +9,8 @@ import type { ConnectionCredentials, StoredCredentials } from './connection-cred
 import type { IntegrationService } from './integrations.js';
 import { settledWithin } from './settled-within.js';
 import type { VaultDeps } from './vault-deps.js';
-import { LIFECYCLE_PUBLISH, connectionEvent, expiryOf } from './views.js';
+import type { LifecycleEvent, LifecycleEvents } from './lifecycle-events.js';
+import { connectionEvent, expiryOf } from './views.js';
 
 /** How long a deletion waits, at most, for JetStream to store its `connection.pre_deletion`. */
 const PRE_DELETION_WAIT_MS = 1000;
@@ -26,22 +27,23 @@ export async function announcePreDeletion(deps: Pick<VaultDeps, 'bus' | 'logger'
   if (!(await settledWithin(announced, PRE_DELETION_WAIT_MS))) deps.logger.warn('connection.pre_deletion is late; deleting anyway', { connection: doc._id });
 }
 
-type InsertArgs = [
+type NewConnectionArgs = [
   environment: EnvironmentId,
   integration: Pick<IntegrationDoc, '_id' | 'unique_key' | 'provider'>,
   credentials: StoredCredentials,
   fields: Pick<ConnectionDoc, 'connection_id' | 'metadata' | 'connection_config' | 'tags' | 'end_user' | 'created_via_session'>,
 ];
 
-/** Stores a new connection: fresh ids, the credentials encrypted for it, no errors yet. */
-export async function insertConnection(
-  deps: { connections: Pick<ConnectionRepo, 'insert'>; credentials: Pick<ConnectionCredentials, 'seal'> },
-  ...[environment, integration, credentials, fields]: InsertArgs
+/** A new connection, not yet stored: fresh ids, the credentials encrypted for it, no errors yet. */
+export async function newConnection(
+  deps: { credentials: Pick<ConnectionCredentials, 'seal'> },
+  ...[environment, integration, credentials, fields]: NewConnectionArgs
 ): Promise<ConnectionDoc> {
   const id = `conn_${randomUUID()}`;
   const now = new Date();
-  return deps.connections.insert(environment, {
+  return {
     _id: id,
+    environment_id: environment,
     id: randomInt(1, 2 ** 47),
     integration_id: integration._id,
     provider_config_key: integration.unique_key,
@@ -56,11 +58,31 @@ export async function insertConnection(
     updated_at: now,
     last_fetched_at: null,
     ...fields,
-  });
+  };
+}
+
+/** What a creation announces: `connection.created` (as `created` shapes it), then `connection.post_creation`. */
+export function creationEvents(doc: ConnectionDoc, created: LifecycleEvent['payload'] = connectionEvent(doc)): LifecycleEvent[] {
+  return [
+    { contract: vaultContracts.connectionCreated, payload: created },
+    { contract: webhookContracts.postCreation, payload: { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user } },
+  ];
+}
+
+type InsertDeps = { connections: Pick<ConnectionRepo, 'insert'>; credentials: Pick<ConnectionCredentials, 'seal'>; lifecycle: Pick<LifecycleEvents, 'announce'> };
+
+/** Stores a new connection and announces it (`events`, kept in the outbox first: never one without the other). */
+export async function insertConnection(
+  deps: InsertDeps,
+  ...[environment, integration, credentials, fields, events]: [...NewConnectionArgs, events: (doc: ConnectionDoc) => LifecycleEvent[]]
+): Promise<ConnectionDoc> {
+  const doc = await newConnection(deps, environment, integration, credentials, fields);
+  return deps.lifecycle.announce(doc, 'present', events(doc), () => deps.connections.insert(environment, doc));
 }
 
 export interface ConnectionServiceDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'cache' | 'refresher'> {
   connections: Pick<ConnectionRepo, 'find' | 'insert' | 'remove'>;
+  lifecycle: Pick<LifecycleEvents, 'announce'>;
   integrations: Pick<IntegrationService, 'find'>;
   credentials: ConnectionCredentials;
 }
@@ -87,7 +109,7 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
   return {
     find,
 
-    insert: (...args: InsertArgs) => insertConnection(deps, ...args),
+    insert: (...args: NewConnectionArgs) => insertConnection(deps, ...args, (doc) => creationEvents(doc)),
 
     /**
      * A connection with its decrypted credentials: from the replica's cache, else one indexed read
@@ -108,9 +130,10 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
     /** Deletes a connection: `connection.pre_deletion` first (never waited on long), then `connection.deleted`. */
     async remove(environment: EnvironmentId, doc: ConnectionDoc): Promise<void> {
       await announcePreDeletion(deps, doc);
-      await deps.connections.remove(environment, doc._id);
-      await deps.refresher.forget(doc).catch(() => deps.logger.warn('could not drop the refresh answer kept for a deleted connection', { connection: doc._id }));
-      await deps.bus.publish(vaultContracts.connectionDeleted, connectionEvent(doc), LIFECYCLE_PUBLISH);
+      const removed = await deps.lifecycle.announce(doc, 'absent', [{ contract: vaultContracts.connectionDeleted, payload: connectionEvent(doc) }], () =>
+        deps.connections.remove(environment, doc._id),
+      );
+      if (removed) await deps.refresher.forget(doc).catch(() => deps.logger.warn('could not drop the refresh answer kept for a deleted connection', { connection: doc._id }));
     },
   };
 }

@@ -89,14 +89,6 @@ export function expiryOf(credentials: StoredCredentials): Date | null {
   return Number.isNaN(at.getTime()) ? null : at;
 }
 
-/**
- * How a connection's lifecycle facts are published: what follows from them elsewhere (schedules
- * made, records and schedules deleted, post-creation functions run) has no other trigger, so a
- * JetStream that cannot be reached for a while (a leader election, a restart) is waited out
- * rather than the fact lost after the write it announces.
- */
-export const LIFECYCLE_PUBLISH = { retryForMs: 60_000 };
-
 /** The payload of `connection.*` events: identifies, never carries credentials. */
 export function connectionEvent(doc: ConnectionDoc) {
   return {

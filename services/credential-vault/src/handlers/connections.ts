@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { callerOf, type BusMessage } from '@latchkey/bus';
-import { vaultContracts, webhookContracts, type RequestOf } from '@latchkey/contracts';
+import { vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
-import { LIFECYCLE_PUBLISH, connectionEvent, connectionListItem, connectionView, normalizeTags } from '../domain/views.js';
+import { connectionEvent, connectionListItem, connectionView, normalizeTags } from '../domain/views.js';
 
 /**
  * A fetch answers with its own time as `last_fetched_at` (it is the latest fetch), so the value
@@ -44,8 +44,6 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
       end_user: request.end_user ?? null,
       created_via_session: false,
     });
-    await deps.bus.publish(vaultContracts.connectionCreated, connectionEvent(doc), LIFECYCLE_PUBLISH);
-    await deps.bus.publish(webhookContracts.postCreation, { ...connectionEvent(doc), tags: doc.tags, end_user: doc.end_user }, LIFECYCLE_PUBLISH);
     // As for a read: the plaintext is answered once its audit record is stored.
     if (request.include_credentials) await deps.audit.record({ environment_id: request.environment_id, connection: doc._id, key_id: request.reader.key_id, caller: callerOf(vaultContracts.createConnection, msg), purpose: 'import' });
     return connectionView(doc, request.include_credentials ? credentials : undefined, true);

@@ -27,7 +27,7 @@ import { createIntegrationRepo } from '../db/integration-repo.js';
 import { createRefreshAnswerRepo } from '../db/refresh-answer-model.js';
 import { createRefreshLogRepo } from '../db/refresh-log-repo.js';
 import { createConnectionCredentials } from '../domain/connection-credentials.js';
-import { insertConnection } from '../domain/connections.js';
+import { newConnection } from '../domain/connections.js';
 import { serializedConnectionWrites } from '../domain/serialized-writes.js';
 import { INTEGRATION_PLACES, createIntegrationService } from '../domain/integrations.js';
 import type { Refresher } from '../domain/vault-deps.js';
@@ -153,7 +153,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     created_at: now,
     updated_at: now,
   });
-  return insertConnection({ connections: createConnectionRepo(direct), credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expiresAt.toISOString(), raw: {} }, {
+  const doc = await newConnection({ credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expiresAt.toISOString(), raw: {} }, {
     connection_id: 'conn-1',
     metadata: {},
     connection_config: {},
@@ -161,6 +161,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     end_user: null,
     created_via_session: false,
   });
+  return createConnectionRepo(direct).insert(environment, doc);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

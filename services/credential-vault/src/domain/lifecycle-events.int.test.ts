@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import type { Connection } from 'mongoose';
+import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
+import { STREAMS, vaultContracts, webhookContracts } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
+import { connectMongo, environmentId } from '@latchkey/mongo';
+import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { createKeyring } from '../crypto/keyring.js';
+import { createConnectionRepo, type ConnectionRepo } from '../db/connection-repo.js';
+import { createDataKeyRepo } from '../db/data-key-repo.js';
+import { createLifecycleOutboxRepo, type LifecycleOutboxRepo } from '../db/lifecycle-outbox-model.js';
+import { createConnectionCredentials } from './connection-credentials.js';
+import { creationEvents, insertConnection } from './connections.js';
+import { createLifecycleEvents, type LifecycleEvents } from './lifecycle-events.js';
+import { connectionEvent } from './views.js';
+
+/**
+ * A replica that stores a connection and dies, or loses NATS, before JetStream has its
+ * `connection.created`: the sync-scheduler never schedules the connection's syncs, the
+ * post-creation functions never run, the customer never hears of it. And a deletion announced
+ * that way leaves the connection's records and schedules behind. The replica here has lost
+ * NATS (its bus is closed); another replica, sharing the database, sweeps.
+ */
+const logger = createLogger({ service: 'test', silent: true });
+const keks = [{ version: 'v1', key: randomBytes(32) }];
+const integration = { _id: 'int_outbox', unique_key: 'crm', provider: 'hubspot' };
+const MINUTE_AND_A_HALF = 91_000;
+
+let nats: TestNats;
+let mongo: TestMongo;
+let db: Connection;
+let live: Bus;
+let cutOff: Bus;
+let connections: ConnectionRepo;
+let outbox: LifecycleOutboxRepo;
+let alive: LifecycleEvents;
+let dying: LifecycleEvents;
+
+beforeAll(async () => {
+  [nats, mongo] = await Promise.all([startNats(), startMongo()]);
+  live = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+  await ensureStreams(live);
+  cutOff = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 1_000 });
+  await cutOff.close();
+  db = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('vault_outbox'), logger });
+  connections = createConnectionRepo(db);
+  outbox = createLifecycleOutboxRepo(db);
+  await Promise.all([connections.init(), outbox.init(), createDataKeyRepo(db).init()]);
+  alive = createLifecycleEvents({ bus: live, logger, outbox, connections });
+  dying = createLifecycleEvents({ bus: cutOff, logger, outbox, connections, publishRetryMs: 300 });
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+  await live?.drain();
+  await Promise.all([nats?.dispose(), mongo?.dispose()]);
+});
+
+const later = () => new Date(Date.now() + MINUTE_AND_A_HALF);
+
+/** The newest fact JetStream stored on `subject`, as its payload. */
+async function lastStored(subject: string): Promise<Record<string, unknown> | undefined> {
+  const jsm = await live.jetstreamManager();
+  const message = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: subject }).catch(() => undefined);
+  return message ? (message.json() as Record<string, unknown>) : undefined;
+}
+
+async function stored(environment: string, lifecycle: LifecycleEvents, connectionId: string) {
+  const credentials = createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(db) }) });
+  return insertConnection(
+    { connections, credentials, lifecycle },
+    environmentId(environment),
+    integration,
+    { type: 'API_KEY', apiKey: 'k' },
+    { connection_id: connectionId, metadata: {}, connection_config: {}, tags: {}, end_user: null, created_via_session: false },
+    (doc) => creationEvents(doc),
+  );
+}
+
+it('publishes, from another replica, the creation a replica stored and could not announce', async () => {
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  // The write stands: the caller is answered, its facts wait in the outbox.
+  const doc = await stored(environment, dying, 'stranded');
+  expect(await connections.findById(environmentId(environment), doc._id)).not.toBeNull();
+
+  // Not before the writer's own tries are over.
+  expect(await alive.sweep()).toBe(0);
+  expect(await alive.sweep(later())).toBe(2);
+  expect(await lastStored(vaultContracts.connectionCreated.subject)).toMatchObject({ environment_id: environment, id: doc.id, connection_id: 'stranded' });
+  expect(await lastStored(webhookContracts.postCreation.subject)).toMatchObject({ environment_id: environment, id: doc.id });
+  // Once.
+  expect(await alive.sweep(later())).toBe(0);
+});
+
+it('announces nothing for a write that never happened, and drops its fact', async () => {
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  const doc = await stored(environment, alive, 'kept');
+  await outbox.drop((await outbox.olderThan(later(), 100)).map((entry) => entry._id));
+  // A replica kept `connection.deleted` and died before the deletion.
+  await outbox.keep([
+    { _id: 'fact-of-a-deletion-never-made', environment_id: environment, connection: doc._id, holds_when: 'absent', subject: vaultContracts.connectionDeleted.subject, payload: connectionEvent(doc), at: new Date() },
+  ]);
+  // And one kept `connection.created` for an insert that never happened.
+  await outbox.keep([
+    { _id: 'fact-of-an-insert-never-made', environment_id: environment, connection: 'conn_never', holds_when: 'present', subject: vaultContracts.connectionCreated.subject, payload: { ...connectionEvent(doc), id: 7 }, at: new Date() },
+  ]);
+  const before = await lastStored(vaultContracts.connectionDeleted.subject);
+  expect(await alive.sweep(later())).toBe(0);
+  expect(await outbox.olderThan(later(), 100)).toEqual([]);
+  expect(await lastStored(vaultContracts.connectionDeleted.subject)).toEqual(before);
+  expect(await lastStored(vaultContracts.connectionCreated.subject)).not.toMatchObject({ id: 7 });
+});
+
+it('publishes, from another replica, the deletion a replica made and could not announce', async () => {
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  const doc = await stored(environment, alive, 'doomed');
+  const removed = await dying.announce(doc, 'absent', [{ contract: vaultContracts.connectionDeleted, payload: connectionEvent(doc) }], () =>
+    connections.remove(environmentId(environment), doc._id),
+  );
+  expect(removed).toBe(true);
+  expect(await alive.sweep(later())).toBe(1);
+  expect(await lastStored(vaultContracts.connectionDeleted.subject)).toMatchObject({ environment_id: environment, id: doc.id, connection_id: 'doomed' });
+});
+
+it('drops the facts of a change that failed or changed nothing', async () => {
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  const doc = await stored(environment, alive, 'twice');
+  await expect(stored(environment, alive, 'twice')).rejects.toMatchObject({ code: 'invalid_body' });
+  expect(await alive.announce(doc, 'present', creationEvents(doc), async () => false)).toBe(false);
+  expect(await outbox.olderThan(later(), 100)).toEqual([]);
+});
