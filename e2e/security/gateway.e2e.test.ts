@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import mongoose from 'mongoose';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { startMongo, startOAuthServer, type TestMongo, type TestOAuthServer } from '@latchkey/testing';
+import { startMongo, startOAuth1Server, startOAuthServer, type TestMongo, type TestOAuth1Server, type TestOAuthServer } from '@latchkey/testing';
 import { launchBrowser } from '../support/browser.js';
 import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
@@ -70,6 +70,7 @@ jest.setTimeout(30_000);
 let stack: Stack;
 let relay: Relay;
 let oauth: TestOAuthServer;
+let oauth1: TestOAuth1Server;
 let browser: Browser;
 let registeredApp: Awaited<ReturnType<typeof startCustomerApp>>;
 let strangerApp: Awaited<ReturnType<typeof startCustomerApp>>;
@@ -95,9 +96,17 @@ const settingsKey = randomBytes(32);
 
 beforeAll(async () => {
   // The stack's database, reached by the gateway only through a relay a test can cut.
-  [mongo, oauth, browser, registeredApp, strangerApp] = await Promise.all([startMongo(), startOAuthServer(), launchBrowser(), startCustomerApp(), startCustomerApp()]);
+  [mongo, oauth, oauth1, browser, registeredApp, strangerApp] = await Promise.all([
+    startMongo(),
+    startOAuthServer(),
+    startOAuth1Server({ consumers: [{ key: 'consumer-key', secret: 'consumer-secret' }] }),
+    launchBrowser(),
+    startCustomerApp(),
+    startCustomerApp(),
+  ]);
   const providersFile = writeProvidersFile(
-    `${apiKeyProviderYaml('http://127.0.0.1:9')}loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n`,
+    `${apiKeyProviderYaml('http://127.0.0.1:9')}loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n` +
+      `loopback-oauth1:\n  display_name: Loopback OAuth 1\n  categories: [test]\n  auth_mode: OAUTH1\n  request_url: ${oauth1.requestTokenUrl}\n  authorization_url: ${oauth1.authorizationUrl}\n  token_url: ${oauth1.accessTokenUrl}\n`,
   );
   const mongoPort = Number(new URL(mongo.uri.replace(/^mongodb:/, 'http:')).port);
   relay = await startRelay(mongoPort);
@@ -115,6 +124,7 @@ beforeAll(async () => {
   }
   await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'keys', display_name: 'Acme API' });
   await api('POST', '/integrations', { provider: 'loopback-oauth', unique_key: 'oauth', display_name: 'Loopback OAuth', credentials: { client_id: 'test-client', client_secret: 'test-secret' } });
+  await api('POST', '/integrations', { provider: 'loopback-oauth1', unique_key: 'oauth1', display_name: 'Loopback OAuth 1', credentials: { client_id: 'consumer-key', client_secret: 'consumer-secret' } });
   const registered = await admin('PATCH', '/admin/environments/dev', { connect_return_origins: [registeredApp.origin] });
   if (registered.status !== 200) throw new Error(`could not register the return origin: ${JSON.stringify(registered.json)}`);
 }, 120_000);
@@ -122,7 +132,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await stack?.dispose();
-  await Promise.all([relay?.close(), oauth?.close(), registeredApp?.close(), strangerApp?.close()]);
+  await Promise.all([relay?.close(), oauth?.close(), oauth1?.close(), registeredApp?.close(), strangerApp?.close()]);
   await mongo?.dispose();
 });
 
@@ -263,8 +273,8 @@ describe('gateway security', () => {
   });
 
   test('case 15: the OAuth result reaches an opener on a registered origin and never one on another origin', async () => {
-    const messagesAt = async (app: { origin: string }) => {
-      const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: ['oauth'] })).json.data;
+    const messagesAt = async (app: { origin: string }, integration = 'oauth') => {
+      const { token } = (await api('POST', '/connect/sessions', { allowed_integrations: [integration] })).json.data;
       const context = await loopbackOnly();
       const opener = await context.newPage();
       await opener.goto(`${app.origin}/app`);
@@ -275,7 +285,7 @@ describe('gateway security', () => {
       });
       const [popup] = await Promise.all([
         opener.waitForEvent('popup'),
-        opener.evaluate((url) => void (globalThis as unknown as { open(url: string): unknown }).open(url), `${stack.url}/oauth/connect/oauth?connect_session_token=${encodeURIComponent(token)}`),
+        opener.evaluate((url) => void (globalThis as unknown as { open(url: string): unknown }).open(url), `${stack.url}/oauth/connect/${integration}?connect_session_token=${encodeURIComponent(token)}`),
       ]);
       await popup.waitForEvent('close', { timeout: 15_000 });
       await opener.waitForTimeout(300);
@@ -296,6 +306,15 @@ describe('gateway security', () => {
     }
     oauth.failNextToken(400, { error: 'invalid_grant' });
     expect(await messagesAt(registeredApp)).toEqual([{ type: 'error', error: expect.stringContaining('invalid_grant') }]);
+    // An OAuth 1.0a provider's refusal (`denied=<temporary token>`, no verifier) too.
+    expect(await messagesAt(registeredApp, 'oauth1')).toEqual([{ type: 'connect', connectionId: expect.any(String), providerConfigKey: 'oauth1' }]);
+    oauth1.denyAuthorization(true);
+    try {
+      expect(await messagesAt(registeredApp, 'oauth1')).toEqual([{ type: 'error', error: expect.stringContaining('denied') }]);
+      expect(await messagesAt(strangerApp, 'oauth1')).toEqual([]);
+    } finally {
+      oauth1.denyAuthorization(false);
+    }
   });
 
   for (const [form, returnUrl] of [

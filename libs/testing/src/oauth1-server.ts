@@ -25,6 +25,11 @@ export interface TestOAuth1Server {
   refusals: Array<{ path: string; reason: string }>;
   /** The token credentials issued so far. */
   issuedAccessTokens(): string[];
+  /**
+   * While on, the resource owner refuses at /authorize: the callback gets `denied=<temporary
+   * token>` and no verifier, as Twitter's OAuth 1.0a sends it.
+   */
+  denyAuthorization(deny: boolean): void;
   close(): Promise<void>;
 }
 
@@ -71,6 +76,7 @@ export async function startOAuth1Server(options: { consumers?: OAuth1Consumer[] 
   const nonces = new Set<string>();
   const refusals: TestOAuth1Server['refusals'] = [];
   let base = '';
+  let denying = false;
 
   /** The checked protocol parameters, or the reason the signature is refused. */
   function verify(req: IncomingMessage, url: URL, body: string, tokenSecret: (token: string | undefined) => string | undefined) {
@@ -116,9 +122,15 @@ export async function startOAuth1Server(options: { consumers?: OAuth1Consumer[] 
       const given = url.searchParams.get('oauth_token') ?? '';
       const temporary = temporaries.get(given);
       if (!temporary || temporary.expiresAt < Date.now()) return refuse(res, url.pathname, 400, 'unknown or expired oauth_token');
+      const target = new URL(temporary.callback);
+      if (denying) {
+        temporaries.delete(given);
+        target.searchParams.set('denied', given);
+        res.writeHead(302, { location: target.toString() }).end();
+        return;
+      }
       // The resource owner consents at once.
       temporary.verifier = token('v');
-      const target = new URL(temporary.callback);
       target.searchParams.set('oauth_token', given);
       target.searchParams.set('oauth_verifier', temporary.verifier);
       res.writeHead(302, { location: target.toString() }).end();
@@ -161,6 +173,9 @@ export async function startOAuth1Server(options: { consumers?: OAuth1Consumer[] 
     accessTokenUrl: `${base}/oauth/access_token`,
     refusals,
     issuedAccessTokens: () => [...accessTokens.keys()],
+    denyAuthorization: (deny) => {
+      denying = deny;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

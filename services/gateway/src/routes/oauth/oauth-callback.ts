@@ -52,21 +52,29 @@ export const oauthCallback = defineRoute({
         .max(1024)
         .optional()
         .catch(({ value }) => (typeof value === 'string' ? value.slice(0, 1024) : undefined)),
-      // OAuth 1.0a (RFC 5849, 2.2): the temporary token and the verifier.
+      // OAuth 1.0a (RFC 5849, 2.2): the temporary token and the verifier; or, refused, the
+      // temporary token back as `denied` (Twitter's way), or with no verifier.
       oauth_token: lenient(z.string().max(1024)),
       oauth_verifier: lenient(z.string().max(1024)),
+      denied: lenient(z.string().max(256)),
     }),
   },
   handler: async ({ deps, query, res }) => {
     let outcome: Parameters<typeof resultPage>[0];
     let environmentId: string | undefined;
     const oauth1 = query.oauth_token && query.oauth_verifier ? { oauth_token: query.oauth_token, oauth_verifier: query.oauth_verifier } : undefined;
-    if (query.error || (!oauth1 && (!query.code || !query.state))) {
-      const reason = query.error ? `The provider refused: ${query.error_description ?? query.error}` : 'The provider sent no authorization code.';
+    const deniedToken = query.denied ?? (query.oauth_token && !query.oauth_verifier ? query.oauth_token : undefined);
+    if (query.error || deniedToken || (!oauth1 && (!query.code || !query.state))) {
+      const reason = query.error
+        ? `The provider refused: ${query.error_description ?? query.error}`
+        : deniedToken
+          ? 'The provider refused: access denied'
+          : 'The provider sent no authorization code.';
       outcome = { ok: false, message: reason };
       res.status(400);
       // The flow is spent, and its environment's registered origins hear of the refusal too.
-      if (query.error && query.state) environmentId = (await deps.bus.request(vaultContracts.refuseOAuth, { state: query.state }).catch(() => undefined))?.environment_id;
+      const refused = query.error ? query.state : deniedToken;
+      if (refused) environmentId = (await deps.bus.request(vaultContracts.refuseOAuth, { state: refused }).catch(() => undefined))?.environment_id;
     } else {
       try {
         const saved = oauth1
