@@ -1,12 +1,8 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
-import { repoRoot } from '@latchkey/testing';
-import { collectRunEnds, startCatalogUpstream, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
-import { deployWithCli, eventually } from './support/functions.js';
-import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { startStack, type Stack } from './support/stack.js';
+import { LatchkeyError, type Latchkey, type SyncStatus } from '@latchkey/client';
+import { startCatalogStack, type CatalogStack, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
+import { eventually } from './support/functions.js';
+import type { Stack } from './support/stack.js';
 
 /**
  * A sync of 100,000 records through the stack as it runs by default (FerretDB on SQLite here):
@@ -21,18 +17,16 @@ import { startStack, type Stack } from './support/stack.js';
  * counts the records of each model for `recordCount`, and on FerretDB that count of a scope of
  * 20,000 records and more takes longer than the status request may wait.
  */
-const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-long-functions');
 const PAGES = 100;
 const PAGE_SIZE = 1000;
 const HELD_PAGE = 10;
 const TOTAL = PAGES * PAGE_SIZE;
 
+let catalog: CatalogStack;
 let stack: Stack;
 let client: Latchkey;
-let nc: NatsConnection;
 let upstream: CatalogUpstream;
-let runEnds: RunEnd[] = [];
-let stopRunEnds: () => void = () => undefined;
+let runEnds: RunEnd[];
 
 /** Status reads that found no answer in time (the scheduler counts the records for each). */
 let slowStatusReads = 0;
@@ -51,27 +45,15 @@ async function catalogStatus(): Promise<SyncStatus | undefined> {
 }
 
 beforeAll(async () => {
-  upstream = await startCatalogUpstream({ pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE });
-  stack = await startStack({
-    // The held page waits while the test looks and kills: the upstream call may take that long.
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
+  catalog = await startCatalogStack({
+    upstream: { pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE },
     // Counting 100,000 records for the status takes FerretDB on SQLite longer than the default 5 s deadline.
-    serviceEnv: { gateway: { REQUEST_TIMEOUT_MS: '60000' } },
+    stack: { serviceEnv: { gateway: { REQUEST_TIMEOUT_MS: '60000' } } },
   });
-  client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  nc = await stack.connectNats();
-  ({ ends: runEnds, stop: stopRunEnds } = await collectRunEnds(nc));
-  await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
-  // A deployed sync's first run starts at once for every connection.
-  await deployWithCli(FUNCTIONS_DIR, stack);
+  ({ stack, client, upstream, runEnds } = catalog);
 }, 120_000);
 
-afterAll(async () => {
-  stopRunEnds();
-  await nc?.close();
-  await stack?.dispose();
-  upstream?.close();
-}, 60_000);
+afterAll(() => catalog?.dispose(), 60_000);
 
 it('syncs 100,000 records, shows progress while it runs, resumes from its checkpoint after the action-runner is killed, and re-syncs unchanged', async () => {
   const started = Date.now();

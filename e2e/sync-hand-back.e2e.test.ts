@@ -1,13 +1,10 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { join } from 'node:path';
-import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { Latchkey } from '@latchkey/client';
+import type { Subscription } from '@nats-io/transport-node';
+import type { Latchkey } from '@latchkey/client';
 import { busContracts, type GivenUpMessage } from '@latchkey/contracts';
-import { repoRoot } from '@latchkey/testing';
-import { collectRunEnds, startCatalogUpstream, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
-import { deployWithCli, eventually } from './support/functions.js';
-import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { startStack, type Stack } from './support/stack.js';
+import { startCatalogStack, type CatalogStack, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
+import { eventually } from './support/functions.js';
+import type { Stack } from './support/stack.js';
 
 /**
  * SIGTERM to the action-runner replica in the middle of a sync run that lasts longer than its
@@ -18,7 +15,6 @@ import { startStack, type Stack } from './support/stack.js';
  * saves a checkpoint after each page; the upstream holds page `HELD_PAGE` on its first request,
  * so the run cannot finish while the first replica has it.
  */
-const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-long-functions');
 const PAGES = 20;
 const PAGE_SIZE = 100;
 const HELD_PAGE = 6;
@@ -27,43 +23,34 @@ const SHUTDOWN_TIMEOUT_MS = 8000;
 /** The consumers' ack wait: a message of a replica that died comes back only after it. */
 const ACK_WAIT_MS = 15_000;
 
+let catalog: CatalogStack;
 let stack: Stack;
 let client: Latchkey;
-let nc: NatsConnection;
 let upstream: CatalogUpstream;
-let runEnds: RunEnd[] = [];
-let stopRunEnds: () => void = () => undefined;
+let runEnds: RunEnd[];
 const givenUp: GivenUpMessage[] = [];
 let givenUpSubscription: Subscription | undefined;
 
 beforeAll(async () => {
-  upstream = await startCatalogUpstream({ pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE });
-  stack = await startStack({
-    replicas: { 'action-runner': 2 },
-    // The held page waits while the test stops the replica: the upstream call may take that long.
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
-    serviceEnv: { 'action-runner': { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } },
+  catalog = await startCatalogStack({
+    upstream: { pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE },
+    stack: { replicas: { 'action-runner': 2 }, serviceEnv: { 'action-runner': { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } } },
+    beforeDeploy: async ({ stack: started, nc }) => {
+      const subscription = (givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject));
+      void (async () => {
+        for await (const message of subscription) givenUp.push(message.json() as GivenUpMessage);
+      })();
+      await nc.flush();
+      // The first replica alone takes the deployed sync's first run (it starts at once).
+      expect(await started.stop('action-runner', 1)).toBe(0);
+    },
   });
-  client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  nc = await stack.connectNats();
-  ({ ends: runEnds, stop: stopRunEnds } = await collectRunEnds(nc));
-  const subscription = (givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject));
-  void (async () => {
-    for await (const message of subscription) givenUp.push(message.json() as GivenUpMessage);
-  })();
-  await nc.flush();
-  await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
-  // The first replica alone takes the deployed sync's first run (it starts at once).
-  expect(await stack.stop('action-runner', 1)).toBe(0);
-  await deployWithCli(FUNCTIONS_DIR, stack);
+  ({ stack, client, upstream, runEnds } = catalog);
 }, 180_000);
 
 afterAll(async () => {
-  stopRunEnds();
   givenUpSubscription?.unsubscribe();
-  await nc?.close();
-  await stack?.dispose();
-  upstream?.close();
+  await catalog?.dispose();
 }, 60_000);
 
 it('a replica given SIGTERM mid-sync hands the run back and exits 0 in time; the other resumes it from its checkpoint, once, records whole', async () => {

@@ -1,12 +1,8 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { Latchkey } from '@latchkey/client';
-import { repoRoot } from '@latchkey/testing';
-import { collectRunEnds, startCatalogUpstream, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
-import { deployWithCli, eventually } from './support/functions.js';
-import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { startStack, type Stack } from './support/stack.js';
+import type { Latchkey } from '@latchkey/client';
+import { startCatalogStack, type CatalogStack, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
+import { eventually } from './support/functions.js';
+import type { Stack } from './support/stack.js';
 
 /**
  * A variant deleted while its run is in the middle: the run, still going, may write nothing
@@ -15,36 +11,22 @@ import { startStack, type Stack } from './support/stack.js';
  * `HELD_PAGE` (the upstream's second serving of it) while the test deletes the variant. Once
  * let go, the run's save of that page is refused: the deleted variant keeps no records.
  */
-const FUNCTIONS_DIR = join(repoRoot(), 'e2e', 'sync-long-functions');
 const PAGES = 6;
 const PAGE_SIZE = 50;
 const HELD_PAGE = 3;
 
+let catalog: CatalogStack;
 let stack: Stack;
 let client: Latchkey;
-let nc: NatsConnection;
 let upstream: CatalogUpstream;
-let runEnds: RunEnd[] = [];
-let stopRunEnds: () => void = () => undefined;
+let runEnds: RunEnd[];
 
 beforeAll(async () => {
-  upstream = await startCatalogUpstream({ pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE, heldServing: 2 });
-  stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
-  });
-  client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
-  nc = await stack.connectNats();
-  ({ ends: runEnds, stop: stopRunEnds } = await collectRunEnds(nc));
-  await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
-  await deployWithCli(FUNCTIONS_DIR, stack);
+  catalog = await startCatalogStack({ upstream: { pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE, heldServing: 2 } });
+  ({ stack, client, upstream, runEnds } = catalog);
 }, 120_000);
 
-afterAll(async () => {
-  stopRunEnds();
-  await nc?.close();
-  await stack?.dispose();
-  upstream?.close();
-}, 60_000);
+afterAll(() => catalog?.dispose(), 60_000);
 
 const variantRecords = async (variant: string) =>
   (await client.listRecords({ providerConfigKey: 'bulk', connectionId: 'conn-1', model: 'Item', variant, limit: 1000 })).records.length;

@@ -1,7 +1,13 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { Latchkey } from '@latchkey/client';
 import { syncContracts, type PayloadOf } from '@latchkey/contracts';
+import { repoRoot } from '@latchkey/testing';
+import { deployWithCli } from './functions.js';
+import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './providers.js';
+import { startStack, type Stack, type StackOptions } from './stack.js';
 
 /**
  * The provider of the `catalog` sync (`e2e/sync-long-functions/bulk/catalog.ts`) on loopback:
@@ -75,4 +81,51 @@ export async function collectRunEnds(nc: NatsConnection): Promise<{ ends: RunEnd
   });
   await nc.flush();
   return { ends, stop: () => subscriptions.forEach((subscription) => subscription.unsubscribe()) };
+}
+
+/** What the tests of the `catalog` sync share: its upstream, the stack, a client, NATS, and every run's end. */
+export interface CatalogStack {
+  upstream: CatalogUpstream;
+  stack: Stack;
+  client: Latchkey;
+  nc: NatsConnection;
+  runEnds: RunEnd[];
+  dispose(): Promise<void>;
+}
+
+/**
+ * The upstream, then the stack calling it (`PROXY_TIMEOUT_MS` two minutes: a held page waits
+ * while the test acts), connection `conn-1` of integration `bulk`, and the functions of
+ * `e2e/sync-long-functions` deployed, whose sync's first run starts at once. `beforeDeploy`
+ * runs just before that deployment (to subscribe, or stop a replica).
+ */
+export async function startCatalogStack(options: {
+  upstream: Parameters<typeof startCatalogUpstream>[0];
+  stack?: Omit<StackOptions, 'env'>;
+  beforeDeploy?: (started: Pick<CatalogStack, 'stack' | 'nc'>) => Promise<void>;
+}): Promise<CatalogStack> {
+  const upstream = await startCatalogUpstream(options.upstream);
+  const stack = await startStack({
+    ...options.stack,
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '120000' },
+  });
+  const client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
+  const nc = await stack.connectNats();
+  const { ends: runEnds, stop } = await collectRunEnds(nc);
+  await seedApiKeyConnection(stack, 'bulk', 'conn-1', 'bulk-key');
+  await options.beforeDeploy?.({ stack, nc });
+  await deployWithCli(join(repoRoot(), 'e2e', 'sync-long-functions'), stack);
+  return {
+    upstream,
+    stack,
+    client,
+    nc,
+    runEnds,
+    dispose: async () => {
+      stop();
+      await nc.close();
+      await stack.dispose();
+      upstream.close();
+    },
+  };
 }
