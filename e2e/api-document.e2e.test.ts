@@ -147,6 +147,33 @@ describe('a message that can never be handled', () => {
     // Operators only: a customer key cannot read it.
     expect((await http(`${stack.url}/admin/given-up`, { token: stack.bootstrapKey })).status).toBe(401);
   });
+
+  it('is listed under the service that gave it up, never the one a record names: the proxy cannot forge the vault\'s', async () => {
+    const forged = (subject: string, stream_seq: number) => ({
+      service: 'credential-vault',
+      stream: 'JOBS',
+      durable: 'forged-durable',
+      subject,
+      stream_seq,
+      deliveries: 1,
+      reason: 'final_error',
+      error: { code: 'internal_error', message: 'forged by the proxy' },
+      at: new Date().toISOString(),
+    });
+    const nc = await stack.connectNats('proxy');
+    const js = jetstream(nc);
+    // Where records went before they named their sender in the subject, and the vault's own subject.
+    for (const [n, subject] of ['events.message.given_up', 'events.message.given_up.credential-vault'].entries()) {
+      await js.publish(subject, JSON.stringify(forged(`forged.${n}`, 9_000 + n))).catch(() => undefined);
+    }
+    // Its own subject: stored, as the proxy's.
+    await js.publish('events.message.given_up.proxy', JSON.stringify(forged('forged.own', 9_100)));
+    await nc.close();
+    const listed = async () => (await http(`${stack.url}/admin/given-up?limit=100`, { token: stack.adminToken })).json.data as Array<{ service: string; subject: string }>;
+    const own = await eventually(async () => (await listed()).find((item) => item.subject === 'forged.own'), 15_000, 'the proxy\'s own record', 200);
+    expect(own.service).toBe('proxy');
+    expect((await listed()).filter((item) => item.subject.startsWith('forged.') && item.service !== 'proxy')).toEqual([]);
+  });
 });
 
 describe('logos', () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import type { Subscription } from '@nats-io/transport-node';
 import type { Latchkey } from '@latchkey/client';
-import { busContracts, type GivenUpMessage } from '@latchkey/contracts';
+import type { GivenUpMessage } from '@latchkey/contracts';
 import { startCatalogStack, type CatalogStack, type CatalogUpstream, type RunEnd } from './support/catalog-upstream.js';
 import { eventually } from './support/functions.js';
 import type { Stack } from './support/stack.js';
@@ -36,7 +36,8 @@ beforeAll(async () => {
     upstream: { pages: PAGES, pageSize: PAGE_SIZE, heldPage: HELD_PAGE },
     stack: { replicas: { 'action-runner': 2 }, serviceEnv: { 'action-runner': { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } } },
     beforeDeploy: async ({ stack: started, nc }) => {
-      const subscription = (givenUpSubscription = nc.subscribe(busContracts.messageGivenUp.subject));
+      // Every service's given-up records (`events.message.given_up.<service>`).
+      const subscription = (givenUpSubscription = nc.subscribe('events.message.given_up.*'));
       void (async () => {
         for await (const message of subscription) givenUp.push(message.json() as GivenUpMessage);
       })();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { z } from 'zod';
-import { busContracts, defineEvent, defineRequest, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
+import { defineEvent, defineRequest, givenUpContractOf, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { startNats, startTcpRelay, type TestNats } from '@latchkey/testing';
@@ -159,7 +159,7 @@ describe('a consumer that stops', () => {
 describe('a consumer that stops with long work in hand', () => {
   it('lets handlers finish until handBackAfterMs, then aborts their signal; a message given up for it, or still held HAND_BACK_WAIT_MS later, goes to the next consumer at once, not failed nor given up', async () => {
     const records: GivenUpMessage[] = [];
-    const recorder = natsOf(client).subscribe(busContracts.messageGivenUp.subject, { callback: (_error, msg) => void records.push(msg.json<GivenUpMessage>()) });
+    const recorder = natsOf(client).subscribe(givenUpContractOf('server').subject, { callback: (_error, msg) => void records.push(msg.json<GivenUpMessage>()) });
     await natsOf(client).flush();
     const runs: Array<{ n: number; consumer: string; deliveries: number }> = [];
     const ends: Array<{ n: number; end: 'finished' | 'abandoned' | 'finished after the signal' }> = [];
@@ -344,7 +344,7 @@ describe('messages that always fail', () => {
       logger,
       stream: STREAMS.events.name,
       durable: 'test-given-up',
-      contract: busContracts.messageGivenUp,
+      contract: givenUpContractOf('server'),
       concurrency: 4,
       deliverPolicy: 'new',
       handler: async (record) => {

@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { busContracts, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
+import { givenUpContractOf, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { connectionOf } from './bus-connection.js';
@@ -114,7 +114,7 @@ export function settlerFor(
       at: new Date().toISOString(),
     };
     // Once per message and delivery: a record published twice is dropped by JetStream.
-    bus.publish(busContracts.messageGivenUp, record, { msgId: `given-up-${stream}-${durable}-${msg.seq}` }).catch((publishError: unknown) => {
+    bus.publish(givenUpContractOf(bus.service), record, { msgId: `given-up-${stream}-${durable}-${msg.seq}` }).catch((publishError: unknown) => {
       logger.warn('could not record a message given up', { subject: msg.subject, seq: msg.seq, error: publishError });
     });
   };

@@ -1,5 +1,5 @@
 import type { AnyContract, EventContract, JobContract, RequestContract } from './define.js';
-import { busContracts } from './bus.js';
+import { givenUpContracts, givenUpDurableOf } from './bus.js';
 import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { PROXY_SUBJECT, proxyContracts } from './proxy.js';
@@ -189,8 +189,8 @@ const entries: Array<[AnyContract, Access]> = [
   ])],
   [s.runFailed, event([SCHEDULER], [{ service: VAULT, durable: 'credential-vault-sync-failed' }])],
 
-  // Any service's consumer may give a message up; the gateway keeps the records for operators.
-  [busContracts.messageGivenUp, event([GATEWAY, VAULT, PROXY, SCHEDULER, RUNNER, ROUTER], [{ service: GATEWAY, durable: 'gateway-given-up' }])],
+  // Any service's consumer may give a message up, and records it on its own subject; the gateway keeps the records for operators.
+  ...SERVICE_NAMES.map((service): [AnyContract, Access] => [givenUpContracts[service], event([service], [{ service: GATEWAY, durable: givenUpDurableOf(service) }])]),
 
   // The operations log: each service publishes only its own batches (its own types); the gateway stores them.
   ...(Object.keys(OPERATION_OWNERS) as OperationRecorder[]).map((service): [AnyContract, Access] => [

@@ -1,5 +1,5 @@
 import type { AnyContract } from './define.js';
-import { busContracts } from './bus.js';
+import { givenUpContracts } from './bus.js';
 import { actionContracts, functionsContracts } from './functions.js';
 import { gatewayContracts } from './gateway.js';
 import { operationsContracts } from './operations.js';
@@ -22,6 +22,6 @@ export const allContracts: readonly AnyContract[] = [
   ...Object.values(functionsContracts),
   ...Object.values(actionContracts),
   ...Object.values(syncContracts),
-  ...Object.values(busContracts),
+  ...Object.values(givenUpContracts),
   ...Object.values(operationsContracts),
 ];

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import * as simpleIcons from 'simple-icons';
 import type { AddressInfo } from 'node:net';
 import { consume, createKvLocks, openKv, WRITE_KEYS } from '@latchkey/bus';
-import { KV_BUCKETS, STREAMS, busContracts, gatewayContracts } from '@latchkey/contracts';
+import { KV_BUCKETS, SERVICE_NAMES, STREAMS, gatewayContracts, givenUpContracts, givenUpDurableOf } from '@latchkey/contracts';
 import { serveMetrics } from '@latchkey/metrics';
 import type { Runtime } from '@latchkey/runtime';
 import { traceHttpRequests } from '@latchkey/tracing';
@@ -86,17 +86,22 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   }, LAST_USED_FLUSH_MS);
   flushTimer.unref();
 
-  // What any service's consumers gave up on, kept for the operator API.
-  const givenUpRecords = await consume({
-    bus,
-    logger,
-    stream: STREAMS.events.name,
-    durable: 'gateway-given-up',
-    contract: busContracts.messageGivenUp,
-    concurrency: 4,
-    handler: (record) => givenUp.record(record),
-  });
-  runtime.onShutdown(() => givenUpRecords.stop());
+  // What any service's consumers gave up on, kept for the operator API: one durable per
+  // service, each pinned to that service's subject, which names the record's service.
+  const givenUpRecords = await Promise.all(
+    SERVICE_NAMES.map((service) =>
+      consume({
+        bus,
+        logger,
+        stream: STREAMS.events.name,
+        durable: givenUpDurableOf(service),
+        contract: givenUpContracts[service],
+        concurrency: 1,
+        handler: (record) => givenUp.record({ ...record, service }),
+      }),
+    ),
+  );
+  runtime.onShutdown(() => Promise.all(givenUpRecords.map((consumer) => consumer.stop())).then(() => undefined));
 
   // The operations log: stored from every service's batches, swept for age and size.
   const operationConsumers = await consumeOperations({ bus, logger, operations });

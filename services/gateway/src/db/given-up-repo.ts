@@ -8,7 +8,7 @@ const KEPT_MS = 14 * 24 * 3600_000;
 const PRUNE_EVERY = 100;
 
 interface GivenUpDoc extends Omit<GivenUpMessage, 'at'> {
-  /** `<stream>:<durable>:<stream sequence>`: a record that arrives twice is stored once. */
+  /** `<service>:<stream>:<durable>:<stream sequence>`: a record that arrives twice is stored once, and no service's record takes another's place. */
   _id: string;
   at: Date;
 }
@@ -41,7 +41,7 @@ export function createGivenUpRepo(connection: Connection) {
     init: () => model.init(),
     async record(message: GivenUpMessage): Promise<void> {
       try {
-        await model.create({ ...message, _id: `${message.stream}:${message.durable}:${message.stream_seq}`, at: new Date(message.at) });
+        await model.create({ ...message, _id: `${message.service}:${message.stream}:${message.durable}:${message.stream_seq}`, at: new Date(message.at) });
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
       }
