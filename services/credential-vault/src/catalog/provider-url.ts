@@ -24,6 +24,14 @@ export function hostBearingKeys(template: string): string[] {
   return [...authorityOf(template).matchAll(PLACEHOLDER)].map((match) => match[1] ?? '');
 }
 
+/**
+ * The keys a URL template's host is wholly made of: no fixed domain after them (`https://${host}/`
+ * rather than `https://${subdomain}.okta.com/`), so their value sends the request anywhere.
+ */
+export function freeHostKeys(template: string): string[] {
+  return fixedSuffixOf(template).startsWith('.') ? [] : hostBearingKeys(template);
+}
+
 /** The fixed text after the last placeholder of the authority (`.okta.com`), lower-cased; '' if none. */
 function fixedSuffixOf(template: string): string {
   const authority = authorityOf(template);

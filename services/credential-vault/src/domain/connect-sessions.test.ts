@@ -42,4 +42,25 @@ describe("a connect flow's connection config", () => {
   it('case 3: checks host-bearing values whoever set them', () => {
     expect(refusal(() => sessionConnectionConfig(session({ subdomain: '127.0.0.1:4701' }), 'tenant', provider, {}))).toMatchObject({ code: 'invalid_host' });
   });
+
+  // A self-hosted provider's token URL is wholly the end user's to name (Keycloak, Mastodon…):
+  // with the integration's own client, its secret would go to whatever host the end user typed.
+  const selfHosted = {
+    authorization_url: 'https://${connectionConfig.host}/authorize',
+    token_url: 'https://${connectionConfig.host}/token',
+    connection_configuration: ['host'],
+    connection_config: { host: { pattern: '^[A-Za-z0-9.-]+(:[0-9]+)?$' } },
+  };
+
+  it("case 3: lets no end user name the host the integration's client secret goes to", () => {
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'evil.example' }, { integrationClient: true }))).toMatchObject({
+      code: 'not_allowed',
+      path: 'connection_config.host',
+    });
+    // The customer's host, or the end user's own client, is fine.
+    expect(sessionConnectionConfig(session({ host: 'sso.customer.example' }), 'tenant', selfHosted, { host: 'sso.customer.example' }, { integrationClient: true })).toEqual({ host: 'sso.customer.example' });
+    expect(sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'sso.enduser.example' })).toEqual({ host: 'sso.enduser.example' });
+    // A subdomain under the provider's own domain stays the end user's to choose.
+    expect(sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'mine' }, { integrationClient: true })).toEqual({ subdomain: 'mine' });
+  });
 });

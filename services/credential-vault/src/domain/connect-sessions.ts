@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
-import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
+import { checkHostValue, freeHostKeys, hostBearingKeys } from '../catalog/provider-url.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
@@ -48,24 +48,34 @@ function notAllowed(key: string, code: string, why: string): AppError {
  *   from the end user is refused, never merged over it;
  * - a value must match the field's catalog pattern, and every value that lands in the host of
  *   the provider's authorization, token or request URL must pass the host rules
- *   (catalog/provider-url.ts), whoever set it.
+ *   (catalog/provider-url.ts), whoever set it;
+ * - with the integration's own OAuth client (`integrationClient`), a field that makes up the
+ *   whole host of the token or request URL is the customer's alone: the client secret goes
+ *   there, so an end user naming it would receive it.
  */
 export function sessionConnectionConfig(
   session: ConnectSessionDoc,
   integrationKey: string,
   provider: ConfigRules | undefined,
   given: Record<string, unknown> = {},
+  options: { integrationClient?: boolean } = {},
 ): Record<string, unknown> {
   const defaults = Object.fromEntries(
     Object.entries((session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>).filter(([key]) => !CLIENT_OVERRIDE_MARKERS.has(key)),
   );
   const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
+  const secretHosts = new Set(
+    options.integrationClient ? [provider?.token_url, provider?.request_url].flatMap((template) => (template === undefined ? [] : freeHostKeys(template))) : [],
+  );
   for (const [key, value] of Object.entries(given)) {
     const preset = defaults[key];
     const customerSet = preset !== undefined && preset !== null && preset !== '';
     // The customer's own value coming back (a flow's saved config, a page echoing it) is theirs.
     if (customerSet && value === preset) continue;
     if (customerSet) throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
+    if (secretHosts.has(key)) {
+      throw notAllowed(key, 'not_allowed', "names the host the integration's client secret is sent to: the customer sets it in the session, or the end user brings their own OAuth client");
+    }
     if (!declared.has(key)) throw notAllowed(key, 'not_allowed', 'is not a connection config field of this provider');
     const pattern = provider?.connection_config?.[key]?.pattern;
     if (pattern !== undefined && value !== '' && !new RegExp(`^(?:${pattern})$`).test(String(value))) {
