@@ -78,6 +78,13 @@ export interface RunningConsumer {
 
 const defaultDelay = (deliveryCount: number) => Math.min(60_000, 1000 * 2 ** Math.min(deliveryCount - 1, 6));
 export const DEFAULT_MAX_DELIVERIES = 20;
+/**
+ * `maxDeliveries` for a message whose loss nothing would repair, and that an outage of a
+ * dependency (a vault or database away for an hour) must not cost: an inbound webhook the
+ * gateway has answered, a connection's creation or deletion. A day at the default back-off,
+ * which delivers it once a minute from its eighth try.
+ */
+export const DAY_OF_DELIVERIES = 24 * 60;
 /** How long a message may be held unacked before JetStream delivers it again, unless `ackWaitMs` says. */
 export const DEFAULT_ACK_WAIT_MS = 30_000;
 

@@ -12,7 +12,7 @@ export {
   type RequestOptions,
   type ServeOptions,
 } from './create-bus.js';
-export { consume, HAND_BACK_WAIT_MS, type ConsumeOptions, type JobMessage, type RunningConsumer } from './consume.js';
+export { consume, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, type ConsumeOptions, type JobMessage, type RunningConsumer } from './consume.js';
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';

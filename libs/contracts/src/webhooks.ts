@@ -126,10 +126,14 @@ export const webhookContracts = {
   ),
 } as const;
 
-/** How a webhook names its connection: by id, or by a value in the connection's config or metadata. */
-const connectionLookup = z.union([
+/**
+ * How a webhook names its connection: by id, or by a value in the connection's config or
+ * metadata. The router leaves out a lookup that does not fit (`connectionLookupSchema`), so one
+ * webhook cannot fail the lookups of the others sent with it.
+ */
+export const connectionLookupSchema = z.union([
   z.object({ connection_id: z.string().min(1).max(255) }),
-  z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string(), z.number(), z.boolean()]) }),
+  z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string().max(1024), z.number(), z.boolean()]) }),
 ]);
 
 /** The most lookups one `vault.webhooks.match_many` request carries. */
@@ -160,7 +164,7 @@ export const vaultWebhookContracts = {
    */
   matchConnection: defineRequest(
     'vault.webhooks.match',
-    z.object({ environment_id, provider_config_key: z.string(), by: connectionLookup }),
+    z.object({ environment_id, provider_config_key: z.string(), by: connectionLookupSchema }),
     z.object({ connection_id: z.string().nullable() }),
   ),
   /**
@@ -169,7 +173,7 @@ export const vaultWebhookContracts = {
    */
   matchConnections: defineRequest(
     'vault.webhooks.match_many',
-    z.object({ environment_id, provider_config_key: z.string(), lookups: z.array(connectionLookup).min(1).max(MATCH_MANY_MAX) }),
+    z.object({ environment_id, provider_config_key: z.string(), lookups: z.array(connectionLookupSchema).min(1).max(MATCH_MANY_MAX) }),
     z.object({ connection_ids: z.array(z.string().nullable()) }),
   ),
 } as const;

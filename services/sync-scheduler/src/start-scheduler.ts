@@ -1,7 +1,7 @@
 import { createCompiler } from '@latchkey/compiler';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { busOperationLog, consume, createKvLocks, openKv, recordedHandler, WRITE_KEYS } from '@latchkey/bus';
+import { busOperationLog, consume, createKvLocks, DAY_OF_DELIVERIES, openKv, recordedHandler, WRITE_KEYS } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -107,6 +107,8 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     stream: STREAMS.events.name,
     durable: 'sync-scheduler-connection-created',
     deliverPolicy: 'new',
+    // A connection's syncs are made, or its records deleted, on this fact alone: an outage is waited out.
+    maxDeliveries: DAY_OF_DELIVERIES,
     contract: vaultContracts.connectionCreated,
     concurrency: 4,
     handler: connectionCreatedHandler(syncDeps),
@@ -146,6 +148,8 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     logger,
     stream: STREAMS.events.name,
     durable: 'sync-scheduler-connection-deleted',
+    // A connection's syncs are made, or its records deleted, on this fact alone: an outage is waited out.
+    maxDeliveries: DAY_OF_DELIVERIES,
     contract: vaultContracts.connectionDeleted,
     concurrency: 4,
     handler: connectionDeletedHandler(syncDeps),

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { createBus, type Bus } from '@latchkey/bus';
-import { gatewayContracts, vaultWebhookContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { STREAMS, gatewayContracts, vaultWebhookContracts, webhookContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
@@ -94,4 +94,14 @@ describe('webhook.received', () => {
     expect(unmatched.connection_id).toBeNull();
     expect(JSON.stringify(heard)).not.toContain(WEBHOOK_SECRET);
   }, 30_000);
+});
+
+describe('an inbound webhook the router cannot handle yet', () => {
+  // The gateway answered the provider 200 once JetStream stored it: a vault or database away for
+  // an hour must not make the router give it up after a quarter of an hour of retries.
+  it('is retried for a day before it is given up', async () => {
+    const jsm = await observer.jetstreamManager();
+    const { config } = await jsm.consumers.info(STREAMS.jobs.name, 'webhook-router-inbound');
+    expect(config.max_deliver).toBeGreaterThanOrEqual(24 * 60);
+  });
 });

@@ -1,4 +1,4 @@
-import { busOperationLog, consume, consumeBatches, HAND_BACK_WAIT_MS, type RunningConsumer } from '@latchkey/bus';
+import { busOperationLog, consume, consumeBatches, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, type RunningConsumer } from '@latchkey/bus';
 import { cachedLoader } from '@latchkey/cache';
 import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
@@ -85,6 +85,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       batchSize: 256,
       concurrency: 2,
       maxAckPending: 1024,
+      // The provider was answered 200: an outage of the vault or the database is waited out.
+      maxDeliveries: DAY_OF_DELIVERIES,
       handler: inboundWebhooksHandler({
         bus,
         logger,

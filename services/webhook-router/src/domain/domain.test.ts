@@ -106,6 +106,13 @@ describe('routing', () => {
     expect(valueAt({ a: [{ b: 'x' }] }, 'a.0.b')).toBe('x');
   });
 
+  it('look for nothing when the webhook names what no connection can be: the vault refuses the whole batch\'s lookup otherwise', () => {
+    const long = 'x'.repeat(300);
+    expect(connectionLookup({ serviceConnectionId: long }, {}, rule)).toBeNull();
+    expect(connectionLookup({}, { serviceConnectionId: long }, rule)).toBeNull();
+    expect(connectionLookup({}, { account: { id: 'y'.repeat(2000) } }, rule)).toBeNull();
+  });
+
   it('forward exactly the spec fields, without connectionId when unmatched', () => {
     expect(JSON.parse(forwardBody({ integration: 'i', connectionId: 'c', payload: { a: 1 } }))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
     expect(Object.keys(JSON.parse(forwardBody({ integration: 'i', connectionId: null, payload: 1 })))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);

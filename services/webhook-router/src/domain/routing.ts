@@ -1,4 +1,4 @@
-import type { WebhookRoutingRule } from '@latchkey/contracts';
+import { connectionLookupSchema, type WebhookRoutingRule } from '@latchkey/contracts';
 
 export type ConnectionLookup =
   | { connection_id: string }
@@ -24,6 +24,10 @@ const isScalar = (value: unknown): value is string | number | boolean =>
  * value matched against a connection's config or metadata key). Null: nothing to look for.
  */
 export function connectionLookup(query: Record<string, string>, body: unknown, rule: WebhookRoutingRule | null): ConnectionLookup {
+  return possible(namedLookup(query, body, rule));
+}
+
+function namedLookup(query: Record<string, string>, body: unknown, rule: WebhookRoutingRule | null): ConnectionLookup {
   const fromQuery = query['serviceConnectionId'];
   if (fromQuery) return { connection_id: fromQuery };
   const fromBody = valueAt(body, 'serviceConnectionId');
@@ -34,3 +38,10 @@ export function connectionLookup(query: Record<string, string>, body: unknown, r
   }
   return null;
 }
+
+/**
+ * A lookup no connection can answer (an id longer than any connection's, an outsized value) finds
+ * nothing, and is not asked: the vault's request would refuse it, with the lookups of every
+ * webhook it was batched with.
+ */
+const possible = (lookup: ConnectionLookup): ConnectionLookup => (lookup !== null && connectionLookupSchema.safeParse(lookup).success ? lookup : null);
