@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
 import { Latchkey, LatchkeyError, type SyncStatus } from '@latchkey/client';
 import { repoRoot } from '@latchkey/testing';
 import { deployWithCli, eventually } from './support/functions.js';
@@ -262,6 +263,27 @@ describe('schedules', () => {
     expect((await api('DELETE', '/connections/conn-2?provider_config_key=store')).status).toBe(200);
     const { syncs: kept } = await client.syncStatus('store', '*', 'conn-1');
     expect(kept.map((entry) => entry.name).sort()).toEqual(['broken', 'listings', 'products']);
+  });
+
+  it("a deletion heard late, once the name is taken again, leaves the new connection's schedules", async () => {
+    const names = async (connectionId: string) => (await client.syncStatus('store', '*', connectionId)).syncs.map((entry) => entry.name).sort();
+    const create = () => api('POST', '/connections', { provider_config_key: 'store', connection_id: 'conn-3', credentials: { type: 'API_KEY', apiKey: 'store-key' } });
+    expect((await create()).status).toBe(201);
+    await eventually(async () => ((await names('conn-3')).length === 3 ? true : undefined), 20_000, 'the first conn-3 to get its schedules');
+    // The fact as the vault publishes it, kept to be heard again.
+    const nc = await stack.connectNats();
+    const deletions = nc.subscribe('events.connection.deleted', { max: 1 });
+    await nc.flush();
+    expect((await api('DELETE', '/connections/conn-3?provider_config_key=store')).status).toBe(200);
+    let fact: Uint8Array | undefined;
+    for await (const message of deletions) fact = message.data;
+    expect((await create()).status).toBe(201);
+    await eventually(async () => ((await names('conn-3')).length === 3 ? true : undefined), 20_000, 'the second conn-3 to get its schedules');
+    // Heard again: redelivered, or published late by the vault's outbox sweep.
+    await jetstream(nc).publish('events.connection.deleted', fact!);
+    await nc.close();
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(await names('conn-3')).toEqual(['broken', 'listings', 'products']);
   });
 
   it('a frequency override changes the next run; the schedule runs on it; pause stops runs, start resumes them; null reverts', async () => {

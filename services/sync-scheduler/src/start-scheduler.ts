@@ -28,7 +28,7 @@ import {
 import { createLease, type LeaseEntry } from './scheduling/lease.js';
 import { createDueSchedules } from './scheduling/due-schedules.js';
 import { startSchedulerLoop } from './scheduling/scheduler-loop.js';
-import { connectionDeletedHandler } from './handlers/connection-deleted.js';
+import { connectionDeletedHandler, connectionHolder } from './handlers/connection-deleted.js';
 import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
@@ -152,7 +152,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     maxDeliveries: DAY_OF_DELIVERIES,
     contract: vaultContracts.connectionDeleted,
     concurrency: 4,
-    handler: connectionDeletedHandler(syncDeps),
+    handler: connectionDeletedHandler({ ...syncDeps, holderOf: connectionHolder(syncDeps) }),
   });
   runtime.onShutdown(() => deletions.stop());
 }

@@ -63,7 +63,8 @@ describe('connection.deleted', () => {
     expect(await schedules.list(env, 'crm', 'gone')).toHaveLength(2);
     expect(await records.count(scopeOf(7))).toBe(3);
 
-    const handle = connectionDeletedHandler({ schedules, records, logger });
+    // The vault has neither any more.
+    const handle = connectionDeletedHandler({ schedules, records, logger, holderOf: async () => null });
     await handle(event(7, 'gone'));
     expect(await schedules.list(env, 'crm', 'gone')).toEqual([]);
     expect(await records.count(scopeOf(7))).toBe(0);
@@ -74,5 +75,15 @@ describe('connection.deleted', () => {
     await handle(event(7, 'gone'));
     expect(await schedules.list(env, 'crm', 'kept')).toHaveLength(2);
     expect(await records.count(scopeOf(8))).toBe(3);
+  });
+
+  it('leaves the schedules of a new connection that took the name, and still deletes the old one\'s records', async () => {
+    await seed(17, 'reused');
+    await seed(18, 'reused');
+    const handle = connectionDeletedHandler({ schedules, records, logger, holderOf: async () => 18 });
+    await handle(event(17, 'reused'));
+    expect(await schedules.list(env, 'crm', 'reused')).toHaveLength(2);
+    expect(await records.count(scopeOf(17))).toBe(0);
+    expect(await records.count(scopeOf(18))).toBe(3);
   });
 });
