@@ -9,7 +9,7 @@ import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/recor
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { serializedScheduleWrites } from '../domain/schedule-writes.js';
-import { beginRunHandler, startRun } from './syncs.js';
+import { beginRunHandler, finishRunHandler, startRun, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -272,5 +272,15 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     const [again] = await schedules.list(env, 'crm', 'c-removed');
     expect(again?._id).toBe(schedule!._id);
     expect(again?.checkpoint ?? null).toBeNull();
+
+    // The runner, its next write refused, finishes the run as failed: nothing is announced (the
+    // vault would mark the connection's sync failed, for a variant that no longer runs).
+    const finish = finishRunHandler({ bus, schedules, operations: { record: () => undefined } } as unknown as SyncsDeps);
+    expect(await finish({ environment_id: env, run_id: 'removed-run', status: 'ERROR', results: {}, error: { code: 'function_failed', message: 'its write was refused' } })).toEqual({ recorded: false });
+    const observer = await createBus({ servers: nats.url, service: 'observer', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+    const jsm = await observer.jetstreamManager();
+    const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: syncContracts.runFailed.subject }).catch(() => undefined);
+    await observer.close();
+    expect(last?.json<{ run_id: string }>().run_id).not.toBe('removed-run');
   });
 });

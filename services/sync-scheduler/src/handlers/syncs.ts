@@ -348,6 +348,9 @@ export function finishRunHandler(deps: SyncsDeps) {
     const finishedAt = new Date();
     const recorded = await deps.schedules.finish(run, { status: request.status, results: request.results, error: request.error ?? null }, finishedAt);
     const finished = (await deps.schedules.getRun(environment, run._id)) ?? run;
+    // A run ended as abandoned (its schedule removed, or taken over) was never announced, and is
+    // not now: its end would mark the connection's sync failed for a run nobody waits for.
+    if (isAbandoned(finished)) return { recorded };
     const event = await announceEnd(deps, finished, finishedAt);
     if (recorded) recordRun(deps, { ...event, failed: finished.status === 'ERROR', error: finished.error });
     return { recorded };
@@ -383,8 +386,11 @@ async function announceEnd(deps: Pick<SyncsDeps, 'bus'>, run: SyncRunDoc, finish
  */
 async function settleOver(deps: Pick<SyncsDeps, 'bus' | 'schedules'>, run: SyncRunDoc): Promise<void> {
   await deps.schedules.free(run);
-  if (run.error?.code !== 'sync_run_abandoned') await announceEnd(deps, run, run.finished_at ?? new Date());
+  if (!isAbandoned(run)) await announceEnd(deps, run, run.finished_at ?? new Date());
 }
+
+/** Ended by the scheduler rather than by its runner: its schedule was removed, or another run took its place. */
+const isAbandoned = (run: SyncRunDoc) => run.error?.code === 'sync_run_abandoned';
 
 /** A sync's `onWebhook` run, announced like a run of its `base` variant (see the contract). */
 export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus' | 'operations'>) {
