@@ -312,6 +312,37 @@ it('keeps the rotated tokens when storing them meets an outage: stored once NATS
   expect(oauth.stats.tokenRequestLog).toHaveLength(1);
 }, 60_000);
 
+// The rotated tokens are sealed before they are kept or stored, and sealing reads the
+// environment's active data key (cached for a minute): a database away at that moment dropped
+// the only copy of the new refresh token, and the next refresh presented the spent one.
+it('keeps the rotated tokens when sealing them meets a database outage: stored once the database is back, after one token request', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client);
+  // The keyring reads its data keys through the relay; everything else goes direct.
+  const { refresher, connections } = replica(relayed);
+  const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
+  oauth.stats.reset();
+  oauth.setOptions({ tokenDelayMs: 300 });
+  let answered: Awaited<ReturnType<Refresher['ensureFresh']>> | undefined;
+  try {
+    const fetching = refresher.ensureFresh(doc, held, { force: false, vendorJwt: false }).then((answer) => (answered = answer));
+    await eventually(async () => oauth.stats.tokenRequestLog.length > 0 || undefined, 5_000, 'the token request');
+    relay.cut();
+    await sleep(1_500);
+    relay.restore();
+    await fetching.catch(() => undefined);
+  } finally {
+    oauth.setOptions({ tokenDelayMs: 0 });
+    relay.restore();
+  }
+  const stored = await connections.findById(environmentId(doc.environment_id), doc._id);
+  const credentials = await createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(direct) }) }).open(stored!);
+  expect(credentials['refresh_token']).not.toBe(refreshToken);
+  expect(answered?.credentials['access_token']).toBe(credentials['access_token']);
+  expect(oauth.stats.tokenRequestLog).toHaveLength(1);
+}, 60_000);
+
 /**
  * A replica refreshes the connection and stops at its store, which never returns, as a replica
  * killed there would: its lock runs out behind it. Resolves once the provider has answered it.

@@ -148,7 +148,10 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       throw appError;
     }
     logRefresh();
-    const fields = answerFields(doc, await deps.credentials.seal(doc, fresh), expiryOf(fresh), now);
+    // Sealing reads the environment's active data key (cached a minute): a database away just
+    // now is waited out like the store's, or the only copy of a rotated token would go here.
+    const sealed = await untilStored(lock, doc, () => deps.credentials.seal(doc, fresh));
+    const fields = answerFields(doc, sealed, expiryOf(fresh), now);
     // First of all, the answer is kept: one write by `_id`, where the store below waits for the
     // connection's write key. Should this replica die before that store, the next holder of the
     // lock stores what was kept (`storeKept`). Best effort, and waited for KEEP_WAIT_MS at most:
@@ -209,14 +212,14 @@ export function createRefresher(deps: RefresherDeps): Refresher {
   }
 
   /**
-   * Stores what the provider just answered. It may have rotated the refresh token, and then the
-   * answer in hand is the only copy of the new one: a store that meets an outage (the write keys'
+   * Seals, or stores, what the provider just answered. It may have rotated the refresh token, and
+   * then the answer in hand is the only copy of the new one: a step that meets an outage (the write keys'
    * bucket electing a leader after a NATS node loss, the database restarting) is tried again with
    * back-off for up to STORE_RETRY_MS, the refresh lock renewed meanwhile so no other replica
    * presents the used token, rather than lose it and leave the connection to fail for good. The
    * write's compare-and-set on the credentials version still decides between two results.
    */
-  async function untilStored(lock: HeldLock, doc: ConnectionDoc, store: () => Promise<boolean>): Promise<boolean> {
+  async function untilStored<T>(lock: HeldLock, doc: ConnectionDoc, store: () => Promise<T>): Promise<T> {
     return withRetries(store, {
       forMs: STORE_RETRY_MS,
       firstDelayMs: 200,
