@@ -6,7 +6,7 @@ import { createBus, createKvLocks, createOperationLog, ensureStreams, operations
 import type { Operation } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
-import { connectMongo, environmentId } from '@latchkey/mongo';
+import { connectMongo, databaseUnavailable, environmentId } from '@latchkey/mongo';
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
   eventually,
@@ -113,7 +113,8 @@ async function issuedRefreshToken(client: { client_id: string; client_secret: st
 beforeAll(async () => {
   [nats, mongo, oauth] = await Promise.all([startNats(), startMongo(), startOAuthServer()]);
   // Test buckets are no service's: the test server's observer may open them.
-  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+  // Database errors classified as the vault's runtime does (run-service).
+  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000, classifyError: (error) => databaseUnavailable(error) });
   await ensureStreams(bus);
   kv = await openKv<{ owner: string }>(bus, { name: `refresh_locks_${randomBytes(4).toString('hex')}`, ttlMs: LOCK_TTL_MS });
   const dbName = uniqueDbName('vault_refresh');
@@ -279,6 +280,26 @@ it('hands out a token that is near its expiry but still valid when the lock buck
   }, 20_000, 'a refresh once NATS is back');
   expect(refreshed.credentials['refresh_token']).not.toBe(refreshToken);
 });
+
+// The same for the database: a connection's reads went through the lock and failed with the
+// driver's own error, which the fallback did not know as an outage, so the fetch answered 503.
+it('hands out a token that is near its expiry but still valid while the database is away', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000));
+  // This replica reads connections through the relay.
+  const { refresher } = replica(direct, logger, () => createConnectionRepo(relayed));
+  const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: refreshToken, raw: {} };
+  oauth.stats.reset();
+  relay.cut();
+  try {
+    const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+    expect(answer.credentials['access_token']).toBe('still-valid');
+  } finally {
+    relay.restore();
+  }
+  expect(oauth.stats.tokenRequestLog).toHaveLength(0);
+}, 60_000);
 
 // Issue 20 (chaos): a refresh whose provider call succeeded but whose store met an outage (the
 // write keys' bucket away with a NATS node) lost the rotated refresh token, the only copy of it:

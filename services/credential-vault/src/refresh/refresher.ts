@@ -296,12 +296,14 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         return await attempt;
       } catch (error) {
         // A token refreshed ahead of its expiry still works: while the lock bucket or the
-        // database is away (a NATS node lost, its bucket electing a leader), it is handed out as
-        // it is, and the next fetch tries again. A forced refresh has nothing to fall back on.
-        if (force || !(error instanceof AppError && error.code === 'service_unavailable') || !stillValid(doc.expires_at, Date.now())) throw error;
+        // database is away (a NATS node lost, its bucket electing a leader, the driver's own
+        // errors), it is handed out as it is, and the next fetch tries again. A forced refresh
+        // has nothing to fall back on.
+        const unavailable = deps.bus.toAppError(error);
+        if (force || unavailable.code !== 'service_unavailable' || !stillValid(doc.expires_at, Date.now())) throw error;
         if (!fallbackWarned.get(doc._id)) {
           fallbackWarned.set(doc._id, true);
-          deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: error.message });
+          deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: unavailable.message });
         }
         return { doc, credentials };
       }
