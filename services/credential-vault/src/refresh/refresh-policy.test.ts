@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
+import { BACKOFF_MS, REFRESH_WINDOW_MS, inBackoff, isExhausted, lifetimeOf, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 
 const error = { code: 'invalid_grant', message: 'refresh token revoked' };
 
@@ -11,6 +11,20 @@ describe('refresh policy', () => {
     expect(needsRefresh('OAUTH2', new Date(now + REFRESH_WINDOW_MS + 1000), now, true)).toBe(true);
     expect(needsRefresh('OAUTH2', null, now, false)).toBe(false);
     expect(needsRefresh('API_KEY', null, now, true)).toBe(false);
+  });
+
+  it('refreshes a short-lived token in the second half of its life, not on every fetch', () => {
+    const now = Date.now();
+    // Keycloak's default: five minutes.
+    const fiveMinutes = lifetimeOf({ raw: { access_token: 'a', expires_in: 300 } });
+    expect(fiveMinutes).toBe(300_000);
+    expect(needsRefresh('OAUTH2', new Date(now + 280_000), now, false, fiveMinutes)).toBe(false);
+    expect(needsRefresh('OAUTH2', new Date(now + 140_000), now, false, fiveMinutes)).toBe(true);
+    // Never closer to its expiry than two minutes, however short it lives.
+    expect(needsRefresh('OAUTH2', new Date(now + 100_000), now, false, lifetimeOf({ raw: { expires_in: '60' } }))).toBe(true);
+    // An hour-long token, or one of unknown life, keeps the 15-minute window.
+    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, lifetimeOf({ raw: { expires_in: 3600 } }))).toBe(true);
+    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, lifetimeOf({ raw: {} }))).toBe(true);
   });
 
   it('hands out a token refreshed ahead only while it outlives the call by a minute', () => {

@@ -17,15 +17,31 @@ export const REFRESHABLE = new Set(['OAUTH2', 'OAUTH2_CC', 'JWT', 'APP', 'TWO_ST
  */
 const MADE_WHEN_MISSING = new Set(['OAUTH2_CC', 'JWT', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
-export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean): boolean {
+/** Margin under which a token about to expire counts as expired: it must outlive the call it is handed out for. */
+const STILL_VALID_MARGIN_MS = 60_000;
+/** The narrowest window: a token is refreshed at the latest this long before it expires. */
+const SHORTEST_WINDOW_MS = 2 * STILL_VALID_MARGIN_MS;
+
+/**
+ * Whether a fetch refreshes the token first: forced, or expiring within the window. The window
+ * is 15 minutes, or half the token's life when the provider said it is shorter (`lifetimeMs`,
+ * its `expires_in`): a token that lives five minutes is refreshed in its second half, not on
+ * every fetch, and never later than two minutes before it expires.
+ */
+export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean, lifetimeMs: number | null = null): boolean {
   if (!REFRESHABLE.has(type)) return false;
   if (force) return true;
   if (expiresAt === null) return MADE_WHEN_MISSING.has(type);
-  return expiresAt.getTime() - now <= REFRESH_WINDOW_MS;
+  const window = lifetimeMs === null ? REFRESH_WINDOW_MS : Math.min(REFRESH_WINDOW_MS, Math.max(SHORTEST_WINDOW_MS, lifetimeMs / 2));
+  return expiresAt.getTime() - now <= window;
 }
 
-/** Margin under which a token about to expire counts as expired: it must outlive the call it is handed out for. */
-const STILL_VALID_MARGIN_MS = 60_000;
+/** A token's life as its provider gave it (`expires_in` of the answer kept in `raw`), or null when unknown. */
+export function lifetimeOf(credentials: Record<string, unknown>): number | null {
+  const raw = credentials['raw'];
+  const seconds = raw !== null && typeof raw === 'object' ? Number((raw as Record<string, unknown>)['expires_in']) : Number.NaN;
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : null;
+}
 
 /** Whether a token with this expiry may still be handed out (one without an expiry is not refreshed ahead). */
 export function stillValid(expiresAt: Date | null, now: number): boolean {
