@@ -28,6 +28,9 @@ export interface ScheduleDoc {
   created_at: Date;
 }
 
+/** A schedule as the leader's due index needs it: its target, times and state, without what only a run reads. */
+export type ScheduleTiming = Omit<ScheduleDoc, 'checkpoint' | 'last_results' | 'last_error'>;
+
 const scheduleSchema = new Schema<ScheduleDoc>(
   {
     _id: { type: String, required: true },

@@ -1,7 +1,7 @@
 import type { Connection } from 'mongoose';
 import { isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { ModelCounts } from '@latchkey/contracts';
-import { runSlotModel, scheduleKey, scheduleModel, syncRunModel, type ScheduleDoc, type SyncRunDoc } from './schedule-model.js';
+import { runSlotModel, scheduleKey, scheduleModel, syncRunModel, type ScheduleDoc, type ScheduleTiming, type SyncRunDoc } from './schedule-model.js';
 
 export interface ScheduleTarget {
   provider_config_key: string;
@@ -99,9 +99,10 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     /**
      * Every schedule, for the leader's due index: one read of the whole collection
      * (what FerretDB does for any query on `next_run_at`), made when a replica starts leading and
-     * every `SCHEDULER_RESCAN_MS`, instead of on every tick.
+     * every `SCHEDULER_RESCAN_MS`, instead of on every tick. Without checkpoints (up to 64 KiB
+     * each) and last results: tens of thousands of schedules must not cost the leader gigabytes.
      */
-    all: () => schedules.find({}).lean<ScheduleDoc[]>().exec(),
+    all: () => schedules.find({}, { checkpoint: 0, last_results: 0, last_error: 0 }).lean<ScheduleTiming[]>().exec(),
     /** One update by `_id` each: FerretDB answers `_id` equality from an index, a list (`$in`) by reading every schedule. */
     async setPaused(ids: readonly string[], paused: boolean) {
       let modified = 0;
@@ -137,7 +138,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
      * Takes the schedule for a new run: succeeds only while no run is in flight (the insert of
      * its slot, unique by `_id`), then records the run. Returns the run, or null when one runs.
      */
-    async claim(schedule: ScheduleDoc, runId: string, nextRunAt: Date, now: Date): Promise<SyncRunDoc | null> {
+    async claim(schedule: ScheduleTiming, runId: string, nextRunAt: Date, now: Date): Promise<SyncRunDoc | null> {
       const take = async () => {
         try {
           await slots.create({ _id: schedule._id, run_id: runId, claimed_at: now });

@@ -284,3 +284,22 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     expect(last?.json<{ run_id: string }>().run_id).not.toBe('removed-run');
   });
 });
+
+describe("the leader's whole read of the schedules", () => {
+  // Every full read (each rescan, each change of leader) held every schedule's checkpoint, up to
+  // 64 KiB each, though the due index needs only their times and state.
+  it('leaves out what only a run reads: checkpoints and last results', async () => {
+    const key = { provider_config_key: 'crm', connection_id: 'c-whole-read', sync_name: 'tickets', variant: 'base' };
+    await schedules.ensure(env, key, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-whole-read');
+    const claimedAt = new Date();
+    const run = await schedules.claim(schedule!, 'whole-read-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    await schedules.markStarted(run!, claimedAt);
+    expect(await schedules.recordProgress(run!, { Ticket: { added: 1, updated: 0, deleted: 0 } }, { cursor: 'x'.repeat(32_000) }, new Date())).toBe(true);
+    expect((await schedules.getSchedule(schedule!._id))?.checkpoint).toEqual({ cursor: 'x'.repeat(32_000) });
+    const read = (await schedules.all()).find((doc) => doc._id === schedule!._id);
+    expect(read).toMatchObject({ _id: schedule!._id, running: 'whole-read-run', paused: false });
+    expect(Object.keys(read ?? {})).not.toContain('checkpoint');
+    expect(Object.keys(read ?? {})).not.toContain('last_results');
+  });
+});

@@ -16,7 +16,7 @@ import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { DeploymentRepo } from '../db/deployment-repo.js';
 import type { RecordRepo } from '../db/record-repo.js';
-import type { ScheduleDoc, SyncRunDoc } from '../db/schedule-model.js';
+import type { ScheduleDoc, ScheduleTiming, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
 import { parseFrequency } from '../domain/frequency.js';
 import { nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
@@ -131,7 +131,7 @@ async function selectSchedules(
  */
 export async function startRun(
   deps: Pick<SyncsDeps, 'bus' | 'schedules' | 'minFrequencyMs'>,
-  schedule: ScheduleDoc,
+  schedule: ScheduleTiming,
   now: Date,
   prepare?: () => Promise<void>,
 ): Promise<boolean> {

@@ -1,12 +1,12 @@
 import type { Logger } from '@latchkey/logger';
-import type { ScheduleDoc } from '../db/schedule-model.js';
+import type { ScheduleDoc, ScheduleTiming } from '../db/schedule-model.js';
 import { isDue, isOverdue } from '../domain/schedule-rules.js';
 import { createDueIndex } from './due-index.js';
 
 export interface DueSchedulesDeps {
   logger: Logger;
-  /** Every schedule (the whole collection, read at once). */
-  all(): Promise<ScheduleDoc[]>;
+  /** Every schedule (the whole collection, read at once), without what only a run reads. */
+  all(): Promise<ScheduleTiming[]>;
   /** One schedule by `_id` (an index lookup on every backend), null once removed. */
   one(id: string): Promise<ScheduleDoc | null>;
   /** How often the whole collection is read again, whatever was heard meanwhile. */
@@ -41,11 +41,11 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
   const applied = new Map<string, number>();
 
   /** Into the index at its next run; an overdue one (see `isOverdue`) waits `overdueRetryMs` from now. */
-  function place(doc: ScheduleDoc, now: number): void {
+  function place(doc: ScheduleTiming, now: number): void {
     index.put(doc._id, isOverdue(doc, new Date(now)) ? { ...doc, next_run_at: new Date(now + deps.overdueRetryMs) } : doc);
   }
   /** What a tick hands out: due schedules, and overdue ones whose claim may find their run lost. */
-  const wanted = (doc: ScheduleDoc, now: Date) => isDue(doc, now) || isOverdue(doc, now);
+  const wanted = (doc: ScheduleTiming, now: Date) => isDue(doc, now) || isOverdue(doc, now);
 
   async function readInto(ids: readonly string[], now?: Date): Promise<ScheduleDoc[]> {
     const due: ScheduleDoc[] = [];
@@ -109,9 +109,9 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
   }
 
   /** Reads every schedule into the index; returns those due at `now`, as just read. */
-  async function rebuild(now: Date): Promise<Map<string, ScheduleDoc>> {
+  async function rebuild(now: Date): Promise<Map<string, ScheduleTiming>> {
     heardWhileBuilding = new Set();
-    const due = new Map<string, ScheduleDoc>();
+    const due = new Map<string, ScheduleTiming>();
     try {
       const started = readCounter;
       const docs = await deps.all();
@@ -135,8 +135,8 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
 
   return {
     /** The schedules due at `now` (at most `limit`), each read again by `_id`. */
-    async due(now: Date, limit: number): Promise<ScheduleDoc[]> {
-      const fresh = builtAt === null || Date.now() - builtAt >= deps.rescanMs ? await rebuild(now) : new Map<string, ScheduleDoc>();
+    async due(now: Date, limit: number): Promise<ScheduleTiming[]> {
+      const fresh = builtAt === null || Date.now() - builtAt >= deps.rescanMs ? await rebuild(now) : new Map<string, ScheduleTiming>();
       const taken = index.take(now, limit);
       // Just read whole: no need to read again. Put back as read: a claim's announcement moves each to its next run.
       const known = taken.flatMap((id) => (fresh.has(id) ? [fresh.get(id)!] : []));

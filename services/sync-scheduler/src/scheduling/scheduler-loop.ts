@@ -1,15 +1,15 @@
 import type { SchedulerTick } from '@latchkey/contracts';
 import type { Logger } from '@latchkey/logger';
-import type { ScheduleDoc } from '../db/schedule-model.js';
+import type { ScheduleTiming } from '../db/schedule-model.js';
 import { isDue, isOverdue } from '../domain/schedule-rules.js';
 import type { Lease } from './lease.js';
 
 export interface SchedulerLoopDeps {
   logger: Logger;
   lease: Lease;
-  due(now: Date, limit: number): Promise<ScheduleDoc[]>;
+  due(now: Date, limit: number): Promise<ScheduleTiming[]>;
   /** Claims the schedule and enqueues its run; false when a run is already in flight. */
-  startRun(schedule: ScheduleDoc, now: Date): Promise<boolean>;
+  startRun(schedule: ScheduleTiming, now: Date): Promise<boolean>;
   tickMs: number;
   /** Told when this replica starts or stops leading (the due index starts over). */
   onLeadership?(leading: boolean): void;
