@@ -47,13 +47,26 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
   /** What a tick hands out: due schedules, and overdue ones whose claim may find their run lost. */
   const wanted = (doc: ScheduleTiming, now: Date) => isDue(doc, now) || isOverdue(doc, now);
 
+  /**
+   * Reads `ids` by `_id` into the index; with `now`, returns those due. Every read is made: one
+   * that fails puts its schedule back due now, to be read at the next tick (it had left the
+   * index when taken), and the first failure is thrown once all are done.
+   */
   async function readInto(ids: readonly string[], now?: Date): Promise<ScheduleDoc[]> {
     const due: ScheduleDoc[] = [];
+    let failure: { error: unknown } | undefined;
     for (let start = 0; start < ids.length; start += READS) {
       await Promise.all(
         ids.slice(start, start + READS).map(async (id) => {
           const read = ++readCounter;
-          const doc = await deps.one(id);
+          let doc: ScheduleDoc | null;
+          try {
+            doc = await deps.one(id);
+          } catch (error) {
+            failure ??= { error };
+            if (now) index.put(id, { paused: false, running: null, next_run_at: now });
+            return;
+          }
           if ((applied.get(id) ?? 0) > read) return;
           applied.set(id, read);
           if (!doc) {
@@ -66,6 +79,7 @@ export function createDueSchedules(deps: DueSchedulesDeps) {
         }),
       );
     }
+    if (failure) throw failure.error;
     return due;
   }
 

@@ -218,6 +218,34 @@ describe('due schedules', () => {
     expect(await explainUntilIndexed(() => collection.find({ _id: later._id } as never))).toMatchObject({ indexed: true });
   }, 30_000);
 
+  it('hand out again, at the next tick, the schedules a tick took and could not read', async () => {
+    const env = environmentId('env_due_blip');
+    const repo = createScheduleRepo(connection);
+    let failNext = false;
+    const due = createDueSchedules({
+      logger,
+      all: () => repo.all(),
+      // A database blip on one read by _id.
+      one: async (id) => {
+        if (failNext) {
+          failNext = false;
+          throw new Error('connection reset');
+        }
+        return repo.getSchedule(id);
+      },
+      rescanMs: 3_600_000,
+      overdueRetryMs: 60_000,
+    });
+    const now = new Date();
+    for (const name of ['b1', 'b2', 'b3']) await repo.ensure(env, { provider_config_key: 'crm', connection_id: name, sync_name: 'contacts', variant: 'base' }, 'every hour', new Date(now.getTime() - 1000));
+    const mine = (docs: Array<{ environment_id: string }>) => docs.filter((doc) => doc.environment_id === env).length;
+    // The first tick reads them whole; left unclaimed, each later tick reads them again by _id.
+    expect(mine(await due.due(now, 500))).toBe(3);
+    failNext = true;
+    await expect(due.due(new Date(), 500)).rejects.toThrow('connection reset');
+    expect(mine(await due.due(new Date(), 500))).toBe(3);
+  });
+
   it('read what a burst of announcements names 32 at a time, leaving the tick its connections', async () => {
     // bench-scale: 10,000 schedules announced in 10 messages were read 32 at a time per message
     // (320 lookups at once, more than the driver's pool of 100), and the tick's own reads and
