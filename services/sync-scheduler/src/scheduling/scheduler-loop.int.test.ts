@@ -54,7 +54,7 @@ const DUE: ScheduleDoc = {
 };
 
 /** A scheduler replica on its own NATS connection: it counts the runs it would queue. */
-async function replica(bucket: string, name: string, leaseMs: number) {
+async function replica(bucket: string, name: string, leaseMs: number, dueMs = 0) {
   // Test buckets are no service's: the test server's observer may open them.
   const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000 });
   buses.push(bus);
@@ -64,7 +64,8 @@ async function replica(bucket: string, name: string, leaseMs: number) {
     logger,
     lease,
     tickMs: 100,
-    due: async () => [DUE],
+    // `dueMs`: a full read of a large collection, or a backlog, outlasting the lease.
+    due: async () => (dueMs > 0 && (await sleep(dueMs)), [DUE]),
     startRun: async () => {
       queued.push(Date.now());
       return true;
@@ -102,6 +103,19 @@ describe('the scheduler lease', () => {
     expect(tookOverIn).toBeLessThan(2000 + 1000);
     expect(b.queued[0]!).toBeGreaterThanOrEqual(diedAt);
     expect(a.lease.holding()).toBe(false);
+  });
+
+  it('is kept by a holder whose tick outlasts it, and no other replica schedules meanwhile', async () => {
+    const a = await replica('lease_long_tick', 'a', 1000, 2500);
+    await until(() => a.lease.holding(), 2000);
+    const b = await replica('lease_long_tick', 'b', 1000);
+    let bLed = false;
+    const watching = setInterval(() => (bLed ||= b.lease.holding()), 20);
+    await sleep(4000);
+    clearInterval(watching);
+    expect(bLed).toBe(false);
+    expect(b.queued).toHaveLength(0);
+    expect(a.lease.holding()).toBe(true);
   });
 
   it('is handed over at once when its holder shuts down', async () => {

@@ -32,11 +32,30 @@ export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<v
   let wasLeader = false;
   let lastTick: SchedulerTick | null = null;
 
+  /**
+   * Renews (or tries to take) the lease, one renewal at a time: two at once would race on the
+   * lease's revision, and the loser would give up a lease this replica holds.
+   */
+  let renewal: Promise<boolean> = Promise.resolve(false);
+  let renewing = false;
+  function renew(): Promise<boolean> {
+    renewing = true;
+    renewal = renewal.then(() =>
+      deps.lease
+        .tick(lastTick)
+        .catch((error: unknown) => {
+          deps.logger.warn('could not renew the scheduler lease', { error });
+          return false;
+        })
+        .finally(() => {
+          renewing = false;
+        }),
+    );
+    return renewal;
+  }
+
   async function tick(): Promise<void> {
-    const leader = await deps.lease.tick(lastTick).catch((error: unknown) => {
-      deps.logger.warn('could not renew the scheduler lease', { error });
-      return false;
-    });
+    const leader = await renew();
     if (leader !== wasLeader) {
       deps.logger.info(leader ? 'took the scheduler lease' : 'lost the scheduler lease');
       deps.onLeadership?.(leader);
@@ -66,8 +85,14 @@ export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<v
 
   let busy = false;
   const timer = setInterval(() => {
-    // A slow tick (a large backlog) is not stacked upon: the next one starts after it.
-    if (busy) return;
+    // A slow tick (a large backlog) is not stacked upon: the next one starts after it. Meanwhile
+    // its lease is renewed as between ticks: a full read of the schedules or a backlog can
+    // outlast it, and another replica would take it and schedule beside this one. A renewal that
+    // fails ends the holding at once (`holding()`), which the tick checks before each run.
+    if (busy) {
+      if (wasLeader && !renewing) void renew();
+      return;
+    }
     busy = true;
     current = tick()
       .catch((error: unknown) => {
@@ -82,6 +107,8 @@ export function startSchedulerLoop(deps: SchedulerLoopDeps): { stop(): Promise<v
       stopped = true;
       clearInterval(timer);
       await current.catch(() => undefined);
+      // A renewal still in flight would take the lease again after its release.
+      await renewal.catch(() => undefined);
       await deps.lease.release().catch(() => undefined);
     },
   };
