@@ -28,21 +28,22 @@ beforeAll(async () => {
   // `pub_a` (no webhook URL: nothing is forwarded), the vault its integration `acme` (which takes
   // unsigned webhooks) and connection `conn-1`.
   gateway = await login('gateway');
-  gateway.serve(gatewayContracts.getEnvironment, () => ({
-    id: 'env_a',
-    public_id: 'pub_a',
+  // And `pub_b`, whose webhooks go to a URL nobody answers on.
+  gateway.serve(gatewayContracts.getEnvironment, (request) => ({
+    id: 'public_id' in request && request.public_id === 'pub_b' ? 'env_b' : 'env_a',
+    public_id: 'public_id' in request ? request.public_id : 'pub_a',
     name: 'dev',
     account_id: 'acc_a',
-    webhook_url: null,
+    webhook_url: 'public_id' in request && request.public_id === 'pub_b' ? 'http://127.0.0.1:9/hook' : null,
     webhook_url_secondary: null,
     send_auth_webhooks: false,
     callback_url: null,
     variables: [],
   }));
   const vault = await login('credential-vault');
-  vault.serve(vaultWebhookContracts.webhookIntegration, () => ({
+  vault.serve(vaultWebhookContracts.webhookIntegration, (request) => ({
     provider: 'acme',
-    forward_webhooks: false,
+    forward_webhooks: request.environment_id === 'env_b',
     accept_unsigned_webhooks: true,
     webhook_secret: WEBHOOK_SECRET,
     signature: null,
@@ -104,4 +105,28 @@ describe('an inbound webhook the router cannot handle yet', () => {
     const { config } = await jsm.consumers.info(STREAMS.jobs.name, 'webhook-router-inbound');
     expect(config.max_deliver).toBeGreaterThanOrEqual(24 * 60);
   });
+});
+
+describe('a provider webhook too large to forward once escaped', () => {
+  // The gateway bounds the raw body; forwarded as JSON text, a control byte takes six bytes and
+  // the delivery job outgrew what NATS takes: retried as if the bus were away, then given up.
+  it('is recorded as not forwarded, payload_too_large, instead of being retried', async () => {
+    const id = `iwh_${randomUUID().replaceAll('-', '')}`;
+    await gateway.enqueue(webhookContracts.inbound, {
+      id,
+      environment_public_id: 'pub_b',
+      integration: 'acme',
+      query: {},
+      headers: { 'content-type': 'application/octet-stream' },
+      body_base64: Buffer.alloc(200 * 1024, 1).toString('base64'),
+      received_at: new Date().toISOString(),
+    });
+    const logged = await eventually(
+      async () => (await gateway.request(webhookContracts.listInbound, { environment_id: 'env_b', limit: 10 })).data.find((entry) => entry.id === id),
+      15_000,
+      'the inbound log entry',
+      100,
+    );
+    expect(logged).toMatchObject({ status: 'not_forwarded', reason: 'payload_too_large' });
+  }, 30_000);
 });

@@ -7,6 +7,17 @@ export interface DeliveryDeps {
   environmentById(environmentId: string): Promise<EnvironmentInfo>;
 }
 
+/** Room in a delivery job for its other fields (URL, ids, times) and the message's headers. */
+const DELIVERY_HEADROOM_BYTES = 8 * 1024;
+
+/**
+ * Whether a body fits in a delivery job, where it travels as JSON text: a provider's binary body
+ * grows up to six-fold once escaped, past what the gateway's bound on the raw body allows for.
+ */
+export function fitsDelivery(bus: Pick<Bus, 'maxPayload'>, body: string): boolean {
+  return Buffer.byteLength(JSON.stringify(body)) + DELIVERY_HEADROOM_BYTES <= bus.maxPayload;
+}
+
 /**
  * Makes one durable delivery per webhook URL of the environment (primary, then secondary), all
  * under one webhook-id. JetStream drops a second copy of the same delivery (a redelivered

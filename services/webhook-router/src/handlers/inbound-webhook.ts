@@ -17,12 +17,12 @@ import type { WebhookClaimRepo } from '../db/webhook-claim-repo.js';
 import { forwardBody, providerPayload } from '../domain/payloads.js';
 import { refusalReason, verifyProviderSignature } from '../domain/provider-signature.js';
 import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
-import { enqueueDeliveries } from '../domain/enqueue-deliveries.js';
+import { enqueueDeliveries, fitsDelivery } from '../domain/enqueue-deliveries.js';
 
 type WebhookIntegration = ResponseOf<typeof vaultWebhookContracts.webhookIntegration>;
 
 export interface InboundDeps {
-  bus: Pick<Bus, 'request' | 'enqueue' | 'publish'>;
+  bus: Pick<Bus, 'request' | 'enqueue' | 'publish' | 'maxPayload'>;
   logger: Logger;
   inbound: InboundWebhookRepo;
   claims: Pick<WebhookClaimRepo, 'claim'>;
@@ -187,14 +187,15 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
     let reason: string | null = integration.forward_webhooks ? 'no_webhook_url' : 'forward_webhooks_off';
     let webhookId: string | null = null;
     if (integration.forward_webhooks) {
-      webhookId = forwardWebhookId(job.id);
-      const made = await enqueueDeliveries(deps.bus, environment, {
-        webhookId,
-        kind: 'forward',
-        body: forwardBody({ integration: job.integration, connectionId, payload }),
-      });
-      if (made > 0) [status, reason] = ['forwarded', null];
-      else webhookId = null;
+      const forward = forwardBody({ integration: job.integration, connectionId, payload });
+      if (fitsDelivery(deps.bus, forward)) {
+        webhookId = forwardWebhookId(job.id);
+        const made = await enqueueDeliveries(deps.bus, environment, { webhookId, kind: 'forward', body: forward });
+        if (made > 0) [status, reason] = ['forwarded', null];
+        else webhookId = null;
+      } else {
+        reason = 'payload_too_large';
+      }
     }
     await deps.bus.publish(webhookContracts.received, {
       environment_id: environment.id,
