@@ -406,6 +406,11 @@ describe('JetStream publishing', () => {
     await expect(client.publish(counted, { n: 'one' } as never)).rejects.toMatchObject({ code: 'invalid_body' });
   });
 
+  it('refuses a message larger than the server takes as payload_too_large, never as the bus being away (which is retried)', async () => {
+    const error = await client.publish(bulky, { n: 1, pad: 'x'.repeat(client.maxPayload + 1) }, { retryForMs: 2_000 }).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'payload_too_large' });
+  });
+
   it('rejects a message no stream takes, and one not acknowledged within the deadline', async () => {
     const publisher = jetStreamPublisher(natsOf(client), 300);
     await expect(publisher.publish('nowhere.at.all', new Uint8Array(1), natsHeaders())).rejects.toThrow(/503/);

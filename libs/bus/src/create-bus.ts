@@ -485,6 +485,10 @@ export function callerOf(contract: RequestContract, msg: Pick<Msg, 'subject'>): 
 /** A deadline passed, nobody answered, or NATS is away: the caller may retry later. */
 export function unavailable(subject: string, error: unknown): AppError {
   if (error instanceof AppError) return error;
+  // The client's own refusal of a message over the server's max_payload: no retry sends it.
+  if (error instanceof Error && error.message.includes('max_payload size exceeded')) {
+    return new AppError('payload_too_large', `${subject}: the message is larger than the message bus takes`, { cause: error });
+  }
   const reason =
     error instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())
       ? 'no service is answering'
