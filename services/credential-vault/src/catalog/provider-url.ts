@@ -62,6 +62,23 @@ export function checkHostValue(key: string, value: unknown, fields: ConfigFieldR
 }
 
 /**
+ * Checks every value of `config` that lands in the host of the provider's authorization, token
+ * or request URL (`checkHostValue`), whoever set it: a connection's config is refused when it is
+ * given, not at each later refresh.
+ */
+export function checkHostValues(
+  provider: { authorization_url?: string | undefined; token_url?: string | undefined; request_url?: string | undefined; connection_config?: ConfigFieldRules },
+  config: Record<string, unknown>,
+): void {
+  for (const template of [provider.authorization_url, provider.token_url, provider.request_url]) {
+    if (template === undefined) continue;
+    for (const key of hostBearingKeys(template)) {
+      if (config[key] !== undefined) checkHostValue(key, config[key], provider.connection_config);
+    }
+  }
+}
+
+/**
  * Fills a provider URL template (authorization, token, OAuth 1 request URL) with connection
  * config. This is the one place such a URL gets its host: host-bearing values are checked
  * (`checkHostValue`) and inserted as they are; other values are percent-encoded for their place.

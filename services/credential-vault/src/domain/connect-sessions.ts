@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
-import { checkHostValue, freeHostKeys, hostBearingKeys } from '../catalog/provider-url.js';
+import { checkHostValues, freeHostKeys } from '../catalog/provider-url.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
@@ -83,12 +83,7 @@ export function sessionConnectionConfig(
     }
   }
   const config = { ...defaults, ...given };
-  for (const template of [provider?.authorization_url, provider?.token_url, provider?.request_url]) {
-    if (template === undefined) continue;
-    for (const key of hostBearingKeys(template)) {
-      if (config[key] !== undefined) checkHostValue(key, config[key], provider?.connection_config);
-    }
-  }
+  if (provider) checkHostValues(provider, config);
   return config;
 }
 

@@ -3,6 +3,7 @@ import { callerOf, type BusMessage } from '@latchkey/bus';
 import { vaultContracts, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
+import { checkHostValues } from '../catalog/provider-url.js';
 import type { ConnectionDoc } from '../db/connection-model.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
@@ -36,6 +37,8 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
         errors: missing.map((key) => ({ code: 'required', message: 'required by the provider', path: `connection_config.${key}` })),
       });
     }
+    // Host-bearing values are checked now, not found wrong at each refresh (answered 400 then).
+    if (provider) checkHostValues(provider, connectionConfig);
     const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
       metadata: request.metadata ?? {},
