@@ -301,6 +301,20 @@ it('hands out a token that is near its expiry but still valid while the database
   expect(oauth.stats.tokenRequestLog).toHaveLength(0);
 }, 60_000);
 
+it('hands out an OAuth 2 token that has no refresh token while it still works, and charges no failure for it', async () => {
+  const client = oauth.addClient({});
+  const doc = await seedExpiredConnection('unused', client, new Date(Date.now() + 10 * 60_000));
+  const { refresher, connections } = replica(direct);
+  const held = { type: 'OAUTH2' as const, access_token: 'no-refresh-token', raw: {} };
+  oauth.stats.reset();
+  const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  expect(answer.credentials['access_token']).toBe('no-refresh-token');
+  expect(oauth.stats.tokenRequestLog).toHaveLength(0);
+  expect((await connections.findById(environmentId(doc.environment_id), doc._id))?.refresh_failure).toBeNull();
+  // Once it no longer outlives a call, it is refused: nothing can renew it.
+  await expect(refresher.ensureFresh({ ...doc, expires_at: new Date(Date.now() + 30_000) }, held, { force: false, vendorJwt: false })).rejects.toMatchObject({ code: 'refresh_token_external_error' });
+});
+
 // Issue 20 (chaos): a refresh whose provider call succeeded but whose store met an outage (the
 // write keys' bucket away with a NATS node) lost the rotated refresh token, the only copy of it:
 // every refresh after it presented the used one, and the provider refused the connection for good.

@@ -279,6 +279,12 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       const { vendorJwt } = flags;
       const force = shouldForce(doc.credentials_type, flags);
       if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force, lifetimeOf(credentials))) return { doc, credentials };
+      // An OAuth 2 token with no refresh token cannot be renewed: it is handed out while it
+      // works, and refused (424 no_refresh_token) once it does not, rather than for its last
+      // quarter of an hour, with a refresh failure charged to the connection.
+      if (!force && doc.credentials_type === 'OAUTH2' && typeof credentials['refresh_token'] !== 'string' && stillValid(doc.expires_at, Date.now())) {
+        return { doc, credentials };
+      }
       if (!force) {
         const refused = refusal(doc);
         if (refused) throw refused;
