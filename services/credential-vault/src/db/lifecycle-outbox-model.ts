@@ -15,6 +15,11 @@ export interface LifecycleOutboxDoc {
   connection: string;
   /** The fact stands once the write happened: the connection exists (created), or is gone (deleted). */
   holds_when: 'present' | 'absent';
+  /**
+   * For a write to a connection that existed before (a reconnect's new credentials): it happened
+   * once the credentials version is above this one, the version the writer read.
+   */
+  credentials_version_above?: number | null;
   /** The contract's subject; the vault publishes only its lifecycle contracts from here. */
   subject: string;
   payload: Record<string, unknown>;
@@ -27,6 +32,7 @@ const lifecycleOutboxSchema = new Schema<LifecycleOutboxDoc>(
     environment_id: { type: String, required: true },
     connection: { type: String, required: true },
     holds_when: { type: String, enum: ['present', 'absent'], required: true },
+    credentials_version_above: { type: Number, default: null },
     subject: { type: String, required: true },
     payload: { type: Schema.Types.Mixed, required: true },
     at: { type: Date, required: true },

@@ -153,7 +153,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
           const tags = { ...existing.tags, ...session.tags };
           const sealed = await deps.credentials.seal(existing, credentials);
           const overridden = { contract: vaultContracts.connectionCreated, payload: { ...connectionEvent(existing), operation: 'override' as const, tags, end_user: session.end_user } };
-          const replaced = await deps.lifecycle.announce(existing, 'present', [overridden], () =>
+          const replaced = await deps.lifecycle.announce(existing, { when: 'present', credentialsVersionAbove: credentialsVersionOf(existing) }, [overridden], () =>
             deps.connections.replaceCredentials(environment, existing._id, credentialsVersionOf(existing), {
               credentials: sealed,
               credentials_type: credentials.type,

@@ -77,7 +77,7 @@ export async function insertConnection(
   ...[environment, integration, credentials, fields, events]: [...NewConnectionArgs, events: (doc: ConnectionDoc) => LifecycleEvent[]]
 ): Promise<ConnectionDoc> {
   const doc = await newConnection(deps, environment, integration, credentials, fields);
-  return deps.lifecycle.announce(doc, 'present', events(doc), () => deps.connections.insert(environment, doc));
+  return deps.lifecycle.announce(doc, { when: 'present' }, events(doc), () => deps.connections.insert(environment, doc));
 }
 
 export interface ConnectionServiceDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'cache' | 'refresher'> {
@@ -130,7 +130,7 @@ export function createConnectionService(deps: ConnectionServiceDeps) {
     /** Deletes a connection: `connection.pre_deletion` first (never waited on long), then `connection.deleted`. */
     async remove(environment: EnvironmentId, doc: ConnectionDoc): Promise<void> {
       await announcePreDeletion(deps, doc);
-      const removed = await deps.lifecycle.announce(doc, 'absent', [{ contract: vaultContracts.connectionDeleted, payload: connectionEvent(doc) }], () =>
+      const removed = await deps.lifecycle.announce(doc, { when: 'absent' }, [{ contract: vaultContracts.connectionDeleted, payload: connectionEvent(doc) }], () =>
         deps.connections.remove(environment, doc._id),
       );
       if (removed) await deps.refresher.forget(doc).catch(() => deps.logger.warn('could not drop the refresh answer kept for a deleted connection', { connection: doc._id }));

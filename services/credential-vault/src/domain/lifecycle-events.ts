@@ -4,7 +4,7 @@ import { vaultContracts, webhookContracts, type PayloadOf } from '@latchkey/cont
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ConnectionDoc } from '../db/connection-model.js';
-import type { ConnectionRepo } from '../db/connection-repo.js';
+import { credentialsVersionOf, type ConnectionRepo } from '../db/connection-repo.js';
 import type { LifecycleOutboxDoc, LifecycleOutboxRepo } from '../db/lifecycle-outbox-model.js';
 
 /** The facts the outbox carries: what follows from them elsewhere has no other trigger. */
@@ -60,13 +60,19 @@ export function createLifecycleEvents(deps: LifecycleEventsDeps) {
      * `false` (nothing changed), drops them. Once the change is made, a publish that fails is
      * logged and left to the sweep: the write stands, and so will its facts.
      */
-    async announce<T>(connection: Pick<ConnectionDoc, '_id' | 'environment_id'>, holdsWhen: 'present' | 'absent', events: LifecycleEvent[], change: () => Promise<T>): Promise<T> {
+    async announce<T>(
+      connection: Pick<ConnectionDoc, '_id' | 'environment_id'>,
+      holds: { when: 'present' | 'absent'; credentialsVersionAbove?: number },
+      events: LifecycleEvent[],
+      change: () => Promise<T>,
+    ): Promise<T> {
       const at = new Date();
       const docs: LifecycleOutboxDoc[] = events.map(({ contract, payload }) => ({
         _id: randomUUID(),
         environment_id: connection.environment_id,
         connection: connection._id,
-        holds_when: holdsWhen,
+        holds_when: holds.when,
+        credentials_version_above: holds.credentialsVersionAbove ?? null,
         subject: contract.subject,
         payload,
         at,
@@ -90,15 +96,18 @@ export function createLifecycleEvents(deps: LifecycleEventsDeps) {
     },
 
     /**
-     * Publishes the facts kept longer than a write's own tries, whose write happened; drops the
-     * others (a write that never happened announces nothing). Returns how many it published.
+     * Publishes the facts kept longer than a write's own tries, whose write happened (the
+     * connection is there, at a newer credentials version when one was named, or is gone); drops
+     * the others (a write that never happened announces nothing). Returns how many it published.
      */
     async sweep(now = new Date()): Promise<number> {
       const due = await deps.outbox.olderThan(new Date(now.getTime() - SWEEP_AFTER_MS), SWEEP_BATCH);
       let published = 0;
       for (const doc of due) {
-        const present = (await deps.connections.findById(environmentId(doc.environment_id), doc.connection)) !== null;
-        if (present === (doc.holds_when === 'present')) {
+        const found = await deps.connections.findById(environmentId(doc.environment_id), doc.connection);
+        const above = doc.credentials_version_above ?? null;
+        const happened = doc.holds_when === 'absent' ? found === null : found !== null && (above === null || credentialsVersionOf(found) > above);
+        if (happened) {
           await publishKept([doc], 0);
           published += 1;
         } else {
