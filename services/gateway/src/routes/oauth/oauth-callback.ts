@@ -63,7 +63,8 @@ export const oauthCallback = defineRoute({
     let outcome: Parameters<typeof resultPage>[0];
     let environmentId: string | undefined;
     const oauth1 = query.oauth_token && query.oauth_verifier ? { oauth_token: query.oauth_token, oauth_verifier: query.oauth_verifier } : undefined;
-    const deniedToken = query.denied ?? (query.oauth_token && !query.oauth_verifier ? query.oauth_token : undefined);
+    // An OAuth 1.0a refusal, never read into an OAuth 2 answer (a `code` with extra parameters).
+    const deniedToken = query.code ? undefined : (query.denied ?? (query.oauth_token && !query.oauth_verifier ? query.oauth_token : undefined));
     if (query.error || deniedToken || (!oauth1 && (!query.code || !query.state))) {
       const reason = query.error
         ? `The provider refused: ${query.error_description ?? query.error}`
