@@ -253,24 +253,30 @@ describe('a run whose job could not be queued because the bus was away', () => {
   }, 60_000);
 });
 
+/** A new schedule of `key` with run `runId` claimed and started on it. */
+async function runningOn(key: { provider_config_key: string; connection_id: string; sync_name: string; variant: string }, runId: string) {
+  await schedules.ensure(env, key, 'every hour', new Date());
+  const schedule = (await schedules.list(env, key.provider_config_key, key.connection_id)).find((doc) => doc.variant === key.variant)!;
+  const claimedAt = new Date();
+  const run = (await schedules.claim(schedule, runId, new Date(claimedAt.getTime() + 3_600_000), claimedAt))!;
+  await schedules.markStarted(run, claimedAt);
+  return { schedule, run };
+}
+
 describe('a schedule removed while its run is in flight (a variant deleted, its connection gone)', () => {
   it('ends the run, so its checkpoint and its end are refused and a schedule made again in its place has no second run beside it', async () => {
     const key = { provider_config_key: 'crm', connection_id: 'c-removed', sync_name: 'tickets', variant: 'eu' };
-    await schedules.ensure(env, key, 'every hour', new Date());
-    const [schedule] = await schedules.list(env, 'crm', 'c-removed');
-    const claimedAt = new Date();
-    const run = await schedules.claim(schedule!, 'removed-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await schedules.markStarted(run!, claimedAt);
+    const { schedule, run } = await runningOn(key, 'removed-run');
 
-    await schedules.remove([schedule!._id]);
+    await schedules.remove([schedule._id]);
     expect((await schedules.getRun(env, 'removed-run'))?.status).toBe('ERROR');
     // The run, still going, learns it is over at its next checkpoint, and its end changes nothing.
-    expect(await schedules.recordProgress(run!, {}, { cursor: 'page-9' }, new Date())).toBe(false);
-    expect(await schedules.finish(run!, { status: 'SUCCESS', results: {}, error: null }, new Date())).toBe(false);
+    expect(await schedules.recordProgress(run, {}, { cursor: 'page-9' }, new Date())).toBe(false);
+    expect(await schedules.finish(run, { status: 'SUCCESS', results: {}, error: null }, new Date())).toBe(false);
     // The variant made again: its schedule (same id) starts afresh, with no checkpoint of the old run.
     await schedules.ensure(env, key, 'every hour', new Date());
     const [again] = await schedules.list(env, 'crm', 'c-removed');
-    expect(again?._id).toBe(schedule!._id);
+    expect(again?._id).toBe(schedule._id);
     expect(again?.checkpoint ?? null).toBeNull();
 
     // The runner, its next write refused, finishes the run as failed: nothing is announced (the
@@ -289,16 +295,11 @@ describe("the leader's whole read of the schedules", () => {
   // Every full read (each rescan, each change of leader) held every schedule's checkpoint, up to
   // 64 KiB each, though the due index needs only their times and state.
   it('leaves out what only a run reads: checkpoints and last results', async () => {
-    const key = { provider_config_key: 'crm', connection_id: 'c-whole-read', sync_name: 'tickets', variant: 'base' };
-    await schedules.ensure(env, key, 'every hour', new Date());
-    const [schedule] = await schedules.list(env, 'crm', 'c-whole-read');
-    const claimedAt = new Date();
-    const run = await schedules.claim(schedule!, 'whole-read-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await schedules.markStarted(run!, claimedAt);
-    expect(await schedules.recordProgress(run!, { Ticket: { added: 1, updated: 0, deleted: 0 } }, { cursor: 'x'.repeat(32_000) }, new Date())).toBe(true);
-    expect((await schedules.getSchedule(schedule!._id))?.checkpoint).toEqual({ cursor: 'x'.repeat(32_000) });
-    const read = (await schedules.all()).find((doc) => doc._id === schedule!._id);
-    expect(read).toMatchObject({ _id: schedule!._id, running: 'whole-read-run', paused: false });
+    const { schedule, run } = await runningOn({ provider_config_key: 'crm', connection_id: 'c-whole-read', sync_name: 'tickets', variant: 'base' }, 'whole-read-run');
+    expect(await schedules.recordProgress(run, { Ticket: { added: 1, updated: 0, deleted: 0 } }, { cursor: 'x'.repeat(32_000) }, new Date())).toBe(true);
+    expect((await schedules.getSchedule(schedule._id))?.checkpoint).toEqual({ cursor: 'x'.repeat(32_000) });
+    const read = (await schedules.all()).find((doc) => doc._id === schedule._id);
+    expect(read).toMatchObject({ _id: schedule._id, running: 'whole-read-run', paused: false });
     expect(Object.keys(read ?? {})).not.toContain('checkpoint');
     expect(Object.keys(read ?? {})).not.toContain('last_results');
   });
