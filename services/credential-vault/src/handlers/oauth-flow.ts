@@ -133,7 +133,6 @@ export function startOAuthHandler(deps: Deps) {
   };
 }
 
-/** The flow behind a state (or OAuth 1 temporary token): known, unused, unexpired, its session live and its integration still allowed. */
 /** Takes a flow by its state, once: unknown, used and expired ones are refused. */
 async function takeFlow(deps: Pick<Deps, 'oauthSessions'>, state: string): Promise<OAuthSessionDoc> {
   const flow = await deps.oauthSessions.consume(state);
@@ -141,6 +140,7 @@ async function takeFlow(deps: Pick<Deps, 'oauthSessions'>, state: string): Promi
   return flow;
 }
 
+/** The flow behind a state (or OAuth 1 temporary token): known, unused, unexpired, its session live and its integration still allowed. */
 async function consumeFlow(deps: Deps, state: string) {
   const flow = await takeFlow(deps, state);
   const session = await deps.sessionService.live({ digest: flow.session_digest });
