@@ -29,6 +29,11 @@ export function runIsOver(run: Pick<SyncRunDoc, 'status'>): boolean {
   return run.status === 'SUCCESS' || run.status === 'ERROR';
 }
 
+/** Whether a run was ended by the scheduler rather than by its runner: its schedule was removed, or another run took its place. */
+export function isAbandoned(run: Pick<SyncRunDoc, 'error'>): boolean {
+  return run.error?.code === 'sync_run_abandoned';
+}
+
 /**
  * The run after one that starts now. Counted from now, not from the missed tick, so a scheduler
  * that was down for hours makes one run, not one per missed interval.

@@ -19,7 +19,7 @@ import type { RecordRepo } from '../db/record-repo.js';
 import type { ScheduleDoc, ScheduleTiming, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
 import { parseFrequency } from '../domain/frequency.js';
-import { nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
+import { isAbandoned, nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
 
 export interface SyncsDeps {
   bus: Bus;
@@ -388,9 +388,6 @@ async function settleOver(deps: Pick<SyncsDeps, 'bus' | 'schedules'>, run: SyncR
   await deps.schedules.free(run);
   if (!isAbandoned(run)) await announceEnd(deps, run, run.finished_at ?? new Date());
 }
-
-/** Ended by the scheduler rather than by its runner: its schedule was removed, or another run took its place. */
-const isAbandoned = (run: SyncRunDoc) => run.error?.code === 'sync_run_abandoned';
 
 /** A sync's `onWebhook` run, announced like a run of its `base` variant (see the contract). */
 export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus' | 'operations'>) {
