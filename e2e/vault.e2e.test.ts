@@ -293,4 +293,29 @@ describe('refresh on fetch against a real OAuth 2 server', () => {
     const read = await api('GET', '/connections/machine?provider_config_key=cc', undefined, readKey);
     expect(read.json.credentials.token).not.toBe('old-cc-token-value');
   });
+
+  it('keeps a client-credentials token whose provider states no lifetime, until the provider refuses it', async () => {
+    oauth.setOptions({ extraTokenFields: { expires_in: undefined } });
+    try {
+      const created = await api('POST', '/connections', {
+        provider_config_key: 'cc',
+        connection_id: 'machine-without-lifetime',
+        credentials: { type: 'OAUTH2_CC', client_id: 'test-client', client_secret: 'test-secret', token: 'expired-cc-token', expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} },
+      });
+      expect(created.status).toBe(201);
+      oauth.stats.reset();
+      const first = await api('GET', '/connections/machine-without-lifetime?provider_config_key=cc', undefined, readKey);
+      expect(first.json.credentials.token).not.toBe('expired-cc-token');
+      expect(first.json.credentials.expires_at ?? null).toBeNull();
+      const second = await api('GET', '/connections/machine-without-lifetime?provider_config_key=cc', undefined, readKey);
+      expect(second.json.credentials.token).toBe(first.json.credentials.token);
+      expect(oauth.stats.grants.client_credentials).toBe(1);
+      // Refused by the provider (the proxy after a 401), it is renewed.
+      const forced = await api('GET', '/connections/machine-without-lifetime?provider_config_key=cc&force_refresh=true', undefined, readKey);
+      expect(forced.json.credentials.token).not.toBe(first.json.credentials.token);
+      expect(oauth.stats.grants.client_credentials).toBe(2);
+    } finally {
+      oauth.setOptions({ extraTokenFields: {} });
+    }
+  });
 });

@@ -16,15 +16,15 @@ describe('refresh policy', () => {
   it('refreshes a short-lived token in the second half of its life, not on every fetch', () => {
     const now = Date.now();
     // Keycloak's default: five minutes.
-    const fiveMinutes = lifetimeOf({ raw: { access_token: 'a', expires_in: 300 } });
-    expect(fiveMinutes).toBe(300_000);
+    const fiveMinutes = { raw: { access_token: 'a', expires_in: 300 } };
+    expect(lifetimeOf(fiveMinutes)).toBe(300_000);
     expect(needsRefresh('OAUTH2', new Date(now + 280_000), now, false, fiveMinutes)).toBe(false);
     expect(needsRefresh('OAUTH2', new Date(now + 140_000), now, false, fiveMinutes)).toBe(true);
     // Never closer to its expiry than two minutes, however short it lives.
-    expect(needsRefresh('OAUTH2', new Date(now + 100_000), now, false, lifetimeOf({ raw: { expires_in: '60' } }))).toBe(true);
+    expect(needsRefresh('OAUTH2', new Date(now + 100_000), now, false, { raw: { expires_in: '60' } })).toBe(true);
     // An hour-long token, or one of unknown life, keeps the 15-minute window.
-    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, lifetimeOf({ raw: { expires_in: 3600 } }))).toBe(true);
-    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, lifetimeOf({ raw: {} }))).toBe(true);
+    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, { raw: { expires_in: 3600 } })).toBe(true);
+    expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, { raw: {} })).toBe(true);
   });
 
   it('hands out a token refreshed ahead only while it outlives the call by a minute', () => {
@@ -44,6 +44,17 @@ describe('refresh policy', () => {
     }
     expect(needsRefresh('APP', null, now, false)).toBe(false);
     expect(needsRefresh('APP', new Date(now + 60_000), now, false)).toBe(true);
+  });
+
+  it('keeps a bought token whose provider stated no lifetime until it is refused, and signs a JWT again', () => {
+    const now = Date.now();
+    expect(needsRefresh('OAUTH2_CC', null, now, false, { token: 'cc-token', raw: { access_token: 'cc-token' } })).toBe(false);
+    expect(needsRefresh('TWO_STEP', null, now, false, { token: 'two-step-token' })).toBe(false);
+    expect(needsRefresh('SIGNATURE', null, now, false, { token: 'signature-token' })).toBe(false);
+    expect(needsRefresh('BILL', null, now, false, { session_id: 'bill-session' })).toBe(false);
+    expect(needsRefresh('OAUTH2_CC', null, now, true, { token: 'cc-token' })).toBe(true);
+    expect(needsRefresh('OAUTH2_CC', null, now, false, { token: '' })).toBe(true);
+    expect(needsRefresh('JWT', null, now, false, { token: 'signed.here.before' })).toBe(true);
   });
 
   it('forces on force_refresh, and on refresh_vendor_app_jwt_token for APP connections only', () => {

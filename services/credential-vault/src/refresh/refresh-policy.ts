@@ -12,26 +12,40 @@ export const REFRESHABLE = new Set(['OAUTH2', 'OAUTH2_CC', 'JWT', 'APP', 'TWO_ST
 
 /**
  * Types whose token the vault makes or buys from the credentials alone: without an expiry
- * (no token yet, or one of unknown lifetime) the first fetch gets one. OAUTH2 and APP without
- * an expiry are taken to be long-lived.
+ * the first fetch gets one. OAUTH2 and APP without an expiry are taken to be long-lived.
  */
 const MADE_WHEN_MISSING = new Set(['OAUTH2_CC', 'JWT', 'TWO_STEP', 'BILL', 'SIGNATURE']);
+
+/**
+ * Of those, the types whose token is bought from a provider, which may not state how long it
+ * lives: such a token, once held, is kept until the provider refuses it (a forced fetch, as the
+ * proxy makes after a 401), not bought again on every fetch. A JWT is signed here, always
+ * with its expiry.
+ */
+const BOUGHT = new Set(['OAUTH2_CC', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
 /** Margin under which a token about to expire counts as expired: it must outlive the call it is handed out for. */
 const STILL_VALID_MARGIN_MS = 60_000;
 /** The narrowest window: a token is refreshed at the latest this long before it expires. */
 const SHORTEST_WINDOW_MS = 2 * STILL_VALID_MARGIN_MS;
 
+/** Whether the credentials hold a token the vault bought (BILL's is its session id). */
+function holdsToken(credentials: Record<string, unknown>): boolean {
+  const token = credentials['token'] ?? credentials['session_id'];
+  return typeof token === 'string' && token !== '';
+}
+
 /**
  * Whether a fetch refreshes the token first: forced, or expiring within the window. The window
- * is 15 minutes, or half the token's life when the provider said it is shorter (`lifetimeMs`,
- * its `expires_in`): a token that lives five minutes is refreshed in its second half, not on
- * every fetch, and never later than two minutes before it expires.
+ * is 15 minutes, or half the token's life when the provider said it is shorter (its
+ * `expires_in`, in `credentials.raw`): a token that lives five minutes is refreshed in its
+ * second half, not on every fetch, and never later than two minutes before it expires.
  */
-export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean, lifetimeMs: number | null = null): boolean {
+export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean, credentials: Record<string, unknown> = {}): boolean {
   if (!REFRESHABLE.has(type)) return false;
   if (force) return true;
-  if (expiresAt === null) return MADE_WHEN_MISSING.has(type);
+  if (expiresAt === null) return MADE_WHEN_MISSING.has(type) && !(BOUGHT.has(type) && holdsToken(credentials));
+  const lifetimeMs = lifetimeOf(credentials);
   const window = lifetimeMs === null ? REFRESH_WINDOW_MS : Math.min(REFRESH_WINDOW_MS, Math.max(SHORTEST_WINDOW_MS, lifetimeMs / 2));
   return expiresAt.getTime() - now <= window;
 }

@@ -17,7 +17,7 @@ import type { Refresher, VaultDeps } from '../domain/vault-deps.js';
 import { settledWithin } from '../domain/settled-within.js';
 import { connectionEvent, expiryOf } from '../domain/views.js';
 import { countRefresh, observeLockWait } from '../vault-metrics.js';
-import { inBackoff, isExhausted, lifetimeOf, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
+import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
 
 export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'connections' | 'integrations' | 'providers'> {
@@ -246,7 +246,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         try {
           const read = await reread(doc);
           const current = (await storeKept(lock, read.doc)) ?? read;
-          if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, lifetimeOf(current.credentials))) return current;
+          if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials)) return current;
           if (force && renewed(current.doc) && !current.doc.refresh_failure) return current;
           const refused = force ? undefined : refusal(current.doc);
           if (refused) throw refused;
@@ -269,7 +269,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);
         if (refused && current.doc.refresh_failure && new Date(current.doc.refresh_failure.last_at).getTime() >= startedAt) throw refused;
-        if (force ? renewed(current.doc) : !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, lifetimeOf(current.credentials))) return current;
+        if (force ? renewed(current.doc) : !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials)) return current;
       }
     }
   }
@@ -278,7 +278,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     async ensureFresh(doc, credentials, flags) {
       const { vendorJwt } = flags;
       const force = shouldForce(doc.credentials_type, flags);
-      if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force, lifetimeOf(credentials))) return { doc, credentials };
+      if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force, credentials)) return { doc, credentials };
       // An OAuth 2 token with no refresh token cannot be renewed: it is handed out while it
       // works, and refused (424 no_refresh_token) once it does not, rather than for its last
       // quarter of an hour, with a refresh failure charged to the connection.
