@@ -26,9 +26,12 @@ export interface CatalogUpstream {
   close(): void;
 }
 
-/** `heldServing`: which serving of `heldPage` waits for `release` (the first by default). */
-export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number; heldServing?: number }): Promise<CatalogUpstream> {
-  const { pages, pageSize, heldPage, heldServing = 1 } = options;
+/**
+ * `heldServing`: which serving of `heldPage` waits for `release` (the first by default);
+ * `nameBytes`: each item's name padded to this length (for batches larger than a NATS message).
+ */
+export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number; heldServing?: number; nameBytes?: number }): Promise<CatalogUpstream> {
+  const { pages, pageSize, heldPage, heldServing = 1, nameBytes = 0 } = options;
   const served = new Map<number, number>();
   const askedAt = new Map<number, number[]>();
   let release: () => void = () => undefined;
@@ -38,7 +41,7 @@ export async function startCatalogUpstream(options: { pages: number; pageSize: n
   const itemsOf = (page: number) =>
     Array.from({ length: pageSize }, (_, index) => {
       const rank = page * pageSize + index;
-      return { id: `item-${rank}`, name: `Item ${rank}`, rank };
+      return { id: `item-${rank}`, name: `Item ${rank}`.padEnd(nameBytes, '.'), rank };
     });
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://upstream');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Scope } from '@latchkey/contracts';
-import { CTX_SCOPES, ENVIRONMENT_GRANTS, guardHost, recordWriteTimeoutMs } from './host.js';
+import { CTX_SCOPES, ENVIRONMENT_GRANTS, guardHost, messageSizedParts, recordWriteTimeoutMs } from './host.js';
 
 /** Host methods that answer their own name: what the guard lets through is what they say. */
 const methods = Object.fromEntries(Object.keys(CTX_SCOPES).map((name) => [name, async () => name])) as Parameters<typeof guardHost>[0];
@@ -37,5 +37,29 @@ describe('recordWriteTimeoutMs', () => {
   it('gives the largest batch (10,000 records) the two minutes a slow database may take', () => {
     expect(recordWriteTimeoutMs(10_000)).toBe(120_000);
     expect(recordWriteTimeoutMs(5_000)).toBeLessThan(120_000);
+  });
+});
+
+describe('messageSizedParts', () => {
+  const record = (id: number, bytes: number) => ({ id: `r-${id}`, pad: 'x'.repeat(bytes) });
+
+  it('cuts a batch into consecutive parts that each fit the budget, in order', () => {
+    const batch = Array.from({ length: 10 }, (_, id) => record(id, 100));
+    const size = JSON.stringify(batch[0]).length + 1;
+    const { parts, tooLarge } = messageSizedParts(batch, size * 3 + 1);
+    expect(tooLarge).toEqual([]);
+    expect(parts.map((part) => part.start)).toEqual([0, 3, 6, 9]);
+    expect(parts.flatMap((part) => part.records)).toEqual(batch);
+    for (const part of parts) expect(Buffer.byteLength(JSON.stringify(part.records))).toBeLessThanOrEqual(size * 3 + 1);
+  });
+
+  it('leaves out a record larger than the budget alone, and keeps each part consecutive', () => {
+    const batch = [record(0, 10), record(1, 10), record(2, 5000), record(3, 10)];
+    const { parts, tooLarge } = messageSizedParts(batch, 1000);
+    expect(tooLarge).toEqual([2]);
+    expect(parts).toEqual([
+      { start: 0, records: [batch[0], batch[1]] },
+      { start: 3, records: [batch[3]] },
+    ]);
   });
 });

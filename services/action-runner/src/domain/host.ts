@@ -8,6 +8,7 @@ import {
   type SyncCheckpoint,
   type ModelCounts,
   type ModelField,
+  type RecordFailure,
   vaultContracts,
   type ProxyRequestMeta,
   type Scope,
@@ -105,6 +106,39 @@ const proxyConfig = z.object({
 const records = z.array(z.record(z.string(), z.unknown())).max(10_000);
 const modelName = z.string().min(1).max(128);
 
+/** Room left in a write's message for its JSON's punctuation and the bus's envelope. */
+const REQUEST_HEADROOM_BYTES = 4 * 1024;
+
+/**
+ * A batch cut, in order, into parts whose records' JSON fits `budget` bytes, each with the index
+ * of its first record; a record larger than `budget` alone goes in no part (`tooLarge`). A batch
+ * is as large as its function made it (10,000 records), a message is not (NATS's max_payload).
+ */
+export function messageSizedParts(records: Array<Record<string, unknown>>, budget: number): { parts: Array<{ start: number; records: Array<Record<string, unknown>> }>; tooLarge: number[] } {
+  const parts: Array<{ start: number; records: Array<Record<string, unknown>> }> = [];
+  const tooLarge: number[] = [];
+  let current: { start: number; records: Array<Record<string, unknown>> } | undefined;
+  let bytes = 0;
+  records.forEach((record, index) => {
+    // Its comma (or the closing bracket) counts too; a part's opening bracket, once.
+    const size = Buffer.byteLength(JSON.stringify(record)) + 1;
+    if (size + 1 > budget) {
+      // The next part starts after it: a part's records stay consecutive in the batch.
+      tooLarge.push(index);
+      current = undefined;
+      return;
+    }
+    if (current === undefined || bytes + size > budget) {
+      current = { start: index, records: [] };
+      parts.push(current);
+      bytes = 1;
+    }
+    current.records.push(record);
+    bytes += size;
+  });
+  return { parts, tooLarge };
+}
+
 /**
  * The host side of a run's context: every way out of the sandbox, bound to one connection.
  * Calls go where the gateway's would: the proxy service over `proxy.request`, the vault for
@@ -172,24 +206,34 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     const fields = sync.models.get(name);
     if (!fields) throw new AppError('invalid_records', `${operation}: "${name}" is not a model of this sync (${[...sync.models.keys()].join(', ')})`);
     if (checked.length === 0) return null;
-    const result = await deps.bus.request(recordsContracts.write, {
+    const request = {
       environment_id: target.environment_id,
       connection_id: target.connection_id,
       provider_config_key: target.provider_config_key,
       model: name,
       variant: sync.variant,
-      mode: operation === 'batchSave' ? 'save' : operation === 'batchUpdate' ? 'update' : 'delete',
-      records: checked,
+      mode: operation === 'batchSave' ? ('save' as const) : operation === 'batchUpdate' ? ('update' as const) : ('delete' as const),
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
       ...(sync.scheduled ? { run_id: sync.scheduled.runId } : {}),
-    }, { timeoutMs: recordWriteTimeoutMs(checked.length) });
-    countWrites(sync.counts, name, result);
-    await sync.scheduled?.report();
+    };
+    const { parts, tooLarge } = messageSizedParts(checked, deps.bus.inlineLimit - Buffer.byteLength(JSON.stringify(request)) - REQUEST_HEADROOM_BYTES);
+    const failed: RecordFailure[] = tooLarge.map((index) => ({
+      index,
+      ...(typeof checked[index]!['id'] === 'string' ? { id: checked[index]!['id'] as string } : {}),
+      errors: [{ code: 'record_too_large', message: `larger than the ${deps.bus.inlineLimit} bytes one write carries` }],
+    }));
+    // In order, one message each: a later part never overtakes an earlier one's records.
+    for (const { start, records: part } of parts) {
+      const result = await deps.bus.request(recordsContracts.write, { ...request, records: part }, { timeoutMs: recordWriteTimeoutMs(part.length) });
+      countWrites(sync.counts, name, result);
+      await sync.scheduled?.report();
+      failed.push(...result.failed.map((failure) => ({ ...failure, index: failure.index + start })));
+    }
     // Fails loudly, after the good records of the batch were written.
-    if (result.failed.length > 0) {
-      const first = result.failed[0]!;
+    if (failed.length > 0) {
+      const first = failed.reduce((earliest, failure) => (failure.index < earliest.index ? failure : earliest));
       const detail = first.errors.map((error) => `${error.path ? `${error.path}: ` : ''}${error.message}`).join('; ');
-      throw new AppError('invalid_records', `${operation}: ${result.failed.length} of ${checked.length} ${name} records are invalid (record ${first.id ?? `#${first.index}`}: ${detail})`);
+      throw new AppError('invalid_records', `${operation}: ${failed.length} of ${checked.length} ${name} records are invalid (record ${first.id ?? `#${first.index}`}: ${detail})`);
     }
     return null;
   };
