@@ -6,6 +6,9 @@
  * `console`, then deletes the globals. `__run` is what the host calls.
  */
 export const PRELUDE = String.raw`
+// One function's scope, not the script's: a later script (the bundle) would see this script's
+// top-level bindings, and with them the host's references.
+(function () {
 'use strict';
 const host = globalThis.__host;
 const logRef = globalThis.__log;
@@ -203,6 +206,7 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
     return JSON.stringify({ ok: false, error: errorOf(error) });
   }
 };
+})();
 `;
 
 /** Wraps a CommonJS bundle so that its default export lands on `__definition`. */

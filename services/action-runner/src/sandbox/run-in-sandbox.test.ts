@@ -83,6 +83,50 @@ describe('runInSandbox', () => {
     expect(next.code).toBe('function_failed');
   });
 
+  it('bounds the context calls a run keeps out at once, in number and in size: their arguments live outside its memory limit', async () => {
+    let out = 0;
+    let peak = 0;
+    let charsOut = 0;
+    let peakChars = 0;
+    const host = {
+      setMetadata: async (value: unknown) => {
+        const chars = JSON.stringify(value ?? null).length;
+        out++;
+        charsOut += chars;
+        peak = Math.max(peak, out);
+        peakChars = Math.max(peakChars, charsOut);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        out--;
+        charsOut -= chars;
+        return null;
+      },
+    };
+    // A thousand calls left unawaited, each with 1 MB of arguments: a gigabyte on the host.
+    const flood = await run(
+      action(`async (ctx) => {
+        const big = 'x'.repeat(1 << 20);
+        const calls = Array.from({ length: 1000 }, () => ctx.setMetadata(big).then(() => 'ok', (error) => error.code));
+        const settled = await Promise.all(calls);
+        return { ok: settled.filter((code) => code === 'ok').length, refused: settled.filter((code) => code === 'function_failed').length };
+      }`),
+      { host, limits: { ...limits, timeoutMs: 10_000 } },
+    );
+    const counts = JSON.parse(flood!) as { ok: number; refused: number };
+    expect(counts.ok + counts.refused).toBe(1000);
+    expect(counts.refused).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(64);
+    expect(peakChars).toBeLessThanOrEqual(32 * (1 << 20));
+    // One call whose arguments alone pass the bound is refused before they are parsed.
+    const huge = await failure(run(action(`async (ctx) => { await ctx.setMetadata('x'.repeat(40 << 20)); }`), { host, limits: { ...limits, memoryMb: 128, timeoutMs: 10_000 } }));
+    expect(huge.code).toBe('function_failed');
+    expect(huge.message).toMatch(/arguments/);
+  }, 30_000);
+
+  it('keeps the host\'s references out of the bundle\'s reach', async () => {
+    const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
+    expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);
+  });
+
   it('stops an endless loop at its timeout, and the next run succeeds', async () => {
     const started = Date.now();
     const error = await failure(run(action(`async () => { for (;;) {} }`), { limits: { ...limits, timeoutMs: 300 } }));

@@ -51,6 +51,14 @@ const MAX_LOG_FIELDS = 16 * 1024;
 /** How often a run's CPU time is looked at (so the CPU bound holds to about this). */
 const CPU_WATCH_MS = 250;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
+/**
+ * Context calls one isolate may have out at once, and the characters of their arguments: those
+ * are copied out of the isolate, past its memory limit, and live on the host until each call
+ * answers, so a function firing calls without awaiting them must meet a bound here. The
+ * characters allow one largest batch (10,000 records of a few KB) at a time.
+ */
+const MAX_CALLS_OUT = 64;
+const MAX_CALL_CHARS_OUT = 32 * 1024 * 1024;
 
 /**
  * Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest,
@@ -102,6 +110,8 @@ interface Loaded {
   outage?: AppError | undefined;
   /** Context calls answering now: a run that ends with one out leaves code to resume in the isolate. */
   pending: number;
+  /** The characters of their arguments. */
+  pendingChars: number;
   idleTimer?: NodeJS.Timeout;
   /** Its CPU time when it was put aside: an idle isolate computes nothing. */
   parkedCpuNs?: bigint;
@@ -197,7 +207,7 @@ export function disposeIdleIsolates(): void {
 async function load(bundle: string, limits: SandboxLimits, started: (isolate: ivm.Isolate) => void): Promise<Loaded> {
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
   started(isolate);
-  const loaded = { isolate, runId: 0, run: undefined, pending: 0 } as unknown as Loaded;
+  const loaded = { isolate, runId: 0, run: undefined, pending: 0, pendingChars: 0 } as unknown as Loaded;
   try {
     const context = await isolate.createContext();
     const jail = context.global;
@@ -205,7 +215,16 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
     await jail.set(
       '__host',
       new ivm.Reference(async (runId: number, method: string, argsJson: string) => {
+        // Refused before anything is parsed or counted: the arguments are dropped at once.
+        const refusal =
+          loaded.pending >= MAX_CALLS_OUT
+            ? `ctx.${method}: ${MAX_CALLS_OUT} context calls are out already; await some before making more`
+            : loaded.pendingChars + argsJson.length > MAX_CALL_CHARS_OUT
+              ? `ctx.${method}: the arguments of the context calls out would pass ${MAX_CALL_CHARS_OUT} characters`
+              : undefined;
+        if (refusal !== undefined) return JSON.stringify({ ok: false, error: { code: 'function_failed', message: refusal } });
         loaded.pending++;
+        loaded.pendingChars += argsJson.length;
         try {
           const run = loaded.runId === runId ? loaded.run : undefined;
           if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
@@ -221,6 +240,7 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
           return JSON.stringify({ ok: false, error: { code: appError.code, message } });
         } finally {
           loaded.pending--;
+          loaded.pendingChars -= argsJson.length;
         }
       }),
     );
