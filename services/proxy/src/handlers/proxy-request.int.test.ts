@@ -101,6 +101,15 @@ describe('what the caller is answered when the provider or the call is out of th
           res.write('data: 1\n\n');
           setTimeout(() => res.end('data: 2\n\n'), 4_000);
           return;
+        case '/early-hints':
+          // An interim 103 first, then, a moment later, the answer.
+          res.writeEarlyHints({ link: '</style.css>; rel=preload' });
+          setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain', 'x-final': '1' }).end('final'), 200);
+          return;
+        case '/early-then-moved':
+          res.writeEarlyHints({ link: '</style.css>; rel=preload' });
+          setTimeout(() => res.writeHead(303, { location: '/target' }).end(), 200);
+          return;
         case '/not-modified':
           return res.writeHead(304, { 'content-encoding': 'gzip', etag: '"v1"' }).end();
         default:
@@ -161,6 +170,18 @@ describe('what the caller is answered when the provider or the call is out of th
     // Its end comes 4 s after its head: an answer inline would have waited for it.
     const { meta } = await answer('events');
     expect(meta).toMatchObject({ ok: true, status: 200, body: { stream: expect.any(String) } });
+  });
+
+  it('waits past an interim 1xx answer (103 Early Hints) for the final one, whose status, headers and body go back', async () => {
+    const { meta, body } = await answer('early-hints');
+    expect(meta).toMatchObject({ ok: true, status: 200 });
+    expect(meta.ok && meta.headers).toEqual(expect.arrayContaining([['x-final', '1']]));
+    expect(body).toBe('final');
+    seen.length = 0;
+    // The final answer is what is followed, retried or replayed.
+    const moved = await answer('early-then-moved');
+    expect(moved).toMatchObject({ meta: { ok: true, status: 200 }, body: 'target' });
+    expect(seen.map((call) => call.url)).toEqual(['/early-then-moved', '/target']);
   });
 
   it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {

@@ -185,6 +185,8 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         abortRequest = abort;
       },
       onHeaders(status, rawHeaders, resume) {
+        // An interim answer (103 Early Hints, 102 Processing) is not the answer: the final one follows.
+        if (status < 200) return true;
         resumeSocket = resume;
         response.status = status;
         for (let i = 0; i + 1 < rawHeaders.length; i += 2) response.headers.push([rawHeaders[i]!.toString('latin1'), rawHeaders[i + 1]!.toString('latin1')]);
