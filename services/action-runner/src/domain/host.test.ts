@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Scope } from '@latchkey/contracts';
-import { CTX_SCOPES, ENVIRONMENT_GRANTS, guardHost, messageSizedParts, recordWriteTimeoutMs } from './host.js';
+import { CTX_SCOPES, ENVIRONMENT_GRANTS, endpointAndParams, guardHost, messageSizedParts, recordWriteTimeoutMs } from './host.js';
 
 /** Host methods that answer their own name: what the guard lets through is what they say. */
 const methods = Object.fromEntries(Object.keys(CTX_SCOPES).map((name) => [name, async () => name])) as Parameters<typeof guardHost>[0];
@@ -61,5 +61,14 @@ describe('messageSizedParts', () => {
       { start: 0, records: [batch[0], batch[1]] },
       { start: 3, records: [batch[3]] },
     ]);
+  });
+});
+
+describe('endpointAndParams', () => {
+  it('keeps the endpoint\'s own query beside params, as written, params winning on a name both give', () => {
+    expect(endpointAndParams('/tickets?status=open&q=a%20b&flag', { cursor: 'c2', limit: 50 })).toEqual({ path: '/tickets', query: 'status=open&q=a%20b&flag&cursor=c2&limit=50' });
+    expect(endpointAndParams('/tickets?cursor=c1&status=open', { cursor: 'c2' })).toEqual({ path: '/tickets', query: 'status=open&cursor=c2' });
+    expect(endpointAndParams('/tickets?status=open', undefined)).toEqual({ path: '/tickets', query: 'status=open' });
+    expect(endpointAndParams('/tickets', { page: 2 })).toEqual({ path: '/tickets', query: 'page=2' });
   });
 });

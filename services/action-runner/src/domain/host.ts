@@ -349,6 +349,36 @@ export function guardHost(methods: Record<CtxMethod, (...args: any[]) => Promise
   return guarded;
 }
 
+/**
+ * A function's endpoint may carry its own query (`/tickets?status=open`) beside `params` (which
+ * `ctx.paginate` adds its cursor and limit to): the call's path, and its query made of the
+ * endpoint's parameters as written, less those `params` names, then `params`. The proxy takes
+ * one query; with the endpoint's dropped, every page after the first lost its filter.
+ */
+export function endpointAndParams(endpoint: string, params: Record<string, string | number | boolean> | undefined): { path: string; query: string } {
+  const at = endpoint.indexOf('?');
+  const given = Object.entries(params ?? {});
+  const added = new URLSearchParams(given.map(([name, value]): [string, string] => [name, String(value)])).toString();
+  if (at < 0) return { path: endpoint, query: added };
+  const named = new Set(given.map(([name]) => name));
+  const kept = endpoint
+    .slice(at + 1)
+    .split('&')
+    .filter((pair) => pair !== '' && !named.has(decodedName(pair)));
+  return { path: endpoint.slice(0, at), query: [...kept, ...(added === '' ? [] : [added])].join('&') };
+}
+
+/** The name of a query's `name=value` pair, decoded as a form decodes it (undecodable: as written). */
+function decodedName(pair: string): string {
+  const eq = pair.indexOf('=');
+  const raw = (eq < 0 ? pair : pair.slice(0, eq)).replaceAll('+', ' ');
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /** `ctx.proxy`: the call through the proxy client, as the gateway's `/proxy` route makes it. */
 async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
   // As given, `Connection` included: the proxy service applies the one header policy to every caller's call.
@@ -361,14 +391,14 @@ async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: s
       if (!headers.some(([name]) => name.toLowerCase() === 'content-type')) headers.push(['Content-Type', 'application/json']);
     }
   }
-  const query = new URLSearchParams(Object.entries(config.params ?? {}).map(([name, value]): [string, string] => [name, String(value)])).toString();
+  const { path, query } = endpointAndParams(config.endpoint, config.params);
   const meta: Omit<ProxyRequestMeta, 'body'> = {
     environment_id: target.environment_id,
     key_id: readerKey,
     connection_id: target.connection_id,
     provider_config_key: target.provider_config_key,
     method: config.method,
-    path: config.endpoint.replace(/^\/+/, ''),
+    path: path.replace(/^\/+/, ''),
     query,
     headers,
     retries: config.retries,
