@@ -47,6 +47,23 @@ export function findFunctions(dir: string): Map<string, string[]> {
   return found;
 }
 
+/** The answer's JSON object, or undefined when it is not one (whatever its status). */
+function readJson(response: Response, text: string): Record<string, any> | undefined {
+  if (!/^application\/([\w.-]+\+)?json\b/i.test(response.headers.get('content-type') ?? '')) return undefined;
+  try {
+    const body: unknown = JSON.parse(text);
+    return body !== null && typeof body === 'object' ? (body as Record<string, any>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Enough of an error page to recognise it, on one line: no markup, no control characters. */
+function excerpt(text: string): string {
+  const flat = text.replace(/<[^>]*>/g, ' ').replace(/[\s\p{Cc}]+/gu, ' ').trim();
+  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat || '(empty)';
+}
+
 /**
  * Bundles every function under `dir` and deploys each integration's set as its next version
  * (`POST /functions/deployments`). Nothing is uploaded unless every file bundles and describes.
@@ -86,11 +103,15 @@ export async function deployDirectory(options: DeployOptions): Promise<DeployedI
       throw new DeployError(`cannot reach Latchkey at ${options.host}: ${cause}`);
     }
     const text = await response.text();
-    const body = text ? (JSON.parse(text) as Record<string, any>) : {};
+    const body = readJson(response, text);
+    if (!body) {
+      // Not Latchkey's answer: an ingress or load balancer in front sends its own error pages.
+      throw new DeployError(`deploying ${upload.provider_config_key} failed: ${response.status} ${response.statusText}, not a JSON answer: ${excerpt(text)}`);
+    }
     if (!response.ok) {
       const error = body['error'] as { code?: string; message?: string; errors?: Array<{ path: string; message: string }> } | undefined;
       const details = (error?.errors ?? []).map((item) => ({ severity: 'error' as const, message: `${item.path}: ${item.message}` }));
-      throw new DeployError(`deploying ${upload.provider_config_key} failed: ${response.status} ${error?.code ?? ''} ${error?.message ?? text}`.trim(), details);
+      throw new DeployError(`deploying ${upload.provider_config_key} failed: ${response.status} ${error?.code ?? ''} ${error?.message ?? excerpt(text)}`.trim(), details);
     }
     const result = body['data'] as DeployedIntegration;
     log(`${result.provider_config_key}: version ${result.version} deployed`);
