@@ -40,7 +40,9 @@ const HEALTH_PORTS: Record<string, string> = {
   'action-runner': '3013',
   'webhook-router': '3014',
 };
-const GATEWAY_SETTINGS = ['PORT', 'PUBLIC_URL', 'BOOTSTRAP_ENVIRONMENT', 'RATE_LIMIT_PER_MINUTE', 'MAX_BODY_BYTES'];
+const GATEWAY_SETTINGS = ['PORT', 'BOOTSTRAP_ENVIRONMENT', 'RATE_LIMIT_PER_MINUTE', 'MAX_BODY_BYTES'];
+/** Services that build public links from PUBLIC_URL (the vault: providers' logo URLs). */
+const PUBLIC_URL_READERS = ['gateway', 'credential-vault', 'action-runner'];
 /** Secret → the one service that reads it, and whether it must be set. */
 const SECRETS: Record<string, { service: string; required: boolean }> = {
   ADMIN_TOKEN: { service: 'gateway', required: true },
@@ -62,8 +64,9 @@ function environment(name: string): Record<string, string | null> {
 
 function expectedVariables(name: string): string[] {
   const own = name === 'gateway' ? GATEWAY_SETTINGS : ['HEALTH_PORT'];
+  const publicUrl = PUBLIC_URL_READERS.includes(name) ? ['PUBLIC_URL'] : [];
   const secrets = Object.keys(SECRETS).filter((secret) => SECRETS[secret]?.service === name);
-  return [...COMMON, ...own, ...secrets];
+  return [...COMMON, ...own, ...publicUrl, ...secrets];
 }
 
 describe('docker-compose.yml', () => {
@@ -84,6 +87,10 @@ describe('docker-compose.yml', () => {
     expect(env['MONGODB_URI']).toMatch(/^mongodb:\/\/mongo:27017\/.*directConnection=true/);
     expect(env['NATS_URL']).toBe('nats://nats:4222');
     if (name !== 'gateway') expect(env['HEALTH_PORT']).toBe(HEALTH_PORTS[name]);
+  });
+
+  it('gives every service that builds public links the same PUBLIC_URL', () => {
+    for (const name of PUBLIC_URL_READERS) expect(environment(name)['PUBLIC_URL']).toBe('${PUBLIC_URL:-http://localhost:3003}');
   });
 
   it.each(Object.entries(SECRETS))('only references %s, in its own service', (secret, { service: owner, required }) => {

@@ -36,6 +36,9 @@ function render(valuesFile: string, ...args: string[]): Manifest[] {
 
 const find = (manifests: Manifest[], kind: string, name: string) => manifests.find((manifest) => manifest.kind === kind && manifest.metadata.name === `latchkey-${name}`);
 
+type Container = { ports: Array<{ name: string; containerPort: number }>; env: Array<{ name: string; value?: string }> };
+const containerOf = (manifests: Manifest[], name: string) => (find(manifests, 'Deployment', name)?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0]!;
+
 const DEPLOYMENT = `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -145,8 +148,6 @@ describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])(
   });
 
   test('opens the gateway\'s metrics port, and renders a ServiceMonitor per service behind a value', () => {
-    type Container = { ports: Array<{ name: string; containerPort: number }>; env: Array<{ name: string; value?: string }> };
-    const containerOf = (manifests: Manifest[], name: string) => (find(manifests, 'Deployment', name)?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0]!;
     const defaults = render('defaults.yaml');
     expect(containerOf(defaults, 'gateway').env).toContainEqual({ name: 'METRICS_PORT', value: '9464' });
     expect(containerOf(defaults, 'gateway').ports).toContainEqual({ name: 'metrics', containerPort: 9464 });
@@ -168,5 +169,46 @@ describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])(
     // Prometheus may reach the metrics ports through the NetworkPolicies.
     const policy = find(monitored, 'NetworkPolicy', 'proxy')!.spec as { ingress: Array<{ ports: Array<{ port: number }>; from: unknown[] }> };
     expect(policy.ingress).toContainEqual({ ports: [{ port: 3011, protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] });
+  });
+
+  test('trusts the ingress controller as the one proxy in front of the gateway, unless the operator says otherwise', () => {
+    // Behind the Ingress every client would otherwise share the controller pod's address, and
+    // one client's failed logins would lock out every other.
+    const hops = (...args: string[]) => containerOf(render('existing-secret.yaml', ...args), 'gateway').env.filter((entry) => entry.name === 'TRUSTED_PROXY_HOPS');
+    expect(hops('--set', 'ingress.enabled=true')).toEqual([{ name: 'TRUSTED_PROXY_HOPS', value: '1' }]);
+    expect(hops()).toEqual([]);
+    expect(hops('--set', 'ingress.enabled=true', '--set-string', 'services.gateway.env.TRUSTED_PROXY_HOPS=2')).toEqual([{ name: 'TRUSTED_PROXY_HOPS', value: '2' }]);
+    expect(containerOf(render('existing-secret.yaml', '--set', 'ingress.enabled=true'), 'proxy').env.map((entry) => entry.name)).not.toContain('TRUSTED_PROXY_HOPS');
+  });
+
+  test('writes publicUrl into every service that builds public links, a service\'s own PUBLIC_URL winning', () => {
+    const publicUrls = (manifests: Manifest[], name: string) => containerOf(manifests, name).env.filter((entry) => entry.name === 'PUBLIC_URL');
+    const manifests = render('existing-secret.yaml', '--set', 'publicUrl=https://x.example');
+    for (const name of ['gateway', 'credential-vault', 'action-runner']) {
+      expect(publicUrls(manifests, name)).toEqual([{ name: 'PUBLIC_URL', value: 'https://x.example' }]);
+    }
+    for (const name of ['proxy', 'sync-scheduler', 'webhook-router']) expect(publicUrls(manifests, name)).toEqual([]);
+    const overridden = render('existing-secret.yaml', '--set', 'publicUrl=https://x.example', '--set', 'services.action-runner.env.PUBLIC_URL=https://runner.example');
+    expect(publicUrls(overridden, 'action-runner')).toEqual([{ name: 'PUBLIC_URL', value: 'https://runner.example' }]);
+  });
+
+  test('with mongodb.perServiceUris, needs the six per-service MongoDB URIs in the Secret instead of the shared one', () => {
+    const services = ['gateway', 'credential-vault', 'proxy', 'sync-scheduler', 'action-runner', 'webhook-router'];
+    const keys = services.map((name) => `MONGODB_URI_${name.toUpperCase().replace(/-/g, '_')}`);
+    const uris = (names: string[]) => names.flatMap((key) => ['--set-string', `secrets.data.${key}=mongodb://${key.toLowerCase()}:password@mongodb:27017/?authSource=admin`]);
+    const perService = ['--set', 'mongodb.uri=', '--set', 'mongodb.perServiceUris=true'];
+    const secret = render('defaults.yaml', ...perService, ...uris(keys)).find((manifest) => manifest.kind === 'Secret') as unknown as { stringData: Record<string, string> };
+    expect(Object.keys(secret.stringData)).toEqual(expect.arrayContaining(keys));
+    expect(secret.stringData).not.toHaveProperty('MONGODB_URI');
+    expect(() => render('defaults.yaml', ...perService, ...uris(keys.slice(0, -1)))).toThrow('secrets.data.MONGODB_URI_WEBHOOK_ROUTER is required');
+    // mongodb.uri (set by default) would be given to every service, the per-service keys ignored.
+    expect(() => render('existing-secret.yaml', '--set', 'mongodb.perServiceUris=true')).toThrow('mongodb.perServiceUris needs mongodb.uri empty');
+  });
+
+  test('keeps every Service name within Kubernetes\' 63 characters, the longest release name included', () => {
+    // latchkey.fullname is cut to 40 characters; the longest name built on it must still fit.
+    const services = render('everything.yaml', '--set', `fullnameOverride=${'f'.repeat(40)}`).filter((manifest) => manifest.kind === 'Service');
+    expect(services).toHaveLength(7);
+    expect(services.map((service) => service.metadata.name).filter((name) => name.length > 63)).toEqual([]);
   });
 });

@@ -5,7 +5,8 @@
 
 {{/*
 The prefix of every object name: the release name, with the chart name added unless the
-release name already contains it. Kept short so "<fullname>-credential-vault" fits in 63.
+release name already contains it. Kept short so "<fullname>-credential-vault" fits in 63
+(the metrics Services, one suffix longer, cut it further: servicemonitor.yaml).
 */}}
 {{- define "latchkey.fullname" -}}
 {{- if .Values.fullnameOverride }}
@@ -52,6 +53,11 @@ app.kubernetes.io/component: {{ . }}
 {{- else }}
 {{- fail "set secrets.existingSecret (a Secret you manage) or secrets.data (the chart creates one); see values.yaml" }}
 {{- end }}
+{{- end }}
+
+{{/* The Secret key of one service's own MongoDB URI (mongodb.perServiceUris): MONGODB_URI_<SERVICE>. */}}
+{{- define "latchkey.mongodbUriKey" -}}
+{{- printf "MONGODB_URI_%s" (. | upper | replace "-" "_") }}
 {{- end }}
 
 {{/* Seconds a pod may take to stop: its preStop pause, the service's drain deadline, a margin. */}}
