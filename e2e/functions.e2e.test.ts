@@ -314,6 +314,10 @@ describe('lifecycle functions', () => {
     expect(unsubscribe?.method).toBe('DELETE');
     expect(unsubscribe?.headers['x-api-key']).toBe('key-2');
     expect((await api('GET', '/connections/conn-2?provider_config_key=api')).status).toBe(404);
+    // The operators' log says that it failed, not what the customer's code said (it may print anything).
+    const runnerLog = stack.services.find((service) => service.service === 'action-runner')!.output();
+    expect(runnerLog).toContain('a lifecycle function failed');
+    expect(runnerLog).not.toContain('the provider refused to unsubscribe');
     // The runner had seen conn-2 exist; the deletion makes it forget.
     await eventually(async () => ((await trigger('echo', undefined, { 'connection-id': 'conn-2' })).status === 404 ? true : undefined), 5000, 'unknown_connection');
   });

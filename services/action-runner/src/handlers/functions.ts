@@ -111,7 +111,10 @@ async function runLifecycle(
       if (signal?.aborted) throw error;
       failed++;
       const appError = toAppError(error);
-      deps.logger.warn('a lifecycle function failed', { event, function: `${target.provider_config_key}/${name}`, code: appError.code, message: appError.message });
+      // The code only: the message of a function's own failure is what its code threw, which may
+      // print anything (a secret); it goes to the debug log, like the function's own log lines.
+      deps.logger.warn('a lifecycle function failed', { event, function: `${target.provider_config_key}/${name}`, code: appError.code });
+      deps.logger.debug('a lifecycle function failed: its message', { event, function: `${target.provider_config_key}/${name}`, detail: appError.message });
     }
   }
   return { ran: names.length, failed };
@@ -154,7 +157,9 @@ export function webhookHandler(deps: FunctionDeps) {
         if (signal.aborted) throw error;
         const appError = toAppError(error);
         failure = { code: appError.code, message: appError.message.slice(0, 2000) };
-        deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code, message: appError.message });
+        // As a lifecycle function's failure: the code here, the function's message at debug only.
+        deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code });
+        deps.logger.debug('a sync\'s onWebhook failed: its message', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, detail: appError.message });
       }
       // Announced like a run (once per webhook and sync): changed models send the `sync` webhook, a failure shows on the connection.
       if (failure || Object.keys(counts).length > 0) {
