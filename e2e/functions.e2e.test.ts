@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { jetstream } from '@nats-io/jetstream';
 import { bundleFunction, describeBundle } from '@latchkey/cli';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
-import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { repoRoot, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { deployWithCli, eventually, FUNCTIONS_DIR, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
@@ -33,26 +35,43 @@ function trigger(action: string, input?: unknown, headers: Record<string, string
 const pagedProviderYaml = (baseUrl: string) =>
   `loopback-paged:\n  display_name: Loopback paged\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${baseUrl}\n    headers:\n      X-Api-Key: \${apiKey}\n    paginate:\n      type: link\n      response_path: items\n      limit_name_in_request: limit\n`;
 
+/**
+ * A provider that takes every order and breaks off before answering (each connection is reset):
+ * whether it placed the order, its caller cannot know.
+ */
+let ordersTaken = 0;
+const breakingProvider = createServer((req) => {
+  ordersTaken++;
+  req.socket.destroy();
+});
+
 beforeAll(async () => {
   upstream = await startUpstreamApi();
+  await new Promise<void>((resolve) => breakingProvider.listen(0, '127.0.0.1', resolve));
+  const breakingUrl = `http://127.0.0.1:${(breakingProvider.address() as AddressInfo).port}`;
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${pagedProviderYaml(upstream.url)}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000', FUNCTION_MEMORY_MB: '64' },
+    env: { PROVIDERS_FILE: writeProvidersFile(`${apiKeyProviderYaml(upstream.url)}${pagedProviderYaml(upstream.url)}${apiKeyProviderYaml(breakingUrl, 'loopback-orders')}`), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000', FUNCTION_MEMORY_MB: '64' },
     // Integration webhook URLs are built from PUBLIC_URL, as the gateway builds them.
     serviceEnv: { 'action-runner': { PUBLIC_URL: PUBLIC_URL } },
   });
   client = new Latchkey({ host: stack.url, apiKey: stack.bootstrapKey });
   await seedApiKeyConnection(stack, 'api', 'conn-1', 'upstream-key-123');
   await deployWithCli(FUNCTIONS_DIR, stack);
+  await api('POST', '/integrations', { provider: 'loopback-orders', unique_key: 'orders' });
+  await api('POST', '/connections', { provider_config_key: 'orders', connection_id: 'shop-1', credentials: { type: 'API_KEY', apiKey: 'orders-key' } });
+  await deployWithCli(join(repoRoot(), 'e2e', 'failing-provider-functions'), stack);
 }, 120_000);
 
 afterAll(async () => {
   await stack?.dispose();
   await upstream?.close();
+  await new Promise((resolve) => breakingProvider.close(resolve));
 });
 
 describe('deploy and scripts config', () => {
   it('lists what the CLI deployed: syncs with models and fields, actions, lifecycle functions', async () => {
-    const config = await client.getScriptsConfig();
+    // The `orders` integration's one action aside (its own test is below).
+    const config = (await client.getScriptsConfig()).filter((item) => item.providerConfigKey !== 'orders');
     expect(config).toHaveLength(1);
     const entry = config[0]!;
     expect(entry).toMatchObject({ providerConfigKey: 'api', version: 1 });
@@ -156,6 +175,21 @@ describe('actions', () => {
     const foreign = await http(`${stack.url}${handle.statusUrl}`, { token: otherKey.json.data.secret });
     expect(foreign.status).toBe(404);
     expect(foreign.json.error.code).toBe('unknown_action_run');
+  });
+
+  it('runs an async action once when the provider breaks off: the provider\'s failure is the outcome, not an outage to run it again for', async () => {
+    ordersTaken = 0;
+    const queued = await trigger('place-order', undefined, { 'x-async': 'true', 'connection-id': 'shop-1', 'provider-config-key': 'orders' });
+    expect(queued.status).toBe(202);
+    const { statusUrl } = (await queued.json()) as { statusUrl: string };
+    const result = await eventually(async () => {
+      const answer = await api('GET', statusUrl);
+      return answer.status === 202 ? undefined : answer;
+    }, 30_000, 'the async action to end');
+    expect(result.json.error).toMatchObject({ code: 'function_failed', message: expect.stringContaining('could not be reached') });
+    // Given time to be run again, it is not: the provider saw the order once.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(ordersTaken).toBe(1);
   });
 
   it('refuses an output over 10 MB, synchronously and asynchronously', async () => {
@@ -366,7 +400,7 @@ describe('redeploy', () => {
     expect(deployed.json.data).toEqual({ provider_config_key: 'api', version: 2, functions: [{ name: 'double', type: 'action' }] });
     expect(await (await trigger('double', { n: 1 })).json()).toEqual({ doubled: 2 });
     expect((await trigger('echo')).status).toBe(404);
-    const [entry] = await client.getScriptsConfig();
+    const entry = (await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api');
     expect(entry).toMatchObject({ version: 2, syncs: [], onEventScripts: [] });
     const unknown = await api('POST', '/functions/deployments', { provider_config_key: 'nope', functions: [] });
     expect(unknown.json.error.code).toBe('unknown_provider_config');

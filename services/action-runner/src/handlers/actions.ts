@@ -97,6 +97,14 @@ export function runAsyncActionHandler(deps: ActionDeps) {
   };
 }
 
+/**
+ * An outage of ours (the bus, a service, a database away), after which an async action is run
+ * again. A provider's failure (`upstream_timeout`, `upstream_unreachable`: retryable for a
+ * caller who chooses to) is the run's outcome: the provider may have done what was asked, and
+ * an action is not known to be safe to run twice (a proxy call is not retried unless asked).
+ */
+const isOurOutage = (error: AppError) => error.retryable && !error.code.startsWith('upstream_');
+
 /** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
 async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage, signal: AbortSignal): Promise<ActionRunDoc> {
   const environment = environmentId(run.environment_id);
@@ -113,7 +121,7 @@ async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage, sig
     if (signal.aborted) throw error;
     const appError = toAppError(error);
     // The bus or a service was away: try again later, unless it has failed too often.
-    if (appError.retryable && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
+    if (isOurOutage(appError) && msg.info.deliveryCount < MAX_DELIVERIES) throw appError;
     outcome = { status: 'failed', output_json: null, error: { code: appError.code, message: appError.message } };
   }
   await deps.runs.finish(environment, run._id, outcome);
