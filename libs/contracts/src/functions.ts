@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
+import { modelName } from './records.js';
 import { SCOPES } from './scopes.js';
 
 const environment_id = z.string().min(1);
@@ -65,6 +66,12 @@ export const deploymentBody = z
       const key = `${fn.description.type}:${fn.description.name}`;
       if (seen.has(key)) ctx.addIssue({ code: 'custom', message: `two ${fn.description.type}s are named ${fn.description.name}`, path: ['functions', index, 'description', 'name'] });
       seen.add(key);
+      // Checked here, not in `functionDescription`: deployments stored before still read back.
+      if (fn.description.type !== 'sync') return;
+      fn.description.models.forEach((model, at) => {
+        const checked = modelName.safeParse(model.name);
+        if (!checked.success) ctx.addIssue({ code: 'custom', message: `model "${model.name.slice(0, 128)}": ${checked.error.issues[0]?.message ?? 'not a model name'}`, path: ['functions', index, 'description', 'models', at, 'name'] });
+      });
     });
   });
 export type DeploymentBody = z.infer<typeof deploymentBody>;
