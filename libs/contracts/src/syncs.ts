@@ -151,7 +151,14 @@ export const syncContracts = {
   /** `POST /sync/trigger`: one run now of each named sync (all when empty) for one or all connections. */
   trigger: defineRequest(
     'sync.trigger',
-    z.object({ ...target, variant: variant.optional(), full_resync: z.boolean() }),
+    z.object({
+      ...target,
+      variant: variant.optional(),
+      /** The records and the checkpoint are cleared first (`full_refresh_and_clear_cache`, `full_resync`). */
+      full_resync: z.boolean(),
+      /** The checkpoint only is cleared first, the records kept (`full_refresh`). */
+      reset_checkpoint: z.boolean().optional(),
+    }),
     z.object({ queued: z.number().int() }),
   ),
   /** `POST /sync/start` and `/sync/pause`. */

@@ -4,12 +4,13 @@ import { createBus, createKvLocks, ensureStreams, openKv, WRITE_KEYS, type Bus }
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
-import { STREAMS, syncContracts } from '@latchkey/contracts';
+import { STREAMS, syncContracts, vaultContracts } from '@latchkey/contracts';
+import { createDeploymentRepo } from '../db/deployment-repo.js';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { serializedScheduleWrites } from '../domain/schedule-writes.js';
-import { beginRunHandler, finishRunHandler, startRun, type SyncsDeps } from './syncs.js';
+import { beginRunHandler, finishRunHandler, startRun, triggerHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -302,5 +303,44 @@ describe("the leader's whole read of the schedules", () => {
     expect(read).toMatchObject({ _id: schedule._id, running: 'whole-read-run', paused: false });
     expect(Object.keys(read ?? {})).not.toContain('checkpoint');
     expect(Object.keys(read ?? {})).not.toContain('last_results');
+  });
+});
+
+describe('POST /sync/trigger, by sync_mode', () => {
+  // The vault, played by its own identity, knows connection `c-mode` (numeric id 7).
+  const MODE_SCOPE: RecordScope = { environment: env, connection: 7, model: 'Ticket', variant: 'base' };
+  const key = { provider_config_key: 'crm', connection_id: 'c-mode', sync_name: 'tickets', variant: 'base' };
+
+  /** A schedule whose last run saved records and left a checkpoint, then ended. */
+  async function withCheckpointAndRecords(runId: string) {
+    const { schedule, run } = await runningOn(key, runId);
+    const first = await records.reserve(MODE_SCOPE, 2);
+    const now = new Date();
+    await records.insertNew(MODE_SCOPE, [0, 1].map((n) => ({ external_id: `m-${runId}-${n}`, payload: '{}', hash: `h-${n}`, first_seen_at: now, last_modified_at: now, last_action: 'ADDED' as const, deleted_at: null, pruned_at: null, seq: first + n })));
+    await records.reveal(MODE_SCOPE, first + 1);
+    expect(await schedules.recordProgress(run, {}, { page: 9 }, now)).toBe(true);
+    expect(await schedules.finish(run, { status: 'SUCCESS', results: {}, error: null }, now)).toBe(true);
+    return schedule;
+  }
+
+  it('full_refresh starts the sync over from no checkpoint, and keeps its records', async () => {
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 7, connection_id, provider_config_key, provider: 'crm' }));
+    await vault.flush();
+    try {
+      const deployments = createDeploymentRepo(connection);
+      await deployments.insertNext(env, 'crm', [
+        { type: 'sync', name: 'tickets', description: { type: 'sync', name: 'tickets', frequency: 'every hour', models: [{ name: 'Ticket', fields: [{ name: 'id', type: 'string' }] }], webhook_subscriptions: [] }, bundle: 'module.exports = {}' },
+      ]);
+      const trigger = triggerHandler({ bus, logger, deployments, schedules, records, minFrequencyMs: 60_000, operations: { record: () => undefined } });
+
+      const refreshed = await withCheckpointAndRecords('mode-run-1');
+      const before = await records.count(MODE_SCOPE);
+      expect(await trigger({ environment_id: env, provider_config_key: 'crm', syncs: ['tickets'], connection_id: 'c-mode', full_resync: false, reset_checkpoint: true })).toEqual({ queued: 1 });
+      expect((await schedules.getSchedule(refreshed._id))?.checkpoint ?? null).toBeNull();
+      expect(await records.count(MODE_SCOPE)).toBe(before);
+    } finally {
+      await vault.close();
+    }
   });
 });

@@ -194,7 +194,11 @@ export function triggerHandler(deps: SyncsDeps) {
       // and takes the schedule back from a run that was lost (`claim`), as the scheduler loop
       // does for overdue ones. A full resync clears only once the schedule is claimed: a run the
       // scheduler started since the list was read keeps its records, and this trigger queues nothing.
-      const prepare = request.full_resync ? () => startOver(deps, environment, schedule, syncs.find((item) => item.name === schedule.sync_name)) : undefined;
+      const prepare = request.full_resync
+        ? () => startOver(deps, environment, schedule, syncs.find((item) => item.name === schedule.sync_name))
+        : request.reset_checkpoint
+          ? async () => void (await deps.schedules.clearCheckpoint(schedule._id))
+          : undefined;
       if (await startRun(deps, schedule, now, prepare)) queued++;
     }
     return { queued };

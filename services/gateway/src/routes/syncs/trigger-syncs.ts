@@ -5,7 +5,9 @@ import { syncSelection, variantName } from './sync-body.js';
 
 /**
  * `POST /sync/trigger`: one run now of each named sync, unless one is in flight. `full_resync`
- * (or `sync_mode: full_refresh_and_clear_cache`) first clears the records of the sync's models.
+ * (or `sync_mode: full_refresh_and_clear_cache`) first clears the records of the sync's models
+ * and its checkpoint; `sync_mode: full_refresh` the checkpoint only (the run reads everything
+ * again, and finds what it already holds unchanged); `incremental` goes on from the checkpoint.
  */
 export const triggerSyncs = defineRoute({
   method: 'post',
@@ -33,6 +35,7 @@ export const triggerSyncs = defineRoute({
       ...(body.connection_id === undefined ? {} : { connection_id: body.connection_id }),
       ...(body.sync_variant === undefined ? {} : { variant: body.sync_variant }),
       full_resync: body.full_resync === true || body.sync_mode === 'full_refresh_and_clear_cache',
+      ...(body.sync_mode === 'full_refresh' ? { reset_checkpoint: true } : {}),
     });
     return { body: { success: true } };
   },
