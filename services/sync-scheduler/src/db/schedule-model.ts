@@ -48,6 +48,8 @@ const scheduleSchema = new Schema<ScheduleDoc>(
     last_finished_at: { type: Date, default: null },
     last_results: { type: Schema.Types.Mixed, default: {} },
     last_error: { type: Schema.Types.Mixed, default: null },
+    // Its JSON text: a function's keys may hold '.' or start with '$', which document databases
+    // refuse in field names (FerretDB always). A schedule saved before holds the object itself.
     checkpoint: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
   },

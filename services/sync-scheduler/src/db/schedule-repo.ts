@@ -30,6 +30,12 @@ export interface ScheduleRepoOptions {
   onChange?: (ids: readonly string[]) => void;
 }
 
+/** A stored checkpoint: its JSON text, or the object a schedule saved before held. */
+function checkpointOf(stored: unknown): Record<string, unknown> | null {
+  if (typeof stored === 'string') return JSON.parse(stored) as Record<string, unknown>;
+  return stored !== null && typeof stored === 'object' ? (stored as Record<string, unknown>) : null;
+}
+
 export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptions = {}) {
   const staleRunMs = options.staleRunMs ?? 3_600_000;
   const unstartedRunMs = Math.min(options.unstartedRunMs ?? 120_000, staleRunMs);
@@ -38,6 +44,11 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
   const slots = runSlotModel(mongo);
   const changed = (...ids: string[]) => {
     if (ids.length > 0) options.onChange?.(ids);
+  };
+  /** A schedule whole, its checkpoint read back from its JSON text. */
+  const readSchedule = async (scheduleId: string): Promise<ScheduleDoc | null> => {
+    const doc = await schedules.findById(scheduleId).lean<Omit<ScheduleDoc, 'checkpoint'> & { checkpoint: unknown }>().exec();
+    return doc === null ? null : { ...doc, checkpoint: checkpointOf(doc.checkpoint) };
   };
   /**
    * Frees the schedule of a run that is over, if it still names that run: `finish`'s last step,
@@ -60,7 +71,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       await slots.init();
     },
     idOf,
-    get: (environment: EnvironmentId, target: ScheduleTarget) => schedules.findById(idOf(environment, target)).lean<ScheduleDoc>().exec(),
+    get: (environment: EnvironmentId, target: ScheduleTarget) => readSchedule(idOf(environment, target)),
     /** Creates the schedule when absent (idempotent); an existing one keeps its state but takes the deployment's frequency. */
     async ensure(environment: EnvironmentId, target: ScheduleTarget, frequency: string, firstRunAt: Date): Promise<'created' | 'existing'> {
       const _id = idOf(environment, target);
@@ -92,9 +103,10 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     /** The schedules of an integration, optionally of one connection (all variants). */
     list: (environment: EnvironmentId, providerConfigKey: string, connectionId?: string) =>
       schedules
-        .find({ environment_id: environment, provider_config_key: providerConfigKey, ...(connectionId === undefined ? {} : { connection_id: connectionId }) })
+        // Without checkpoints (up to 64 KiB each): only a run reads its own (`getSchedule`).
+        .find({ environment_id: environment, provider_config_key: providerConfigKey, ...(connectionId === undefined ? {} : { connection_id: connectionId }) }, { checkpoint: 0 })
         .sort({ connection_id: 1, sync_name: 1, variant: 1 })
-        .lean<ScheduleDoc[]>()
+        .lean<Array<Omit<ScheduleDoc, 'checkpoint'>>>()
         .exec(),
     /**
      * Every schedule, for the leader's due index: one read of the whole collection
@@ -235,12 +247,12 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       const live = await runs.updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { results } }).exec();
       if (live.matchedCount !== 1) return false;
       await slots.updateOne({ _id: run.schedule_id, run_id: run._id }, { $set: { claimed_at: at } }).exec();
-      if (checkpoint !== undefined) await schedules.updateOne({ _id: run.schedule_id }, { $set: { checkpoint } }).exec();
+      if (checkpoint !== undefined) await schedules.updateOne({ _id: run.schedule_id }, { $set: { checkpoint: checkpoint === null ? null : JSON.stringify(checkpoint) } }).exec();
       return true;
     },
     /** Forgets a schedule's checkpoint (a full resync starts from the beginning). */
     clearCheckpoint: (scheduleId: string) => schedules.updateOne({ _id: scheduleId }, { $set: { checkpoint: null } }).exec(),
-    getSchedule: (scheduleId: string) => schedules.findById(scheduleId).lean<ScheduleDoc>().exec(),
+    getSchedule: readSchedule,
     /**
      * Records a run's outcome and frees its schedule. The status filter keeps a repeated report
      * from changing a finished run in the usual case; only the first report is announced.

@@ -278,7 +278,7 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     await schedules.ensure(env, key, 'every hour', new Date());
     const [again] = await schedules.list(env, 'crm', 'c-removed');
     expect(again?._id).toBe(schedule._id);
-    expect(again?.checkpoint ?? null).toBeNull();
+    expect((await schedules.getSchedule(schedule._id))?.checkpoint).toBeNull();
 
     // The runner, its next write refused, finishes the run as failed: nothing is announced (the
     // vault would mark the connection's sync failed, for a variant that no longer runs).
@@ -289,6 +289,16 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: syncContracts.runFailed.subject }).catch(() => undefined);
     await observer.close();
     expect(last?.json<{ run_id: string }>().run_id).not.toBe('removed-run');
+  });
+});
+
+describe('a checkpoint', () => {
+  // Any JSON object is a checkpoint; a document database's rules on field names are not the function's concern.
+  it('is kept as the function saved it, whatever its keys and nesting', async () => {
+    const { schedule, run } = await runningOn({ provider_config_key: 'crm', connection_id: 'c-checkpoint-keys', sync_name: 'tickets', variant: 'base' }, 'checkpoint-keys-run');
+    const checkpoint = { 'filter.since': '2026-11-01', $cursor: 'abc', cursors: [['a', 1], ['b', 2]], nested: { 'x.y': { $z: null } } };
+    expect(await schedules.recordProgress(run, {}, checkpoint, new Date())).toBe(true);
+    expect((await schedules.getSchedule(schedule._id))?.checkpoint).toEqual(checkpoint);
   });
 });
 

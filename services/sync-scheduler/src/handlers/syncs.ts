@@ -176,7 +176,7 @@ async function giveBack(deps: Pick<SyncsDeps, 'schedules'>, run: SyncRunDoc): Pr
 }
 
 /** Clears a schedule's records and checkpoint: the next run starts from the beginning. */
-async function startOver(deps: SyncsDeps, environment: EnvironmentId, schedule: ScheduleDoc, sync: SyncDescription | undefined): Promise<void> {
+async function startOver(deps: SyncsDeps, environment: EnvironmentId, schedule: Pick<ScheduleDoc, '_id' | 'connection_id' | 'provider_config_key' | 'variant'>, sync: SyncDescription | undefined): Promise<void> {
   const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
   for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
   // Starting over means from the beginning: the function finds no checkpoint.
@@ -212,7 +212,7 @@ export function setPausedHandler(deps: SyncsDeps) {
   };
 }
 
-function statusOf(schedule: ScheduleDoc): SyncStatusEntry['status'] {
+function statusOf(schedule: Omit<ScheduleDoc, 'checkpoint'>): SyncStatusEntry['status'] {
   if (schedule.running !== null) return 'RUNNING';
   if (schedule.paused) return 'PAUSED';
   return schedule.last_status ?? 'STOPPED';
