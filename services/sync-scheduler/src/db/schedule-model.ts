@@ -9,6 +9,11 @@ export interface ScheduleDoc {
   environment_id: string;
   provider_config_key: string;
   connection_id: string;
+  /**
+   * The vault's numeric id of the connection it was made for: a name deleted and taken again is
+   * another connection, whose schedules start afresh. Null on a schedule made before it was kept.
+   */
+  connection?: number | null;
   sync_name: string;
   variant: string;
   /** The deployment's frequency. */
@@ -37,6 +42,7 @@ const scheduleSchema = new Schema<ScheduleDoc>(
     environment_id: { type: String, required: true },
     provider_config_key: { type: String, required: true },
     connection_id: { type: String, required: true },
+    connection: { type: Number, default: null },
     sync_name: { type: String, required: true },
     variant: { type: String, required: true },
     frequency: { type: String, required: true },

@@ -72,14 +72,19 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     },
     idOf,
     get: (environment: EnvironmentId, target: ScheduleTarget) => readSchedule(idOf(environment, target)),
-    /** Creates the schedule when absent (idempotent); an existing one keeps its state but takes the deployment's frequency. */
-    async ensure(environment: EnvironmentId, target: ScheduleTarget, frequency: string, firstRunAt: Date): Promise<'created' | 'existing'> {
+    /**
+     * Creates the schedule when absent (idempotent); an existing one keeps its state but takes the
+     * deployment's frequency, and `connection` (the vault's numeric id of the connection) when it
+     * had none. One made for another connection of the name is left as it is: the caller removes it.
+     */
+    async ensure(environment: EnvironmentId, target: ScheduleTarget, frequency: string, firstRunAt: Date, connection?: number): Promise<'created' | 'existing'> {
       const _id = idOf(environment, target);
       try {
         await schedules.create({
           _id,
           environment_id: environment,
           ...target,
+          connection: connection ?? null,
           frequency,
           frequency_override: null,
           paused: false,
@@ -96,7 +101,9 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         return 'created';
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
-        await schedules.updateOne({ _id }, { $set: { frequency } }).exec();
+        if (connection === undefined) await schedules.updateOne({ _id }, { $set: { frequency } }).exec();
+        // `null` matches a schedule without the field too.
+        else await schedules.updateOne({ _id, connection: { $in: [null, connection] } }, { $set: { frequency, connection } }).exec();
         return 'existing';
       }
     },

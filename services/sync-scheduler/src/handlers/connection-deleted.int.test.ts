@@ -5,7 +5,9 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
+import { createDeploymentRepo } from '../db/deployment-repo.js';
 import { connectionDeletedHandler } from './connection-deleted.js';
+import { connectionCreatedHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -17,9 +19,10 @@ const env = environmentId('env_a');
 const scopeOf = (connection: number): RecordScope => ({ environment: env, connection, model: 'Ticket', variant: 'base' });
 const event = (id: number, connectionId: string) => ({ environment_id: 'env_a', id, connection_id: connectionId, provider_config_key: 'crm', provider: 'crm' });
 
-async function seed(id: number, connectionId: string): Promise<void> {
+/** `legacy`: schedules as they were made before they kept their connection's numeric id. */
+async function seed(id: number, connectionId: string, options: { legacy?: boolean } = {}): Promise<void> {
   for (const sync_name of ['tickets', 'users']) {
-    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: connectionId, sync_name, variant: 'base' }, 'every hour', new Date());
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: connectionId, sync_name, variant: 'base' }, 'every hour', new Date(), options.legacy ? undefined : id);
   }
   const scope = scopeOf(id);
   const first = await records.reserve(scope, 3);
@@ -77,13 +80,42 @@ describe('connection.deleted', () => {
     expect(await records.count(scopeOf(8))).toBe(3);
   });
 
-  it('leaves the schedules of a new connection that took the name, and still deletes the old one\'s records', async () => {
-    await seed(17, 'reused');
-    await seed(18, 'reused');
+  it('leaves the schedules (made before they kept their connection\'s id) of a new connection that took the name, and still deletes the old one\'s records', async () => {
+    await seed(17, 'reused', { legacy: true });
+    await seed(18, 'reused', { legacy: true });
     const handle = connectionDeletedHandler({ schedules, records, logger, holderOf: async () => 18 });
     await handle(event(17, 'reused'));
     expect(await schedules.list(env, 'crm', 'reused')).toHaveLength(2);
     expect(await records.count(scopeOf(17))).toBe(0);
     expect(await records.count(scopeOf(18))).toBe(3);
+  });
+});
+
+describe('a name deleted and taken again at once', () => {
+  // DELETE then POST of the same connection_id: the new connection's creation may be heard first.
+  it('starts the new connection afresh, its creation heard before the old one\'s deletion: no schedule, checkpoint or run of the old one carries over', async () => {
+    const deployments = createDeploymentRepo(connection);
+    const sync = (name: string) => ({ type: 'sync' as const, name, description: { type: 'sync' as const, name, frequency: 'every hour', models: [{ name: 'Ticket', fields: [{ name: 'id', type: 'string' }] }], webhook_subscriptions: [] }, bundle: 'module.exports = {}' });
+    await deployments.insertNext(env, 'crm', [sync('tickets'), sync('users')]);
+    await seed(27, 'again');
+    // The old connection's run is in flight and has a checkpoint.
+    const [old] = (await schedules.list(env, 'crm', 'again')).filter((schedule) => schedule.sync_name === 'tickets');
+    const claimedAt = new Date();
+    const run = (await schedules.claim(old!, 'old-connection-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt))!;
+    await schedules.markStarted(run, claimedAt);
+    expect(await schedules.recordProgress(run, {}, { page: 40 }, new Date())).toBe(true);
+
+    await connectionCreatedHandler({ schedules, deployments, logger } as unknown as SyncsDeps)(event(28, 'again'));
+    const fresh = await schedules.list(env, 'crm', 'again');
+    expect(fresh.map((schedule) => schedule.connection).sort()).toEqual([28, 28]);
+    expect((await schedules.getSchedule(old!._id))?.checkpoint).toBeNull();
+    expect(fresh.every((schedule) => schedule.running === null)).toBe(true);
+    expect((await schedules.getRun(env, 'old-connection-run'))?.status).toBe('ERROR');
+    // The old run, still going, writes no checkpoint into the new connection's schedule.
+    expect(await schedules.recordProgress(run, {}, { page: 41 }, new Date())).toBe(false);
+
+    // The old one's deletion, heard now, leaves the new connection's schedules.
+    await connectionDeletedHandler({ schedules, records, logger, holderOf: async () => 28 })(event(27, 'again'));
+    expect((await schedules.list(env, 'crm', 'again')).map((schedule) => schedule.connection)).toEqual([28, 28]);
   });
 });

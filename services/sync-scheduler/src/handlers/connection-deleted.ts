@@ -21,15 +21,18 @@ export function connectionHolder(deps: Pick<SyncsDeps, 'bus'>): ConnectionDelete
 }
 
 /**
- * `connection.deleted`: the connection's schedules and records go with it. Records are kept
- * under the connection's numeric id, schedules under its name: a fact heard late (redelivered,
- * or published by the vault's outbox sweep) once the name belongs to a new connection leaves
- * that connection's schedules. Idempotent: a redelivery deletes nothing more.
+ * `connection.deleted`: the connection's schedules and records go with it, both by the
+ * connection's numeric id: a fact heard late (redelivered, or published by the vault's outbox
+ * sweep) once the name belongs to a new connection leaves that connection's schedules. (A
+ * schedule made before schedules kept the id goes only while no other connection holds the
+ * name.) Idempotent: a redelivery deletes nothing more.
  */
 export function connectionDeletedHandler(deps: ConnectionDeletedDeps) {
   return async (event: PayloadOf<typeof vaultContracts.connectionDeleted>): Promise<void> => {
-    const holder = await deps.holderOf(event);
-    if (holder === null || holder === event.id) await removeConnectionSchedules(deps, event);
+    await removeConnectionSchedules(deps, event, async () => {
+      const holder = await deps.holderOf(event);
+      return holder === null || holder === event.id;
+    });
     const count = await deps.records.deleteConnection(environmentId(event.environment_id), event.id);
     if (count > 0) deps.logger.info('deleted the records of a deleted connection', { connection: event.id, count });
   };

@@ -77,26 +77,32 @@ async function selectSyncs(deps: Pick<SyncsDeps, 'deployments'>, environment: En
   });
 }
 
+/** A connection as schedules name it: its name, and the vault's numeric id of it. */
+interface NamedConnection {
+  connection_id: string;
+  id: number;
+}
+
 /** The connections meant: the one named (404 when unknown), else every connection of the integration. */
-async function selectConnections(deps: Pick<SyncsDeps, 'bus'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string | undefined): Promise<string[]> {
+async function selectConnections(deps: Pick<SyncsDeps, 'bus'>, environment: EnvironmentId, providerConfigKey: string, connectionId: string | undefined): Promise<NamedConnection[]> {
   if (connectionId !== undefined) {
     const found = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: connectionId, provider_config_key: providerConfigKey });
-    return [found.connection_id];
+    return [{ connection_id: found.connection_id, id: found.id }];
   }
-  const ids: string[] = [];
+  const found: NamedConnection[] = [];
   for (let page = 0; ; page++) {
     const batch = await deps.bus.request(vaultContracts.listConnections, { environment_id: environment, integration_ids: [providerConfigKey], limit: 1000, page });
-    ids.push(...batch.filter((item) => item.provider_config_key === providerConfigKey).map((item) => item.connection_id));
-    if (batch.length < 1000) return ids;
+    found.push(...batch.filter((item) => item.provider_config_key === providerConfigKey).map(({ connection_id, id }) => ({ connection_id, id })));
+    if (batch.length < 1000) return found;
   }
 }
 
 /** Makes sure every (connection, sync) has its base schedule; new ones run at once. */
-export async function ensureSchedules(deps: Pick<SyncsDeps, 'schedules'>, environment: EnvironmentId, providerConfigKey: string, connections: readonly string[], syncs: readonly SyncDescription[]) {
+export async function ensureSchedules(deps: Pick<SyncsDeps, 'schedules'>, environment: EnvironmentId, providerConfigKey: string, connections: readonly NamedConnection[], syncs: readonly SyncDescription[]) {
   const now = new Date();
-  for (const connectionId of connections) {
+  for (const { connection_id, id } of connections) {
     for (const sync of syncs) {
-      await deps.schedules.ensure(environment, { provider_config_key: providerConfigKey, connection_id: connectionId, sync_name: sync.name, variant: BASE_VARIANT }, sync.frequency, now);
+      await deps.schedules.ensure(environment, { provider_config_key: providerConfigKey, connection_id, sync_name: sync.name, variant: BASE_VARIANT }, sync.frequency, now, id);
     }
   }
 }
@@ -116,7 +122,7 @@ async function selectSchedules(
   const connections = await selectConnections(deps, environment, request.provider_config_key, request.connection_id);
   if (options.ensure) await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs);
   const names = new Set(syncs.map((sync) => sync.name));
-  const wanted = new Set(connections);
+  const wanted = new Set(connections.map((connection) => connection.connection_id));
   const schedules = (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter(
     (schedule) => names.has(schedule.sync_name) && wanted.has(schedule.connection_id),
   );
@@ -428,17 +434,32 @@ export function deployedHandler(deps: SyncsDeps) {
   };
 }
 
-/** A new connection gets a schedule for each deployed sync of its integration. */
+/**
+ * A new connection gets a schedule for each deployed sync of its integration. Schedules its name
+ * still holds for a connection deleted before it (that deletion not yet heard) are that one's:
+ * they go first, ending their runs, so nothing of the old connection (checkpoint, pause,
+ * frequency, variants, a run in flight) carries over.
+ */
 export function connectionCreatedHandler(deps: SyncsDeps) {
-  return async (event: { environment_id: string; provider_config_key: string; connection_id: string }) => {
+  return async (event: { environment_id: string; provider_config_key: string; connection_id: string; id: number }) => {
     const environment = environmentId(event.environment_id);
+    const others = (await deps.schedules.list(environment, event.provider_config_key, event.connection_id)).filter(
+      (schedule) => schedule.connection !== undefined && schedule.connection !== null && schedule.connection !== event.id,
+    );
+    if (others.length > 0) await deps.schedules.remove(others.map((schedule) => schedule._id));
     const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
-    await ensureSchedules(deps, environment, event.provider_config_key, [event.connection_id], syncs);
+    await ensureSchedules(deps, environment, event.provider_config_key, [{ connection_id: event.connection_id, id: event.id }], syncs);
   };
 }
 
-/** A deleted connection's schedules go (its records go in the records consumer). */
-export async function removeConnectionSchedules(deps: Pick<SyncsDeps, 'schedules'>, event: { environment_id: string; provider_config_key: string; connection_id: string }) {
+/**
+ * A deleted connection's schedules go (its records go in the records consumer): those made for
+ * it, and those of its name made before schedules kept their connection's id, unless the name
+ * is held by another connection now (`nameFree`: the vault's answer).
+ */
+export async function removeConnectionSchedules(deps: Pick<SyncsDeps, 'schedules'>, event: { environment_id: string; provider_config_key: string; connection_id: string; id: number }, nameFree: () => Promise<boolean>) {
   const schedules = await deps.schedules.list(environmentId(event.environment_id), event.provider_config_key, event.connection_id);
-  if (schedules.length > 0) await deps.schedules.remove(schedules.map((schedule) => schedule._id));
+  const unknown = schedules.filter((schedule) => schedule.connection === undefined || schedule.connection === null);
+  const gone = [...schedules.filter((schedule) => schedule.connection === event.id), ...(unknown.length > 0 && (await nameFree()) ? unknown : [])];
+  if (gone.length > 0) await deps.schedules.remove(gone.map((schedule) => schedule._id));
 }
