@@ -406,3 +406,16 @@ describe('redeploy', () => {
     expect(unknown.json.error.code).toBe('unknown_provider_config');
   });
 });
+
+describe('an integration deleted', () => {
+  it('takes its deployed functions with it: the key made again, for any provider, starts with none', async () => {
+    expect((await client.getScriptsConfig()).some((item) => item.providerConfigKey === 'orders')).toBe(true);
+    expect((await api('DELETE', '/integrations/orders')).status).toBe(200);
+    await eventually(async () => ((await client.getScriptsConfig()).some((item) => item.providerConfigKey === 'orders') ? undefined : true), 20_000, 'the deployment to go');
+    await api('POST', '/integrations', { provider: 'loopback-api', unique_key: 'orders' });
+    await api('POST', '/connections', { provider_config_key: 'orders', connection_id: 'shop-2', credentials: { type: 'API_KEY', apiKey: 'k' } });
+    const stale = await trigger('place-order', undefined, { 'connection-id': 'shop-2', 'provider-config-key': 'orders' });
+    expect(stale.status).toBe(404);
+    expect(((await stale.json()) as { error: { code: string } }).error.code).toBe('unknown_action');
+  });
+});

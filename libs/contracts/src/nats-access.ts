@@ -132,6 +132,7 @@ const entries: Array<[AnyContract, Access]> = [
   [v.connectionUpdated, event([VAULT])],
   [v.connectionDeleted, event([VAULT], [{ service: SCHEDULER, durable: 'sync-scheduler-connection-deleted' }], [RUNNER])],
   [v.connectionRefreshFailed, event([VAULT], [{ service: ROUTER, durable: 'webhook-router-auth-refresh-failed' }])],
+  [v.integrationRemoved, event([VAULT], [{ service: SCHEDULER, durable: 'sync-scheduler-integration-removed' }])],
 
   // Plaintext credentials: only the proxy asks (the action-runner reads connections through
   // `vault.connections.get`, checked against its key's scopes by the gateway that started it).

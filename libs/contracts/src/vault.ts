@@ -380,4 +380,9 @@ export const vaultContracts = {
     'connection.refresh_failed',
     connectionEventSchema.extend({ log_id: z.string(), error: z.object({ code: z.string(), message: z.string() }) }),
   ),
+  /**
+   * A key no longer names the integration it named (deleted, or renamed) as of `at`: what was
+   * kept under it before then (deployed functions) is that integration's, not a later one's.
+   */
+  integrationRemoved: defineEvent('integration.removed', z.object({ environment_id, unique_key: z.string(), at: timestamp })),
 } as const;

@@ -17,6 +17,7 @@ import {
   deleteVariantHandler,
   deployedHandler,
   finishRunHandler,
+  integrationRemovedHandler,
   reportProgressHandler,
   webhookRunFinishedHandler,
   setPausedHandler,
@@ -155,4 +156,19 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     handler: connectionDeletedHandler({ ...syncDeps, holderOf: connectionHolder(syncDeps) }),
   });
   runtime.onShutdown(() => deletions.stop());
+
+  // A removed integration's deployed functions go with it. Every such fact the stream holds is
+  // read at first (they drop only what was deployed before each).
+  const removals = await consume({
+    bus,
+    logger,
+    stream: STREAMS.events.name,
+    durable: 'sync-scheduler-integration-removed',
+    // The key's functions go on this fact alone: an outage is waited out.
+    maxDeliveries: DAY_OF_DELIVERIES,
+    contract: vaultContracts.integrationRemoved,
+    concurrency: 2,
+    handler: integrationRemovedHandler(syncDeps),
+  });
+  runtime.onShutdown(() => removals.stop());
 }

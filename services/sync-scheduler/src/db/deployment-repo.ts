@@ -60,6 +60,11 @@ export function createDeploymentRepo(connection: Connection) {
         return doc;
       }
     },
+    /** Drops the deployments of a key made up to `upTo` (a later one is a new integration's). */
+    async removeUpTo(environment: EnvironmentId, providerConfigKey: string, upTo: Date): Promise<number> {
+      const { deletedCount } = await model.deleteMany({ environment_id: environment, provider_config_key: providerConfigKey, created_at: { $lte: upTo } }).exec();
+      return deletedCount;
+    },
     /** Every stored deployment of the environment, without code. */
     async summaries(environment: EnvironmentId): Promise<DeploymentSummary[]> {
       return ((await model.find({ environment_id: environment }).select({ 'functions.bundle': 0 }).lean().exec()) as DeploymentSummary[]).map(decoded);

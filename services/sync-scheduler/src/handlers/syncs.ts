@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Bus, OperationLog } from '@latchkey/bus';
 import {
   BASE_VARIANT,
+  functionsContracts,
   syncContracts,
   vaultContracts,
   type FunctionDescriptionWire,
@@ -431,6 +432,24 @@ export function deployedHandler(deps: SyncsDeps) {
     if (syncs.length === 0) return;
     const connections = await selectConnections(deps, environment, event.provider_config_key, undefined);
     await ensureSchedules(deps, environment, event.provider_config_key, connections, syncs);
+  };
+}
+
+/**
+ * `integration.removed`: the functions deployed under the key until then go, and with them the
+ * schedules of its syncs (its connections' own deletions take the rest). A deployment made
+ * later is a new integration's of that key, and stays.
+ */
+export function integrationRemovedHandler(deps: SyncsDeps) {
+  return async (event: PayloadOf<typeof vaultContracts.integrationRemoved>) => {
+    const environment = environmentId(event.environment_id);
+    const removed = await deps.deployments.removeUpTo(environment, event.unique_key, new Date(event.at));
+    if (removed === 0) return;
+    deps.logger.info('dropped the functions deployed for a removed integration', { provider_config_key: event.unique_key, deployments: removed });
+    // Action-runner replicas drop what they cached of them; the version left is the current one, if any.
+    const current = await deps.deployments.current(environment, event.unique_key);
+    deps.bus.broadcast(functionsContracts.deploymentChanged, { environment_id: environment, provider_config_key: event.unique_key, version: current?.version ?? 0 });
+    await deployedHandler(deps)({ environment_id: event.environment_id, provider_config_key: event.unique_key });
   };
 }
 
