@@ -1,6 +1,7 @@
 import type { RequestOf, proxyContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { UpstreamNetworkError, callUpstream, type UpstreamOptions } from '../upstream/call-upstream.js';
+import { checkInjectedHeaders } from '../domain/header-policy.js';
 import { buildCall } from '../domain/upstream-call.js';
 
 /**
@@ -10,6 +11,9 @@ import { buildCall } from '../domain/upstream-call.js';
  */
 export function verifyCredentialsHandler(deps: { upstream: UpstreamOptions }) {
   return async (request: RequestOf<typeof proxyContracts.verifyCredentials>) => {
+    // Credentials no header can carry (a pasted key's line break) are the user's to mend, as a
+    // proxied call says (400 invalid_headers), not the provider out of reach.
+    checkInjectedHeaders(request.credentials.headers);
     const results = [];
     for (const endpoint of request.endpoints) {
       const [path = '', query = ''] = endpoint.split(/\?(.*)/s, 2);
