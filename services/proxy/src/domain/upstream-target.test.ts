@@ -64,6 +64,13 @@ describe('targetUrl', () => {
   it('drops a caller query parameter named like an injected one', () => {
     const url = targetUrl(meta('x', undefined, 'api_key=attacker&b=1'), { ...credentials, query: { api_key: 'k' } });
     expect(url.search).toBe('?b=1&api_key=k');
+    // However the caller encoded the name.
+    expect(targetUrl(meta('x', undefined, 'api%5Fkey=attacker&api+key=2&b=1'), { ...credentials, query: { api_key: 'k' } }).search).toBe('?api+key=2&b=1&api_key=k');
+  });
+
+  it('passes the rest of the caller\'s query on as sent beside injected parameters, not as form encoding would write it again', () => {
+    const url = targetUrl(meta('x', undefined, 'q=a%20b&plus=1+2&flag&time=10:30&list=a,b'), { ...credentials, query: { api_key: 'k&v=1' } });
+    expect(url.search).toBe('?q=a%20b&plus=1+2&flag&time=10:30&list=a,b&api_key=k%26v%3D1');
   });
 
   it('takes an override only on the provider or allowed hosts, over https', () => {

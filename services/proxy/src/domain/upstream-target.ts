@@ -76,10 +76,33 @@ export function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials)
   const url = new URL(`${baseUrl.origin}${basePath}/${checkedPath(path)}${search}`);
   // Defence in depth: whatever the parser made of the path, it is still under the base path.
   if (!url.pathname.startsWith(`${basePath}/`)) throw new AppError('invalid_uri_params', "The path must stay under the provider's base path");
-  // A caller's parameter named like an injected one goes, as a header would: the provider sees one value, ours.
-  for (const name of Object.keys(credentials.query)) url.searchParams.delete(name);
-  for (const [name, value] of Object.entries(credentials.query)) url.searchParams.append(name, value);
+  let injected: string[] | undefined;
+  for (const name in credentials.query) (injected ??= []).push(name);
+  if (injected !== undefined) url.search = withInjectedQuery(url.search.slice(1), injected, credentials.query);
   return url;
+}
+
+/**
+ * The caller's query as sent, less any parameter named like an injected one (as a header
+ * would: the provider sees one value, ours), then the injected ones. Written again as a form
+ * (`URLSearchParams`), the caller's own parameters would change on the way: `%20` to `+`, `:`
+ * to `%3A`, a bare `flag` to `flag=`.
+ */
+function withInjectedQuery(query: string, names: readonly string[], values: Readonly<Record<string, string>>): string {
+  const kept = query.split('&').filter((pair) => pair !== '' && !names.includes(formName(pair)));
+  kept.push(new URLSearchParams(values).toString());
+  return kept.join('&');
+}
+
+/** A query pair's name, decoded as a form decodes it (undecodable: as written). */
+function formName(pair: string): string {
+  const eq = pair.indexOf('=');
+  const raw = (eq < 0 ? pair : pair.slice(0, eq)).replaceAll('+', ' ');
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /** The last base URL parsed and checked, kept: most calls go to the base of the call before. */
