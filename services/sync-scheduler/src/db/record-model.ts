@@ -68,6 +68,13 @@ export interface RecordSequenceDoc {
   pruned?: number;
   /** Set once the scope has a change log; a scope without it is back-filled at start. */
   log?: number;
+  /**
+   * The scope's records not deleted, among those readers may read: `count` reads it, by `_id`.
+   * Kept by each write as it raises `visible`, from the change log's entries it makes readable.
+   */
+  live?: number;
+  /** The `visible` number `live` counts up to: a head where the two differ has no count kept. */
+  live_visible?: number;
 }
 const recordSequenceSchema = new Schema<RecordSequenceDoc>(
   {
@@ -78,6 +85,8 @@ const recordSequenceSchema = new Schema<RecordSequenceDoc>(
     from: { type: Number },
     pruned: { type: Number },
     log: { type: Number },
+    live: { type: Number },
+    live_visible: { type: Number },
   },
   { versionKey: false },
 );

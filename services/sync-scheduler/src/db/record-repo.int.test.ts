@@ -217,8 +217,10 @@ describe('the change log', () => {
     const publish = jest.spyOn(recordSequenceModel(connection).collection, 'updateOne').mockRejectedValueOnce(new Error('writer stopped'));
     await expect(insertFirst(target, range(100, 200))).rejects.toThrow('writer stopped');
     publish.mockRestore();
-    expect(await repo.count(target)).toBe(200);
+    // Stored, not yet readable (nor counted).
+    expect(await repo.count(target)).toBe(100);
     await insertFirst(target, range(100, 200));
+    expect(await repo.count(target)).toBe(200);
     expect(ids(await readAll(target, 1000))).toEqual(range(0, 200));
   }, 60_000);
 
@@ -339,5 +341,72 @@ describe('the change log', () => {
     await save(target, ['r1'], 'UPDATED');
     expect(ids(await readAll(target, 5, { actions: ['UPDATED'] }))).toEqual([...moved, 'r1']);
     expect(LOG_BLOCK).toBeGreaterThan(100);
+  }, 60_000);
+});
+
+describe("a scope's count (GET /sync/status)", () => {
+  const target = (model: string): RecordScope => ({ ...scope, connection: 31, model });
+  const stored = (of: RecordScope) =>
+    (recordModel(connection).collection as unknown as driver.Collection<RecordDoc>).countDocuments({ environment_id: of.environment, connection: of.connection, model: of.model, variant: of.variant, deleted_at: null });
+
+  it('is kept as records are added, written again, deleted and added again, and read with one `_id` lookup', async () => {
+    const counted = target('Counted');
+    await save(counted, range(0, 300));
+    await save(counted, range(0, 50));
+    await save(counted, range(250, 320));
+    await save(counted, range(0, 40), 'DELETED');
+    await save(counted, range(0, 10), 'ADDED');
+    expect(await stored(counted)).toBe(290);
+    const { connection: watched, commands, close } = await watchCommands(mongo.uri, dbName);
+    try {
+      commands.length = 0;
+      expect(await createRecordRepo(watched).count(counted)).toBe(290);
+      // (Creating the repository's models may send index commands besides.)
+      const reads = commands.filter((command) => ['find', 'count', 'aggregate', 'distinct'].includes(command.name));
+      expect(reads.map((command) => command.name)).toEqual(['find']);
+      expect(Object.keys(reads[0]!.body['filter'] as object)).toEqual(['_id']);
+    } finally {
+      await close();
+    }
+  }, 60_000);
+
+  it('counts the records a stopped writer stored when they are read, once', async () => {
+    const counted = target('CountedStopped');
+    await insertFirst(counted, range(0, 100));
+    const publish = jest.spyOn(recordSequenceModel(connection).collection, 'updateOne').mockRejectedValueOnce(new Error('writer stopped'));
+    await expect(insertFirst(counted, range(100, 200))).rejects.toThrow('writer stopped');
+    publish.mockRestore();
+    // Stored, not yet readable.
+    expect(await repo.count(counted)).toBe(100);
+    await insertFirst(counted, range(100, 200));
+    expect(await repo.count(counted)).toBe(200);
+    // Written again with changes, after another stop: each still once.
+    const again = jest.spyOn(recordSequenceModel(connection).collection, 'updateOne').mockRejectedValueOnce(new Error('writer stopped'));
+    await expect(save(counted, range(200, 220))).rejects.toThrow('writer stopped');
+    again.mockRestore();
+    await save(counted, range(200, 220), 'UPDATED', new Date(Date.now() + 1000));
+    expect(await repo.count(counted)).toBe(220);
+    expect(await stored(counted)).toBe(220);
+  }, 60_000);
+
+  it('of a scope stored before counts were kept: counted from its records until its next write, kept from then on', async () => {
+    const counted = target('CountedBefore');
+    await save(counted, range(0, 120));
+    // As a head was before: no count.
+    await (recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string }>).updateOne(recordQueries.sequence(counted), { $unset: { live: '', live_visible: '' } });
+    expect(await repo.count(counted)).toBe(120);
+    await save(counted, range(115, 130));
+    expect(await repo.count(counted)).toBe(130);
+    const head = await (recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string; live?: number }>).findOne(recordQueries.sequence(counted));
+    expect(head?.live).toBe(130);
+  }, 60_000);
+
+  it('is nothing once the scope is cleared', async () => {
+    const counted = target('CountedCleared');
+    await save(counted, range(0, 30));
+    await repo.clear(counted);
+    expect(await repo.count(counted)).toBe(0);
+    await save(counted, range(0, 3));
+    expect(await repo.count(counted)).toBe(3);
   }, 60_000);
 });

@@ -46,6 +46,13 @@ const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
 /** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
 const PAGE_LOOKUPS_IN_FLIGHT = 16;
 
+/** What a scope's head starts with, besides its counter: a change log, and a count of nothing. */
+const NEW_HEAD = { log: LOG_VERSION, live: 0, live_visible: 0 };
+/** What an entry made readable does to the count of records not deleted. */
+const LIVE_CHANGE: Record<RecordAction, number> = { ADDED: 1, UPDATED: 0, DELETED: -1 };
+/** Whether a head's count is kept up to what readers read. */
+const countKept = (head: RecordSequenceDoc): head is RecordSequenceDoc & { live: number } => head.live !== undefined && head.live_visible === (head.visible ?? 0);
+
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
 const entryField = (seq: number) => `e.s${seq}`;
 
@@ -138,7 +145,7 @@ export function createRecordRepo(mongo: Connection) {
       if (numbers.length > 0) lists[`blocks.${action}`] = { $each: numbers };
     }
     if (Object.keys(lists).length > 0) {
-      await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
+      await heads.updateOne(recordQueries.sequence(scope), { $addToSet: lists, $setOnInsert: { seq: 0, ...NEW_HEAD } } as mongo.UpdateFilter<RecordSequenceDoc>, { upsert: true });
     }
     await eachWrite([...groupBy(writes, (write) => blockOf(write.seq))], ([block, group]) =>
       blocks.updateOne(
@@ -154,18 +161,49 @@ export function createRecordRepo(mongo: Connection) {
   }
 
   /**
-   * A write's last step: entries no longer current leave the log (records written again, or
-   * numbers reserved and not used), and readers may now read up to `upTo`.
+   * A write's last step: readers may now read up to `upTo`, and the scope's count follows; then
+   * entries no longer current leave the log: `superseded`, the entries of records this write
+   * wrote again, and `unused`, entries of this write for records it did not write (found stored).
+   * A superseded entry left (the writer stopped before this) is read past: its record is newer.
    */
-  async function publish(scope: RecordScope, upTo: number, dropped: readonly number[]): Promise<void> {
-    if (dropped.length > 0) {
-      await eachWrite([...groupBy(dropped, blockOf)], ([block, seqs]) =>
+  async function publish(scope: RecordScope, upTo: number, dropped: { superseded?: readonly number[]; unused?: readonly number[] }): Promise<void> {
+    const top = await head(scope);
+    const from = top?.visible ?? 0;
+    let counted: { live: number; live_visible: number } | undefined;
+    if (top && upTo > from) {
+      // Kept, or (a head from before counts were kept) taken once from the readable records.
+      const before = countKept(top) ? top.live : await records.countDocuments({ ...inScope(scope), deleted_at: null, seq: { $lte: from } }).exec();
+      counted = { live: before + (await liveChange(scope, from, upTo, dropped)), live_visible: upTo };
+    }
+    await heads.updateOne(
+      recordQueries.sequence(scope),
+      { $max: { visible: upTo }, ...(counted ? { $set: counted } : {}), $setOnInsert: { seq: 0, ...(counted ? { log: LOG_VERSION } : NEW_HEAD) } } as mongo.UpdateFilter<RecordSequenceDoc>,
+      { upsert: true },
+    );
+    const gone = [...(dropped.superseded ?? []), ...(dropped.unused ?? [])];
+    if (gone.length > 0) {
+      await eachWrite([...groupBy(gone, blockOf)], ([block, seqs]) =>
         blocks.updateOne(recordQueries.logBlock(scope, block), { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) }),
       );
     }
-    await heads.updateOne(recordQueries.sequence(scope), { $max: { visible: upTo }, $setOnInsert: { seq: 0, log: LOG_VERSION } } as mongo.UpdateFilter<RecordSequenceDoc>, {
-      upsert: true,
-    });
+  }
+
+  /**
+   * What readers' count of records not deleted gains as `visible` goes from `from` to `upTo`: the
+   * entries made readable (each record's newest change there; an added record counts, a deleted
+   * one is taken off), less the unused ones, and the superseded entries above `from`: changes
+   * never read (a stopped writer's), which the entries replacing them take on from.
+   */
+  async function liveChange(scope: RecordScope, from: number, upTo: number, dropped: { superseded?: readonly number[]; unused?: readonly number[] }): Promise<number> {
+    const unused = new Set(dropped.unused);
+    const unread = new Set((dropped.superseded ?? []).filter((seq) => seq > from));
+    const numbers = sortedUnion([Array.from({ length: blockOf(upTo) - blockOf(from + 1) + 1 }, (_, i) => blockOf(from + 1) + i), [...unread].map(blockOf)]);
+    let change = 0;
+    for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
+      const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), (seq) => seq > from && !unused.has(seq) && (seq <= upTo || unread.has(seq)));
+      for (const [, entry] of entries) change += LIVE_CHANGE[entry.a];
+    }
+    return change;
   }
 
   /**
@@ -179,7 +217,7 @@ export function createRecordRepo(mongo: Connection) {
     await eachWrite(writes, (write) =>
       recordDocs.updateOne(recordQueries.byId(scope, write.external_id), { $set: { ...inScope(scope), ...write } } as mongo.UpdateFilter<RecordDoc>, { upsert: true }),
     );
-    await publish(scope, Math.max(...writes.map((write) => write.seq)), superseded);
+    await publish(scope, Math.max(...writes.map((write) => write.seq)), { superseded });
   }
 
   /**
@@ -221,11 +259,7 @@ export function createRecordRepo(mongo: Connection) {
     }
     const left = new Set(skipped);
     const stored = writes.filter((_, index) => !left.has(index));
-    await publish(
-      scope,
-      Math.max(0, ...stored.map((write) => write.seq)),
-      skipped.map((index) => writes[index]!.seq),
-    );
+    await publish(scope, Math.max(0, ...stored.map((write) => write.seq)), { unused: skipped.map((index) => writes[index]!.seq) });
     return skipped;
   }
 
@@ -343,7 +377,7 @@ export function createRecordRepo(mongo: Connection) {
       for (let attempt = 0; ; attempt++) {
         try {
           const doc = await sequences
-            .findOneAndUpdate(recordQueries.sequence(scope), { $inc: { seq: count }, $setOnInsert: { log: LOG_VERSION } }, { upsert: true, returnDocument: 'after' })
+            .findOneAndUpdate(recordQueries.sequence(scope), { $inc: { seq: count }, $setOnInsert: NEW_HEAD }, { upsert: true, returnDocument: 'after' })
             .lean()
             .exec();
           return doc!.seq - count + 1;
@@ -371,7 +405,7 @@ export function createRecordRepo(mongo: Connection) {
      * Safe because a record is stored only after its log entry, and writes to a scope run one
      * at a time: the numbers below `upTo` are written, or will never be.
      */
-    reveal: (scope: RecordScope, upTo: number) => publish(scope, upTo, []),
+    reveal: (scope: RecordScope, upTo: number) => publish(scope, upTo, {}),
     /**
      * A page in change order, from the change log: the head, then the blocks after the cursor
      * (after a binary search by time for `modified_after`; only the blocks holding the actions
@@ -443,19 +477,31 @@ export function createRecordRepo(mongo: Connection) {
       return { count: ids.length, hasMore };
     },
     /** Records present (not deleted) in a scope, for the sync status. */
-    count: (scope: RecordScope) => records.countDocuments({ ...inScope(scope), deleted_at: null }).exec(),
+    /**
+     * The scope's records not deleted, as readers read them: kept in its head, one `_id` lookup.
+     * A head from before counts were kept is counted from its records until its next write.
+     */
+    async count(scope: RecordScope): Promise<number> {
+      const top = await head(scope);
+      if (!top) return 0;
+      return countKept(top) ? top.live : records.countDocuments({ ...inScope(scope), deleted_at: null, seq: { $lte: top.visible ?? 0 } }).exec();
+    },
     /** A full resync starts from nothing: the scope's records and log go; its sequence keeps counting, so older cursors stay valid. */
     async clear(scope: RecordScope): Promise<number> {
       const top = await head(scope);
-      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {} }, $max: { from: blockOf((top?.seq ?? 0) + 1) } });
+      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {}, live: 0, live_visible: top?.visible ?? 0 }, $max: { from: blockOf((top?.seq ?? 0) + 1) } });
       await log.deleteMany(inScope(scope)).exec();
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;
     },
-    /** A deleted connection takes its records with it. */
+    /** A deleted connection takes its records with it, and their scopes' heads (their counts). */
     async deleteConnection(environment: EnvironmentId, connection: number): Promise<number> {
       await log.deleteMany({ environment_id: environment, connection }).exec();
-      return (await records.deleteMany({ environment_id: environment, connection }).exec()).deletedCount;
+      const { deletedCount } = await records.deleteMany({ environment_id: environment, connection }).exec();
+      // A head's `_id` is its scope as a JSON array: the connection's heads start alike.
+      const prefix = JSON.stringify([environment, connection]).slice(0, -1);
+      await heads.deleteMany({ _id: { $regex: `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')},` } });
+      return deletedCount;
     },
   };
 }
