@@ -416,9 +416,11 @@ export function createRecordRepo(mongo: Connection) {
       const actions = query.actions ?? ACTIONS;
       const since = query.modifiedAfter;
       if (query.ids) {
-        const docs = await this.findByIds(scope, query.ids);
+        const [docs, top] = await Promise.all([this.findByIds(scope, query.ids), head(scope)]);
+        // As a page reads: up to `visible` (a write in flight shows none of its records yet).
+        const visible = top?.visible ?? 0;
         return docs
-          .filter((doc) => doc.seq > after && (!since || doc.last_modified_at > since) && actions.includes(doc.last_action))
+          .filter((doc) => doc.seq > after && doc.seq <= visible && (!since || doc.last_modified_at > since) && actions.includes(doc.last_action))
           .sort((a, b) => a.seq - b.seq)
           .slice(0, query.limit);
       }
