@@ -358,6 +358,9 @@ describe('variants', () => {
       expect([base.status, base.json.error.code]).toEqual([400, 'invalid_uri_params']);
     }
     await expect(client.deleteSyncVariant({ provider_config_key: 'store', connection_id: 'conn-1', name: 'products', variant: 'gone' })).rejects.toBeInstanceOf(LatchkeyError);
+    // A trigger of a variant no connection has runs nothing, and says so.
+    const unknown = await api('POST', '/sync/trigger', { provider_config_key: 'store', syncs: ['products'], connection_id: 'conn-1', sync_variant: 'gone' });
+    expect([unknown.status, unknown.json.error.code]).toEqual([404, 'unknown_sync_variant']);
   });
 
   it('a variant with other input keeps separate records: the sync reads its market from ctx.variant', async () => {

@@ -196,7 +196,12 @@ export function triggerHandler(deps: SyncsDeps) {
     const variant = request.variant ?? BASE_VARIANT;
     const now = new Date();
     let queued = 0;
-    for (const schedule of schedules.filter((item) => item.variant === variant)) {
+    const meant = schedules.filter((item) => item.variant === variant);
+    // Base schedules are made as needed; a variant only by its own request.
+    if (meant.length === 0 && variant !== BASE_VARIANT) {
+      throw new AppError('unknown_sync_variant', `No connection of integration "${request.provider_config_key}" has variant "${variant}" of ${request.syncs.length === 0 ? 'its syncs' : request.syncs.map((name) => `"${name}"`).join(', ')}`);
+    }
+    for (const schedule of meant) {
       // A schedule shown running is claimed too: the claim queues nothing while its run is alive,
       // and takes the schedule back from a run that was lost (`claim`), as the scheduler loop
       // does for overdue ones. A full resync clears only once the schedule is claimed: a run the
