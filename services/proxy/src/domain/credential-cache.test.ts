@@ -21,15 +21,32 @@ describe('proxy credential cache', () => {
     expect(cache.get('a')).toBeUndefined();
   });
 
-  it('keeps a token no later than the start of its refresh window', () => {
+  it('keeps a token no later than the start of its refresh window: 15 minutes before it expires', () => {
     let now = 0;
     const cache = createCredentialCache({ ttlMs: 3_600_000, maxEntries: 10, now: () => now });
-    cache.set('a', credentials('conn_1', new Date(20 * 60_000).toISOString()), cache.generation());
-    now = 4 * 60_000;
+    cache.set('a', credentials('conn_1', new Date(60 * 60_000).toISOString()), cache.generation());
+    now = 44 * 60_000;
     expect(cache.get('a')).toBeDefined();
-    now = 6 * 60_000;
+    now = 46 * 60_000;
     expect(cache.get('a')).toBeUndefined();
     cache.set('b', credentials('conn_2', new Date(now + 60_000).toISOString()), cache.generation());
+    expect(cache.get('b')).toBeUndefined();
+  });
+
+  // The vault refreshes a token that lives less than half an hour in the second half of its
+  // life: handed out with ten minutes left, it was never kept, and every call asked the vault.
+  it('keeps a short-lived token for the first half of what is left of it, and never into its last two minutes', () => {
+    let now = 0;
+    const cache = createCredentialCache({ ttlMs: 3_600_000, maxEntries: 10, now: () => now });
+    cache.set('a', credentials('conn_1', new Date(10 * 60_000).toISOString()), cache.generation());
+    now = 4.5 * 60_000;
+    expect(cache.get('a')).toBeDefined();
+    now = 5.5 * 60_000;
+    expect(cache.get('a')).toBeUndefined();
+    cache.set('b', credentials('conn_2', new Date(now + 3 * 60_000).toISOString()), cache.generation());
+    now += 50_000;
+    expect(cache.get('b')).toBeDefined();
+    now += 20_000;
     expect(cache.get('b')).toBeUndefined();
   });
 

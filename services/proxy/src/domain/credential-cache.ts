@@ -1,8 +1,15 @@
 import { createCache, type Stamp } from '@latchkey/cache';
 import type { ProxyCredentials, ProxyRequestMeta } from '@latchkey/contracts';
 
-/** Inside this much of expiry, credentials are asked for again (the vault refreshes them). */
+/**
+ * Inside this much of expiry, credentials are asked for again (the vault refreshes them): 15
+ * minutes, or, for a token handed out with less than half an hour left, half of what is left
+ * (the vault refreshes a short-lived token in the second half of its life), and never less
+ * than two minutes, so a call is never sent with a token about to lapse.
+ */
 const REFRESH_WINDOW_MS = 15 * 60 * 1000;
+const SHORTEST_WINDOW_MS = 2 * 60 * 1000;
+const windowFor = (leftMs: number) => Math.max(SHORTEST_WINDOW_MS, Math.min(REFRESH_WINDOW_MS, leftMs / 2));
 
 /** The key of a call's credentials in the cache: its environment, integration and connection. */
 export const credentialKey = (meta: Pick<ProxyRequestMeta, 'environment_id' | 'provider_config_key' | 'connection_id'>) =>
@@ -23,8 +30,8 @@ export function createCredentialCache(options: { ttlMs: number; maxEntries: numb
     generation: (): Stamp => cache.stamp(),
     get: (key: string): ProxyCredentials | undefined => cache.get(key),
     set(key: string, value: ProxyCredentials, readAt: Stamp): void {
-      const expiresAt = value.expires_at ? Date.parse(value.expires_at) - REFRESH_WINDOW_MS : Number.POSITIVE_INFINITY;
-      const ttlMs = Math.min(options.ttlMs, expiresAt - now());
+      const leftMs = value.expires_at ? Date.parse(value.expires_at) - now() : Number.POSITIVE_INFINITY;
+      const ttlMs = Math.min(options.ttlMs, leftMs - windowFor(leftMs));
       cache.set(key, value, { ttlMs, tags: [value.id], since: readAt });
     },
     invalidate: (id: string): void => cache.invalidate(id),
