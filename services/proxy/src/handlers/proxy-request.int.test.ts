@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createGzip } from 'node:zlib';
 import { createBus, createOperationLog, operationsOfPages, type Bus } from '@latchkey/bus';
 import type { Operation, ProxyReplyMeta } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
@@ -110,6 +111,16 @@ describe('what the caller is answered when the provider or the call is out of th
           res.writeEarlyHints({ link: '</style.css>; rel=preload' });
           setTimeout(() => res.writeHead(303, { location: '/target' }).end(), 200);
           return;
+        case '/gzip-events': {
+          // The same, compressed: each event flushed through the encoder as it comes.
+          res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+          const gzip = createGzip();
+          gzip.pipe(res);
+          gzip.write('data: 1\n\n');
+          gzip.flush();
+          setTimeout(() => gzip.end('data: 2\n\n'), 4_000);
+          return;
+        }
         case '/not-modified':
           return res.writeHead(304, { 'content-encoding': 'gzip', etag: '"v1"' }).end();
         default:
@@ -131,7 +142,7 @@ describe('what the caller is answered when the provider or the call is out of th
     const meta = proxyMetaFixture(path, fields);
     cache.set(credentialKey(meta), { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false }, cache.generation());
     const operations = { recordFields: () => undefined };
-    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: path === 'events' ? 10_000 : 500, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: path === 'events' || path === 'gzip-events' ? 10_000 : 500, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
     return new Promise((resolve) => {
       void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta, body: Uint8Array) => resolve({ meta: reply, body: Buffer.from(body).toString() }) });
     });
@@ -182,6 +193,13 @@ describe('what the caller is answered when the provider or the call is out of th
     const moved = await answer('early-then-moved');
     expect(moved).toMatchObject({ meta: { ok: true, status: 200 }, body: 'target' });
     expect(seen.map((call) => call.url)).toEqual(['/early-then-moved', '/target']);
+  });
+
+  it('answers a slow compressed stream with Decompress as a stream once it has waited a moment, not when the stream ends', async () => {
+    const started = Date.now();
+    const { meta } = await answer('gzip-events', { decompress: true });
+    expect(meta).toMatchObject({ ok: true, status: 200, body: { stream: expect.any(String) } });
+    expect(Date.now() - started).toBeLessThan(3_000);
   });
 
   it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {

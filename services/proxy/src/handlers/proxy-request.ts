@@ -275,9 +275,9 @@ async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: Ups
 
   // Read ahead up to the inline limit: most answers end there and ride in the reply.
   const inlineLimit = deps.bus.inlineLimit;
-  let head: { chunks: Uint8Array[]; complete: boolean };
+  let head: ReadAhead;
   try {
-    head = decoder ? await readAhead(read, inlineLimit) : await response.readAhead(inlineLimit, READ_AHEAD_WAIT_MS);
+    head = decoder ? await readAhead(read, inlineLimit, READ_AHEAD_WAIT_MS) : await response.readAhead(inlineLimit, READ_AHEAD_WAIT_MS);
   } catch (error) {
     throw bodyFailure(error);
   }
@@ -285,8 +285,14 @@ async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: Ups
     call.respond({ ok: true, status: response.status, headers, body: 'inline' }, inlineBody(head.chunks));
     return;
   }
+  const { pending } = head;
   const rest = (async function* () {
     yield* head.chunks;
+    if (pending !== undefined) {
+      const next = await nextChunk(() => pending);
+      if (next === null) return;
+      yield next;
+    }
     for (;;) {
       const next = await nextChunk(read);
       if (next === null) return;
@@ -298,16 +304,42 @@ async function replyRead(deps: ProxyDeps, call: IncomingProxyCall, response: Ups
   await stream.done;
 }
 
-/** Chunks until the body ends or passes `limit`, as `UpstreamResponse.readAhead` gives them. */
-async function readAhead(read: () => Promise<Uint8Array | null>, limit: number): Promise<{ chunks: Uint8Array[]; complete: boolean }> {
+/** What was read ahead; `pending`, a read still out when the wait ended (the rest starts with it). */
+interface ReadAhead {
+  chunks: Uint8Array[];
+  complete: boolean;
+  pending?: Promise<Uint8Array | null>;
+}
+
+/**
+ * Chunks until the body ends, passes `limit`, or `waitMs` has gone by, as
+ * `UpstreamResponse.readAhead` gives an undecoded body's: a slow decoded stream goes on as a
+ * stream too, rather than when it ends.
+ */
+async function readAhead(read: () => Promise<Uint8Array | null>, limit: number, waitMs: number): Promise<ReadAhead> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (let next = await read(); next !== null; next = await read()) {
-    chunks.push(next);
-    size += next.length;
-    if (size > limit) return { chunks, complete: false };
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<'waited'>((resolve) => {
+    timer = setTimeout(() => resolve('waited'), waitMs);
+  });
+  try {
+    for (;;) {
+      const reading = read();
+      const next = await Promise.race([reading, waited]);
+      if (next === 'waited') {
+        // Its failure is the rest's to report; until then, no rejection goes unheard.
+        reading.catch(() => undefined);
+        return { chunks, complete: false, pending: reading };
+      }
+      if (next === null) return { chunks, complete: true };
+      chunks.push(next);
+      size += next.length;
+      if (size > limit) return { chunks, complete: false };
+    }
+  } finally {
+    clearTimeout(timer);
   }
-  return { chunks, complete: true };
 }
 
 /**
