@@ -32,8 +32,35 @@ export function servePullStream(
 
 /** Reads a pull stream served on `inbox`, chunk by chunk, asking for each in turn. */
 export function pullStream(bus: Bus, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
-  return pullStreamFrom(connectionOf(bus).nc, inbox, timeoutMs);
+  const { nc } = connectionOf(bus);
+  const reading = pullStreamFrom(nc, inbox, timeoutMs);
+  let started = false;
+  // A generator never started runs no `finally` when returned: the producer is told here.
+  const cancelUnstarted = () => {
+    if (!started) nc.publish(inbox, CANCEL);
+    started = true;
+  };
+  return Object.assign(reading, {
+    next: (...args: [] | [unknown]) => {
+      started = true;
+      return AsyncGeneratorNext.call(reading, ...args) as Promise<IteratorResult<Uint8Array>>;
+    },
+    return: (value?: unknown) => {
+      cancelUnstarted();
+      return AsyncGeneratorReturn.call(reading, value) as Promise<IteratorResult<Uint8Array>>;
+    },
+    throw: (error?: unknown) => {
+      cancelUnstarted();
+      return AsyncGeneratorThrow.call(reading, error) as Promise<IteratorResult<Uint8Array>>;
+    },
+  });
 }
+
+/** The methods of every async generator, called on one whose own methods are replaced above. */
+const asyncGeneratorPrototype = Object.getPrototypeOf(Object.getPrototypeOf((async function* () {})())) as AsyncGenerator;
+const AsyncGeneratorNext = asyncGeneratorPrototype.next;
+const AsyncGeneratorReturn = asyncGeneratorPrototype.return;
+const AsyncGeneratorThrow = asyncGeneratorPrototype.throw;
 
 /** Serves one buffer as a pull stream (for payloads too large for a NATS message). */
 export function serveBytes(bus: Bus, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {

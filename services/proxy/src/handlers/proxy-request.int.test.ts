@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGzip } from 'node:zlib';
-import { createBus, createOperationLog, operationsOfPages, type Bus } from '@latchkey/bus';
+import { createBus, createOperationLog, operationsOfPages, servePullStream, type Bus } from '@latchkey/bus';
 import type { Operation, ProxyReplyMeta } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
@@ -322,3 +322,28 @@ async function drain(response: { read(): Promise<Uint8Array | null> }): Promise<
   for (let chunk = await response.read(); chunk !== null; chunk = await response.read()) bytes += chunk.length;
   return bytes;
 }
+
+describe('a streamed request body', () => {
+  // The caller's side serves a body over the inline limit until the replica has read it, or
+  // cancels it: a call that failed before reaching the provider (an unknown connection) never
+  // read it, and the caller's side held it until its idle timeout.
+  it('is let go at once when the call fails before the provider was reached', async () => {
+    // Served as the gateway serves it, under its own identity.
+    const gateway = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('gateway'), logger, requestTimeoutMs: 5_000 });
+    const served = servePullStream(gateway, (async function* () {
+      yield new Uint8Array(2 * 1024 * 1024);
+    })(), { idleTimeoutMs: 20_000 });
+    const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+    const operations = { recordFields: () => undefined };
+    // No vault answers: the credentials cannot be had.
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 500, maxRedirects: 0 }, retryCapMs: 100, operations, logSuccesses: true });
+    const started = Date.now();
+    const reply = await new Promise<ProxyReplyMeta>((resolve) => {
+      void handle({ meta: proxyMetaFixture('upload', { method: 'POST', body: { stream: served.inbox } }), body: new Uint8Array(0), respond: (answer: ProxyReplyMeta) => resolve(answer) });
+    });
+    expect(reply.ok).toBe(false);
+    await served.done;
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await gateway.drain();
+  }, 30_000);
+});

@@ -210,9 +210,9 @@ export function proxyRequestHandler(deps: ProxyDeps) {
     // The caller's deadline, from when the call came (the caller counts from when it sent it).
     const deadlineAt = meta.deadline_ms === undefined ? Infinity : performance.now() + meta.deadline_ms;
     let upstreamStatus: number | undefined;
+    const streamed = meta.body === 'inline' ? undefined : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
+    const body: UpstreamCall['body'] = streamed ?? (call.body.length > 0 ? call.body : null);
     try {
-      const body: UpstreamCall['body'] =
-        meta.body === 'inline' ? (call.body.length > 0 ? call.body : null) : pullStream(deps.bus, meta.body.stream, deps.upstream.timeoutMs);
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
@@ -227,6 +227,8 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       if (replying !== undefined) await replying;
       recordCall(deps, meta, startedAt, { upstreamStatus });
     } catch (error) {
+      // A streamed body not read to its end (the call failed before, or while, sending it): the caller's side lets it go.
+      if (streamed !== undefined) void streamed.return(undefined).catch(() => undefined);
       const appError = toAppError(error);
       if (appError.code === 'internal_error') deps.logger.error('proxy request failed', { error: appError.cause ?? appError });
       call.respond({ ok: false, error: appError.toBody() }, new Uint8Array(0));
