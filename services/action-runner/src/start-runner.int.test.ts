@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, type Bus } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, vaultContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
@@ -18,10 +19,16 @@ let neighbours: Bus[];
 
 /** A bundle as esbuild writes it: CommonJS whose default export is the definition. */
 const actionBundle = (name: string, exec: string) => `"use strict";\nmodule.exports = { default: { kind: 'action', name: '${name}', exec: ${exec} } };`;
+const lifecycleBundle = (name: string, exec: string) =>
+  `"use strict";\nmodule.exports = { default: { kind: 'on-event', name: '${name}', event: 'post-connection-creation', exec: ${exec} } };`;
 const BUNDLES: Record<string, string> = {
   echo: actionBundle('echo', `async (ctx, input) => ({ n: input.n, connection: ctx.connectionId })`),
   broken: actionBundle('broken', `async () => { throw new Error('nope'); }`),
+  'mark-first': lifecycleBundle('mark-first', `async (ctx) => { await ctx.updateMetadata({ first: true }); }`),
+  'mark-second': lifecycleBundle('mark-second', `async (ctx) => { await ctx.updateMetadata({ second: true }); }`),
 };
+/** Metadata writes the vault took, by the key written; the first of `second` meets an outage. */
+const metadataWrites = new Map<string, number>();
 
 const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
 
@@ -33,10 +40,20 @@ beforeAll(async () => {
   deployments.serve(functionsContracts.get, ({ name }) => {
     const bundle = BUNDLES[name];
     if (!bundle) throw new Error(`no function ${name}`);
-    return { version: 1, description: { type: 'action' as const, name, has_input_schema: false }, bundle };
+    const description = name.startsWith('mark-')
+      ? { type: 'on-event' as const, name, event: 'post-connection-creation' as const }
+      : { type: 'action' as const, name, has_input_schema: false };
+    return { version: 1, description, bundle };
   });
+  deployments.serve(functionsContracts.listLifecycle, ({ event }) => (event === 'post-connection-creation' ? ['mark-first', 'mark-second'] : []));
   const vault = await login('credential-vault');
   vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 1, connection_id, provider_config_key, provider: 'api' }));
+  vault.serve(vaultContracts.writeMetadata, ({ metadata }) => {
+    const key = Object.keys(metadata)[0] ?? '';
+    metadataWrites.set(key, (metadataWrites.get(key) ?? 0) + 1);
+    if (key === 'second' && metadataWrites.get(key) === 1) throw new AppError('service_unavailable', 'the vault is restarting');
+    return { success: true as const };
+  });
   neighbours = [deployments, vault];
   await Promise.all(neighbours.map((bus) => bus.flush()));
 
@@ -114,5 +131,18 @@ describe('async actions', () => {
     const after = await storedCompletions();
     expect(after).toHaveLength(ids.length);
     expect(await gateway.request(actionContracts.getResult, { environment_id: 'env_a', id: ids[0]! })).toMatchObject({ status: 'done' });
+  }, 60_000);
+});
+
+describe('post-creation functions', () => {
+  // A post-creation function that met the vault restarting was counted as failed and never run
+  // again: the provider subscription it registers was never made.
+  it('run again, once the event comes again, when an outage of ours failed one; those that ran are not run twice', async () => {
+    const vault = neighbours[1]!;
+    await vault.publish(vaultContracts.connectionCreated, { environment_id: 'env_a', id: 41, connection_id: 'c1', provider_config_key: 'api', provider: 'api' });
+    await eventually(async () => ((metadataWrites.get('second') ?? 0) >= 2 ? true : undefined), 20_000, 'the failed function to run again');
+    // Time for any further delivery.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(Object.fromEntries(metadataWrites)).toEqual({ first: 1, second: 2 });
   }, 60_000);
 });

@@ -3,6 +3,7 @@ import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContr
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createActionRunRepo } from './db/action-run-repo.js';
+import { createLifecycleRunRepo } from './db/lifecycle-run-repo.js';
 import { createFunctionCache } from './domain/function-cache.js';
 import { createKnownConnections } from './domain/known-connections.js';
 import { createLimiter } from './domain/limiter.js';
@@ -15,6 +16,8 @@ import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler 
 /** How long an async action's result can be read after it finished. */
 const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const SWEEP_INTERVAL_MS = 3600 * 1000;
+/** How long a lifecycle function that ran is remembered for its event's redeliveries. */
+const LIFECYCLE_RUN_RETENTION_MS = 24 * 3600 * 1000;
 /**
  * Of SHUTDOWN_TIMEOUT_MS, what is kept for after the hand-back: the runs stopped and their
  * messages nak'ed (HAND_BACK_WAIT_MS at most), then 2 s for the operations log's last flush,
@@ -31,6 +34,8 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   const { bus, logger, mongo } = runtime;
   const runs = createActionRunRepo(mongo);
   await runs.init();
+  const lifecycleRuns = createLifecycleRunRepo(mongo);
+  await lifecycleRuns.init();
   const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000 });
   bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
   const connections = createKnownConnections({ ttlMs: 60_000, maxEntries: 100_000 });
@@ -56,7 +61,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   // Runs a caller waits for (synchronous actions, dry runs, pre-deletion) are cut off and answered
   // 503 when the grace below ends, while NATS still carries the answer (`untilStopped`).
   const stopping = new AbortController();
-  const actionDeps = { bus, logger, runner, runs, connections, operations, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6, stopping: stopping.signal };
+  const actionDeps = { bus, logger, runner, runs, connections, operations, streamIdleMs: config.REQUEST_TIMEOUT_MS * 6, stopping: stopping.signal, lifecycleRuns };
   // A run answered at once is logged here; a queued one when it ends (runAsyncActionHandler).
   bus.serve(
     actionContracts.trigger,
@@ -121,6 +126,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   // Async results are kept a week, then forgotten; every replica sweeps (deleting is idempotent).
   const sweep = setInterval(() => {
     runs.removeFinishedBefore(new Date(Date.now() - RESULT_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old action runs', { error }));
+    lifecycleRuns.removeBefore(new Date(Date.now() - LIFECYCLE_RUN_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old lifecycle run marks', { error }));
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
   runtime.onShutdown(async () => {

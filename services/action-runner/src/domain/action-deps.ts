@@ -24,6 +24,15 @@ export interface ActionDeps {
 }
 
 /**
+ * An outage of ours (the bus, a service, a database away), after which a run is tried again
+ * (an async action, a lifecycle function). A provider's failure (`upstream_timeout`,
+ * `upstream_unreachable`: retryable for a caller who chooses to) is the run's outcome: the
+ * provider may have done what was asked, and a function is not known to be safe to run twice
+ * (a proxy call is not retried unless asked).
+ */
+export const isOurOutage = (error: AppError) => error.retryable && !error.code.startsWith('upstream_');
+
+/**
  * How long a run its caller waits for (a synchronous action, a dry run) may wait for a free
  * slot: the gateway waits 10 s past the run's own limit (`action-call.ts`), so a run that
  * started later could end after its caller was answered 503, and run unasked.

@@ -5,7 +5,7 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { currentRequestId } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import type { ActionRunDoc } from '../db/action-run-model.js';
-import { SYNC_RUN_SLOT_WAIT_MS, untilStopped, type ActionDeps } from '../domain/action-deps.js';
+import { SYNC_RUN_SLOT_WAIT_MS, isOurOutage, untilStopped, type ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS } from '../domain/host.js';
 import { outputForReply } from '../domain/output.js';
 import { requireConnection, type ConnectionRef } from '../domain/require-connection.js';
@@ -96,14 +96,6 @@ export function runAsyncActionHandler(deps: ActionDeps) {
     );
   };
 }
-
-/**
- * An outage of ours (the bus, a service, a database away), after which an async action is run
- * again. A provider's failure (`upstream_timeout`, `upstream_unreachable`: retryable for a
- * caller who chooses to) is the run's outcome: the provider may have done what was asked, and
- * an action is not known to be safe to run twice (a proxy call is not retried unless asked).
- */
-const isOurOutage = (error: AppError) => error.retryable && !error.code.startsWith('upstream_');
 
 /** Runs a queued or interrupted async action and records its outcome (the first outcome wins). */
 async function runOnce(deps: ActionDeps, run: ActionRunDoc, msg: JobMessage, signal: AbortSignal): Promise<ActionRunDoc> {

@@ -2,7 +2,8 @@ import { actionContracts, functionsContracts, syncContracts, vaultContracts, web
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
-import { SYNC_RUN_SLOT_WAIT_MS, untilStopped } from '../domain/action-deps.js';
+import type { LifecycleRunRepo } from '../db/lifecycle-run-repo.js';
+import { SYNC_RUN_SLOT_WAIT_MS, isOurOutage, untilStopped } from '../domain/action-deps.js';
 import type { CachedFunction } from '../domain/function-cache.js';
 import { ENVIRONMENT_GRANTS, type CtxGrants, type RecordedWrite } from '../domain/host.js';
 import type { LogEntry, Runner } from '../domain/run-function.js';
@@ -15,6 +16,8 @@ export interface FunctionDeps {
   runner: Runner;
   /** See `ActionDeps.stopping`. */
   stopping: AbortSignal;
+  /** The lifecycle functions that ran for an event delivered again. */
+  lifecycleRuns: Pick<LifecycleRunRepo, 'isDone' | 'markDone'>;
 }
 
 const COMPILE_TIMEOUT_MS = 30_000;
@@ -93,42 +96,55 @@ export function dryRunHandler(deps: FunctionDeps) {
 /**
  * Runs the integration's functions for a lifecycle event, one after the other; failures are
  * counted and logged. A run stopped by `signal` (its replica hands the event back) is no failure:
- * it throws, and the event is run again elsewhere.
+ * it throws, and the event is run again elsewhere. With `redelivered` (an event JetStream
+ * delivers again), an outage of ours that failed a function throws once the others have run, so
+ * the event comes again, and each function that ran to its end is marked and not run twice.
  */
 async function runLifecycle(
   deps: FunctionDeps,
   event: 'post-connection-creation' | 'pre-connection-deletion',
   target: { environment_id: string; provider_config_key: string; connection_id: string },
-  signal?: AbortSignal,
+  options: { signal?: AbortSignal; redelivered?: string } = {},
 ): Promise<{ ran: number; failed: number }> {
+  const { signal, redelivered } = options;
   const names = await deps.bus.request(functionsContracts.listLifecycle, { environment_id: target.environment_id, provider_config_key: target.provider_config_key, event });
   let failed = 0;
+  let outage: AppError | undefined;
   for (const name of names) {
+    const ranKey = redelivered === undefined ? undefined : `${redelivered}:${name}`;
     try {
+      if (ranKey !== undefined && (await deps.lifecycleRuns.isDone(ranKey))) continue;
       const fn = await deps.runner.loadFunction(target.environment_id, target.provider_config_key, 'on-event', name);
       await deps.runner.run({ target, fn, grants: ENVIRONMENT_GRANTS, ...(signal ? { signal } : {}) });
+      if (ranKey !== undefined) await deps.lifecycleRuns.markDone(ranKey);
     } catch (error) {
       if (signal?.aborted) throw error;
       failed++;
       const appError = toAppError(error);
+      if (ranKey !== undefined && isOurOutage(appError)) outage ??= appError;
       // The code only: the message of a function's own failure is what its code threw, which may
       // print anything (a secret); it goes to the debug log, like the function's own log lines.
       deps.logger.warn('a lifecycle function failed', { event, function: `${target.provider_config_key}/${name}`, code: appError.code });
       deps.logger.debug('a lifecycle function failed: its message', { event, function: `${target.provider_config_key}/${name}`, detail: appError.message });
     }
   }
+  if (outage) throw outage;
   return { ran: names.length, failed };
 }
 
 export function preDeletionHandler(deps: FunctionDeps) {
-  return (request: RequestOf<typeof actionContracts.runPreDeletion>) => untilStopped(deps.stopping, () => runLifecycle(deps, 'pre-connection-deletion', request, deps.stopping));
+  return (request: RequestOf<typeof actionContracts.runPreDeletion>) => untilStopped(deps.stopping, () => runLifecycle(deps, 'pre-connection-deletion', request, { signal: deps.stopping }));
 }
 
-/** `connection.created`: the integration's post-creation functions run once the connection exists. */
+/**
+ * `connection.created`: the integration's post-creation functions run once the connection
+ * exists; one that met an outage of ours (the vault restarting) runs again when the event comes
+ * again, and only it.
+ */
 export function postCreationHandler(deps: FunctionDeps) {
   return async (event: PayloadOf<typeof vaultContracts.connectionCreated>, _msg: unknown, signal: AbortSignal) => {
     const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
-    await runLifecycle(deps, 'post-connection-creation', target, signal);
+    await runLifecycle(deps, 'post-connection-creation', target, { signal, redelivered: `post-connection-creation:${event.environment_id}:${event.id}` });
   };
 }
 
