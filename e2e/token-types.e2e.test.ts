@@ -154,6 +154,13 @@ loopback-jwt:
   display_name: Loopback JWT
   categories: [test]
   auth_mode: JWT
+loopback-ghost:
+  display_name: Loopback Ghost Admin
+  categories: [test]
+  auth_mode: JWT
+  jwt:
+    audience: /admin/
+    lifetime_seconds: 300
 loopback-app:
   display_name: Loopback GitHub App
   categories: [test]
@@ -216,6 +223,7 @@ beforeAll(async () => {
   credentialsKey = created.json.data.secret as string;
   for (const [name, extra] of [
     ['jwt', {}],
+    ['ghost', {}],
     ['app', { credentials: { app_id: APP_ID, private_key: pem(appKeys.privateKey, 'pkcs8') } }],
     ['two-step', {}],
     ['bill', {}],
@@ -269,6 +277,21 @@ describe('JWT connections', () => {
     const secret = randomBytes(32).toString('hex');
     await importConnection('jwt', 'jwt-hs', { type: 'JWT', privateKey: { id: 'admin-key-1', secret }, issuerId: 'issuer-7' });
     await checkLifecycle('jwt-hs', Buffer.from(secret, 'hex'), 'HS256', 'admin-key-1');
+  });
+
+  // Ghost's Admin API takes a token only with `aud: /admin/` that lives five minutes at most;
+  // App Store Connect's wants `aud: appstoreconnect-v1`.
+  it('carry the audience and lifetime the provider entry names, and keep a short one for the first half of its life', async () => {
+    const secret = randomBytes(32).toString('hex');
+    await importConnection('ghost', 'ghost-1', { type: 'JWT', privateKey: { id: 'admin-key-2', secret } });
+    const first = await fetchConnection('ghost-1', 'ghost');
+    expect(first.status).toBe(200);
+    const { token } = first.json.credentials as { token: string };
+    const payload = jwt.verify(token, Buffer.from(secret, 'hex'), { algorithms: ['HS256'], audience: '/admin/' }) as jwt.JwtPayload;
+    expect(payload.exp! - payload.iat!).toBe(300);
+    // Its refresh window is the second half of its five minutes, not the fifteen of longer tokens.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await fetchConnection('ghost-1', 'ghost')).json.credentials.token).toBe(token);
   });
 
   it('answer 424 when the private key cannot sign', async () => {

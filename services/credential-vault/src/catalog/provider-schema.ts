@@ -220,6 +220,15 @@ export const providerSchema = z
     credentials: fieldsSchema.optional(),
     webhook: webhookSchema.optional(),
     token_request: tokenRequestSchema.optional(),
+    /** JWT only: what the provider requires of the tokens the vault signs for its connections. */
+    jwt: z
+      .strictObject({
+        /** The `aud` claim (Ghost's Admin API: `/admin/`; App Store Connect: `appstoreconnect-v1`). */
+        audience: z.string().min(1).max(256).optional(),
+        /** How long a token lives (20 minutes unless said; Ghost takes 5 at most). */
+        lifetime_seconds: z.number().int().min(60).max(3600).optional(),
+      })
+      .optional(),
     verification: verificationSchema.optional(),
   })
   .superRefine((provider, ctx) => {
@@ -242,6 +251,9 @@ export const providerSchema = z
     }
     if (provider.verification && !provider.verification.base_url_override && !provider.proxy) {
       ctx.addIssue({ code: 'custom', path: ['verification'], message: 'needs base_url_override or a proxy.base_url' });
+    }
+    if (provider.jwt && provider.auth_mode !== 'JWT') {
+      ctx.addIssue({ code: 'custom', path: ['jwt'], message: `applies to auth_mode JWT, not ${provider.auth_mode}` });
     }
     if (provider.token_request && !TOKEN_REQUEST_MODES.has(provider.auth_mode)) {
       ctx.addIssue({ code: 'custom', path: ['token_request'], message: `applies to auth_mode ${[...TOKEN_REQUEST_MODES].join(', ')}, not ${provider.auth_mode}` });

@@ -27,6 +27,8 @@ export interface ProviderEntry {
   connection_config?: Readonly<Record<string, { pattern?: string | undefined }>> | undefined;
   /** RFC 9207: the issuer the authorization response's `iss` must equal. */
   issuer?: string | undefined;
+  /** JWT: the `aud` claim and lifetime of the tokens the vault signs. */
+  jwt?: { audience?: string | undefined; lifetime_seconds?: number | undefined } | undefined;
   /** The provider always sends `iss` in authorization responses: a response without it is refused. */
   authorization_response_iss_parameter_supported?: boolean | undefined;
   webhook?:

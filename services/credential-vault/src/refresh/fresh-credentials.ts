@@ -123,14 +123,21 @@ export function algorithmForKey(pem: string): jwt.Algorithm | undefined {
   return undefined;
 }
 
-/** JWT: a token signed here, valid 20 minutes; an `{id, secret}` key signs HS256 with that key id. */
+/** A JWT signed here lives this long unless its provider entry says otherwise (`jwt.lifetime_seconds`). */
+const JWT_LIFETIME_SECONDS = 20 * 60;
+
+/**
+ * JWT: a token signed here, valid 20 minutes (or the provider's `jwt.lifetime_seconds`), with
+ * the provider's `jwt.audience` as `aud`; an `{id, secret}` key signs HS256 with that key id.
+ */
 function refreshJwt(context: RefreshContext): CredentialsOf<'JWT'> {
   const { now } = context;
   const credentials = credentialsOfType(context.credentials, 'JWT');
   const privateKey = credentials.privateKey;
   const issuedAt = Math.floor(now.getTime() / 1000);
-  const expiresAt = issuedAt + 20 * 60;
-  const claims = { iat: issuedAt, exp: expiresAt, ...(credentials.issuerId ? { iss: credentials.issuerId } : {}) };
+  const expiresAt = issuedAt + (context.provider.jwt?.lifetime_seconds ?? JWT_LIFETIME_SECONDS);
+  const audience = context.provider.jwt?.audience;
+  const claims = { iat: issuedAt, exp: expiresAt, ...(credentials.issuerId ? { iss: credentials.issuerId } : {}), ...(audience ? { aud: audience } : {}) };
   const unusable = (what: string) =>
     new AppError('refresh_token_external_error', `The connection's privateKey is not ${what}`, { payload: { error: 'invalid_private_key' } });
   let token: string;

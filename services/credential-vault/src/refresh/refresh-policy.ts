@@ -50,11 +50,29 @@ export function needsRefresh(type: string, expiresAt: Date | null, now: number, 
   return expiresAt.getTime() - now <= window;
 }
 
-/** A token's life as its provider gave it (`expires_in` of the answer kept in `raw`), or null when unknown. */
+/**
+ * A token's life as its provider gave it (`expires_in` of the answer kept in `raw`), else as a
+ * JWT token says it (`exp` − `iat`: one the vault signed, for one), or null when unknown.
+ */
 export function lifetimeOf(credentials: Record<string, unknown>): number | null {
   const raw = credentials['raw'];
   const seconds = raw !== null && typeof raw === 'object' ? Number((raw as Record<string, unknown>)['expires_in']) : Number.NaN;
-  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : null;
+  if (Number.isFinite(seconds) && seconds > 0) return seconds * 1000;
+  const claims = typeof credentials['token'] === 'string' ? jwtClaims(credentials['token']) : undefined;
+  const life = claims ? Number(claims['exp']) - Number(claims['iat']) : Number.NaN;
+  return Number.isFinite(life) && life > 0 ? life * 1000 : null;
+}
+
+/** A JWT's claims, read (not verified: only its stated life is taken from them), or undefined. */
+function jwtClaims(token: string): Record<string, unknown> | undefined {
+  const parts = token.split('.');
+  if (parts.length !== 3 || parts[1]!.length > 8192) return undefined;
+  try {
+    const claims = JSON.parse(Buffer.from(parts[1]!, 'base64url').toString('utf8')) as unknown;
+    return claims !== null && typeof claims === 'object' ? (claims as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether a token with this expiry may still be handed out (one without an expiry is not refreshed ahead). */
