@@ -75,6 +75,8 @@ export interface RecordSequenceDoc {
   live?: number;
   /** The `visible` number `live` counts up to: a head where the two differ has no count kept. */
   live_visible?: number;
+  /** The `from` block `live` counts from (a clear raises `from`): where the two differ, no count is kept. */
+  live_from?: number;
 }
 const recordSequenceSchema = new Schema<RecordSequenceDoc>(
   {
@@ -87,6 +89,7 @@ const recordSequenceSchema = new Schema<RecordSequenceDoc>(
     log: { type: Number },
     live: { type: Number },
     live_visible: { type: Number },
+    live_from: { type: Number },
   },
   { versionKey: false },
 );

@@ -47,11 +47,34 @@ const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
 const PAGE_LOOKUPS_IN_FLIGHT = 16;
 
 /** What a scope's head starts with, besides its counter: a change log, and a count of nothing. */
-const NEW_HEAD = { log: LOG_VERSION, live: 0, live_visible: 0 };
-/** What an entry made readable does to the count of records not deleted. */
+const NEW_HEAD = { log: LOG_VERSION, live: 0, live_visible: 0, live_from: 0 };
+/** What a change made readable does to the count of records not deleted. */
 const LIVE_CHANGE: Record<RecordAction, number> = { ADDED: 1, UPDATED: 0, DELETED: -1 };
-/** Whether a head's count is kept up to what readers read. */
-const countKept = (head: RecordSequenceDoc): head is RecordSequenceDoc & { live: number } => head.live !== undefined && head.live_visible === (head.visible ?? 0);
+/**
+ * Whether a head's count is kept up to what readers read: counted up to its `visible` number,
+ * since its last clear. A head from before counts were kept, or written by a replica that kept
+ * none (a rolling upgrade), is counted from its records once more (`settleCount`).
+ */
+const countKept = (head: RecordSequenceDoc): head is RecordSequenceDoc & { live: number } =>
+  head.live !== undefined && head.live_visible === (head.visible ?? 0) && (head.live_from ?? 0) === (head.from ?? 0);
+
+/** A change as `publish` counts it: its number and action. */
+export interface CountedChange {
+  seq: number;
+  action: RecordAction;
+}
+
+/** What a write publishes, besides the number readers may read up to. */
+interface Published {
+  /** Its own changes, stored. */
+  own?: readonly CountedChange[];
+  /** The changes before of the records it wrote again (their entries leave the log). */
+  superseded?: readonly CountedChange[];
+  /** Its entries for records it did not write, found stored (they leave the log). */
+  unused?: readonly number[];
+  /** Records found stored by another writer meanwhile, whose change before is not known: the count is dropped. */
+  uncounted?: boolean;
+}
 
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
 const entryField = (seq: number) => `e.s${seq}`;
@@ -162,25 +185,22 @@ export function createRecordRepo(mongo: Connection) {
 
   /**
    * A write's last step: readers may now read up to `upTo`, and the scope's count follows; then
-   * entries no longer current leave the log: `superseded`, the entries of records this write
-   * wrote again, and `unused`, entries of this write for records it did not write (found stored).
-   * A superseded entry left (the writer stopped before this) is read past: its record is newer.
+   * entries no longer current leave the log (superseded and unused ones). A superseded entry
+   * left behind (the writer stopped before this) is read past: its record is newer.
    */
-  async function publish(scope: RecordScope, upTo: number, dropped: { superseded?: readonly number[]; unused?: readonly number[] }): Promise<void> {
+  async function publish(scope: RecordScope, upTo: number, published: Published): Promise<void> {
     const top = await head(scope);
     const from = top?.visible ?? 0;
-    let counted: { live: number; live_visible: number } | undefined;
-    if (top && upTo > from) {
-      // Kept, or (a head from before counts were kept) taken once from the readable records.
-      const before = countKept(top) ? top.live : await records.countDocuments({ ...inScope(scope), deleted_at: null, seq: { $lte: from } }).exec();
-      counted = { live: before + (await liveChange(scope, from, upTo, dropped)), live_visible: upTo };
+    let counted: { live: number; live_visible: number } | { live_visible: number } | undefined;
+    if (top && upTo > from && countKept(top)) {
+      counted = published.uncounted ? { live_visible: -1 } : { live: top.live + (await liveChange(scope, from, upTo, published)), live_visible: upTo };
     }
     await heads.updateOne(
       recordQueries.sequence(scope),
       { $max: { visible: upTo }, ...(counted ? { $set: counted } : {}), $setOnInsert: { seq: 0, ...(counted ? { log: LOG_VERSION } : NEW_HEAD) } } as mongo.UpdateFilter<RecordSequenceDoc>,
       { upsert: true },
     );
-    const gone = [...(dropped.superseded ?? []), ...(dropped.unused ?? [])];
+    const gone = [...(published.superseded ?? []).map((change) => change.seq), ...(published.unused ?? [])];
     if (gone.length > 0) {
       await eachWrite([...groupBy(gone, blockOf)], ([block, seqs]) =>
         blocks.updateOne(recordQueries.logBlock(scope, block), { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) }),
@@ -189,35 +209,48 @@ export function createRecordRepo(mongo: Connection) {
   }
 
   /**
-   * What readers' count of records not deleted gains as `visible` goes from `from` to `upTo`: the
-   * entries made readable (each record's newest change there; an added record counts, a deleted
-   * one is taken off), less the unused ones, and the superseded entries above `from`: changes
-   * never read (a stopped writer's), which the entries replacing them take on from.
+   * What the count of records not deleted gains as `visible` goes from `from` to `upTo`: the
+   * write's own changes; the changes before of records it wrote again, when they were never
+   * readable (a stopped writer's, above `from`: the write's own change follows on from them);
+   * and what else lies in between, the entries of stopped writers, each counted only if its
+   * record was stored (one whose writer stopped before storing it names a record that never
+   * changed). Without a writer stopping, nothing else lies in between, and nothing is read.
    */
-  async function liveChange(scope: RecordScope, from: number, upTo: number, dropped: { superseded?: readonly number[]; unused?: readonly number[] }): Promise<number> {
-    const unused = new Set(dropped.unused);
-    const unread = new Set((dropped.superseded ?? []).filter((seq) => seq > from));
-    const numbers = sortedUnion([Array.from({ length: blockOf(upTo) - blockOf(from + 1) + 1 }, (_, i) => blockOf(from + 1) + i), [...unread].map(blockOf)]);
+  async function liveChange(scope: RecordScope, from: number, upTo: number, published: Published): Promise<number> {
+    const own = published.own ?? [];
+    const unread = (published.superseded ?? []).filter((change) => change.seq > from);
     let change = 0;
+    for (const counted of [...own, ...unread]) change += LIVE_CHANGE[counted.action];
+    const known = new Set([...own, ...unread].map((counted) => counted.seq).concat(published.unused ?? []));
+    let inRange = 0;
+    for (const seq of known) if (seq > from && seq <= upTo) inRange++;
+    if (inRange === upTo - from) return change;
+    const numbers = Array.from({ length: blockOf(upTo) - blockOf(from + 1) + 1 }, (_, i) => blockOf(from + 1) + i);
     for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
-      const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), (seq) => seq > from && !unused.has(seq) && (seq <= upTo || unread.has(seq)));
-      for (const [, entry] of entries) change += LIVE_CHANGE[entry.a];
+      const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), (seq) => seq > from && seq <= upTo && !known.has(seq));
+      const stored = await current(entries);
+      entries.forEach(([, entry], i) => {
+        if (stored[i]) change += LIVE_CHANGE[entry.a];
+      });
     }
     return change;
   }
 
   /**
-   * Writes, then publishes. `superseded`: the sequence numbers the records had before
-   * (their log entries go).
+   * Writes, then publishes. `superseded`: the records' changes before, by number and action (their
+   * log entries go); null when they are not known (records another writer stored meanwhile).
    */
-  async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[], superseded: readonly number[] = []): Promise<void> {
+  async function upsertMany(scope: RecordScope, writes: readonly RecordWrite[], superseded: readonly CountedChange[] | null = []): Promise<void> {
     if (writes.length === 0) return;
     await announce(scope, writes);
     // In any order: readers take none of them before `publish`.
     await eachWrite(writes, (write) =>
       recordDocs.updateOne(recordQueries.byId(scope, write.external_id), { $set: { ...inScope(scope), ...write } } as mongo.UpdateFilter<RecordDoc>, { upsert: true }),
     );
-    await publish(scope, Math.max(...writes.map((write) => write.seq)), { superseded });
+    await publish(scope, Math.max(...writes.map((write) => write.seq)), {
+      own: writes.map((write) => ({ seq: write.seq, action: write.last_action })),
+      ...(superseded === null ? { uncounted: true } : { superseded }),
+    });
   }
 
   /**
@@ -259,11 +292,16 @@ export function createRecordRepo(mongo: Connection) {
     }
     const left = new Set(skipped);
     const stored = writes.filter((_, index) => !left.has(index));
-    await publish(scope, Math.max(0, ...stored.map((write) => write.seq)), { unused: skipped.map((index) => writes[index]!.seq) });
+    await publish(scope, Math.max(0, ...stored.map((write) => write.seq)), {
+      own: stored.map((write) => ({ seq: write.seq, action: write.last_action })),
+      unused: skipped.map((index) => writes[index]!.seq),
+    });
     return skipped;
   }
 
   const head = (scope: RecordScope) => heads.findOne(recordQueries.sequence(scope));
+  /** A scope's records not deleted up to `visible`, counted from the records themselves (the scope's fields: a scan on FerretDB). */
+  const countReadable = (scope: RecordScope, visible: number) => records.countDocuments({ ...inScope(scope), deleted_at: null, seq: { $lte: visible } }).exec();
   const readBlocks = (scope: RecordScope, numbers: readonly number[]) => Promise.all(numbers.map((block) => blocks.findOne(recordQueries.logBlock(scope, block))));
   /** The entries of some blocks that `keep` accepts, in order. */
   const entriesOf = (docs: ReadonlyArray<RecordLogBlockDoc | null>, keep: (seq: number, entry: RecordLogEntry) => boolean): Entry[] =>
@@ -394,7 +432,7 @@ export function createRecordRepo(mongo: Connection) {
      */
     async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
       const skipped = await insertAbsent(scope, writes);
-      if (skipped.length > 0) await upsertMany(scope, skipped.map((index) => writes[index]!));
+      if (skipped.length > 0) await upsertMany(scope, skipped.map((index) => writes[index]!), null);
     },
     upsertMany,
     /**
@@ -479,19 +517,40 @@ export function createRecordRepo(mongo: Connection) {
       return { count: ids.length, hasMore };
     },
     /** Records present (not deleted) in a scope, for the sync status. */
-    /**
-     * The scope's records not deleted, as readers read them: kept in its head, one `_id` lookup.
-     * A head from before counts were kept is counted from its records until its next write.
-     */
+    /** The scope's records not deleted, as readers read them: kept in its head, one `_id` lookup. */
     async count(scope: RecordScope): Promise<number> {
       const top = await head(scope);
       if (!top) return 0;
-      return countKept(top) ? top.live : records.countDocuments({ ...inScope(scope), deleted_at: null, seq: { $lte: top.visible ?? 0 } }).exec();
+      // Not kept (see `countKept`): counted from the records, as before counts were kept.
+      return countKept(top) ? top.live : countReadable(scope, top.visible ?? 0);
+    },
+    /** The count kept in the scope's head, or null when none is kept (see `countKept`). */
+    async keptCount(scope: RecordScope): Promise<number | null> {
+      const top = await head(scope);
+      if (!top) return 0;
+      return countKept(top) ? top.live : null;
+    },
+    /**
+     * Counts a scope whose count is not kept from its records, and keeps it from then on: run as
+     * the scope's only writer (`serializedRecordWrites`), so no write changes what it counts.
+     * Stored only if nothing was made readable meanwhile (a replica keeping no count, writing).
+     */
+    async settleCount(scope: RecordScope): Promise<number> {
+      const top = await head(scope);
+      if (!top) return 0;
+      if (countKept(top)) return top.live;
+      const live = await countReadable(scope, top.visible ?? 0);
+      await heads.updateOne({ ...recordQueries.sequence(scope), visible: top.visible ?? { $exists: false } } as mongo.Filter<RecordSequenceDoc>, {
+        $set: { live, live_visible: top.visible ?? 0, live_from: top.from ?? 0 },
+      });
+      return live;
     },
     /** A full resync starts from nothing: the scope's records and log go; its sequence keeps counting, so older cursors stay valid. */
     async clear(scope: RecordScope): Promise<number> {
       const top = await head(scope);
-      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {}, live: 0, live_visible: top?.visible ?? 0 }, $max: { from: blockOf((top?.seq ?? 0) + 1) } });
+      // Nothing left to count, from the block the scope now starts at.
+      const from = Math.max(top?.from ?? 0, blockOf((top?.seq ?? 0) + 1));
+      await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {}, from, live: 0, live_visible: top?.visible ?? 0, live_from: from } });
       await log.deleteMany(inScope(scope)).exec();
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;

@@ -34,6 +34,12 @@ export function serializedRecordWrites(repo: RecordRepo, locks: Pick<KvLocks, 'a
     writing: <T>(scope: RecordScope, work: () => Promise<T>): Promise<T> => alone(keyOf(scope), work),
     clear: (scope: RecordScope) => alone(keyOf(scope), () => repo.clear(scope)),
     prune: (scope: RecordScope, untilSeq: number, limit: number, now: Date) => alone(keyOf(scope), () => repo.prune(scope, untilSeq, limit, now)),
+    /**
+     * The scope's count, one `_id` lookup; a scope without one kept is counted once as its only
+     * writer, and kept from then on (while its writer holds it too long: counted, not kept).
+     */
+    count: async (scope: RecordScope): Promise<number> =>
+      (await repo.keptCount(scope)) ?? alone(keyOf(scope), () => repo.settleCount(scope)).catch(() => repo.count(scope)),
   };
 }
 

@@ -154,7 +154,10 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
         await deps.records.upsertMany(
           scope,
           numbered.slice(fresh.length),
-          known.map((change) => existing.get(change.write.external_id)!.seq),
+          known.map((change) => {
+            const before = existing.get(change.write.external_id)!;
+            return { seq: before.seq, action: before.last_action };
+          }),
         );
         changes.push(...looked);
       }
