@@ -105,6 +105,12 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
         return answer(response, 201, { token: mint('ghs'), expires_at: new Date(Date.now() + 60 * MINUTE).toISOString(), permissions: { contents: 'read' } });
       }
 
+      // The two-step provider's API: it takes only the tokens it issued.
+      if (url.pathname === '/two-step/api/me' && request.method === 'GET') {
+        const bearer = /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1];
+        return bearer !== undefined && issued.has(bearer) ? answer(response, 200, { user: 'ada' }) : answer(response, 401, { error: 'invalid_token' });
+      }
+
       const tenant = /^\/two-step\/([^/]+)\/login$/.exec(url.pathname);
       if (tenant && request.method === 'POST') {
         record('two-step');
@@ -172,6 +178,8 @@ loopback-two-step:
   categories: [test]
   auth_mode: TWO_STEP
   connection_configuration: [tenant]
+  proxy:
+    base_url: ${base}/two-step/api
   token_request:
     url: ${base}/two-step/\${connectionConfig.tenant}/login
     body_format: json
@@ -364,6 +372,18 @@ describe('APP connections', () => {
     const failed = await fetchConnection('app-gone', 'app');
     expect(failed.status).toBe(424);
     expect(failed.json.error).toMatchObject({ code: 'refresh_token_external_error', payload: { status: 404 } });
+  });
+});
+
+describe('a token-request token the provider refuses', () => {
+  // One kept until its provider refuses it (its answer stated no lifetime, or the provider
+  // revoked it): the proxy asks the vault for a new one and sends the call again, as for OAuth.
+  it('is bought again by the proxy after a 401, and the call sent again with it', async () => {
+    await importConnection('two-step', 'two-step-revoked', { type: 'TWO_STEP', raw: { username: 'ada', password: USERS.ada }, token: 'never-issued', expires_at: new Date(Date.now() + 120 * MINUTE).toISOString() }, { tenant: 'acme' });
+    const called = await fetch(`${stack.url}/proxy/me`, { headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'two-step-revoked', 'provider-config-key': 'two-step' } });
+    expect(called.status).toBe(200);
+    expect(await called.json()).toEqual({ user: 'ada' });
+    expect(provider.issued.has(String((await fetchConnection('two-step-revoked', 'two-step')).json.credentials.token))).toBe(true);
   });
 });
 

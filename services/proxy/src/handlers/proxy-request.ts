@@ -14,7 +14,11 @@ import { UpstreamNetworkError, callUpstream, type UpstreamCall, type UpstreamOpt
 import { countRetry, observeUpstream } from '../upstream/upstream-metrics.js';
 import type { IncomingProxyCall } from './serve-proxy-calls.js';
 
-const OAUTH_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1']);
+/**
+ * The modes whose token the vault can get anew: a 401 with one is answered by a forced refresh
+ * and the call sent again. A bought token whose provider stated no lifetime is kept until this.
+ */
+const RENEWABLE_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
 export interface ProxyDeps {
   /** Credentials from the vault; answer bodies up to its inline limit ride in the answer. */
@@ -199,9 +203,9 @@ function decoderFor(encoding: string | undefined) {
 
 /**
  * Answers one proxied call: credentials, the upstream call (retries, one forced refresh and
- * replay after a 401 on an OAuth connection), then status, headers and body back unchanged
- * (less hop-by-hop headers; decoded when asked). Small bodies ride in the answer; larger ones
- * are served as a pull stream, so memory stays bounded whatever the size.
+ * replay after a 401 on a connection whose token the vault can renew), then status, headers
+ * and body back unchanged (less hop-by-hop headers; decoded when asked). Small bodies ride in
+ * the answer; larger ones are served as a pull stream, so memory stays bounded whatever the size.
  */
 export function proxyRequestHandler(deps: ProxyDeps) {
   return async (call: IncomingProxyCall): Promise<void> => {
@@ -217,7 +221,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       // The replay, only while the caller still waits: past its deadline the 401 is the answer.
-      if (response.status === 401 && OAUTH_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt) {
+      if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt) {
         response.discard();
         credentials = await fetchCredentials(deps, meta, true);
         response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
