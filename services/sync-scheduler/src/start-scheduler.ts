@@ -112,7 +112,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     maxDeliveries: DAY_OF_DELIVERIES,
     contract: vaultContracts.connectionCreated,
     concurrency: 4,
-    handler: connectionCreatedHandler(syncDeps),
+    handler: connectionCreatedHandler({ ...syncDeps, holderOf: connectionHolder(syncDeps) }),
   });
   // Exactly one replica schedules: the holder of the lease, renewed every tick. The entry names
   // the holder as `<host>/<pid>/<random>`, so which process leads can be read from outside.

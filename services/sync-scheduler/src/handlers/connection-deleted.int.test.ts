@@ -7,7 +7,7 @@ import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/recor
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { createDeploymentRepo } from '../db/deployment-repo.js';
 import { connectionDeletedHandler } from './connection-deleted.js';
-import { connectionCreatedHandler, type SyncsDeps } from './syncs.js';
+import { connectionCreatedHandler } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -105,7 +105,7 @@ describe('a name deleted and taken again at once', () => {
     await schedules.markStarted(run, claimedAt);
     expect(await schedules.recordProgress(run, {}, { page: 40 }, new Date())).toBe(true);
 
-    await connectionCreatedHandler({ schedules, deployments, logger } as unknown as SyncsDeps)(event(28, 'again'));
+    await connectionCreatedHandler({ schedules, deployments, logger, holderOf: async () => 28 } as unknown as Parameters<typeof connectionCreatedHandler>[0])(event(28, 'again'));
     const fresh = await schedules.list(env, 'crm', 'again');
     expect(fresh.map((schedule) => schedule.connection).sort()).toEqual([28, 28]);
     expect((await schedules.getSchedule(old!._id))?.checkpoint).toBeNull();
@@ -117,5 +117,20 @@ describe('a name deleted and taken again at once', () => {
     // The old one's deletion, heard now, leaves the new connection's schedules.
     await connectionDeletedHandler({ schedules, records, logger, holderOf: async () => 28 })(event(27, 'again'));
     expect((await schedules.list(env, 'crm', 'again')).map((schedule) => schedule.connection)).toEqual([28, 28]);
+
+    // The old one's creation, redelivered after an outage and heard last, is nobody's now.
+    const late = await schedules.list(env, 'crm', 'again');
+    await connectionCreatedHandler({ schedules, deployments, logger, holderOf: async () => 28 } as unknown as Parameters<typeof connectionCreatedHandler>[0])(event(27, 'again'));
+    expect(await schedules.list(env, 'crm', 'again')).toEqual(late);
+  });
+
+  it('takes a variant made for the old connection with it too', async () => {
+    const key = { provider_config_key: 'crm', connection_id: 'variant-again', sync_name: 'tickets', variant: 'eu' };
+    await schedules.ensure(env, key, 'every hour', new Date(), 37);
+    await connectionCreatedHandler({ schedules, deployments: createDeploymentRepo(connection), logger, holderOf: async () => 38 } as unknown as Parameters<typeof connectionCreatedHandler>[0])(event(38, 'variant-again'));
+    expect((await schedules.list(env, 'crm', 'variant-again')).map((schedule) => [schedule.variant, schedule.connection])).toEqual([
+      ['base', 38],
+      ['base', 38],
+    ]);
   });
 });

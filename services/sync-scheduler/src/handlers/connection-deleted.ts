@@ -3,13 +3,15 @@ import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { removeConnectionSchedules, type SyncsDeps } from './syncs.js';
 
+/** The numeric id of the connection that holds a name now, or null when none does (the vault's answer). */
+export type ConnectionHolder = (event: { environment_id: string; provider_config_key: string; connection_id: string }) => Promise<number | null>;
+
 export interface ConnectionDeletedDeps extends Pick<SyncsDeps, 'schedules' | 'records' | 'logger'> {
-  /** The numeric id of the connection that holds a name now, or null when none does (the vault's answer). */
-  holderOf(event: { environment_id: string; provider_config_key: string; connection_id: string }): Promise<number | null>;
+  holderOf: ConnectionHolder;
 }
 
 /** `holderOf` as the vault answers it. */
-export function connectionHolder(deps: Pick<SyncsDeps, 'bus'>): ConnectionDeletedDeps['holderOf'] {
+export function connectionHolder(deps: Pick<SyncsDeps, 'bus'>): ConnectionHolder {
   return async ({ environment_id, provider_config_key, connection_id }) => {
     try {
       return (await deps.bus.request(vaultContracts.resolveConnection, { environment_id, provider_config_key, connection_id })).id;

@@ -20,6 +20,7 @@ import type { RecordRepo } from '../db/record-repo.js';
 import type { ScheduleDoc, ScheduleTiming, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
 import { parseFrequency } from '../domain/frequency.js';
+import type { ConnectionHolder } from './connection-deleted.js';
 import { isAbandoned, nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
 
 export interface SyncsDeps {
@@ -127,7 +128,7 @@ async function selectSchedules(
   const schedules = (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter(
     (schedule) => names.has(schedule.sync_name) && wanted.has(schedule.connection_id),
   );
-  return { environment, syncs, schedules };
+  return { environment, syncs, schedules, connections };
 }
 
 /**
@@ -301,9 +302,10 @@ async function scheduleOf(deps: SyncsDeps, request: { environment_id: string; pr
 export function createVariantHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.createVariant>): Promise<ResponseOf<typeof syncContracts.createVariant>> => {
     if (request.variant === BASE_VARIANT) throw new AppError('invalid_uri_params', `"${BASE_VARIANT}" is every sync's own variant`);
-    const { environment, syncs } = await selectSchedules(deps, { ...request, syncs: [request.sync_name] });
+    const { environment, syncs, connections } = await selectSchedules(deps, { ...request, syncs: [request.sync_name] });
     const target: ScheduleTarget = { provider_config_key: request.provider_config_key, connection_id: request.connection_id, sync_name: request.sync_name, variant: request.variant };
-    const made = await deps.schedules.ensure(environment, target, syncs[0]!.frequency, new Date());
+    // Made for this connection (its numeric id), as its base schedules are: a name taken again does not inherit it.
+    const made = await deps.schedules.ensure(environment, target, syncs[0]!.frequency, new Date(), connections[0]!.id);
     if (made === 'existing') throw new AppError('failed_sync_variant_creation', `Sync "${request.sync_name}" already has a variant "${request.variant}"`);
     return { id: deps.schedules.idOf(environment, target), name: request.sync_name, variant: request.variant };
   };
@@ -449,8 +451,8 @@ export function integrationRemovedHandler(deps: SyncsDeps) {
   return async (event: PayloadOf<typeof vaultContracts.integrationRemoved>) => {
     const environment = environmentId(event.environment_id);
     const removed = await deps.deployments.removeUpTo(environment, event.unique_key, new Date(event.at));
-    if (removed === 0) return;
-    deps.logger.info('dropped the functions deployed for a removed integration', { provider_config_key: event.unique_key, deployments: removed });
+    // Every step after is done again on a redelivery (one may have failed after the removal).
+    if (removed > 0) deps.logger.info('dropped the functions deployed for a removed integration', { provider_config_key: event.unique_key, deployments: removed });
     // Action-runner replicas drop what they cached of them; the version left is the current one, if any.
     const current = await deps.deployments.current(environment, event.unique_key);
     deps.bus.broadcast(functionsContracts.deploymentChanged, { environment_id: environment, provider_config_key: event.unique_key, version: current?.version ?? 0 });
@@ -464,13 +466,18 @@ export function integrationRemovedHandler(deps: SyncsDeps) {
  * they go first, ending their runs, so nothing of the old connection (checkpoint, pause,
  * frequency, variants, a run in flight) carries over.
  */
-export function connectionCreatedHandler(deps: SyncsDeps) {
+export function connectionCreatedHandler(deps: SyncsDeps & { holderOf: ConnectionHolder }) {
   return async (event: { environment_id: string; provider_config_key: string; connection_id: string; id: number }) => {
     const environment = environmentId(event.environment_id);
     const others = (await deps.schedules.list(environment, event.provider_config_key, event.connection_id)).filter(
       (schedule) => schedule.connection !== undefined && schedule.connection !== null && schedule.connection !== event.id,
     );
-    if (others.length > 0) await deps.schedules.remove(others.map((schedule) => schedule._id));
+    if (others.length > 0) {
+      // A creation heard late (redelivered after an outage), once the name holds a newer
+      // connection, is that one's no longer: nothing of it is made, nothing of the newer one goes.
+      if ((await deps.holderOf(event)) !== event.id) return;
+      await deps.schedules.remove(others.map((schedule) => schedule._id));
+    }
     const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
     await ensureSchedules(deps, environment, event.provider_config_key, [{ connection_id: event.connection_id, id: event.id }], syncs);
   };
