@@ -144,5 +144,10 @@ describe('post-creation functions', () => {
     // Time for any further delivery.
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     expect(Object.fromEntries(metadataWrites)).toEqual({ first: 1, second: 2 });
+
+    // A reconnect of the same connection is another creation: every function runs for it.
+    await vault.publish(vaultContracts.connectionCreated, { environment_id: 'env_a', id: 41, connection_id: 'c1', provider_config_key: 'api', provider: 'api', operation: 'override' });
+    await eventually(async () => ((metadataWrites.get('second') ?? 0) >= 3 ? true : undefined), 20_000, 'the reconnect\'s functions to run');
+    expect(metadataWrites.get('first')).toBe(2);
   }, 60_000);
 });

@@ -1,6 +1,6 @@
 import { actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts, type FunctionType, type ModelCounts, type ModelField, type PayloadOf, type RequestOf } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
-import type { Bus } from '@latchkey/bus';
+import type { Bus, JobMessage } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
 import type { LifecycleRunRepo } from '../db/lifecycle-run-repo.js';
 import { SYNC_RUN_SLOT_WAIT_MS, isOurOutage, untilStopped } from '../domain/action-deps.js';
@@ -142,9 +142,10 @@ export function preDeletionHandler(deps: FunctionDeps) {
  * again, and only it.
  */
 export function postCreationHandler(deps: FunctionDeps) {
-  return async (event: PayloadOf<typeof vaultContracts.connectionCreated>, _msg: unknown, signal: AbortSignal) => {
+  return async (event: PayloadOf<typeof vaultContracts.connectionCreated>, msg: Pick<JobMessage, 'seq'>, signal: AbortSignal) => {
     const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
-    await runLifecycle(deps, 'post-connection-creation', target, { signal, redelivered: `post-connection-creation:${event.environment_id}:${event.id}` });
+    // This event, by its place in the stream: a reconnect's creation is another, and runs them all.
+    await runLifecycle(deps, 'post-connection-creation', target, { signal, redelivered: `post-connection-creation:${event.environment_id}:${event.id}:${msg.seq}` });
   };
 }
 

@@ -55,10 +55,10 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
  * Context calls one isolate may have out at once, and the characters of their arguments: those
  * are copied out of the isolate, past its memory limit, and live on the host until each call
  * answers, so a function firing calls without awaiting them must meet a bound here. The
- * characters allow one largest batch (10,000 records of a few KB) at a time.
+ * characters allow a largest batch (10,000 records of up to 12 KB) at a time.
  */
 const MAX_CALLS_OUT = 64;
-const MAX_CALL_CHARS_OUT = 32 * 1024 * 1024;
+const MAX_CALL_CHARS_OUT = 128 * 1024 * 1024;
 
 /**
  * Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest,
