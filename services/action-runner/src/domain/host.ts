@@ -361,22 +361,12 @@ export function endpointAndParams(endpoint: string, params: Record<string, strin
   const added = new URLSearchParams(given.map(([name, value]): [string, string] => [name, String(value)])).toString();
   if (at < 0) return { path: endpoint, query: added };
   const named = new Set(given.map(([name]) => name));
+  // Each pair's name decoded as a form decodes it (`URLSearchParams`), the pair kept as written.
   const kept = endpoint
     .slice(at + 1)
     .split('&')
-    .filter((pair) => pair !== '' && !named.has(decodedName(pair)));
+    .filter((pair) => pair !== '' && !named.has(new URLSearchParams(pair).keys().next().value ?? ''));
   return { path: endpoint.slice(0, at), query: [...kept, ...(added === '' ? [] : [added])].join('&') };
-}
-
-/** The name of a query's `name=value` pair, decoded as a form decodes it (undecodable: as written). */
-function decodedName(pair: string): string {
-  const eq = pair.indexOf('=');
-  const raw = (eq < 0 ? pair : pair.slice(0, eq)).replaceAll('+', ' ');
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    return raw;
-  }
 }
 
 /** `ctx.proxy`: the call through the proxy client, as the gateway's `/proxy` route makes it. */

@@ -89,20 +89,10 @@ export function targetUrl(meta: ProxyRequestMeta, credentials: ProxyCredentials)
  * to `%3A`, a bare `flag` to `flag=`.
  */
 function withInjectedQuery(query: string, names: readonly string[], values: Readonly<Record<string, string>>): string {
-  const kept = query.split('&').filter((pair) => pair !== '' && !names.includes(formName(pair)));
+  // Each pair's name decoded as a form decodes it (`URLSearchParams`), the pair kept as sent.
+  const kept = query.split('&').filter((pair) => pair !== '' && !names.includes(new URLSearchParams(pair).keys().next().value ?? ''));
   kept.push(new URLSearchParams(values).toString());
   return kept.join('&');
-}
-
-/** A query pair's name, decoded as a form decodes it (undecodable: as written). */
-function formName(pair: string): string {
-  const eq = pair.indexOf('=');
-  const raw = (eq < 0 ? pair : pair.slice(0, eq)).replaceAll('+', ' ');
-  try {
-    return decodeURIComponent(raw);
-  } catch {
-    return raw;
-  }
 }
 
 /** The last base URL parsed and checked, kept: most calls go to the base of the call before. */
