@@ -516,8 +516,7 @@ export function createRecordRepo(mongo: Connection) {
       if (done > after) await heads.updateOne(recordQueries.sequence(scope), { $max: { pruned: done } });
       return { count: ids.length, hasMore };
     },
-    /** Records present (not deleted) in a scope, for the sync status. */
-    /** The scope's records not deleted, as readers read them: kept in its head, one `_id` lookup. */
+    /** The scope's records not deleted, as readers read them (the sync status): kept in its head, one `_id` lookup. */
     async count(scope: RecordScope): Promise<number> {
       const top = await head(scope);
       if (!top) return 0;
