@@ -34,6 +34,7 @@ export function servePullStream(
 export function pullStream(bus: Bus, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
   const { nc } = connectionOf(bus);
   const reading = pullStreamFrom(nc, inbox, timeoutMs);
+  const [next, finish, fail] = [reading.next.bind(reading), reading.return.bind(reading), reading.throw.bind(reading)];
   let started = false;
   // A generator never started runs no `finally` when returned: the producer is told here.
   const cancelUnstarted = () => {
@@ -43,24 +44,18 @@ export function pullStream(bus: Bus, inbox: string, timeoutMs: number): AsyncGen
   return Object.assign(reading, {
     next: (...args: [] | [unknown]) => {
       started = true;
-      return AsyncGeneratorNext.call(reading, ...args) as Promise<IteratorResult<Uint8Array>>;
+      return next(...args);
     },
     return: (value?: unknown) => {
       cancelUnstarted();
-      return AsyncGeneratorReturn.call(reading, value) as Promise<IteratorResult<Uint8Array>>;
+      return finish(value);
     },
     throw: (error?: unknown) => {
       cancelUnstarted();
-      return AsyncGeneratorThrow.call(reading, error) as Promise<IteratorResult<Uint8Array>>;
+      return fail(error);
     },
   });
 }
-
-/** The methods of every async generator, called on one whose own methods are replaced above. */
-const asyncGeneratorPrototype = Object.getPrototypeOf(Object.getPrototypeOf((async function* () {})())) as AsyncGenerator;
-const AsyncGeneratorNext = asyncGeneratorPrototype.next;
-const AsyncGeneratorReturn = asyncGeneratorPrototype.return;
-const AsyncGeneratorThrow = asyncGeneratorPrototype.throw;
 
 /** Serves one buffer as a pull stream (for payloads too large for a NATS message). */
 export function serveBytes(bus: Bus, bytes: Uint8Array, options: PullStreamOptions): { inbox: string; done: Promise<void> } {
