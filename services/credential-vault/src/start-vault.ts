@@ -125,11 +125,11 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
 
   // Lifecycle facts a replica kept but never published (it died, or lost NATS) go out from any
   // replica's sweep; two replicas sending one fact send its one msgId, stored once.
-  const lifecycle = createLifecycleEvents({ bus, logger, outbox, connections });
+  const lifecycle = createLifecycleEvents({ bus, logger, outbox, connections, integrations });
   const sweepOutbox = () => {
     void lifecycle.sweep().then(
       (published) => {
-        if (published > 0) logger.warn('published connection lifecycle facts a replica had left unpublished', { facts: published });
+        if (published > 0) logger.warn('published lifecycle facts a replica had left unpublished', { facts: published });
       },
       (error: unknown) => logger.warn('could not sweep the lifecycle outbox; trying again later', { error }),
     );
@@ -169,7 +169,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
     integrationService,
     credentials,
   });
-  const deps: VaultDeps & VaultServices = { ...base, refresher, audit, cache, integrationService, connectionService, sessionService };
+  const deps: VaultDeps & VaultServices = { ...base, refresher, audit, cache, integrationService, connectionService, sessionService, lifecycle };
   runtime.onShutdown(() => audit.stop());
 
   const publicCatalog = {

@@ -11,6 +11,7 @@ export function createIntegrationRepo(connection: Connection) {
     init: () => model.init(),
     list: (environment: EnvironmentId) => scoped.find(environment, {}, { sort: { created_at: 1 } }),
     findByKey: (environment: EnvironmentId, uniqueKey: string) => scoped.findOne(environment, { unique_key: uniqueKey }),
+    findById: (environment: EnvironmentId, id: string) => scoped.findOne(environment, { _id: id }),
     async insert(environment: EnvironmentId, doc: Omit<IntegrationDoc, 'environment_id'>): Promise<IntegrationDoc> {
       try {
         return await scoped.insert(environment, doc);

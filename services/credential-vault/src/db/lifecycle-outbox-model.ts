@@ -1,18 +1,24 @@
 import { Schema, type Connection } from 'mongoose';
 
 /**
- * A connection's lifecycle fact (`connection.created`, `connection.deleted`…) kept from just
- * before the write it announces until JetStream has stored it. A replica that dies, or loses
- * NATS, between the two leaves it here, and any replica's sweep publishes it later: schedules,
- * post-creation functions and record deletions have no other trigger. No credentials: the
- * payloads identify connections only.
+ * A lifecycle fact (`connection.created`, `connection.deleted`, `integration.removed`…) kept
+ * from just before the write it announces until JetStream has stored it. A replica that dies, or
+ * loses NATS, between the two leaves it here, and any replica's sweep publishes it later:
+ * schedules, post-creation functions, record deletions and the end of an integration's deployed
+ * functions have no other trigger. No credentials: the payloads identify connections and
+ * integrations only.
  */
 export interface LifecycleOutboxDoc {
   /** The fact's JetStream `msgId` too: a resend within the duplicate window is stored once. */
   _id: string;
   environment_id: string;
-  /** The connection's `_id`. */
-  connection: string;
+  /** The connection's `_id`, for a connection's fact. */
+  connection?: string | null;
+  /**
+   * The integration's `_id`, for an integration's fact: its key's end, which happened once the
+   * integration is gone or holds another key (a rename).
+   */
+  integration?: string | null;
   /** The fact stands once the write happened: the connection exists (created), or is gone (deleted). */
   holds_when: 'present' | 'absent';
   /**
@@ -30,7 +36,8 @@ const lifecycleOutboxSchema = new Schema<LifecycleOutboxDoc>(
   {
     _id: { type: String, required: true },
     environment_id: { type: String, required: true },
-    connection: { type: String, required: true },
+    connection: { type: String, default: null },
+    integration: { type: String, default: null },
     holds_when: { type: String, enum: ['present', 'absent'], required: true },
     credentials_version_above: { type: Number, default: null },
     subject: { type: String, required: true },

@@ -9,6 +9,7 @@ import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } fr
 import { createKeyring } from '../crypto/keyring.js';
 import { createConnectionRepo, credentialsVersionOf, type ConnectionRepo } from '../db/connection-repo.js';
 import { createDataKeyRepo } from '../db/data-key-repo.js';
+import { createIntegrationRepo, type IntegrationRepo } from '../db/integration-repo.js';
 import { createLifecycleOutboxRepo, type LifecycleOutboxRepo } from '../db/lifecycle-outbox-model.js';
 import { createConnectionCredentials } from './connection-credentials.js';
 import { creationEvents, insertConnection } from './connections.js';
@@ -33,6 +34,7 @@ let db: Connection;
 let live: Bus;
 let cutOff: Bus;
 let connections: ConnectionRepo;
+let integrations: IntegrationRepo;
 let outbox: LifecycleOutboxRepo;
 let alive: LifecycleEvents;
 let dying: LifecycleEvents;
@@ -45,10 +47,11 @@ beforeAll(async () => {
   await cutOff.close();
   db = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('vault_outbox'), logger });
   connections = createConnectionRepo(db);
+  integrations = createIntegrationRepo(db);
   outbox = createLifecycleOutboxRepo(db);
-  await Promise.all([connections.init(), outbox.init(), createDataKeyRepo(db).init()]);
-  alive = createLifecycleEvents({ bus: live, logger, outbox, connections });
-  dying = createLifecycleEvents({ bus: cutOff, logger, outbox, connections, publishRetryMs: 300 });
+  await Promise.all([connections.init(), integrations.init(), outbox.init(), createDataKeyRepo(db).init()]);
+  alive = createLifecycleEvents({ bus: live, logger, outbox, connections, integrations });
+  dying = createLifecycleEvents({ bus: cutOff, logger, outbox, connections, integrations, publishRetryMs: 300 });
 }, 60_000);
 
 afterAll(async () => {
@@ -143,4 +146,63 @@ it('drops the facts of a change that failed or changed nothing', async () => {
   await expect(stored(environment, alive, 'twice')).rejects.toMatchObject({ code: 'invalid_body' });
   expect(await alive.announce(doc, { when: 'present' }, creationEvents(doc), async () => false)).toBe(false);
   expect(await outbox.olderThan(later(), 100)).toEqual([]);
+});
+
+/** An integration stored under `key` in `environment`, as the vault stores one. */
+async function storedIntegration(environment: string, key: string) {
+  const now = new Date();
+  return integrations.insert(environmentId(environment), {
+    _id: `int_${randomBytes(6).toString('hex')}`,
+    unique_key: key,
+    provider: 'hubspot',
+    display_name: null,
+    credentials: null,
+    integration_config: {},
+    custom: {},
+    forward_webhooks: true,
+    accept_unsigned_webhooks: false,
+    allowed_hosts: [],
+    webhook_secret: null,
+    created_at: now,
+    updated_at: now,
+  });
+}
+
+it("publishes, from another replica, the end of an integration's key a replica deleted or renamed and could not announce", async () => {
+  // Left unannounced, the key's deployed functions would stay, and a new integration of the
+  // key would run the old one's syncs and actions.
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  const deleted = await storedIntegration(environment, 'crm-deleted');
+  await dying.announceKeyEnd(deleted, () => integrations.remove(environmentId(environment), deleted._id));
+  expect(await integrations.findById(environmentId(environment), deleted._id)).toBeNull();
+  expect(await alive.sweep()).toBe(0);
+  expect(await alive.sweep(later())).toBe(1);
+  expect(await lastStored(vaultContracts.integrationRemoved.subject)).toMatchObject({ environment_id: environment, unique_key: 'crm-deleted' });
+
+  const renamed = await storedIntegration(environment, 'crm-old-name');
+  await dying.announceKeyEnd(renamed, () => integrations.update(environmentId(environment), renamed._id, { unique_key: 'crm-new-name' }));
+  expect(await alive.sweep(later())).toBe(1);
+  expect(await lastStored(vaultContracts.integrationRemoved.subject)).toMatchObject({ environment_id: environment, unique_key: 'crm-old-name' });
+  expect(await alive.sweep(later())).toBe(0);
+});
+
+it("announces no key's end for an integration still there under its key", async () => {
+  const environment = `env_${randomBytes(4).toString('hex')}`;
+  const kept = await storedIntegration(environment, 'crm-kept');
+  // A replica kept the fact and died before the deletion.
+  await outbox.keep([
+    {
+      _id: 'fact-of-an-integration-deletion-never-made',
+      environment_id: environment,
+      integration: kept._id,
+      holds_when: 'absent',
+      subject: vaultContracts.integrationRemoved.subject,
+      payload: { environment_id: environment, unique_key: 'crm-kept', at: new Date().toISOString() },
+      at: new Date(),
+    },
+  ]);
+  const before = await lastStored(vaultContracts.integrationRemoved.subject);
+  expect(await alive.sweep(later())).toBe(0);
+  expect(await outbox.olderThan(later(), 100)).toEqual([]);
+  expect(await lastStored(vaultContracts.integrationRemoved.subject)).toEqual(before);
 });

@@ -73,7 +73,7 @@ export function getIntegrationHandler(deps: Pick<VaultDeps, 'logoUrl'> & Pick<Va
   };
 }
 
-export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 'connections' | 'bus' | 'logger' | 'logoUrl'> & Pick<VaultServices, 'integrationService'>) {
+export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 'connections' | 'bus' | 'logoUrl'> & Pick<VaultServices, 'integrationService' | 'lifecycle'>) {
   return async ({ environment_id, unique_key, patch }: RequestOf<typeof vaultContracts.updateIntegration>) => {
     const environment = environmentId(environment_id);
     const doc = await deps.integrationService.find(environment, unique_key);
@@ -95,8 +95,9 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
     if (patch.credentials !== undefined) {
       fields.credentials = await deps.integrationService.sealClientCredentials(environment, doc._id, patch.credentials);
     }
-    await deps.integrations.update(environment, doc._id, fields);
-    if (renamed) await announceRemoved(deps, environment_id, doc.unique_key);
+    // A rename ends the old key: what was deployed under it goes (`integration.removed`).
+    const update = () => deps.integrations.update(environment, doc._id, fields);
+    await (renamed ? deps.lifecycle.announceKeyEnd(doc, update) : update());
     // Proxy replicas cache what a call injects and where it may go: what changes either drops
     // the cached credentials of every connection of the integration.
     if (fields.allowed_hosts !== undefined || fields.credentials !== undefined) {
@@ -109,28 +110,13 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
   };
 }
 
-/** How long the announcement of a key's end waits for JetStream (a leader election, a restart). */
-const REMOVED_PUBLISH_RETRY_MS = 60_000;
-
-/**
- * `integration.removed`: the functions deployed under the key were the integration's, and go
- * with it (the sync-scheduler drops them), so the key made again starts with none. The write
- * has been made: a publish that fails after a minute's tries is logged, not the request's failure.
- */
-async function announceRemoved(deps: Pick<VaultDeps, 'bus' | 'logger'>, environment_id: string, unique_key: string): Promise<void> {
-  await deps.bus
-    .publish(vaultContracts.integrationRemoved, { environment_id, unique_key, at: new Date().toISOString() }, { retryForMs: REMOVED_PUBLISH_RETRY_MS })
-    .catch((error: unknown) => deps.logger.error('the end of an integration key was not announced: its deployed functions stay until redeployed', { unique_key, error }));
-}
-
 /** Deletes the integration and each of its connections, announcing every deletion and the key's end. */
-export function deleteIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 'connections' | 'bus' | 'logger'> & Pick<VaultServices, 'integrationService' | 'connectionService'>) {
+export function deleteIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 'connections'> & Pick<VaultServices, 'integrationService' | 'connectionService' | 'lifecycle'>) {
   return async ({ environment_id, unique_key }: RequestOf<typeof vaultContracts.deleteIntegration>) => {
     const environment = environmentId(environment_id);
     const doc = await deps.integrationService.find(environment, unique_key);
     for (const connection of await deps.connections.listForIntegration(environment, doc._id)) await deps.connectionService.remove(environment, connection);
-    await deps.integrations.remove(environment, doc._id);
-    await announceRemoved(deps, environment_id, doc.unique_key);
+    await deps.lifecycle.announceKeyEnd(doc, () => deps.integrations.remove(environment, doc._id));
     return { success: true as const };
   };
 }
