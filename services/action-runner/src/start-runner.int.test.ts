@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, type Bus } from '@latchkey/bus';
-import { STREAMS, actionContracts, functionsContracts, vaultContracts, type PayloadOf, type ServiceName } from '@latchkey/contracts';
+import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts, type PayloadOf, type RequestOf, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
@@ -21,14 +21,20 @@ let neighbours: Bus[];
 const actionBundle = (name: string, exec: string) => `"use strict";\nmodule.exports = { default: { kind: 'action', name: '${name}', exec: ${exec} } };`;
 const lifecycleBundle = (name: string, exec: string) =>
   `"use strict";\nmodule.exports = { default: { kind: 'on-event', name: '${name}', event: 'post-connection-creation', exec: ${exec} } };`;
+const syncBundle = (name: string, onWebhook: string) =>
+  `"use strict";\nmodule.exports = { default: { kind: 'sync', name: '${name}', exec: async () => {}, onWebhook: ${onWebhook} } };`;
 const BUNDLES: Record<string, string> = {
+  'hook-first': syncBundle('hook-first', `async (ctx) => { await ctx.updateMetadata({ 'hook-first': true }); }`),
+  'hook-second': syncBundle('hook-second', `async (ctx) => { await ctx.updateMetadata({ 'hook-second': true }); }`),
   echo: actionBundle('echo', `async (ctx, input) => ({ n: input.n, connection: ctx.connectionId })`),
   broken: actionBundle('broken', `async () => { throw new Error('nope'); }`),
   'mark-first': lifecycleBundle('mark-first', `async (ctx) => { await ctx.updateMetadata({ first: true }); }`),
   'mark-second': lifecycleBundle('mark-second', `async (ctx) => { await ctx.updateMetadata({ second: true }); }`),
 };
-/** Metadata writes the vault took, by the key written; the first of `second` meets an outage. */
+/** Metadata writes the vault took, by the key written; the first of `second` and of `hook-second` meets an outage. */
 const metadataWrites = new Map<string, number>();
+/** The webhook runs the sync-scheduler was told of. */
+const webhookRuns: Array<RequestOf<typeof syncContracts.webhookRunFinished>> = [];
 
 const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
 
@@ -42,16 +48,26 @@ beforeAll(async () => {
     if (!bundle) throw new Error(`no function ${name}`);
     const description = name.startsWith('mark-')
       ? { type: 'on-event' as const, name, event: 'post-connection-creation' as const }
-      : { type: 'action' as const, name, has_input_schema: false };
+      : name.startsWith('hook-')
+        ? { type: 'sync' as const, name, frequency: 'every hour', models: [{ name: 'Item', fields: [] }], webhook_subscriptions: ['*'] }
+        : { type: 'action' as const, name, has_input_schema: false };
     return { version: 1, description, bundle };
   });
   deployments.serve(functionsContracts.listLifecycle, ({ event }) => (event === 'post-connection-creation' ? ['mark-first', 'mark-second'] : []));
+  deployments.serve(functionsContracts.listWebhookSyncs, () => [
+    { name: 'hook-first', webhook_subscriptions: ['*'] },
+    { name: 'hook-second', webhook_subscriptions: ['*'] },
+  ]);
+  deployments.serve(syncContracts.webhookRunFinished, (request) => {
+    webhookRuns.push(request);
+    return { published: true as const };
+  });
   const vault = await login('credential-vault');
   vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 1, connection_id, provider_config_key, provider: 'api' }));
   vault.serve(vaultContracts.writeMetadata, ({ metadata }) => {
     const key = Object.keys(metadata)[0] ?? '';
     metadataWrites.set(key, (metadataWrites.get(key) ?? 0) + 1);
-    if (key === 'second' && metadataWrites.get(key) === 1) throw new AppError('service_unavailable', 'the vault is restarting');
+    if ((key === 'second' || key === 'hook-second') && metadataWrites.get(key) === 1) throw new AppError('service_unavailable', 'the vault is restarting');
     return { success: true as const };
   });
   neighbours = [deployments, vault];
@@ -149,5 +165,25 @@ describe('post-creation functions', () => {
     await vault.publish(vaultContracts.connectionCreated, { environment_id: 'env_a', id: 41, connection_id: 'c1', provider_config_key: 'api', provider: 'api', operation: 'override' });
     await eventually(async () => ((metadataWrites.get('second') ?? 0) >= 3 ? true : undefined), 20_000, 'the reconnect\'s functions to run');
     expect(metadataWrites.get('first')).toBe(2);
+  }, 60_000);
+});
+
+describe("syncs' onWebhook", () => {
+  // An onWebhook that met the vault restarting was reported failed and never run again: the
+  // provider had been answered 200, and the change it announced was lost for that sync.
+  it('run again, once the webhook comes again, when an outage of ours failed one; those that ran are not run twice', async () => {
+    const router = await login('webhook-router');
+    try {
+      await router.publish(webhookContracts.received, { environment_id: 'env_a', inbound_id: 'inb_outage', provider_config_key: 'api', provider: 'api', connection_id: 'c1', payload: { type: 'contact.updated' } });
+      await eventually(async () => ((metadataWrites.get('hook-second') ?? 0) >= 2 ? true : undefined), 20_000, 'the failed onWebhook to run again');
+      // Time for any further delivery.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+    } finally {
+      await router.close();
+    }
+    expect(metadataWrites.get('hook-first')).toBe(1);
+    expect(metadataWrites.get('hook-second')).toBe(2);
+    // The outage was no failure of the sync: nothing says it failed.
+    expect(webhookRuns.filter((run) => run.status === 'ERROR')).toEqual([]);
   }, 60_000);
 });

@@ -1,4 +1,4 @@
-import { busOperationLog, consume, HAND_BACK_WAIT_MS, recordedHandler } from '@latchkey/bus';
+import { busOperationLog, consume, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, recordedHandler } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
@@ -16,8 +16,11 @@ import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler 
 /** How long an async action's result can be read after it finished. */
 const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
 const SWEEP_INTERVAL_MS = 3600 * 1000;
-/** How long a lifecycle function that ran is remembered for its event's redeliveries. */
-const LIFECYCLE_RUN_RETENTION_MS = 24 * 3600 * 1000;
+/**
+ * How long a lifecycle function or a sync's `onWebhook` that ran is remembered for its event's
+ * redeliveries: longer than the day of deliveries an outage of ours is waited out for.
+ */
+const LIFECYCLE_RUN_RETENTION_MS = 2 * 24 * 3600 * 1000;
 /**
  * Of SHUTDOWN_TIMEOUT_MS, what is kept for after the hand-back: the runs stopped and their
  * messages nak'ed (HAND_BACK_WAIT_MS at most), then 2 s for the operations log's last flush,
@@ -110,6 +113,8 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     contract: vaultContracts.connectionCreated,
     concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
     ...delivery,
+    // Nothing else runs them: an outage of ours is waited out.
+    maxDeliveries: DAY_OF_DELIVERIES,
     handler: postCreationHandler(actionDeps),
   });
   const webhooks = await consume({
@@ -121,7 +126,9 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     contract: webhookContracts.received,
     concurrency: Math.max(1, Math.floor(config.FUNCTION_CONCURRENCY / 2)),
     ...delivery,
-    handler: webhookHandler(actionDeps),
+    // The provider was answered 200 and sends nothing again: an outage of ours is waited out.
+    maxDeliveries: DAY_OF_DELIVERIES,
+    handler: webhookHandler(actionDeps, DAY_OF_DELIVERIES),
   });
   // Async results are kept a week, then forgotten; every replica sweeps (deleting is idempotent).
   const sweep = setInterval(() => {

@@ -2,9 +2,10 @@ import { Schema, type Connection } from 'mongoose';
 
 /**
  * A lifecycle function that ran to its end for one event, `<event>:<environment>:<connection
- * id>:<stream sequence>:<function>`: when the event comes again (an outage of ours failed another
- * function of it), the functions that ran are not run twice. Kept a day, far longer than an event
- * is redelivered.
+ * id>:<stream sequence>:<function>`, or a sync's `onWebhook` for one inbound webhook,
+ * `webhook:<environment>:<inbound id>:<sync>`: when the event comes again (an outage of ours
+ * failed another function of it), the functions that ran are not run twice. Kept two days,
+ * longer than an event is redelivered.
  */
 interface LifecycleRunDoc {
   _id: string;

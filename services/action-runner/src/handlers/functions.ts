@@ -153,15 +153,24 @@ export function postCreationHandler(deps: FunctionDeps) {
  * `webhook.received`: a provider webhook routed to a connection goes to the `onWebhook` of each
  * of the integration's syncs subscribed to its type. A webhook for no connection is skipped. A run
  * stopped by `signal` (its replica hands the webhook back) is not announced: the webhook comes
- * again elsewhere, and its syncs' `onWebhook` run again (they upsert).
+ * again elsewhere, and its syncs' `onWebhook` run again (they upsert). One that met an outage of
+ * ours (the vault or the records store restarting) is not announced either: once the others have
+ * run, the webhook is handed back to come again, and the syncs that ran are marked, so only the
+ * failed ones run then. Past `maxDeliveries`, the outage is the run's failure, announced as any.
  */
-export function webhookHandler(deps: FunctionDeps) {
-  return async (event: PayloadOf<typeof webhookContracts.received>, _msg: unknown, signal: AbortSignal) => {
+export function webhookHandler(deps: FunctionDeps, maxDeliveries: number) {
+  return async (event: PayloadOf<typeof webhookContracts.received>, msg: Pick<JobMessage, 'info'>, signal: AbortSignal) => {
     if (event.connection_id === null) return;
     const syncs = await deps.bus.request(functionsContracts.listWebhookSyncs, { environment_id: event.environment_id, provider_config_key: event.provider_config_key });
     const type = webhookType(event.payload);
     const target = { environment_id: event.environment_id, provider_config_key: event.provider_config_key, connection_id: event.connection_id };
+    const again = msg.info.deliveryCount > 1;
+    const lastDelivery = msg.info.deliveryCount >= maxDeliveries;
+    const ran: string[] = [];
+    let outage: AppError | undefined;
     for (const sync of syncs.filter((candidate) => subscribes(candidate.webhook_subscriptions, type))) {
+      const ranKey = `webhook:${event.environment_id}:${event.inbound_id}:${sync.name}`;
+      if (again && (await deps.lifecycleRuns.isDone(ranKey))) continue;
       // Writes go to the records store as in `exec`: the sync's models, its `base` variant.
       const counts: ModelCounts = {};
       const startedAt = new Date().toISOString();
@@ -173,10 +182,14 @@ export function webhookHandler(deps: FunctionDeps) {
       } catch (error) {
         if (signal.aborted) throw error;
         const appError = toAppError(error);
-        failure = { code: appError.code, message: appError.message.slice(0, 2000) };
         // As a lifecycle function's failure: the code here, the function's message at debug only.
         deps.logger.warn('a sync\'s onWebhook failed', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, code: appError.code });
         deps.logger.debug('a sync\'s onWebhook failed: its message', { function: `${event.provider_config_key}/${sync.name}`, inbound_id: event.inbound_id, detail: appError.message });
+        if (isOurOutage(appError) && !lastDelivery) {
+          outage ??= appError;
+          continue;
+        }
+        failure = { code: appError.code, message: appError.message.slice(0, 2000) };
       }
       // Announced like a run (once per webhook and sync): changed models send the `sync` webhook, a failure shows on the connection.
       if (failure || Object.keys(counts).length > 0) {
@@ -191,6 +204,12 @@ export function webhookHandler(deps: FunctionDeps) {
           ...(failure ? { status: 'ERROR' as const, error: failure } : { status: 'SUCCESS' as const }),
         });
       }
+      ran.push(ranKey);
+    }
+    if (outage) {
+      // Marked only when the webhook is to come again: most webhooks meet no outage.
+      for (const key of ran) await deps.lifecycleRuns.markDone(key);
+      throw outage;
     }
   };
 }
