@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { Connection } from 'mongoose';
 import { createBus, createKvLocks, createOperationLog, ensureStreams, operationsOfPages, openKv, WRITE_KEYS, type Bus, type JsonKv } from '@latchkey/bus';
-import type { Operation } from '@latchkey/contracts';
+import { STREAMS, vaultContracts, type Operation } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
 import { connectMongo, databaseUnavailable, environmentId } from '@latchkey/mongo';
@@ -507,3 +507,26 @@ it('refreshes for a forced fetch whose connection had its metadata written while
   expect(['expired', 'revoked-at-the-provider']).not.toContain((await forced).credentials['access_token']);
   expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
 });
+
+// A failed refresh is what tells the customer (its `auth` webhook) that the end user must
+// reconnect, and nothing announces it again: the connection backs off. Its event met JetStream
+// away (a leader election, a restart) and was dropped without a word.
+it('announces a failed refresh once JetStream takes it again, without holding the caller meanwhile', async () => {
+  const client = oauth.addClient({});
+  const doc = await seedExpiredConnection('never-issued', client);
+  const { refresher } = replica(direct);
+  const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: 'never-issued', raw: {} };
+  const jsm = await bus.jetstreamManager();
+  await jsm.streams.delete(STREAMS.events.name);
+  try {
+    await expect(refresher.ensureFresh(doc, held, { force: false, vendorJwt: false })).rejects.toMatchObject({ code: 'refresh_token_external_error' });
+  } finally {
+    await ensureStreams(bus);
+  }
+  const stored = await eventually(
+    async () => (await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: vaultContracts.connectionRefreshFailed.subject }).catch(() => null)) ?? undefined,
+    20_000,
+    'the failed refresh to be announced',
+  );
+  expect(stored.json()).toMatchObject({ connection_id: 'conn-1', error: { code: 'refresh_token_external_error' } });
+}, 60_000);

@@ -50,6 +50,8 @@ const STORE_BACKOFF_CAP_MS = 2_000;
 const KEEP_WAIT_MS = 2_000;
 /** The fallback below is logged once per connection in this long, not on every fetch it serves. */
 const FALLBACK_WARN_EVERY_MS = 60_000;
+/** How long a failed refresh's announcement waits for JetStream (a leader election, a restart). */
+const REFRESH_FAILED_PUBLISH_RETRY_MS = 60_000;
 
 /**
  * Refresh on fetch. One refresh per connection at a time across every vault replica: the
@@ -141,9 +143,16 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         refresh_failure: recordFailure(doc.refresh_failure, now, lastError),
       });
       if (!recorded) return reread(doc);
-      await deps.bus
-        .publish(vaultContracts.connectionRefreshFailed, { ...connectionEvent(doc), tags: doc.tags, log_id: logId, error: { code: appError.code, message: appError.message } })
-        .catch(() => undefined);
+      // The customer's only word that the end user must reconnect (the connection backs off, so
+      // nothing announces it again): tried for a minute while JetStream is away, once (its log
+      // id), and not waited for, so the caller hears of the failure at once.
+      void deps.bus
+        .publish(
+          vaultContracts.connectionRefreshFailed,
+          { ...connectionEvent(doc), tags: doc.tags, log_id: logId, error: { code: appError.code, message: appError.message } },
+          { msgId: `refresh-failed-${logId}`, retryForMs: REFRESH_FAILED_PUBLISH_RETRY_MS },
+        )
+        .catch((error: unknown) => deps.logger.error('a failed refresh was not announced: its auth webhook is lost', { connection: doc._id, error }));
       deps.logger.warn('token refresh failed', { connection: doc._id, provider: doc.provider, code: appError.code });
       throw appError;
     }
