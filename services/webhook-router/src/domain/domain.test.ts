@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { WebhookSignatureScheme } from '@latchkey/contracts';
 import { createCircuitBreakers } from './circuit-breaker.js';
 import { logPageOf } from './log-page.js';
-import { forwardBody } from './payloads.js';
+import { forwardBody, providerPayload } from './payloads.js';
 import { refusalReason, verifyProviderSignature } from './provider-signature.js';
 import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from './retry-policy.js';
 import { connectionLookup, valueAt } from './routing.js';
@@ -114,8 +114,20 @@ describe('routing', () => {
   });
 
   it('forward exactly the spec fields, without connectionId when unmatched', () => {
-    expect(JSON.parse(forwardBody({ integration: 'i', connectionId: 'c', payload: { a: 1 } }))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
-    expect(Object.keys(JSON.parse(forwardBody({ integration: 'i', connectionId: null, payload: 1 })))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);
+    const forwarded = (body: string, connectionId: string | null) => forwardBody({ integration: 'i', connectionId, payload: providerPayload(Buffer.from(body)) });
+    expect(JSON.parse(forwarded('{"a":1}', 'c'))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
+    expect(Object.keys(JSON.parse(forwarded('1', null)))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);
+    // A body that is no JSON goes as its text.
+    expect(JSON.parse(forwarded('a=1&b=2', null)).payload).toBe('a=1&b=2');
+  });
+
+  it("forward the provider's JSON body unchanged: its numbers past 2^53, its decimals, its keys as written", () => {
+    // Parsed and written again, 9007199254740993 became ...992 and 1.50 became 1.5: a numeric id
+    // named another record, and the provider's own signature over its body no longer matched.
+    const body = '{"id": 9007199254740993, "amount": 1.50, "tags": ["a"] , "id2":"x\\u00e9"}';
+    const forward = forwardBody({ integration: 'i', connectionId: 'c', payload: providerPayload(Buffer.from(body)) });
+    expect(forward).toBe(`{"from":"i","providerConfigKey":"i","type":"forward","connectionId":"c","payload":${body}}`);
+    expect(JSON.parse(forward)).toMatchObject({ type: 'forward', payload: { tags: ['a'] } });
   });
 });
 

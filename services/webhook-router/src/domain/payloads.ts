@@ -1,12 +1,18 @@
-/** The spec's forwarded body: `connectionId` is left out when the webhook matched no connection. */
-export function forwardBody(input: { integration: string; connectionId: string | null; payload: unknown }): string {
-  return JSON.stringify({
+/**
+ * The body of a forwarded webhook. The provider's body is written in as it came (JSON is
+ * spliced in as its own text, which parsed as one JSON value), not parsed and written again:
+ * numbers past 2^53, decimals as written and the provider's own signature over its body survive.
+ * A body that is not JSON goes as a string.
+ */
+export function forwardBody(input: { integration: string; connectionId: string | null; payload: ProviderPayload }): string {
+  const head = JSON.stringify({
     from: input.integration,
     providerConfigKey: input.integration,
     type: 'forward',
     ...(input.connectionId !== null && { connectionId: input.connectionId }),
-    payload: input.payload,
   });
+  const { json, text } = input.payload;
+  return `${head.slice(0, -1)},"payload":${json ? text : JSON.stringify(text)}}`;
 }
 
 export interface AuthWebhook {
@@ -41,13 +47,22 @@ export function asyncActionBody(webhook: AsyncActionWebhook): string {
   return JSON.stringify({ type: 'async_action', ...webhook });
 }
 
-/** The provider's body as the customer gets it: JSON parsed, anything else as text. */
-export function providerPayload(body: Buffer): { payload: unknown; json: boolean } {
+/** A provider's body: its text, and its value when the text is JSON. */
+export interface ProviderPayload {
+  /** The JSON value, or the text itself when it is not JSON. */
+  payload: unknown;
+  json: boolean;
+  /** The body as UTF-8 text, as it came. */
+  text: string;
+}
+
+/** The provider's body as functions and the customer get it: JSON parsed, anything else as text. */
+export function providerPayload(body: Buffer): ProviderPayload {
   const text = body.toString('utf8');
   try {
-    return { payload: JSON.parse(text), json: true };
+    return { payload: JSON.parse(text), json: true, text };
   } catch {
-    return { payload: text, json: false };
+    return { payload: text, json: false, text };
   }
 }
 

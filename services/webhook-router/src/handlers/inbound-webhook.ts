@@ -14,7 +14,7 @@ import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookDoc } from '../db/inbound-webhook-model.js';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
 import type { WebhookClaimRepo } from '../db/webhook-claim-repo.js';
-import { forwardBody, providerPayload } from '../domain/payloads.js';
+import { forwardBody, providerPayload, type ProviderPayload } from '../domain/payloads.js';
 import { refusalReason, verifyProviderSignature } from '../domain/provider-signature.js';
 import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
 import { enqueueDeliveries, fitsDelivery } from '../domain/enqueue-deliveries.js';
@@ -45,8 +45,7 @@ interface Verified {
   /** What a replay of it would repeat: claimed once per window before it is routed. */
   replayKey: string;
   body: Buffer;
-  payload: unknown;
-  json: boolean;
+  provided: ProviderPayload;
   lookup: ConnectionLookup;
 }
 
@@ -102,8 +101,9 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
       deps.logger.warn('rejected a provider webhook', { inbound: job.id, integration: job.integration, signature });
       return reject({ reason: refused ?? 'bad_signature', signature, provider: integration.provider });
     }
-    const { payload, json } = providerPayload(body);
-    return { verified: { job, environment, integration, signature, replayKey, body, payload, json, lookup: connectionLookup(job.query, json ? payload : null, integration.routing) } };
+    const provided = providerPayload(body);
+    const lookup = connectionLookup(job.query, provided.json ? provided.payload : null, integration.routing);
+    return { verified: { job, environment, integration, signature, replayKey, body, provided, lookup } };
   }
 
   /**
@@ -182,12 +182,12 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
 
   /** Forwards (when the integration says so) and announces one routed webhook; answers how to record it. */
   async function route(item: Verified, connectionId: string | null): Promise<Step> {
-    const { job, environment, integration, json, body, payload, signature } = item;
+    const { job, environment, integration, body, provided, signature } = item;
     let status: InboundWebhookDoc['status'] = 'not_forwarded';
     let reason: string | null = integration.forward_webhooks ? 'no_webhook_url' : 'forward_webhooks_off';
     let webhookId: string | null = null;
     if (integration.forward_webhooks) {
-      const forward = forwardBody({ integration: job.integration, connectionId, payload });
+      const forward = forwardBody({ integration: job.integration, connectionId, payload: provided });
       if (fitsDelivery(deps.bus, forward)) {
         webhookId = forwardWebhookId(job.id);
         const made = await enqueueDeliveries(deps.bus, environment, { webhookId, kind: 'forward', body: forward });
@@ -197,14 +197,20 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
         reason = 'payload_too_large';
       }
     }
-    await deps.bus.publish(webhookContracts.received, {
-      environment_id: environment.id,
-      inbound_id: job.id,
-      provider_config_key: job.integration,
-      provider: integration.provider,
-      connection_id: connectionId,
-      ...(json && body.length <= EVENT_PAYLOAD_BYTES && { payload }),
-    });
+    // Once per inbound webhook: a batch that comes again (its record's insert failed, or the
+    // publish's acknowledgement was lost) does not run the syncs' `onWebhook` twice.
+    await deps.bus.publish(
+      webhookContracts.received,
+      {
+        environment_id: environment.id,
+        inbound_id: job.id,
+        provider_config_key: job.integration,
+        provider: integration.provider,
+        connection_id: connectionId,
+        ...(provided.json && body.length <= EVENT_PAYLOAD_BYTES && { payload: provided.payload }),
+      },
+      { msgId: `received-${job.id}` },
+    );
     const doc = {
       _id: job.id,
       integration: job.integration,
