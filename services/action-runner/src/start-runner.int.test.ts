@@ -26,6 +26,8 @@ const syncBundle = (name: string, onWebhook: string) =>
 const BUNDLES: Record<string, string> = {
   'hook-first': syncBundle('hook-first', `async (ctx) => { await ctx.updateMetadata({ 'hook-first': true }); }`),
   'hook-second': syncBundle('hook-second', `async (ctx) => { await ctx.updateMetadata({ 'hook-second': true }); }`),
+  'hook-broken': syncBundle('hook-broken', `async () => { throw new Error('no such contact'); }`),
+  'hook-third': syncBundle('hook-third', `async (ctx) => { await ctx.updateMetadata({ 'hook-third': true }); }`),
   echo: actionBundle('echo', `async (ctx, input) => ({ n: input.n, connection: ctx.connectionId })`),
   broken: actionBundle('broken', `async () => { throw new Error('nope'); }`),
   'mark-first': lifecycleBundle('mark-first', `async (ctx) => { await ctx.updateMetadata({ first: true }); }`),
@@ -54,12 +56,15 @@ beforeAll(async () => {
     return { version: 1, description, bundle };
   });
   deployments.serve(functionsContracts.listLifecycle, ({ event }) => (event === 'post-connection-creation' ? ['mark-first', 'mark-second'] : []));
-  deployments.serve(functionsContracts.listWebhookSyncs, () => [
-    { name: 'hook-first', webhook_subscriptions: ['*'] },
-    { name: 'hook-second', webhook_subscriptions: ['*'] },
-  ]);
+  deployments.serve(functionsContracts.listWebhookSyncs, ({ provider_config_key }) =>
+    (provider_config_key === 'api' ? ['hook-first', 'hook-second'] : ['hook-third', 'hook-broken']).map((name) => ({ name, webhook_subscriptions: ['*'] })),
+  );
   deployments.serve(syncContracts.webhookRunFinished, (request) => {
     webhookRuns.push(request);
+    // The first announcement of `hook-broken`'s failure meets the sync-scheduler restarting.
+    if (request.sync_name === 'hook-broken' && webhookRuns.filter((run) => run.sync_name === 'hook-broken').length === 1) {
+      throw new AppError('service_unavailable', 'the sync-scheduler is restarting');
+    }
     return { published: true as const };
   });
   const vault = await login('credential-vault');
@@ -185,5 +190,20 @@ describe("syncs' onWebhook", () => {
     expect(metadataWrites.get('hook-second')).toBe(2);
     // The outage was no failure of the sync: nothing says it failed.
     expect(webhookRuns.filter((run) => run.status === 'ERROR')).toEqual([]);
+  }, 60_000);
+
+  it('are announced again when the sync-scheduler did not take the announcement, and the syncs that ran are not run twice', async () => {
+    const router = await login('webhook-router');
+    try {
+      await router.publish(webhookContracts.received, { environment_id: 'env_a', inbound_id: 'inb_announce', provider_config_key: 'api2', provider: 'api', connection_id: 'c1', payload: { type: 'contact.deleted' } });
+      await eventually(async () => (webhookRuns.filter((run) => run.sync_name === 'hook-broken').length >= 2 ? true : undefined), 20_000, 'the failure to be announced again');
+      // Time for any further delivery.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+    } finally {
+      await router.close();
+    }
+    // Before, the failed announcement handed the webhook back with nothing marked: `hook-third` ran again.
+    expect(metadataWrites.get('hook-third')).toBe(1);
+    expect(webhookRuns.filter((run) => run.sync_name === 'hook-broken').map((run) => run.status)).toEqual(['ERROR', 'ERROR']);
   }, 60_000);
 });

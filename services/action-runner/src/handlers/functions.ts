@@ -191,18 +191,25 @@ export function webhookHandler(deps: FunctionDeps, maxDeliveries: number) {
         }
         failure = { code: appError.code, message: appError.message.slice(0, 2000) };
       }
-      // Announced like a run (once per webhook and sync): changed models send the `sync` webhook, a failure shows on the connection.
+      // Announced like a run (once per webhook and sync): changed models send the `sync` webhook, a
+      // failure shows on the connection. An announcement the sync-scheduler did not take is made
+      // again with the sync's run, when the webhook comes again; the other syncs run now.
       if (failure || Object.keys(counts).length > 0) {
-        await deps.bus.request(syncContracts.webhookRunFinished, {
-          environment_id: event.environment_id,
-          run_id: `webhook-${event.inbound_id}-${sync.name}`,
-          provider_config_key: event.provider_config_key,
-          connection_id: event.connection_id,
-          sync_name: sync.name,
-          started_at: startedAt,
-          results: counts,
-          ...(failure ? { status: 'ERROR' as const, error: failure } : { status: 'SUCCESS' as const }),
-        });
+        try {
+          await deps.bus.request(syncContracts.webhookRunFinished, {
+            environment_id: event.environment_id,
+            run_id: `webhook-${event.inbound_id}-${sync.name}`,
+            provider_config_key: event.provider_config_key,
+            connection_id: event.connection_id,
+            sync_name: sync.name,
+            started_at: startedAt,
+            results: counts,
+            ...(failure ? { status: 'ERROR' as const, error: failure } : { status: 'SUCCESS' as const }),
+          });
+        } catch (error) {
+          outage ??= toAppError(error);
+          continue;
+        }
       }
       ran.push(ranKey);
     }
