@@ -61,13 +61,32 @@ describe('/mcp', () => {
     expect(client.getServerVersion()).toEqual({ name: 'latchkey', version: '1.0.0' });
     const { tools } = await client.listTools();
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
-    expect([...byName.keys()].sort()).toEqual(['double', 'fail', 'huge', 'spin', 'whoami']);
+    expect([...byName.keys()].sort()).toEqual(['area', 'double', 'echo', 'fail', 'huge', 'large', 'spin', 'whoami']);
     expect(byName.get('double')).toMatchObject({
       description: 'Doubles a whole number',
       inputSchema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
     });
     // An action without a schema takes any object.
     expect(byName.get('whoami')?.inputSchema).toEqual({ type: 'object' });
+  });
+
+  it('lists an action whose input is not an object as a tool the client accepts, and calls it with that input', async () => {
+    const client = await connectClient(forConnection);
+    // The SDK client checks every tool's input schema is an object: one that is not failed the whole list.
+    const { tools } = await client.listTools();
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    expect(byName.get('double')?.inputSchema).toMatchObject({ type: 'object', properties: { n: { type: 'integer' } } });
+    // A string is wrapped as the object's one property `input`.
+    expect(byName.get('echo')?.inputSchema).toMatchObject({ type: 'object', properties: { input: { type: 'string', minLength: 1 } }, required: ['input'] });
+    const echoed = await client.callTool({ name: 'echo', arguments: { input: 'hello' } });
+    expect(echoed.isError).toBeFalsy();
+    expect(echoed.structuredContent).toEqual({ echoed: 'hello' });
+    expect((await client.callTool({ name: 'echo', arguments: { input: '' } })).isError).toBe(true);
+    // A union of objects is an object already: it is typed so at its root and called as it is.
+    const area = byName.get('area')?.inputSchema;
+    expect(area).toMatchObject({ type: 'object', oneOf: [{ type: 'object' }, { type: 'object' }] });
+    expect(area?.['properties']).toBeUndefined();
+    expect((await client.callTool({ name: 'area', arguments: { shape: 'rectangle', width: 2, height: 3 } })).structuredContent).toEqual({ area: 6 });
   });
 
   it('calls a tool as POST /action/trigger runs the action, for the connection the headers name', async () => {
@@ -92,6 +111,34 @@ describe('/mcp', () => {
     expect((await errorOf('spin', {})).code).toBe('function_timed_out');
     expect((await errorOf('huge', {})).code).toBe('action_output_too_large');
     expect((await errorOf('nothing-deployed', {})).code).toMatch(/^unknown_/);
+  }, 60_000);
+
+  it('refuses a JSON-RPC batch before running any of it, so one request runs one message', async () => {
+    const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
+    const batch = await post([call(1), call(2)]);
+    expect(batch.status).toBe(400);
+    const body = await json(batch);
+    expect(body.error.code).toBe('invalid_body');
+    expect(body.error.errors).toEqual([expect.objectContaining({ path: '', message: expect.stringMatching(/batches are not accepted/) })]);
+    // One message still runs.
+    expect((await post(call(3))).status).toBe(200);
+  });
+
+  it("answers an output over what one MCP answer carries as a tool error, although /action/trigger serves it", async () => {
+    const client = await connectClient(forConnection);
+    const result = await client.callTool({ name: 'large', arguments: {} });
+    expect(result.isError).toBe(true);
+    expect((result.structuredContent as { error: { code: string; message: string } }).error).toEqual({
+      code: 'action_output_too_large',
+      message: expect.stringContaining('MCP'),
+    });
+    const served = await fetch(`${stack.url}/action/trigger`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${actionsOnlyKey}`, 'content-type': 'application/json', ...forConnection },
+      body: JSON.stringify({ action_name: 'large' }),
+    });
+    expect(served.status).toBe(200);
+    expect((await served.arrayBuffer()).byteLength).toBeGreaterThan(2 * 1024 * 1024);
   }, 60_000);
 
   it('speaks the protocol versions agents use: 2025-03-26, 2025-06-18 and the current one', async () => {
