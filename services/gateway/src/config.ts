@@ -18,10 +18,16 @@ export const configSchema = baseServiceSchema('gateway', 0)
     API_KEY_DIGEST_SECRET: secret(),
     /**
      * Seal environments' signing keys and variable values at rest: `v1:<base64 of 32 bytes>`,
-     * comma-separated, as the vault's ENCRYPTION_KEYS. The highest version seals; add a higher
-     * one and restart to rotate (every start reseals), then drop the old one.
+     * comma-separated, as the vault's ENCRYPTION_KEYS. Every listed version opens; one seals
+     * (SETTINGS_SEALING_VERSION), and every start reseals what another version sealed.
      */
     SETTINGS_ENCRYPTION_KEYS: versionedKeys,
+    /**
+     * The version of SETTINGS_ENCRYPTION_KEYS that seals; the highest when unset. A rotation
+     * across replicas first gives every replica the new key while the old one still seals, then
+     * moves this to the new key (a replica cannot open what a version it does not hold sealed).
+     */
+    SETTINGS_SEALING_VERSION: z.string().regex(/^v\d+$/, 'must look like v1, v2, ...').optional(),
     BOOTSTRAP_ENVIRONMENT: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/).default('dev'),
     /** Taken as given, so operators can set it from their own secret store. */
     BOOTSTRAP_SECRET_KEY: secret().optional(),
@@ -54,7 +60,11 @@ export const configSchema = baseServiceSchema('gateway', 0)
      * so that a load balancer stops sending it new requests first. Keep it under SHUTDOWN_TIMEOUT_MS.
      */
     SHUTDOWN_READY_DELAY_MS: z.coerce.number().int().min(0).max(60_000).default(2000),
-  });
+  })
+  .refine(
+    (config) => config.SETTINGS_SEALING_VERSION === undefined || config.SETTINGS_ENCRYPTION_KEYS.some((key) => key.version === config.SETTINGS_SEALING_VERSION),
+    { path: ['SETTINGS_SEALING_VERSION'], message: 'must be one of the versions of SETTINGS_ENCRYPTION_KEYS' },
+  );
 
 export type Config = z.infer<typeof configSchema>;
 

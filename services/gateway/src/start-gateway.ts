@@ -40,7 +40,7 @@ const LAST_USED_FLUSH_MS = 60_000;
 export async function startGateway(runtime: Runtime, config: Config): Promise<{ port: number; metricsPort?: number }> {
   const { bus, logger, mongo } = runtime;
   const accounts = createAccountRepo(mongo);
-  const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS));
+  const environmentRepo = createEnvironmentRepo(mongo, createSettingsCipher(config.SETTINGS_ENCRYPTION_KEYS, { sealingVersion: config.SETTINGS_SEALING_VERSION }));
   const apiKeys = createApiKeyRepo(mongo);
   const givenUp = createGivenUpRepo(mongo);
   const operations = createOperationRepo(mongo, { onInvalid: (entries) => logger.warn('left out operations a recorder sent malformed', { entries }) });

@@ -6,7 +6,7 @@ import { createLogger } from '@latchkey/logger';
 import { connectMongo } from '@latchkey/mongo';
 import { startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
 import { createSettingsCipher } from '../domain/settings-cipher.js';
-import { createEnvironmentRepo } from './environment-repo.js';
+import { createEnvironmentRepo, type EnvironmentRepo } from './environment-repo.js';
 
 const logger = createLogger({ service: 'test', silent: true });
 const v1 = { version: 'v1', key: randomBytes(32) };
@@ -67,6 +67,32 @@ describe('environment settings at rest', () => {
     const onlyNew = createEnvironmentRepo(connection, createSettingsCipher([v2]));
     expect((await onlyNew.findById(environment._id))?.variables).toEqual([{ name: 'A', value: 'alpha' }]);
     expect((await onlyNew.findById(environment._id))?.signing_keys[0]?.secret).toBe('whsec_rotating');
+  });
+
+  it('rotates in two steps across replicas, none of them ever unable to read what another wrote', async () => {
+    // Replica A has not been restarted yet: it knows v1 only.
+    const a = createEnvironmentRepo(connection, createSettingsCipher([v1]));
+    const environment = await a.create({ name: 'rolling', account_id: 'acc', signing_key: { secret: 'whsec_rolling', created_at: new Date(), retired_at: null } });
+    await a.update(environment._id, { variables: [{ name: 'A', value: 'alpha' }] });
+    const readable = async (repo: EnvironmentRepo) => {
+      const found = await repo.findById(environment._id);
+      return { variables: found?.variables, secret: found?.signing_keys[0]?.secret };
+    };
+    const expected = { variables: [{ name: 'A', value: 'alpha' }], secret: 'whsec_rolling' };
+
+    // Step one: replica B restarts knowing v2 but still sealing with v1; its start and its writes keep A reading.
+    const b = createEnvironmentRepo(connection, createSettingsCipher([v1, v2], { sealingVersion: 'v1' }));
+    await b.sealAtRest();
+    await b.update(environment._id, { variables: [{ name: 'A', value: 'alpha' }] });
+    expect(await readable(a)).toEqual(expected);
+
+    // Step two, once every replica knows v2: sealing moves to v2 and the start reseals; A, restarted in step one, reads it.
+    const aRestarted = createEnvironmentRepo(connection, createSettingsCipher([v1, v2], { sealingVersion: 'v1' }));
+    const bSealingV2 = createEnvironmentRepo(connection, createSettingsCipher([v1, v2], { sealingVersion: 'v2' }));
+    expect(await bSealingV2.sealAtRest()).toBeGreaterThanOrEqual(1);
+    expect(await readable(aRestarted)).toEqual(expected);
+    // Then v1 may go.
+    expect(await readable(createEnvironmentRepo(connection, createSettingsCipher([v2])))).toEqual(expected);
   });
 
   it('refuses a sealed value copied into another environment', async () => {

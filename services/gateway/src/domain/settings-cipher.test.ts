@@ -26,4 +26,20 @@ describe('settings cipher', () => {
     expect(cipher.isCurrent(old)).toBe(false);
     expect(() => createSettingsCipher([v2]).open('env_a', 'variable/A', old)).toThrow(DecryptionError);
   });
+  it('seals under the version it is told to while newer keys only open (the first step of a rotation across replicas)', () => {
+    const rolling = createSettingsCipher([v1, v2], { sealingVersion: 'v1' });
+    const blob = rolling.seal('env_a', 'variable/A', 'value');
+    expect(blob).toMatch(/^lk1\.1\./);
+    // A replica not restarted yet, which knows v1 only, opens it.
+    expect(createSettingsCipher([v1]).open('env_a', 'variable/A', blob)).toBe('value');
+    expect(rolling.isCurrent(blob)).toBe(true);
+    // What a replica sealing with v2 already wrote opens too, and is resealed under v1 (a step back).
+    const newer = createSettingsCipher([v1, v2], { sealingVersion: 'v2' }).seal('env_a', 'variable/A', 'value');
+    expect(newer).toMatch(/^lk1\.2\./);
+    expect(rolling.open('env_a', 'variable/A', newer)).toBe('value');
+    expect(rolling.isCurrent(newer)).toBe(false);
+  });
+  it('refuses a sealing version that is not among the keys', () => {
+    expect(() => createSettingsCipher([v1], { sealingVersion: 'v2' })).toThrow(/v2/);
+  });
 });

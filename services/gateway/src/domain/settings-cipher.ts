@@ -2,21 +2,25 @@ import { DecryptionError, createKekSet, formatBlob, open, parseBlob, seal, versi
 
 /**
  * Encryption at rest of an environment's secret settings (webhook signing keys, variable values):
- * AES-256-GCM under the newest key of SETTINGS_ENCRYPTION_KEYS, in the vault's blob format
- * (`lk1.<key version>.<iv>.<tag>.<ciphertext>`). The additional data binds each ciphertext to its
- * environment, its field (`signing_key/<created at>`, `variable/<name>`) and the key version, so a
- * blob copied to another environment or field does not open. Older key versions still open what
- * they sealed; every start reseals what an older version sealed (see environment-repo.ts).
+ * AES-256-GCM in the vault's blob format (`lk1.<key version>.<iv>.<tag>.<ciphertext>`), sealed
+ * under one key of SETTINGS_ENCRYPTION_KEYS (`sealingVersion`, else the newest) and opened under
+ * any of them. The additional data binds each ciphertext to its environment, its field
+ * (`signing_key/<created at>`, `variable/<name>`) and the key version, so a blob copied to another
+ * environment or field does not open. Every start reseals what another version sealed (see
+ * environment-repo.ts); naming the sealing version lets a rotation across replicas first give
+ * every replica the new key, and only then seal with it.
  */
-export function createSettingsCipher(keks: readonly Kek[]) {
+export function createSettingsCipher(keks: readonly Kek[], options: { sealingVersion?: string | undefined } = {}) {
   const set = createKekSet(keks);
-  const newestVersion = versionNumber(set.newest);
+  const sealing = options.sealingVersion === undefined ? set.newest : set.get(options.sealingVersion);
+  if (!sealing) throw new Error(`the sealing version ${options.sealingVersion} is not among the settings keys (${set.versions.join(', ')})`);
+  const sealingVersion = versionNumber(sealing);
   const aad = (environmentId: string, version: number, field: string) =>
     Buffer.from(JSON.stringify(['latchkey/gateway-setting/v1', environmentId, version, field]), 'utf8');
 
   return {
     seal(environmentId: string, field: string, plaintext: string): string {
-      return formatBlob(newestVersion, seal(set.newest.key, Buffer.from(plaintext, 'utf8'), aad(environmentId, newestVersion, field)));
+      return formatBlob(sealingVersion, seal(sealing.key, Buffer.from(plaintext, 'utf8'), aad(environmentId, sealingVersion, field)));
     },
     /** Throws DecryptionError for anything but a blob sealed for this environment and field. */
     open(environmentId: string, field: string, blob: string): string {
@@ -25,10 +29,10 @@ export function createSettingsCipher(keks: readonly Kek[]) {
       if (!kek) throw new DecryptionError(`settings key v${version} is not configured`);
       return open(kek.key, sealed, aad(environmentId, version, field)).toString('utf8');
     },
-    /** Whether a stored value is sealed under the newest key already (else it needs resealing). */
+    /** Whether a stored value is sealed under the sealing key already (else it needs resealing). */
     isCurrent(stored: string): boolean {
       try {
-        return parseBlob(stored).dataKeyVersion === newestVersion;
+        return parseBlob(stored).dataKeyVersion === sealingVersion;
       } catch {
         return false;
       }
