@@ -195,6 +195,44 @@ describe('operator API', () => {
     expect(rotated.json.data.signing_key).toMatch(/^whsec_/);
   });
 
+  it('refuses unknown keys inside a variable, as in the body itself, and changes nothing', async () => {
+    await admin('POST', '/environments', { name: 'strict-variables' });
+    const refused = await admin('PATCH', '/environments/strict-variables', { variables: [{ name: 'A', value: 'x', secret: true }] });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('invalid_body');
+    expect(refused.json.error.errors.map((item: { path: string }) => item.path)).toEqual(['variables.0']);
+    expect((await admin('GET', '/environments')).json.data.find((item: { name: string }) => item.name === 'strict-variables').variables).toEqual([]);
+  });
+
+  it('answers a saved environment change as saved while JetStream cannot store its event', async () => {
+    await admin('POST', '/environments', { name: 'events-before' });
+    const jsm = await bus.jetstreamManager();
+    const { config: events, state } = await jsm.streams.info(STREAMS.events.name);
+    // A stream that takes no more messages: each publish is refused, as while its leader is away.
+    const refuseEvents = () => jsm.streams.update(STREAMS.events.name, { ...events, max_msgs: state.messages, discard: 'new' as typeof events.discard });
+    const takeEvents = () => jsm.streams.update(STREAMS.events.name, events);
+
+    await refuseEvents();
+    const back = new Promise((resolve) => setTimeout(resolve, 1000)).then(takeEvents);
+    const created = await admin('POST', '/environments', { name: 'saved-while-away' });
+    await back;
+    expect(created.status).toBe(201);
+    expect(created.json.data.webhook_signing_key).toMatch(/^whsec_/);
+    // Stored once JetStream took it again, within the retry window.
+    expect((await jsm.streams.info(STREAMS.events.name)).state.messages).toBe(state.messages + 1);
+
+    // Still refused past the window: the change is saved and answered all the same.
+    await refuseEvents();
+    try {
+      const updated = await admin('PATCH', '/environments/saved-while-away', { callback_url: 'https://example.test/back' });
+      expect(updated.status).toBe(200);
+      expect(updated.json.data.callback_url).toBe('https://example.test/back');
+    } finally {
+      await takeEvents();
+    }
+    expect((await admin('GET', '/environments')).json.data.find((item: { name: string }) => item.name === 'saved-while-away').callback_url).toBe('https://example.test/back');
+  }, 30_000);
+
   it('answers gateway.environment.get over NATS without secrets', async () => {
     const environment = (await admin('GET', '/environments')).json.data.find((item: { name: string }) => item.name === 'settings');
     const info = await bus.request(gatewayContracts.getEnvironment, { public_id: environment.public_id });

@@ -2,11 +2,15 @@ import { z } from 'zod';
 import { environmentVariable, gatewayContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { EnvironmentPatch } from '../../db/environment-repo.js';
+import { announceEnvironmentChange } from '../../domain/environment-events.js';
 import { defineRoute } from '../../http/define-route.js';
 import { environmentView } from '../../domain/environment-view.js';
 import { environmentParams, findEnvironmentByName } from './environment-view.js';
 
 const httpUrl = z.url({ protocol: /^https?$/ }).max(2048);
+
+/** A variable as the operator sends it: an unknown key (`secret`, a typo) is refused, not dropped. */
+const variableBody = z.strictObject(environmentVariable.shape);
 
 /** An origin exactly as browsers spell it (`https://app.example.com`, a port if not the default): no path, no credentials. */
 const origin = z
@@ -38,7 +42,7 @@ export const updateEnvironment = defineRoute({
       /** Where the Connect UI may send the end user back (`return_url`) and post its outcome: replaces the list. */
       connect_return_origins: z.array(origin).max(50).optional(),
       variables: z
-        .array(environmentVariable)
+        .array(variableBody)
         .max(500)
         .refine((list) => new Set(list.map((variable) => variable.name)).size === list.length, 'variable names must be unique')
         .optional(),
@@ -52,7 +56,7 @@ export const updateEnvironment = defineRoute({
     }
     const updated = await deps.environments.update(environment._id, patch);
     if (!updated) throw new AppError('unknown_environment', `No environment named "${params.name}"`);
-    await deps.bus.publish(gatewayContracts.environmentUpdated, { environment_id: updated._id, name: updated.name });
+    await announceEnvironmentChange(deps, gatewayContracts.environmentUpdated, { environment_id: updated._id, name: updated.name }, deps.config.REQUEST_TIMEOUT_MS);
     return { body: { data: environmentView(updated) } };
   },
 });
