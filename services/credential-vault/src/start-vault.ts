@@ -140,7 +140,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   // Token endpoints are reached under the proxy's address policy and its operator allow-list.
   const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) }) });
   runtime.onShutdown(() => http.close());
-  const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys });
+  const keyring = createKeyring({ keks: config.ENCRYPTION_KEYS, dataKeys, sealingVersion: config.ENCRYPTION_SEALING_VERSION });
   const audit = countingReads(createReadAudit({ insertMany: reads.insertMany, logger }, { timeoutMs: config.REQUEST_TIMEOUT_MS }));
   const base = { bus, logger, integrations, connections, cipher: keyring, providers: catalog, logoUrl: (name: string) => logoUrl(name, catalog.get(name), config.PUBLIC_URL) };
   const integrationService = createIntegrationService({ integrations, cipher: keyring });

@@ -169,6 +169,24 @@ describe('keyring on a MongoDB-wire server', () => {
     expect((await storedDataKeys(environments[0]!))[0]?.kek_version).toBe('v2');
   });
 
+  // During a rolling update that adds v2, a replica restarted with `v1,v2` wrapped each new
+  // environment's data key under v2 at once: the replicas still on v1 alone could not read any
+  // credential of that environment until they restarted too.
+  it('wraps under the sealing version named, so replicas that hold the old KEK alone read what a new one wrote', async () => {
+    const environment = newEnvironment();
+    const restarted = createKeyring({ keks: [v1, v2], dataKeys: repoA, sealingVersion: 'v1' });
+    const blob = await restarted.encrypt(environment, token, SECRET);
+    expect((await storedDataKeys(environment))[0]?.kek_version).toBe('v1');
+    const notYet = createKeyring({ keks: [v1], dataKeys: repoB });
+    expect(await notYet.decrypt(environment, token, blob)).toBe(SECRET);
+    // Nothing to move while v1 seals; once the sealing version is v2, rotation moves every key there.
+    expect(await restarted.rotate()).toEqual({ rewrapped: 0, unchanged: 1, failed: [] });
+    const moved = createKeyring({ keks: [v1, v2], dataKeys: repoA, sealingVersion: 'v2' });
+    expect(await moved.rotate()).toEqual({ rewrapped: 1, unchanged: 0, failed: [] });
+    expect(await createKeyring({ keks: [v2], dataKeys: repoB }).decrypt(environment, token, blob)).toBe(SECRET);
+    expect(() => createKeyring({ keks: [v1], dataKeys: repoA, sealingVersion: 'v2' })).toThrow(/v2/);
+  });
+
   it('rotates a data key: new writes use the new version, old blobs still decrypt and can be re-encrypted', async () => {
     const keyringA = createKeyring({ keks: [v1], dataKeys: repoA });
     const keyringB = createKeyring({ keks: [v1], dataKeys: repoB, activeVersionTtlMs: 0 });

@@ -8,8 +8,14 @@ import { credentialAad, formatBlob, parseBlob, type CredentialAad } from './blob
 import { createKekSet, newDataKey, unwrapDataKey, wrapDataKey, type Kek } from './kek.js';
 
 export interface KeyringDeps {
-  /** `ENCRYPTION_KEYS` from config: the highest version wraps, every listed version unwraps. */
+  /** `ENCRYPTION_KEYS` from config: every listed version unwraps. */
   keks: readonly Kek[];
+  /**
+   * `ENCRYPTION_SEALING_VERSION`: the version that wraps new data keys and that `rotate` moves
+   * them to; the highest listed when absent. A rolling update that adds a KEK keeps the old one
+   * sealing until every replica holds the new one.
+   */
+  sealingVersion?: string | undefined;
   dataKeys: Pick<
     DataKeyRepo,
     'findActive' | 'findLatest' | 'findByVersion' | 'insert' | 'retireOlderThan' | 'listAll' | 'rewrap'
@@ -28,9 +34,9 @@ const DATA_KEY_TTL_MS = 60 * 60 * 1000;
 const MAX_DATA_KEYS = 100_000;
 
 export interface KekRotationReport {
-  /** Data keys this call moved to the newest KEK. */
+  /** Data keys this call moved to the sealing KEK. */
   rewrapped: number;
-  /** Already under the newest KEK, or moved by a rotation running at the same time. */
+  /** Already under the sealing KEK, or moved by a rotation running at the same time. */
   unchanged: number;
   /** Keys this process cannot move: their KEK is not configured, or their wrap does not verify. */
   failed: Array<{ id: string; reason: string }>;
@@ -47,6 +53,9 @@ export interface KekRotationReport {
  */
 export function createKeyring(deps: KeyringDeps) {
   const keks = createKekSet(deps.keks);
+  const named = deps.sealingVersion === undefined ? keks.newest : keks.get(deps.sealingVersion);
+  if (!named) throw new Error(`the sealing version ${deps.sealingVersion} is not among ENCRYPTION_KEYS`);
+  const sealing: Kek = named;
   const activeVersionTtlMs = deps.activeVersionTtlMs ?? 60_000;
   // Concurrent first uses share one database read and one unwrap; a failed load is not kept, so
   // the next call tries again. A stored data-key version never changes, so its entry only ages
@@ -94,8 +103,8 @@ export function createKeyring(deps: KeyringDeps) {
     const version = (latest?.version ?? 0) + 1;
     const stored = await deps.dataKeys.insert(environment, {
       version,
-      wrapped: wrapDataKey(keks.newest, environment, version, newDataKey()),
-      kek_version: keks.newest.version,
+      wrapped: wrapDataKey(sealing, environment, version, newDataKey()),
+      kek_version: sealing.version,
     });
     // Adopt what was stored, not what was generated: if another replica won, ours is discarded.
     return adopt(environment, stored);
@@ -180,7 +189,7 @@ export function createKeyring(deps: KeyringDeps) {
     },
 
     /**
-     * Re-wraps every data key not under the newest KEK, one at a time, without a transaction:
+     * Re-wraps every data key not under the sealing KEK, one at a time, without a transaction:
      * each re-wrap is a single-document compare-and-set, and both the old and the new wrap hold
      * the same key, so serving continues throughout and a rerun (or a concurrent run) only
      * finishes what is left. Once `failed` is empty and no key is under an old KEK, that KEK
@@ -188,9 +197,8 @@ export function createKeyring(deps: KeyringDeps) {
      */
     async rotate(): Promise<KekRotationReport> {
       const report: KekRotationReport = { rewrapped: 0, unchanged: 0, failed: [] };
-      const newest = keks.newest;
       for await (const doc of deps.dataKeys.listAll()) {
-        if (doc.kek_version === newest.version) {
+        if (doc.kek_version === sealing.version) {
           report.unchanged += 1;
           continue;
         }
@@ -207,8 +215,8 @@ export function createKeyring(deps: KeyringDeps) {
           report.failed.push({ id: doc._id, reason: `wrap under KEK ${doc.kek_version} does not verify` });
           continue;
         }
-        const wrapped = wrapDataKey(newest, doc.environment_id, doc.version, key);
-        if (await deps.dataKeys.rewrap(doc._id, wrapped, newest.version, doc.kek_version)) report.rewrapped += 1;
+        const wrapped = wrapDataKey(sealing, doc.environment_id, doc.version, key);
+        if (await deps.dataKeys.rewrap(doc._id, wrapped, sealing.version, doc.kek_version)) report.rewrapped += 1;
         else report.unchanged += 1;
       }
       return report;
