@@ -27,12 +27,26 @@ export const webhookDelivery = z.object({
   environment_id,
   /** Which of the environment's URLs: one message may go to both, under the same webhook-id. */
   target: z.enum(['primary', 'secondary']),
-  /** Fixed when the delivery is made, so retries go where the first attempt went. */
+  /**
+   * The target's URL when the delivery was made. Each attempt goes to the URL the environment
+   * has for its target then (an operator may have moved it); replicas of earlier versions send
+   * to this one.
+   */
   url: z.string().url(),
   kind: z.enum(['forward', 'auth', 'async_action', 'sync']),
   /** The JSON text signed and sent, byte for byte the same on every attempt. */
   body: z.string(),
   created_at: z.string(),
+  /**
+   * Attempts made before this message (absent: none). A delivery whose next attempt is far off
+   * waits in the webhook router's database and comes back as a new message carrying its count,
+   * so attempts are numbered, and backed off, by the sends alone.
+   */
+  attempts: z.number().int().min(0).optional(),
+  /** Times in a row an open circuit held it since its last attempt (absent: none): each hold waits longer. */
+  holds: z.number().int().min(0).optional(),
+  /** Times it came back from waiting in the database (absent: never): names each wait, and the message that ends it. */
+  revision: z.number().int().min(0).optional(),
 });
 export type WebhookDelivery = z.infer<typeof webhookDelivery>;
 

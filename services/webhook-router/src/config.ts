@@ -21,6 +21,18 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
   WEBHOOK_BREAKER_COOLDOWN_MS: positiveInt(30_000),
   /** Deliveries in flight per replica. */
   WEBHOOK_CONCURRENCY: positiveInt(64),
+  /**
+   * A delivery whose next attempt is further off than this (and one its URL's open circuit holds)
+   * waits in the router's database, not in JetStream; a parked delivery is attempted at most
+   * about half this late.
+   */
+  WEBHOOK_PARK_AFTER_MS: positiveInt(15_000),
+  /**
+   * Deliveries JetStream hands out and has not had acked yet, all replicas together: those in
+   * flight, and those waiting out a retry of at most `WEBHOOK_PARK_AFTER_MS`. Past it, it hands
+   * out nothing new until one is acked.
+   */
+  WEBHOOK_MAX_ACK_PENDING: positiveInt(10_000),
 });
 
 export type Config = z.infer<typeof configSchema>;

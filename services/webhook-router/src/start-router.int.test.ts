@@ -107,6 +107,17 @@ describe('an inbound webhook the router cannot handle yet', () => {
   });
 });
 
+describe('the events that make customer webhooks', () => {
+  // A connection's creation, a failed refresh, a finished action or sync run: enqueueing its
+  // webhook waits for the gateway and JOBS; an outage of an hour must not drop it.
+  it('are retried for a day before they are given up', async () => {
+    const jsm = await observer.jetstreamManager();
+    const durables = ['webhook-router-auth-created', 'webhook-router-auth-refresh-failed', 'webhook-router-async-actions', 'webhook-router-sync-completed'];
+    const caps = await Promise.all(durables.map(async (durable) => [durable, (await jsm.consumers.info(STREAMS.events.name, durable)).config.max_deliver] as const));
+    expect(caps.filter(([, cap]) => (cap ?? 0) < 24 * 60)).toEqual([]);
+  });
+});
+
 describe('a provider webhook too large to forward once escaped', () => {
   // The gateway bounds the raw body; forwarded as JSON text, a control byte takes six bytes and
   // the delivery job outgrew what NATS takes: retried as if the bus were away, then given up.

@@ -6,6 +6,7 @@ import type { Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeliveryRepo } from './db/delivery-repo.js';
 import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
+import { createParkedDeliveryRepo } from './db/parked-delivery-repo.js';
 import { withInboundOperations } from './handlers/inbound-operations.js';
 import { createWebhookClaimRepo } from './db/webhook-claim-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
@@ -17,6 +18,7 @@ import { deliverWebhookHandler } from './handlers/deliver-webhook.js';
 import { environmentByPublicIdLoader, inboundWebhooksHandler } from './handlers/inbound-webhook.js';
 import { listAttemptsHandler } from './handlers/list-attempts.js';
 import { listInboundLogHandler } from './handlers/list-inbound-log.js';
+import { startReturningParked } from './parking/return-parked-deliveries.js';
 import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
 
 /**
@@ -26,8 +28,16 @@ import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
  */
 const SETTINGS_TTL_MS = 2_000;
 
-/** How often the collections of replay claims that no one reads any more are dropped. */
+/** How often the collections of replay claims, and of parked deliveries' marks, that no one reads any more are dropped. */
 const CLAIM_SWEEP_MS = 10 * 60_000;
+
+/**
+ * Parked deliveries are kept by slot of due time and returned once their slot is past, looked
+ * for every poll: a delivery comes back at most a slot and a poll late, both a fraction of the
+ * shortest wait that is parked (`WEBHOOK_PARK_AFTER_MS`).
+ */
+const parkSlotMs = (config: Config) => Math.min(10_000, Math.max(25, Math.floor(config.WEBHOOK_PARK_AFTER_MS / 2)));
+const parkPollMs = (config: Config) => Math.min(1_000, parkSlotMs(config));
 
 /**
  * Wires the webhook router: durable consumers for provider webhooks (`jobs.webhook.inbound`),
@@ -41,12 +51,14 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   runtime.onShutdown(() => operations.flush());
   const inbound = withInboundOperations(countingInbound(createInboundWebhookRepo(mongo)), operations);
   const deliveries = createDeliveryRepo(mongo);
+  const parked = createParkedDeliveryRepo(mongo, { slotMs: parkSlotMs(config) });
   const claims = createWebhookClaimRepo(mongo);
   await Promise.all([inbound.init(), deliveries.init(), claims.init()]);
   // Expired replay claims go with their window's collection, dropped whole (FerretDB has no TTL
   // index, and reads every claim for a query on their expiry); a late sweep only costs disk.
   const sweep = setInterval(() => {
     claims.sweep().catch((error: unknown) => logger.warn('could not drop the expired webhook claims', { error: String(error) }));
+    parked.sweepMarks().catch((error: unknown) => logger.warn('could not drop the marks of old parked deliveries', { error: String(error) }));
   }, CLAIM_SWEEP_MS);
   sweep.unref();
 
@@ -104,9 +116,10 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       durable: 'webhook-router-deliveries',
       contract: webhookContracts.deliver,
       concurrency: config.WEBHOOK_CONCURRENCY,
-      // Deliveries waiting out a back-off still count as pending: leave room for many, so a
-      // broken URL's backlog does not hold up everyone else's webhooks.
-      maxAckPending: 20_000,
+      // Deliveries waiting out a retry delay count as pending: only short ones wait so; longer
+      // ones and those an open circuit holds are parked (acked), so a broken URL's backlog does
+      // not hold up everyone else's webhooks.
+      maxAckPending: config.WEBHOOK_MAX_ACK_PENDING,
       ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
       // An attempt is acked once its record is stored: a database slower than the ack wait must
       // not make JetStream hand the delivery over again (sent twice) while this replica lives.
@@ -117,11 +130,18 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       handler: deliverWebhookHandler({
         logger,
         deliveries,
+        parked,
         sender,
         breakers,
         signingKeys,
+        environmentById,
         operations,
-        retry: { baseMs: config.WEBHOOK_RETRY_BASE_MS, capMs: config.WEBHOOK_RETRY_CAP_MS, windowMs: config.WEBHOOK_RETRY_HOURS * 3600_000 },
+        retry: {
+          baseMs: config.WEBHOOK_RETRY_BASE_MS,
+          capMs: config.WEBHOOK_RETRY_CAP_MS,
+          windowMs: config.WEBHOOK_RETRY_HOURS * 3600_000,
+          parkAfterMs: config.WEBHOOK_PARK_AFTER_MS,
+        },
       }),
     }),
     await consume({
@@ -132,6 +152,9 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       durable: 'webhook-router-auth-created',
       contract: vaultContracts.connectionCreated,
       concurrency: 8,
+      // An event's webhooks wait for the gateway and JOBS (here and below): an outage of an hour
+      // must not drop them.
+      maxDeliveries: DAY_OF_DELIVERIES,
       handler: connectionCreatedHandler(authDeps),
     }),
     await consume({
@@ -142,6 +165,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       durable: 'webhook-router-auth-refresh-failed',
       contract: vaultContracts.connectionRefreshFailed,
       concurrency: 8,
+      maxDeliveries: DAY_OF_DELIVERIES,
       handler: refreshFailedHandler(authDeps),
     }),
     await consume({
@@ -152,6 +176,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       durable: 'webhook-router-async-actions',
       contract: actionContracts.asyncCompleted,
       concurrency: 8,
+      maxDeliveries: DAY_OF_DELIVERIES,
       handler: asyncActionCompletedHandler(authDeps),
     }),
     await consume({
@@ -162,14 +187,18 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       durable: 'webhook-router-sync-completed',
       contract: syncContracts.runCompleted,
       concurrency: 8,
+      maxDeliveries: DAY_OF_DELIVERIES,
       handler: syncRunCompletedHandler(authDeps),
     }),
   ];
+  // Every replica returns the parked deliveries that are due (each once: see the function).
+  const returning = startReturningParked({ logger, parked, bus, pollMs: parkPollMs(config) });
   // The job queues of this service (the JOBS stream); the event consumers' backlogs stay small.
   sampleWebhookGauges(bus, ['webhook-router-inbound', 'webhook-router-deliveries'], breakers);
 
   runtime.onShutdown(async () => {
     clearInterval(sweep);
+    await returning.stop();
     await Promise.all(consumers.map((consumer) => consumer.stop()));
     sender.close();
   });

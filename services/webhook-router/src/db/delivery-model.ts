@@ -13,15 +13,19 @@ export interface DeliveryAttemptDoc {
   webhook_id: string;
   target: 'primary' | 'secondary';
   kind: WebhookDelivery['kind'];
+  /** Where the attempt went (the target's URL then; the one it was made for when nothing was sent). */
   url: string;
-  /** 1 for the first attempt. */
+  /** 1 for the first attempt; waits for an open circuit are not attempts. */
   attempt: number;
   /** The receiver's status, or null when none came (see error). */
   status: number | null;
   /** connection_refused, timeout, upstream_not_allowed, … (never a URL or a body). */
   error: string | null;
   duration_ms: number;
-  /** delivered · retrying (at next_attempt_at) · failed (final answer, or the retry window closed). */
+  /**
+   * delivered · retrying (at next_attempt_at) · failed (final answer, the retry window closed,
+   * or, nothing sent, its target's URL removed: error `webhook_url_removed`).
+   */
   outcome: 'delivered' | 'retrying' | 'failed';
   next_attempt_at: Date | null;
   created_at: Date;

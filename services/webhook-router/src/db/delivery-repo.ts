@@ -22,9 +22,9 @@ export function createDeliveryRepo(connection: Connection) {
   return {
     init: () => attempts.init(),
     /**
-     * Records one attempt. Its id is the delivery's and the JetStream delivery count, so the
-     * record of an attempt that a crash made JetStream hand over again is not doubled; the
-     * attempt that delivered it has the delivery's `delivered` id instead, for `wasDelivered`.
+     * Records one attempt. Its id is the delivery's and the attempt's number, so the record of
+     * an attempt that a crash made JetStream hand over again is not doubled; the attempt that
+     * delivered it has the delivery's `delivered` id instead, for `wasDelivered`.
      */
     recordAttempt: (environment: EnvironmentId, attempt: Omit<DeliveryAttemptDoc, '_id' | 'environment_id'>): Promise<void> => {
       const { _id } = attempt.outcome === 'delivered' ? deliveryQueries.delivered(attempt.delivery) : deliveryQueries.attempt(attempt.delivery, attempt.attempt);
@@ -32,11 +32,11 @@ export function createDeliveryRepo(connection: Connection) {
     },
     /**
      * Whether an attempt of this delivery reached the customer already (a 2xx was recorded),
-     * asked by its `deliveryCount`-th delivery: by `_id` only, the delivered id and, for a
+     * asked before its `attempt`-th attempt: by `_id` only, the delivered id and, for a
      * delivery recorded before that id existed, the previous attempt's.
      */
-    wasDelivered: async (environment: EnvironmentId, delivery: string, deliveryCount: number): Promise<boolean> => {
-      const ids = [deliveryQueries.delivered(delivery), ...(deliveryCount > 1 ? [deliveryQueries.attempt(delivery, deliveryCount - 1)] : [])];
+    wasDelivered: async (environment: EnvironmentId, delivery: string, attempt: number): Promise<boolean> => {
+      const ids = [deliveryQueries.delivered(delivery), ...(attempt > 1 ? [deliveryQueries.attempt(delivery, attempt - 1)] : [])];
       const docs = await Promise.all(ids.map((filter) => attempts.collection.findOne(filter as never)));
       return docs.some((doc) => doc !== null && doc['environment_id'] === environment && doc['outcome'] === 'delivered');
     },

@@ -1,4 +1,4 @@
-import type { Model } from 'mongoose';
+import type { Model, mongo } from 'mongoose';
 import { isDuplicateKey } from '@latchkey/mongo';
 
 /**
@@ -15,5 +15,22 @@ export async function insertNew<T>(model: Model<T>, docs: T[], options: { lean?:
     const writeErrors = (error as { writeErrors?: unknown[] }).writeErrors;
     const onlyDuplicates = Array.isArray(writeErrors) && writeErrors.length > 0 && writeErrors.every((item) => isDuplicateKey((item as { err?: unknown }).err ?? item));
     if (!onlyDuplicates && !isDuplicateKey(error)) throw error;
+  }
+}
+
+/**
+ * Inserts the docs with the driver (unordered), and answers the indexes of those whose `_id` was
+ * taken: a unique insert that says which documents it did not store. Any other failure throws.
+ */
+export async function insertTaken<T extends { _id: string }>(collection: mongo.Collection<T>, docs: Array<mongo.OptionalUnlessRequiredId<T>>): Promise<number[]> {
+  if (docs.length === 0) return [];
+  try {
+    await collection.insertMany(docs, { ordered: false });
+    return [];
+  } catch (error) {
+    const writeErrors = (error as { writeErrors?: Array<{ index: number; code?: number; errmsg?: string }> }).writeErrors;
+    if (!Array.isArray(writeErrors) || writeErrors.length === 0) throw error;
+    if (!writeErrors.every((item) => isDuplicateKey({ code: item.code, message: item.errmsg }))) throw error;
+    return writeErrors.map((item) => item.index);
   }
 }

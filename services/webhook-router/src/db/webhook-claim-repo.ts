@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Connection, mongo } from 'mongoose';
-import { findByIds, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
+import { findByIds, type EnvironmentId } from '@latchkey/mongo';
+import { insertTaken } from './insert-new.js';
 import { claimCollectionName, claimWindowOf, LEGACY_CLAIMS, type WebhookClaimDoc } from './webhook-claim-model.js';
 
 export interface ClaimRequest {
@@ -58,20 +59,6 @@ export function createWebhookClaimRepo(connection: Connection, options: { window
   async function holders(claims: mongo.Collection<WebhookClaimDoc>, ids: readonly string[]): Promise<Map<string, WebhookClaimDoc>> {
     const docs = await findByIds(connection, claims, ids, LOOKUPS_IN_FLIGHT);
     return new Map(docs.flatMap((doc) => (doc ? [[doc._id, doc] as const] : [])));
-  }
-
-  /** Inserts the docs; answers the indexes of those whose id was taken. Any other failure throws. */
-  async function insertTaken(claims: mongo.Collection<WebhookClaimDoc>, docs: WebhookClaimDoc[]): Promise<number[]> {
-    try {
-      // The driver's own insert: its error lists each refused document by index.
-      await claims.insertMany(docs, { ordered: false });
-      return [];
-    } catch (error) {
-      const writeErrors = (error as { writeErrors?: Array<{ index: number; code?: number; errmsg?: string }> }).writeErrors;
-      if (!Array.isArray(writeErrors) || writeErrors.length === 0) throw error;
-      if (!writeErrors.every((item) => isDuplicateKey({ code: item.code, message: item.errmsg }))) throw error;
-      return writeErrors.map((item) => item.index);
-    }
   }
 
   /**

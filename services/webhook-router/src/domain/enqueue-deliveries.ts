@@ -18,6 +18,14 @@ export function fitsDelivery(bus: Pick<Bus, 'maxPayload'>, body: string): boolea
   return Buffer.byteLength(JSON.stringify(body)) + DELIVERY_HEADROOM_BYTES <= bus.maxPayload;
 }
 
+/** The environment's webhook targets, in the order their deliveries are made. */
+const TARGETS = ['primary', 'secondary'] as const;
+
+/** Where a target's webhooks go now: the environment's setting for it; null when the setting is cleared. */
+export function targetUrl(environment: Pick<EnvironmentInfo, 'webhook_url' | 'webhook_url_secondary'>, target: WebhookDelivery['target']): string | null {
+  return (target === 'primary' ? environment.webhook_url : environment.webhook_url_secondary) || null;
+}
+
 /**
  * Makes one durable delivery per webhook URL of the environment (primary, then secondary), all
  * under one webhook-id. JetStream drops a second copy of the same delivery (a redelivered
@@ -28,12 +36,9 @@ export async function enqueueDeliveries(
   environment: Pick<EnvironmentInfo, 'id' | 'webhook_url' | 'webhook_url_secondary'>,
   input: { webhookId: string; kind: WebhookDelivery['kind']; body: string },
 ): Promise<number> {
-  const targets = [
-    ['primary', environment.webhook_url],
-    ['secondary', environment.webhook_url_secondary],
-  ] as const;
   let made = 0;
-  for (const [target, url] of targets) {
+  for (const target of TARGETS) {
+    const url = targetUrl(environment, target);
     if (!url) continue;
     await bus.enqueue(
       webhookContracts.deliver,

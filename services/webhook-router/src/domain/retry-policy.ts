@@ -14,12 +14,40 @@ export function nextRetryDelay(input: {
   windowMs: number;
   random?: () => number;
 }): number | null {
-  const random = input.random ?? Math.random;
-  const step = Math.min(input.capMs, input.baseMs * 2 ** Math.min(Math.max(input.attempt - 1, 0), 30));
-  const jittered = step / 2 + random() * (step / 2);
+  const jittered = backOff(input.attempt, input);
   const delay = Math.min(input.capMs, Math.max(jittered, input.retryAfterMs ?? 0));
   if (input.now + delay > input.createdAt + input.windowMs) return null;
   return Math.round(delay);
+}
+
+/** The `n`-th wait of a back-off: `baseMs × 2^(n-1)` capped at `capMs`, at a random point in the upper half of that step. */
+function backOff(n: number, input: { baseMs: number; capMs: number; random?: () => number }): number {
+  const random = input.random ?? Math.random;
+  const step = Math.min(input.capMs, input.baseMs * 2 ** Math.min(Math.max(n - 1, 0), 30));
+  return step / 2 + random() * (step / 2);
+}
+
+/**
+ * How long a delivery that its URL's open circuit holds waits before it is looked at again: at
+ * least until the circuit lets an attempt go (`circuitWaitMs`), and, held again and again,
+ * longer each time, by the steps retries take (`holds` in a row, this one included), so that a
+ * dead URL's backlog comes back a few times an hour rather than at every cooldown. Never past
+ * the retry window's end. Null when the circuit's own wait would outlast the window: the
+ * delivery then gets its last attempt now.
+ */
+export function nextHoldDelay(input: {
+  holds: number;
+  circuitWaitMs: number;
+  createdAt: number;
+  now: number;
+  baseMs: number;
+  capMs: number;
+  windowMs: number;
+  random?: () => number;
+}): number | null {
+  const windowLeft = input.createdAt + input.windowMs - input.now;
+  if (input.circuitWaitMs > windowLeft) return null;
+  return Math.round(Math.min(windowLeft, Math.max(input.circuitWaitMs, backOff(input.holds, input))));
 }
 
 /** Retry-After: seconds or an HTTP date; null when absent or unreadable. */

@@ -1,23 +1,31 @@
 import type { JobMessage, OperationLog } from '@latchkey/bus';
-import type { WebhookDelivery } from '@latchkey/contracts';
+import type { EnvironmentInfo, WebhookDelivery } from '@latchkey/contracts';
 import { withRetries } from '@latchkey/errors';
 import { currentRequestId, type Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
 import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
+import { parkedDeliveryId } from '../db/parked-delivery-model.js';
+import type { ParkedDeliveryRepo } from '../db/parked-delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
-import { isRetryableStatus, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
+import { targetUrl } from '../domain/enqueue-deliveries.js';
+import { isRetryableStatus, nextHoldDelay, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
 import { signatureHeaders, type SendResult, type WebhookSender } from '../delivery/send-webhook.js';
 import { countAttempt, countDelivery } from '../webhook-metrics.js';
 
 export interface DeliverDeps {
   logger: Logger;
   deliveries: Pick<DeliveryRepo, 'recordAttempt' | 'wasDelivered'>;
+  /** Where a delivery waits when its next attempt is far off (`retry.parkAfterMs`) or its URL's circuit is open. */
+  parked: Pick<ParkedDeliveryRepo, 'park' | 'wasParked'>;
   sender: Pick<WebhookSender, 'send'>;
   breakers: CircuitBreakers;
   /** The environment's signing secrets, newest first (two during a rotation's overlap). */
   signingKeys(environmentId: string): Promise<string[]>;
-  retry: { baseMs: number; capMs: number; windowMs: number };
+  /** The environment's settings as they are now (kept briefly): where each target's webhooks go. */
+  environmentById(environmentId: string): Promise<Pick<EnvironmentInfo, 'webhook_url' | 'webhook_url_secondary'>>;
+  /** Back-off, retry window, and the longest wait left to JetStream (a longer one is parked). */
+  retry: { baseMs: number; capMs: number; windowMs: number; parkAfterMs: number };
   /** The operations log: one `webhook_outbound` per attempt (never its URL or body). */
   operations: Pick<OperationLog, 'record'>;
 }
@@ -42,53 +50,77 @@ function recordAttempt(deps: Pick<DeliverDeps, 'operations'>, job: WebhookDelive
 }
 
 /**
- * One attempt at one delivery. A redelivery of one already delivered acks without sending. Success (2xx) acks. Network errors, timeouts, 5xx, 408 and 429
- * come back after a back-off (Retry-After honoured) until the retry window closes; any other
- * answer, or a URL the SSRF rules refuse, is final. Every attempt is recorded. While a URL's
- * circuit is open its deliveries wait without an attempt.
+ * One attempt at one delivery, to the URL its environment has for its target now. A delivery
+ * already delivered (its ack lost, or made again after JetStream forgot the first copy) acks
+ * without sending; one whose target URL was removed is recorded failed without sending. Success
+ * (2xx) acks. Network errors, timeouts, 5xx, 408 and 429 come back after a back-off (Retry-After
+ * honoured) until the retry window closes; any other answer, or a URL the SSRF rules refuse, is
+ * final. Every attempt is recorded. While a URL's circuit is open its deliveries wait without an
+ * attempt.
+ *
+ * A wait longer than `retry.parkAfterMs`, and every wait for an open circuit, is spent parked in
+ * the database, not in JetStream, where a waiting message keeps a place among those the consumer
+ * may have pending: one URL's backlog would stop everyone's deliveries. So every delivery of a
+ * message is an attempt, and the attempt's number is the attempts made before the message (it
+ * carries them when it comes back from the park) plus its delivery count.
  */
 export function deliverWebhookHandler(deps: DeliverDeps) {
   return async (job: WebhookDelivery, msg: JobMessage): Promise<void | { retryInMs: number }> => {
     const scope = environmentId(job.environment_id);
     const deliveryId = `${job.webhook_id}:${job.target}`;
     const createdAt = new Date(job.created_at);
+    const attempt = (job.attempts ?? 0) + msg.info.deliveryCount;
 
-    // Handed over again: its last holder may have delivered it and lost the ack (its NATS node
-    // died, or the process right after recording). The customer gets each webhook-id once.
-    if (msg.info.deliveryCount > 1 && (await deps.deliveries.wasDelivered(scope, deliveryId, msg.info.deliveryCount))) {
-      deps.logger.info('webhook delivered before its redelivery; not sending it again', { webhook_id: job.webhook_id, target: job.target });
+    // Its last holder may have delivered it and lost the ack (its NATS node died, or the process
+    // right after recording), or it was made again past JetStream's duplicate window: the
+    // customer gets each webhook-id once. For a first attempt, one lookup by `_id`.
+    if (await deps.deliveries.wasDelivered(scope, deliveryId, attempt)) {
+      deps.logger.info('webhook delivered already; not sending it again', { webhook_id: job.webhook_id, target: job.target });
+      return;
+    }
+    // Handed over again after it was parked (its ack lost): the parked delivery goes on from there.
+    if (msg.info.deliveryCount > 1 && (await deps.parked.wasParked(parkedDeliveryId(deliveryId, nextRevision(job))))) {
+      deps.logger.info('webhook delivery parked already; not sending it again', { webhook_id: job.webhook_id, target: job.target });
+      return;
+    }
+
+    const url = targetUrl(await deps.environmentById(job.environment_id), job.target);
+    if (url === null) {
+      await recordNotSent(deps, job, attempt);
       return;
     }
 
     // An open circuit holds the delivery without an attempt, unless the wait would outlast the
     // retry window: then it gets its last attempt now.
-    const wait = deps.breakers.waitFor(job.url);
-    if (wait > 0 && Date.now() + wait <= createdAt.getTime() + deps.retry.windowMs) {
+    const wait = deps.breakers.waitFor(url);
+    const hold = wait > 0 ? nextHoldDelay({ holds: (job.holds ?? 0) + 1, circuitWaitMs: wait, createdAt: createdAt.getTime(), now: Date.now(), ...deps.retry }) : null;
+    if (hold !== null) {
+      await park(deps, job, { attempts: attempt - 1, holds: (job.holds ?? 0) + 1 }, hold);
       countDelivery('held');
-      return { retryInMs: wait };
+      return;
     }
 
     const at = new Date();
     let result: SendResult;
     try {
       const keys = await deps.signingKeys(job.environment_id);
-      const send = () => deps.sender.send(job.url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
-      result = await (tracingEnabled() ? tracedSend(job.url, msg.info.deliveryCount, send) : send());
+      const send = () => deps.sender.send(url, signatureHeaders({ webhookId: job.webhook_id, at, body: job.body, keys }), job.body);
+      result = await (tracingEnabled() ? tracedSend(url, attempt, send) : send());
     } catch (error) {
       // A probe that never went must not hold the URL's other deliveries until the window ends.
-      deps.breakers.settled(job.url);
+      deps.breakers.settled(url);
       throw error;
     }
     recordAttempt(deps, job, at, result);
     countAttempt();
-    const attempt = {
+    const record = {
       delivery: deliveryId,
       webhook_id: job.webhook_id,
       target: job.target,
       kind: job.kind,
       created_at: createdAt,
-      attempt: msg.info.deliveryCount,
-      url: job.url,
+      attempt,
+      url,
       status: result.status,
       error: result.error,
       duration_ms: result.durationMs,
@@ -99,18 +131,18 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     // Every attempt ends its probe: a failure reopens the circuit, any other answer (a success,
     // or the receiver refusing this webhook for good) shows the URL up, and a refusal of ours
     // says nothing of it.
-    if (retryable) deps.breakers.failed(job.url);
-    else if (result.status !== null) deps.breakers.answered(job.url);
-    else deps.breakers.settled(job.url);
+    if (retryable) deps.breakers.failed(url);
+    else if (result.status !== null) deps.breakers.answered(url);
+    else deps.breakers.settled(url);
 
     if (result.status !== null && result.status >= 200 && result.status < 300) {
-      await recordDelivered(deps, job, () => deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'delivered', next_attempt_at: null }));
+      await recordDelivered(deps, job, () => deps.deliveries.recordAttempt(scope, { ...record, outcome: 'delivered', next_attempt_at: null }));
       countDelivery('delivered');
       return;
     }
     const delay = retryable
       ? nextRetryDelay({
-          attempt: msg.info.deliveryCount,
+          attempt,
           retryAfterMs: parseRetryAfter(result.retryAfter, Date.now()),
           createdAt: createdAt.getTime(),
           now: Date.now(),
@@ -119,14 +151,58 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       : null;
     if (delay === null) {
       deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
-      await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'failed', next_attempt_at: null });
+      await deps.deliveries.recordAttempt(scope, { ...record, outcome: 'failed', next_attempt_at: null });
       countDelivery('failed');
       return;
     }
-    await deps.deliveries.recordAttempt(scope, { ...attempt, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
+    await deps.deliveries.recordAttempt(scope, { ...record, outcome: 'retrying', next_attempt_at: new Date(Date.now() + delay) });
     countDelivery('retrying');
-    return { retryInMs: delay };
+    if (delay <= deps.retry.parkAfterMs) return { retryInMs: delay };
+    await park(deps, job, { attempts: attempt, holds: 0 }, delay);
   };
+}
+
+/** The revision the delivery comes back as when this message parks it. */
+const nextRevision = (job: WebhookDelivery) => (job.revision ?? 0) + 1;
+
+/**
+ * Parks the delivery for `delayMs` (acked once stored): it comes back as its next revision,
+ * carrying the attempts made so far and the holds in a row. Its wait's id follows from the
+ * message it leaves, so a copy of that message handed over again finds it parked.
+ */
+async function park(deps: Pick<DeliverDeps, 'parked'>, job: WebhookDelivery, counts: { attempts: number; holds: number }, delayMs: number): Promise<void> {
+  const revision = nextRevision(job);
+  await deps.parked.park(environmentId(job.environment_id), {
+    id: parkedDeliveryId(`${job.webhook_id}:${job.target}`, revision),
+    dueAt: new Date(Date.now() + delayMs),
+    job: { ...job, ...counts, revision },
+  });
+}
+
+/**
+ * A delivery whose target URL was removed from its environment since it was made: nothing is
+ * sent, and it is recorded failed (`webhook_url_removed`, with the URL it was made for), so the
+ * attempts list says where it ended.
+ */
+async function recordNotSent(deps: Pick<DeliverDeps, 'deliveries' | 'logger'>, job: WebhookDelivery, attempt: number): Promise<void> {
+  deps.logger.info('webhook URL removed; the delivery is given up', { webhook_id: job.webhook_id, target: job.target });
+  const at = new Date();
+  await deps.deliveries.recordAttempt(environmentId(job.environment_id), {
+    delivery: `${job.webhook_id}:${job.target}`,
+    webhook_id: job.webhook_id,
+    target: job.target,
+    kind: job.kind,
+    created_at: new Date(job.created_at),
+    attempt,
+    url: job.url,
+    status: null,
+    error: 'webhook_url_removed',
+    duration_ms: 0,
+    outcome: 'failed',
+    next_attempt_at: null,
+    at,
+  });
+  countDelivery('failed');
 }
 
 /** How long the record of a delivered attempt is tried again (the database away) before the delivery is acked without it. */

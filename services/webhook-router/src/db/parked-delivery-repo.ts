@@ -1,0 +1,125 @@
+import type { Connection } from 'mongoose';
+import type { WebhookDelivery } from '@latchkey/contracts';
+import type { EnvironmentId } from '@latchkey/mongo';
+import { createGroupCommit } from './group-commit.js';
+import { insertTaken } from './insert-new.js';
+import {
+  MARK_WINDOW_MS,
+  markCollectionName,
+  markWindowOf,
+  parkedCollectionName,
+  parkedDueBy,
+  type ParkMarkDoc,
+  type ParkedDeliveryDoc,
+} from './parked-delivery-model.js';
+
+/** One delivery to keep until `dueAt`, under the id of its wait (`parkedDeliveryId`). */
+export interface ParkRequest {
+  id: string;
+  dueAt: Date;
+  /** The message that brings it back. */
+  job: WebhookDelivery;
+}
+
+/** MongoDB's code for a collection that is not there (a drop another replica made first). */
+const NAMESPACE_NOT_FOUND = 26;
+
+/**
+ * The parked deliveries (see `parked-delivery-model.ts`), shared by every replica. Parking is an
+ * insert of the delivery in the collection of its slot, then of its wait's mark (a burst of
+ * parkings is one insert of each per collection); a wait parked again into the same slot is
+ * stored once. Every read is by `_id`, or of a whole collection whose deliveries are all due.
+ */
+export function createParkedDeliveryRepo(connection: Connection, options: { slotMs: number }) {
+  const { slotMs } = options;
+  // How long a collection is kept, empty, after its time, for a replica whose clock is behind to
+  // park there and be seen: a minute, or eight slots when they are short (each poll reads it).
+  const dropAfterMs = Math.min(60_000, 8 * slotMs);
+  const database = () => {
+    if (!connection.db) throw new Error('the database connection is not open');
+    return connection.db;
+  };
+  const dueBy = (by: number) => database().collection<ParkedDeliveryDoc>(parkedCollectionName(by));
+  const marks = (window: number) => database().collection<ParkMarkDoc>(markCollectionName(window));
+  const windowOf = (at: Date) => Math.floor(at.getTime() / MARK_WINDOW_MS);
+  /** The end of the slot `at` falls in: when a delivery due at `at` is returned, at the latest. */
+  const slotEnd = (at: Date) => (Math.floor(at.getTime() / slotMs) + 1) * slotMs;
+
+  // The delivery first, then its mark: a mark says the delivery is stored.
+  async function parkAll(requests: Array<ParkRequest & { environment: EnvironmentId }>): Promise<void> {
+    const bySlot = new Map<number, ParkedDeliveryDoc[]>();
+    for (const request of requests) {
+      const by = slotEnd(request.dueAt);
+      bySlot.set(by, [...(bySlot.get(by) ?? []), { _id: request.id, environment_id: request.environment, due_at: request.dueAt, job: request.job }]);
+    }
+    await Promise.all([...bySlot].map(([by, docs]) => insertTaken(dueBy(by), docs)));
+    const now = new Date();
+    await insertTaken(
+      marks(windowOf(now)),
+      requests.map((request) => ({ _id: request.id, environment_id: request.environment, parked_at: now })),
+    );
+  }
+  const writes = createGroupCommit(parkAll);
+
+  async function dropIfThere(name: string): Promise<boolean> {
+    try {
+      return await database().collection(name).drop();
+    } catch (error) {
+      if ((error as { code?: unknown }).code === NAMESPACE_NOT_FOUND) return false;
+      throw error;
+    }
+  }
+
+  return {
+    /** Keeps a delivery until `dueAt` (returned at most a slot later); resolves once stored. */
+    park: (environment: EnvironmentId, request: ParkRequest): Promise<void> => writes.add({ ...request, environment }),
+    /** Whether this wait was parked in the last hour or more (`MARK_WINDOW_MS`): by `_id`, in this window's marks and the last's. */
+    async wasParked(id: string, now = new Date()): Promise<boolean> {
+      const window = windowOf(now);
+      const found = await Promise.all([window, window - 1].map((at) => marks(at).findOne({ _id: id })));
+      return found.some((mark) => mark !== null);
+    },
+    /** The times of the collections whose deliveries are all due at `now`, oldest first. */
+    async dueCollections(now: Date): Promise<number[]> {
+      const collections = await database().listCollections({}, { nameOnly: true }).toArray();
+      return collections
+        .map(({ name }) => parkedDueBy(name))
+        .filter((by): by is number => by !== undefined && by <= now.getTime())
+        .sort((a, b) => a - b);
+    },
+    /** The deliveries of the collection due by `by`, `batchSize` at a time, in one read of it. */
+    async *deliveriesDueBy(by: number, batchSize: number): AsyncGenerator<ParkedDeliveryDoc[]> {
+      let batch: ParkedDeliveryDoc[] = [];
+      for await (const doc of dueBy(by).find({}, { batchSize })) {
+        batch.push(doc);
+        if (batch.length >= batchSize) {
+          yield batch;
+          batch = [];
+        }
+      }
+      if (batch.length > 0) yield batch;
+    },
+    /** Ends a wait whose delivery is back on JOBS (its mark stays, for its window). */
+    async release(by: number, id: string): Promise<void> {
+      await dueBy(by).deleteOne({ _id: id });
+    },
+    /** Drops the collection due by `by` once it is empty and a while past its time; answers whether it did. */
+    async dropIfDone(by: number, now: Date): Promise<boolean> {
+      if (now.getTime() < by + dropAfterMs) return false;
+      if ((await dueBy(by).findOne({})) !== null) return false;
+      return dropIfThere(parkedCollectionName(by));
+    },
+    /** Drops the marks no one looks for any more (windows two or more behind); answers how many collections. */
+    async sweepMarks(now = new Date()): Promise<number> {
+      const current = windowOf(now);
+      let dropped = 0;
+      for (const { name } of await database().listCollections({}, { nameOnly: true }).toArray()) {
+        const window = markWindowOf(name);
+        if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
+      }
+      return dropped;
+    },
+  };
+}
+
+export type ParkedDeliveryRepo = ReturnType<typeof createParkedDeliveryRepo>;
