@@ -95,6 +95,30 @@ describe('webhook.received', () => {
     expect(unmatched.connection_id).toBeNull();
     expect(JSON.stringify(heard)).not.toContain(WEBHOOK_SECRET);
   }, 30_000);
+
+  // A batch handled again (its records' insert failed after the publish, or the publish's
+  // acknowledgement was lost) published it again, and the syncs' onWebhook ran twice.
+  it('is published once per inbound webhook: its message id is the inbound id', async () => {
+    const id = `iwh_${randomUUID().replaceAll('-', '')}`;
+    await gateway.enqueue(webhookContracts.inbound, {
+      id,
+      environment_public_id: 'pub_a',
+      integration: 'acme',
+      query: { serviceConnectionId: 'conn-1' },
+      headers: { 'content-type': 'application/json' },
+      body_base64: Buffer.from(JSON.stringify({ event: 'contact.deleted' })).toString('base64'),
+      received_at: new Date().toISOString(),
+    });
+    await eventually(() => heard.find((event) => event.inbound_id === id), 10_000, 'its webhook.received', 50);
+    const js = (await observer.jetstreamManager()).jetstream();
+    const consumer = await js.consumers.get(STREAMS.events.name, { filter_subjects: webhookContracts.received.subject });
+    const msgIds = new Map<string, string | undefined>();
+    for await (const msg of await consumer.fetch({ max_messages: 100, expires: 1000 })) {
+      msgIds.set(msg.json<Received>().inbound_id, msg.headers?.get('Nats-Msg-Id'));
+      if (msg.info.pending === 0) break;
+    }
+    expect(msgIds.get(id)).toBe(`received-${id}`);
+  }, 30_000);
 });
 
 describe('an inbound webhook the router cannot handle yet', () => {
