@@ -135,6 +135,14 @@ describe('what the caller is answered when the provider or the call is out of th
     await new Promise((resolve) => provider.close(resolve));
   });
 
+  /**
+   * The upstream timeout of a call: long for the slow streams, short for the rest. A stalled body
+   * must time out before the answer's read-ahead ends (1 s), and undici fires a body timeout up to
+   * half a second late (its timers tick every 499 ms): 200 ms, not 500, which lost that race on a
+   * loaded machine and answered a stream.
+   */
+  const timeoutOf = (path: string) => (path === 'events' || path === 'gzip-events' ? 10_000 : path === 'stall' ? 200 : 500);
+
   /** One call through a replica's handler to the provider above: the answer's meta and body. */
   async function answer(path: string, fields: Parameters<typeof proxyMetaFixture>[1] = {}): Promise<{ meta: ProxyReplyMeta; body: string }> {
     const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
@@ -142,7 +150,7 @@ describe('what the caller is answered when the provider or the call is out of th
     const meta = proxyMetaFixture(path, fields);
     cache.set(credentialKey(meta), { id: 'c1', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: {}, query: {}, decompress: false }, cache.generation());
     const operations = { recordFields: () => undefined };
-    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: path === 'events' || path === 'gzip-events' ? 10_000 : 500, maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
+    const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: timeoutOf(path), maxRedirects: 3 }, retryCapMs: 100, operations, logSuccesses: true });
     return new Promise((resolve) => {
       void handle({ meta, body: new Uint8Array(0), respond: (reply: ProxyReplyMeta, body: Uint8Array) => resolve({ meta: reply, body: Buffer.from(body).toString() }) });
     });
