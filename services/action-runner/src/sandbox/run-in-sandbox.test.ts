@@ -95,32 +95,34 @@ describe('runInSandbox', () => {
         charsOut += chars;
         peak = Math.max(peak, out);
         peakChars = Math.max(peakChars, charsOut);
-        await new Promise((resolve) => setTimeout(resolve, 1000));
+        await new Promise((resolve) => setTimeout(resolve, 250));
         out--;
         charsOut -= chars;
         return null;
       },
     };
-    // A thousand calls left unawaited, each with 1 MB of arguments: a gigabyte on the host.
+    // Three hundred calls left unawaited, each with 128 KB of arguments, where the bound keeps 64
+    // out (a thousand of 1 MB each took over 10 s of the isolate's serializing on a loaded
+    // machine; what is checked here is the bound, not the speed, and the size bound below).
     const flood = await run(
       action(`async (ctx) => {
-        const big = 'x'.repeat(1 << 20);
-        const calls = Array.from({ length: 1000 }, () => ctx.setMetadata(big).then(() => 'ok', (error) => error.code));
+        const big = 'x'.repeat(1 << 17);
+        const calls = Array.from({ length: 300 }, () => ctx.setMetadata(big).then(() => 'ok', (error) => error.code));
         const settled = await Promise.all(calls);
         return { ok: settled.filter((code) => code === 'ok').length, refused: settled.filter((code) => code === 'function_failed').length };
       }`),
-      { host, limits: { ...limits, timeoutMs: 10_000 } },
+      { host, limits: { ...limits, timeoutMs: 30_000 } },
     );
     const counts = JSON.parse(flood!) as { ok: number; refused: number };
-    expect(counts.ok + counts.refused).toBe(1000);
+    expect(counts.ok + counts.refused).toBe(300);
     expect(counts.refused).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(64);
     expect(peakChars).toBeLessThanOrEqual(128 * (1 << 20));
     // One call whose arguments alone pass the bound is refused before they are parsed.
-    const huge = await failure(run(action(`async (ctx) => { await ctx.setMetadata('x'.repeat(130 << 20)); }`), { host, limits: { ...limits, memoryMb: 512, timeoutMs: 20_000 } }));
+    const huge = await failure(run(action(`async (ctx) => { await ctx.setMetadata('x'.repeat(130 << 20)); }`), { host, limits: { ...limits, memoryMb: 512, timeoutMs: 30_000 } }));
     expect(huge.code).toBe('function_failed');
     expect(huge.message).toMatch(/arguments/);
-  }, 30_000);
+  }, 90_000);
 
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
