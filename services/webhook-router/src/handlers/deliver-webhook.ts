@@ -49,6 +49,26 @@ function recordAttempt(deps: Pick<DeliverDeps, 'operations'>, job: WebhookDelive
   });
 }
 
+/** A delivery's id: its webhook-id and target (one webhook may go to both URLs). */
+const deliveryIdOf = (job: WebhookDelivery) => `${job.webhook_id}:${job.target}`;
+
+/** The stored record of one attempt (its outcome added by the caller). */
+function attemptRecord(job: WebhookDelivery, attempt: number, url: string, at: Date, result: Pick<SendResult, 'status' | 'error' | 'durationMs'>) {
+  return {
+    delivery: deliveryIdOf(job),
+    webhook_id: job.webhook_id,
+    target: job.target,
+    kind: job.kind,
+    created_at: new Date(job.created_at),
+    attempt,
+    url,
+    status: result.status,
+    error: result.error,
+    duration_ms: result.durationMs,
+    at,
+  };
+}
+
 /**
  * One attempt at one delivery, to the URL its environment has for its target now. A delivery
  * already delivered (its ack lost, or made again after JetStream forgot the first copy) acks
@@ -67,7 +87,7 @@ function recordAttempt(deps: Pick<DeliverDeps, 'operations'>, job: WebhookDelive
 export function deliverWebhookHandler(deps: DeliverDeps) {
   return async (job: WebhookDelivery, msg: JobMessage): Promise<void | { retryInMs: number }> => {
     const scope = environmentId(job.environment_id);
-    const deliveryId = `${job.webhook_id}:${job.target}`;
+    const deliveryId = deliveryIdOf(job);
     const createdAt = new Date(job.created_at);
     const attempt = (job.attempts ?? 0) + msg.info.deliveryCount;
 
@@ -113,19 +133,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     }
     recordAttempt(deps, job, at, result);
     countAttempt();
-    const record = {
-      delivery: deliveryId,
-      webhook_id: job.webhook_id,
-      target: job.target,
-      kind: job.kind,
-      created_at: createdAt,
-      attempt,
-      url,
-      status: result.status,
-      error: result.error,
-      duration_ms: result.durationMs,
-      at,
-    };
+    const record = attemptRecord(job, attempt, url, at, result);
 
     const retryable = result.status === null ? result.error !== 'upstream_not_allowed' && result.error !== 'invalid_url' : isRetryableStatus(result.status);
     // Every attempt ends its probe: a failure reopens the circuit, any other answer (a success,
@@ -173,7 +181,7 @@ const nextRevision = (job: WebhookDelivery) => (job.revision ?? 0) + 1;
 async function park(deps: Pick<DeliverDeps, 'parked'>, job: WebhookDelivery, counts: { attempts: number; holds: number }, delayMs: number): Promise<void> {
   const revision = nextRevision(job);
   await deps.parked.park(environmentId(job.environment_id), {
-    id: parkedDeliveryId(`${job.webhook_id}:${job.target}`, revision),
+    id: parkedDeliveryId(deliveryIdOf(job), revision),
     dueAt: new Date(Date.now() + delayMs),
     job: { ...job, ...counts, revision },
   });
@@ -186,22 +194,8 @@ async function park(deps: Pick<DeliverDeps, 'parked'>, job: WebhookDelivery, cou
  */
 async function recordNotSent(deps: Pick<DeliverDeps, 'deliveries' | 'logger'>, job: WebhookDelivery, attempt: number): Promise<void> {
   deps.logger.info('webhook URL removed; the delivery is given up', { webhook_id: job.webhook_id, target: job.target });
-  const at = new Date();
-  await deps.deliveries.recordAttempt(environmentId(job.environment_id), {
-    delivery: `${job.webhook_id}:${job.target}`,
-    webhook_id: job.webhook_id,
-    target: job.target,
-    kind: job.kind,
-    created_at: new Date(job.created_at),
-    attempt,
-    url: job.url,
-    status: null,
-    error: 'webhook_url_removed',
-    duration_ms: 0,
-    outcome: 'failed',
-    next_attempt_at: null,
-    at,
-  });
+  const record = attemptRecord(job, attempt, job.url, new Date(), { status: null, error: 'webhook_url_removed', durationMs: 0 });
+  await deps.deliveries.recordAttempt(environmentId(job.environment_id), { ...record, outcome: 'failed', next_attempt_at: null });
   countDelivery('failed');
 }
 
