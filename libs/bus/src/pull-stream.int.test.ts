@@ -40,7 +40,8 @@ it('still hands a fast stream over in full chunks', async () => {
   })();
   const { inbox, done } = servePullStream(bus, source, { idleTimeoutMs: 5_000 });
   const sizes: number[] = [];
-  for await (const chunk of pullStream(bus, inbox, 1_000)) sizes.push(chunk.length);
+  // The pull's deadline is not what is checked here: 1 s ran out on a loaded machine.
+  for await (const chunk of pullStream(bus, inbox, 5_000)) sizes.push(chunk.length);
   await done;
   expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(64 * 16 * 1024);
   expect(sizes.length).toBeLessThanOrEqual(5);
