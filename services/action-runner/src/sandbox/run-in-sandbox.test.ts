@@ -5,7 +5,9 @@ import { runInSandbox, type SandboxRun } from './run-in-sandbox.js';
 /** A bundle as esbuild writes it: CommonJS whose default export is the definition. */
 const action = (exec: string, extra = '') => `"use strict";${extra}\nmodule.exports = { default: { kind: 'action', name: 'a', exec: ${exec} } };`;
 
-const limits = { memoryMb: 32, timeoutMs: 1500, maxOutputBytes: 1024 * 1024 };
+// A generous deadline by default (1.5 s ran out for an input check on a loaded machine): every
+// case that means a timeout sets its own.
+const limits = { memoryMb: 32, timeoutMs: 10_000, maxOutputBytes: 1024 * 1024 };
 
 async function run(bundle: string, overrides: Partial<SandboxRun> = {}) {
   const result = await runInSandbox({
