@@ -11,8 +11,8 @@ function runner() {
     bus: {} as Bus,
     logger: createLogger({ service: 'test', silent: true }),
     cache: createFunctionCache({ ttlMs: 60_000, maxEntries: 10 }),
-    limits: { memoryMb: 32, timeoutMs: 5_000 },
-    syncLimits: { timeoutMs: 5_000 },
+    limits: { memoryMb: 32, timeoutMs: 20_000 },
+    syncLimits: { timeoutMs: 20_000 },
     warmIsolates: 2,
     limited: (work) => work(),
     proxyTimeoutMs: 5_000,
@@ -69,5 +69,5 @@ module.exports = { default: { kind: 'action', name: 'flood', exec: async (ctx) =
     // 100 × 200 kB of fields: each line's are cut to a note of their size.
     expect(JSON.stringify(outcome.logs).length).toBeLessThan(1024 * 1024);
     expect(outcome.logs).toHaveLength(100);
-  }, 30_000);
+  }, 60_000);
 });
