@@ -32,7 +32,10 @@ describe('the running stack', () => {
 
   it('gives every other service its own probes', async () => {
     for (const service of stack.services) {
-      expect((await http(`${service.url}/health`)).json).toEqual({ status: 'ok' });
+      const health = await http(`${service.url}/health`);
+      expect(health.json).toEqual({ status: 'ok' });
+      // Held open longer than a client's idle socket, so a reused connection is never closed under it.
+      expect(health.headers.get('keep-alive')).toBe('timeout=65');
       expect((await http(`${service.url}/ready`)).status).toBe(200);
     }
   });

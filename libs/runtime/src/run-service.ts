@@ -208,6 +208,9 @@ async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>,
     else if (options.starting) send(503, { error: { code: 'service_unavailable', message: 'Starting; try again shortly' } });
     else send(404, { error: { code: 'route_not_found', message: 'Not found' } });
   });
+  // Scrapers and probers keep their connection open between calls; as on the gateway, the server
+  // keeps it longer than they do, so a call never races the server closing the connection.
+  server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, resolve);
