@@ -28,6 +28,7 @@ const EXPECTED: Record<ServiceName, readonly MetricName[]> = {
     'latchkey_webhook_deliveries_total',
     'latchkey_webhook_delivery_attempts_total',
     'latchkey_webhook_backlog',
+    'latchkey_webhook_parked',
     'latchkey_webhook_breaker_state',
   ],
   'action-runner': [

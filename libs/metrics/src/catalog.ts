@@ -87,6 +87,11 @@ export const METRICS = {
     help: 'Messages waiting for a webhook consumer (JetStream num_pending), sampled at scrape, by queue (durable name).',
     labels: ['queue'],
   },
+  latchkey_webhook_parked: {
+    kind: 'gauge',
+    help: "Deliveries parked in the router's database, waiting out a retry longer than WEBHOOK_PARK_AFTER_MS or an open circuit, all replicas together, sampled at scrape.",
+    labels: [],
+  },
   latchkey_webhook_breaker_state: {
     kind: 'gauge',
     help: 'Customer URLs whose delivery circuit is not closed, by state (failing: failures below the threshold, open, half_open: probing), per replica.',

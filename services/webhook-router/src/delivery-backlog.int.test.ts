@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createBus, type Bus } from '@latchkey/bus';
 import { STREAMS, gatewayContracts, webhookContracts, type ServiceName, type WebhookDelivery } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
+import { scrape } from '@latchkey/metrics';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
@@ -126,5 +127,9 @@ describe("one environment's failing URL", () => {
       expect(attempt).toMatchObject({ attempt: 1, status: 503, outcome: 'retrying' });
       expect(new Date(attempt.next_attempt_at!).getTime()).toBeGreaterThan(Date.now() + 60_000);
     }
+    // The metrics say where they wait: in the database, not in JetStream.
+    const metrics = await scrape();
+    expect(metrics).toMatch(new RegExp(`^latchkey_webhook_parked ${backlog.length}$`, 'm'));
+    expect(metrics).toMatch(/^latchkey_webhook_backlog\{queue="webhook-router-deliveries"\} 0$/m);
   }, 60_000);
 });

@@ -2,6 +2,7 @@ import type { Bus } from '@latchkey/bus';
 import { STREAMS } from '@latchkey/contracts';
 import { counter, onScrape } from '@latchkey/metrics';
 import type { InboundWebhookRepo } from './db/inbound-webhook-repo.js';
+import type { ParkedDeliveryRepo } from './db/parked-delivery-repo.js';
 import type { CircuitBreakers } from './domain/circuit-breaker.js';
 
 const inbound = counter('latchkey_webhooks_inbound_total');
@@ -23,9 +24,15 @@ export function countingInbound(repo: InboundWebhookRepo): InboundWebhookRepo {
 
 /**
  * Samples at scrape: each durable's pending messages (JetStream's num_pending, by durable name:
- * a fixed list), and how many customer URLs' circuits this replica has in each state.
+ * a fixed list), the deliveries parked in the database, and how many customer URLs' circuits
+ * this replica has in each state.
  */
-export function sampleWebhookGauges(bus: Bus, durables: readonly string[], breakers: CircuitBreakers): void {
+export function sampleWebhookGauges(
+  bus: Bus,
+  durables: readonly string[],
+  parked: Pick<ParkedDeliveryRepo, 'countParked'>,
+  breakers: CircuitBreakers,
+): void {
   onScrape('latchkey_webhook_backlog', async (gauge) => {
     const jsm = await bus.jetstreamManager();
     await Promise.all(
@@ -35,6 +42,7 @@ export function sampleWebhookGauges(bus: Bus, durables: readonly string[], break
       }),
     );
   });
+  onScrape('latchkey_webhook_parked', async (gauge) => gauge.set(await parked.countParked()));
   onScrape('latchkey_webhook_breaker_state', (gauge) => {
     const states = breakers.states();
     gauge.set({ state: 'open' }, states.open);

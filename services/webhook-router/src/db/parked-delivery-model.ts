@@ -31,6 +31,21 @@ export interface ParkMarkDoc {
   parked_at: Date;
 }
 
+/**
+ * `webhook_parked_counts`: how many deliveries each collection of parked deliveries holds (by its
+ * due time), added to as they are parked and taken from as they are returned: what the metrics
+ * read, where a count of the collections would read every delivery (FerretDB counts by reading).
+ * A replica that dies between the two steps leaves its slot off by what it was doing, until the
+ * slot's collection is dropped.
+ */
+export interface ParkedCountDoc {
+  /** The due time of the collection (`webhook_parked_<_id>`). */
+  _id: number;
+  n: number;
+}
+
+export const PARKED_COUNTS = 'webhook_parked_counts';
+
 /** How long a mark is looked for: a message is handed over again within its ack wait, far less than this. */
 export const MARK_WINDOW_MS = 3600_000;
 

@@ -5,11 +5,13 @@ import { createGroupCommit } from './group-commit.js';
 import { insertTaken } from './insert-new.js';
 import {
   MARK_WINDOW_MS,
+  PARKED_COUNTS,
   markCollectionName,
   markWindowOf,
   parkedCollectionName,
   parkedDueBy,
   type ParkMarkDoc,
+  type ParkedCountDoc,
   type ParkedDeliveryDoc,
 } from './parked-delivery-model.js';
 
@@ -41,7 +43,12 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
   };
   const dueBy = (by: number) => database().collection<ParkedDeliveryDoc>(parkedCollectionName(by));
   const marks = (window: number) => database().collection<ParkMarkDoc>(markCollectionName(window));
+  const counts = () => database().collection<ParkedCountDoc>(PARKED_COUNTS);
   const windowOf = (at: Date) => Math.floor(at.getTime() / MARK_WINDOW_MS);
+  /** Adds `change` to the count of the collection due by `by`: one write by `_id`, for the metrics only, so a failure is let go. */
+  const tally = async (by: number, change: number) => {
+    if (change !== 0) await counts().updateOne({ _id: by }, { $inc: { n: change } }, { upsert: true }).catch(() => undefined);
+  };
   /** The end of the slot `at` falls in: when a delivery due at `at` is returned, at the latest. */
   const slotEnd = (at: Date) => (Math.floor(at.getTime() / slotMs) + 1) * slotMs;
 
@@ -52,12 +59,13 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
       const by = slotEnd(request.dueAt);
       bySlot.set(by, [...(bySlot.get(by) ?? []), { _id: request.id, environment_id: request.environment, due_at: request.dueAt, job: request.job }]);
     }
-    await Promise.all([...bySlot].map(([by, docs]) => insertTaken(dueBy(by), docs)));
+    const stored = await Promise.all([...bySlot].map(async ([by, docs]) => [by, docs.length - (await insertTaken(dueBy(by), docs)).length] as const));
     const now = new Date();
     await insertTaken(
       marks(windowOf(now)),
       requests.map((request) => ({ _id: request.id, environment_id: request.environment, parked_at: now })),
     );
+    await Promise.all(stored.map(([by, count]) => tally(by, count)));
   }
   const writes = createGroupCommit(parkAll);
 
@@ -79,6 +87,16 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
       const found = await Promise.all([window, window - 1].map((at) => marks(at).findOne({ _id: id })));
       return found.some((mark) => mark !== null);
     },
+    /**
+     * How many deliveries are parked, due or not, from the collections' counts: one read of a
+     * document per collection, never of the deliveries. The counts of collections dropped are
+     * left out (a return counted after the drop).
+     */
+    async countParked(): Promise<number> {
+      const [collections, tallies] = await Promise.all([database().listCollections({}, { nameOnly: true }).toArray(), counts().find({}).toArray()]);
+      const parked = new Set(collections.map(({ name }) => parkedDueBy(name)));
+      return tallies.reduce((sum, { _id, n }) => (parked.has(_id) ? sum + Math.max(0, n) : sum), 0);
+    },
     /** The times of the collections whose deliveries are all due at `now`, oldest first. */
     async dueCollections(now: Date): Promise<number[]> {
       const collections = await database().listCollections({}, { nameOnly: true }).toArray();
@@ -99,23 +117,34 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
       }
       if (batch.length > 0) yield batch;
     },
-    /** Ends a wait whose delivery is back on JOBS (its mark stays, for its window). */
-    async release(by: number, id: string): Promise<void> {
-      await dueBy(by).deleteOne({ _id: id });
+    /** Ends the waits whose deliveries are back on JOBS (their marks stay, for their window): one delete by `_id` each. */
+    async release(by: number, ids: readonly string[]): Promise<void> {
+      const deleted = await Promise.all(ids.map((id) => dueBy(by).deleteOne({ _id: id })));
+      await tally(by, -deleted.reduce((sum, { deletedCount }) => sum + deletedCount, 0));
     },
-    /** Drops the collection due by `by` once it is empty and a while past its time; answers whether it did. */
+    /** Drops the collection due by `by` once it is empty and a while past its time, and its count; answers whether it did. */
     async dropIfDone(by: number, now: Date): Promise<boolean> {
       if (now.getTime() < by + dropAfterMs) return false;
       if ((await dueBy(by).findOne({})) !== null) return false;
-      return dropIfThere(parkedCollectionName(by));
+      const dropped = await dropIfThere(parkedCollectionName(by));
+      await counts().deleteOne({ _id: by });
+      return dropped;
     },
-    /** Drops the marks no one looks for any more (windows two or more behind); answers how many collections. */
+    /**
+     * Drops the marks no one looks for any more (windows two or more behind), and the counts of
+     * collections long dropped; answers how many collections of marks.
+     */
     async sweepMarks(now = new Date()): Promise<number> {
       const current = windowOf(now);
       let dropped = 0;
-      for (const { name } of await database().listCollections({}, { nameOnly: true }).toArray()) {
+      const collections = await database().listCollections({}, { nameOnly: true }).toArray();
+      for (const { name } of collections) {
         const window = markWindowOf(name);
         if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
+      }
+      const parked = new Set(collections.map(({ name }) => parkedDueBy(name)));
+      for (const { _id } of await counts().find({}).toArray()) {
+        if (!parked.has(_id) && _id + dropAfterMs < now.getTime()) await counts().deleteOne({ _id });
       }
       return dropped;
     },

@@ -27,12 +27,13 @@ export function startReturningParked(deps: ReturnParkedDeps): { stop(): Promise<
 
   async function returnDueBy(by: number): Promise<void> {
     for await (const batch of deps.parked.deliveriesDueBy(by, BATCH)) {
-      await Promise.all(
-        batch.map(async (doc) => {
-          await deps.bus.enqueue(webhookContracts.deliver, doc.job, { msgId: doc._id });
-          await deps.parked.release(by, doc._id);
-        }),
+      const enqueued = await Promise.allSettled(batch.map((doc) => deps.bus.enqueue(webhookContracts.deliver, doc.job, { msgId: doc._id })));
+      await deps.parked.release(
+        by,
+        batch.filter((_, index) => enqueued[index]!.status === 'fulfilled').map((doc) => doc._id),
       );
+      const failed = enqueued.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+      if (failed) throw failed.reason;
       if (stopped) return;
     }
     await deps.parked.dropIfDone(by, new Date());
