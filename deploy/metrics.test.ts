@@ -52,7 +52,7 @@ describe('metrics in deploy/ and docs/', () => {
     const rules = parse(read('prometheus/alerts.yml')) as { groups: Array<{ name: string; rules: Array<{ alert: string; expr: string }> }> };
     const alerts = rules.groups.flatMap((group) => group.rules);
     expect(alerts.map((rule) => rule.alert)).toEqual(
-      expect.arrayContaining(['LatchkeyWebhookBacklogGrowing', 'LatchkeyRefreshFailures', 'LatchkeyProxyUpstream5xx', 'LatchkeySandboxTimeouts']),
+      expect.arrayContaining(['LatchkeyWebhookBacklogGrowing', 'LatchkeyWebhooksParkedGrowing', 'LatchkeyRefreshFailures', 'LatchkeyProxyUpstream5xx', 'LatchkeySandboxTimeouts']),
     );
     for (const rule of alerts) {
       const used = metricsIn(rule.expr);
