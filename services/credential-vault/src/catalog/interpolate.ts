@@ -18,6 +18,17 @@ export type TemplateContext = {
   accessToken?: string | undefined;
 };
 
+/**
+ * The fields `${credentials.FIELD}` reads. A TWO_STEP or CUSTOM connection's free-form fields
+ * are in its `raw`, so they are read there, under the credentials' own; any other type's `raw`
+ * (a BILL connection's is the provider's last answer) is not.
+ */
+export function templateCredentials(credentials: Record<string, unknown>): Record<string, unknown> {
+  const raw = credentials['raw'];
+  const freeForm = credentials['type'] === 'TWO_STEP' || credentials['type'] === 'CUSTOM';
+  return freeForm && raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...(raw as Record<string, unknown>), ...credentials } : credentials;
+}
+
 type Placeholder =
   | { kind: 'connectionConfig' | 'credentials'; key: string }
   | { kind: 'apiKey' | 'username' | 'password' | 'accessToken' };

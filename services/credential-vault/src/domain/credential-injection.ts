@@ -1,6 +1,6 @@
 import type { ProxyCredentials } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
-import { interpolate, interpolateUrl, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
+import { interpolate, interpolateUrl, templateCredentials, usesCredentials, type TemplateContext } from '../catalog/interpolate.js';
 import type { Provider } from '../catalog/provider-schema.js';
 import type { StoredCredentials } from './connection-credentials.js';
 
@@ -50,9 +50,10 @@ export function injectionFor(
   credentials: StoredCredentials,
 ): Omit<ProxyCredentials, 'id' | 'provider' | 'expires_at'> {
   const token = tokenOf(credentials);
+  const fields = templateCredentials(credentials);
   const context: TemplateContext = {
     connectionConfig,
-    credentials,
+    credentials: fields,
     apiKey: str(credentials['apiKey']),
     username: str(credentials['username']),
     password: str(credentials['password']),
@@ -85,7 +86,7 @@ export function injectionFor(
   const allowedHosts = provider.proxy?.allowed_hosts;
   return {
     auth_mode: provider.auth_mode,
-    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig, credentials, apiKey: context.apiKey }, interpolateUrl)['base_url']! }),
+    ...(baseUrl === undefined ? {} : { base_url: fill({ base_url: baseUrl }, { connectionConfig, credentials: fields, apiKey: context.apiKey }, interpolateUrl)['base_url']! }),
     ...(allowedHosts === undefined ? {} : { allowed_hosts: [...allowedHosts] }),
     headers,
     query: fill(provider.proxy?.query, context),

@@ -1,6 +1,6 @@
 import { AppError } from '@latchkey/errors';
 import type { TokenRequest } from '../catalog/provider-schema.js';
-import { interpolate, interpolateUrl, type TemplateContext } from '../catalog/interpolate.js';
+import { interpolate, interpolateUrl, templateCredentials, type TemplateContext } from '../catalog/interpolate.js';
 import { checkHostValue, hostBearingKeys } from '../catalog/provider-url.js';
 import { callTokenEndpoint } from './token-endpoint.js';
 import { credentialsOfType, type CredentialsOf, type RefreshContext } from './refresh-context.js';
@@ -26,13 +26,12 @@ export function valueAtPath(value: unknown, path: string): unknown {
 const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /**
- * What the templates read. A TWO_STEP connection's only free-form field is `raw`, so its
- * `${credentials.FIELD}` falls back to `raw.FIELD`. `${username}` and `${password}` are the
- * credentials' own fields (BILL, SIGNATURE).
+ * What the templates read: a TWO_STEP connection's `${credentials.FIELD}` falls back to
+ * `raw.FIELD` (`templateCredentials`). `${username}` and `${password}` are the credentials' own
+ * fields (BILL, SIGNATURE).
  */
 export function templateContextOf(type: TokenRequestType, credentials: Record<string, unknown>, connectionConfig: Record<string, unknown>): TemplateContext {
-  const raw = type === 'TWO_STEP' && isRecord(credentials['raw']) ? credentials['raw'] : {};
-  const fields = { ...raw, ...credentials };
+  const fields = templateCredentials({ ...credentials, type });
   const text = (key: string) => (typeof fields[key] === 'string' ? (fields[key] as string) : undefined);
   return { connectionConfig, credentials: fields, username: text('username'), password: text('password') };
 }
