@@ -32,6 +32,12 @@ export interface ConnectionDoc {
   credentials_version?: number;
   /** When the token expires, in clear: refresh decisions need it before decrypting. */
   expires_at: Date | null;
+  /**
+   * When the vault asked for the token it holds (a refresh's start): with `expires_at`, how long
+   * the token lives, for tokens whose answer is not kept with an `expires_in` (TWO_STEP, BILL,
+   * SIGNATURE). Null or absent for credentials given to the vault (imports, connect flows).
+   */
+  token_obtained_at?: Date | null;
   metadata: Record<string, unknown>;
   connection_config: Record<string, unknown>;
   tags: Record<string, string>;
@@ -78,6 +84,7 @@ const connectionSchema = new Schema<ConnectionDoc>(
     credentials: { type: String, required: true },
     credentials_version: { type: Number, default: 0 },
     expires_at: { type: Date, default: null },
+    token_obtained_at: { type: Date, default: undefined },
     metadata: { type: Schema.Types.Mixed, default: {} },
     connection_config: { type: Schema.Types.Mixed, default: {} },
     tags: { type: Schema.Types.Mixed, default: {} },

@@ -158,6 +158,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
               credentials: sealed,
               credentials_type: credentials.type,
               expires_at: expiryOf(credentials),
+              token_obtained_at: null,
               errors: existing.errors.filter((error) => error.type !== 'auth'),
               refresh_failure: null,
               tags,

@@ -27,6 +27,24 @@ describe('refresh policy', () => {
     expect(needsRefresh('OAUTH2', new Date(now + 10 * 60_000), now, false, { raw: {} })).toBe(true);
   });
 
+  it('knows the life of a bought token whose answer is not kept from when the vault asked for it', () => {
+    const now = Date.now();
+    // Bought ten seconds ago, for ten minutes: SIGNATURE keeps no raw, TWO_STEP the user's, BILL an answer without expires_in.
+    const obtained = new Date(now - 10_000);
+    const expires = new Date(obtained.getTime() + 600_000);
+    for (const [type, credentials] of [
+      ['SIGNATURE', { type: 'SIGNATURE', username: 'u', password: 'p', token: 't' }],
+      ['TWO_STEP', { type: 'TWO_STEP', raw: { user: 'u' }, token: 't' }],
+      ['BILL', { type: 'BILL', session_id: 's', raw: { response_data: { sessionId: 's' } } }],
+    ] as const) {
+      expect({ type, refresh: needsRefresh(type, expires, now, false, credentials, obtained) }).toEqual({ type, refresh: false });
+      // In its second half, it is bought again.
+      expect(needsRefresh(type, expires, obtained.getTime() + 320_000, false, credentials, obtained)).toBe(true);
+    }
+    // Not knowing when it was asked for (credentials given to the vault): the 15-minute window.
+    expect(needsRefresh('SIGNATURE', expires, now, false, { token: 't' }, null)).toBe(true);
+  });
+
   it('hands out a token refreshed ahead only while it outlives the call by a minute', () => {
     const now = Date.now();
     expect(stillValid(new Date(now + 5 * 60_000), now)).toBe(true);

@@ -37,15 +37,24 @@ function holdsToken(credentials: Record<string, unknown>): boolean {
 
 /**
  * Whether a fetch refreshes the token first: forced, or expiring within the window. The window
- * is 15 minutes, or half the token's life when the provider said it is shorter (its
- * `expires_in`, in `credentials.raw`): a token that lives five minutes is refreshed in its
- * second half, not on every fetch, and never later than two minutes before it expires.
+ * is 15 minutes, or half the token's life when that is shorter (the provider's `expires_in`, in
+ * `credentials.raw`, else the time from `obtainedAt`, when the vault asked for the token, to its
+ * expiry): a token that lives five minutes is refreshed in its second half, not on every fetch,
+ * and never later than two minutes before it expires.
  */
-export function needsRefresh(type: string, expiresAt: Date | null, now: number, force: boolean, credentials: Record<string, unknown> = {}): boolean {
+export function needsRefresh(
+  type: string,
+  expiresAt: Date | null,
+  now: number,
+  force: boolean,
+  credentials: Record<string, unknown> = {},
+  obtainedAt: Date | null = null,
+): boolean {
   if (!REFRESHABLE.has(type)) return false;
   if (force) return true;
   if (expiresAt === null) return MADE_WHEN_MISSING.has(type) && !(BOUGHT.has(type) && holdsToken(credentials));
-  const lifetimeMs = lifetimeOf(credentials);
+  const obtainedLife = obtainedAt === null ? Number.NaN : expiresAt.getTime() - obtainedAt.getTime();
+  const lifetimeMs = lifetimeOf(credentials) ?? (obtainedLife > 0 ? obtainedLife : null);
   const window = lifetimeMs === null ? REFRESH_WINDOW_MS : Math.min(REFRESH_WINDOW_MS, Math.max(SHORTEST_WINDOW_MS, lifetimeMs / 2));
   return expiresAt.getTime() - now <= window;
 }

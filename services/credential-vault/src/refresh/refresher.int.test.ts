@@ -404,9 +404,11 @@ it('stores the answer of a replica that died before storing it, rather than pres
   const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
   const b = replica(direct);
   oauth.stats.reset();
+  const asked = Date.now();
   await refreshAndDieAtTheStore(doc, held);
   expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([200]);
 
+  const recovered = Date.now();
   const answer = await b.refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
 
   // One token request in all: A's. B stored what the provider gave A.
@@ -418,6 +420,9 @@ it('stores the answer of a replica that died before storing it, rather than pres
   expect(credentials['access_token']).toBe(answer.credentials['access_token']);
   expect(stored?.refresh_failure).toBeNull();
   expect(stored?.credentials_version).toBe(1);
+  // The token's life counts from when A asked for it, not from when B stored it.
+  expect(stored?.token_obtained_at?.getTime()).toBeGreaterThanOrEqual(asked);
+  expect(stored?.token_obtained_at?.getTime()).toBeLessThan(recovered);
   // Stored, the kept answer is dropped: it holds credentials.
   expect(await createRefreshAnswerRepo(direct).find(doc._id)).toBeNull();
 

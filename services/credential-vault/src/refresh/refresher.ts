@@ -160,7 +160,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     // Sealing reads the environment's active data key (cached a minute): a database away just
     // now is waited out like the store's, or the only copy of a rotated token would go here.
     const sealed = await untilStored(lock, doc, () => deps.credentials.seal(doc, fresh));
-    const fields = answerFields(doc, sealed, expiryOf(fresh), now);
+    const fields = answerFields(doc, sealed, expiryOf(fresh), now, now);
     // First of all, the answer is kept: one write by `_id`, where the store below waits for the
     // connection's write key. Should this replica die before that store, the next holder of the
     // lock stores what was kept (`storeKept`). Best effort, and waited for KEEP_WAIT_MS at most:
@@ -180,9 +180,19 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     return reread(doc);
   }
 
-  /** What storing a provider's answer writes: the sealed credentials and their expiry, with the connection's auth error and refresh failure cleared. */
-  function answerFields(doc: ConnectionDoc, sealed: string, expiresAt: Date | null, at: Date) {
-    return { credentials: sealed, expires_at: expiresAt, errors: doc.errors.filter((error) => error.type !== 'auth'), refresh_failure: null, updated_at: at };
+  /**
+   * What storing a provider's answer writes: the sealed credentials, their expiry and when they
+   * were asked for (`obtainedAt`), with the connection's auth error and refresh failure cleared.
+   */
+  function answerFields(doc: ConnectionDoc, sealed: string, expiresAt: Date | null, at: Date, obtainedAt: Date) {
+    return {
+      credentials: sealed,
+      expires_at: expiresAt,
+      token_obtained_at: obtainedAt,
+      errors: doc.errors.filter((error) => error.type !== 'auth'),
+      refresh_failure: null,
+      updated_at: at,
+    };
   }
 
   /**
@@ -213,7 +223,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       await deps.answers.forget(doc._id, kept.read_version).catch(() => undefined);
       return undefined;
     }
-    const stored = await storeAnswer(lock, doc, version, answerFields(doc, kept.credentials, kept.expires_at, new Date()), credentials);
+    const stored = await storeAnswer(lock, doc, version, answerFields(doc, kept.credentials, kept.expires_at, new Date(), kept.at), credentials);
     if (!stored) return reread(doc);
     deps.logger.warn('stored the refresh answer a replica got and did not store', { connection: doc._id, answered_at: kept.at });
     countRefresh('recovered');
@@ -255,7 +265,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         try {
           const read = await reread(doc);
           const current = (await storeKept(lock, read.doc)) ?? read;
-          if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials)) return current;
+          if (!force && !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials, current.doc.token_obtained_at ?? null)) return current;
           if (force && renewed(current.doc) && !current.doc.refresh_failure) return current;
           const refused = force ? undefined : refusal(current.doc);
           if (refused) throw refused;
@@ -278,7 +288,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       if (current.doc.updated_at.getTime() >= startedAt) {
         const refused = refusal(current.doc);
         if (refused && current.doc.refresh_failure && new Date(current.doc.refresh_failure.last_at).getTime() >= startedAt) throw refused;
-        if (force ? renewed(current.doc) : !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials)) return current;
+        if (force ? renewed(current.doc) : !needsRefresh(current.doc.credentials_type, current.doc.expires_at, Date.now(), false, current.credentials, current.doc.token_obtained_at ?? null)) return current;
       }
     }
   }
@@ -287,7 +297,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     async ensureFresh(doc, credentials, flags) {
       const { vendorJwt } = flags;
       const force = shouldForce(doc.credentials_type, flags);
-      if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force, credentials)) return { doc, credentials };
+      if (!needsRefresh(doc.credentials_type, doc.expires_at, Date.now(), force, credentials, doc.token_obtained_at ?? null)) return { doc, credentials };
       // An OAuth 2 token with no refresh token cannot be renewed: it is handed out while it
       // works, and refused (424 no_refresh_token) once it does not, rather than for its last
       // quarter of an hour, with a refresh failure charged to the connection.
