@@ -154,6 +154,29 @@ export function interpolateUrl(template: string, context: TemplateContext): stri
   return filled;
 }
 
+/**
+ * The connection config values given for a URL template that `interpolateUrl` would refuse, by
+ * the same rules, each with why (naming the placeholder, never the value): a connection's config
+ * is checked when it is given, not found wrong at its first call. Other placeholders are not read.
+ */
+export function refusedUrlConfig(template: string, connectionConfig: Record<string, unknown>): Array<{ key: string; message: string }> {
+  const refused: Array<{ key: string; message: string }> = [];
+  for (const match of template.matchAll(placeholderPattern)) {
+    const placeholder = parsePlaceholder(match[1] ?? '');
+    if (placeholder?.kind !== 'connectionConfig') continue;
+    const value = connectionConfig[placeholder.key];
+    if (value === undefined || value === null) continue;
+    const before = template.slice(0, match.index).replace(placeholderPattern, 'x');
+    const after = template.slice(match.index + match[0].length);
+    try {
+      urlValue(urlPartOf(before, after), interpolate(match[0], { connectionConfig }), match[0]);
+    } catch (error) {
+      refused.push({ key: placeholder.key, message: (error as Error).message });
+    }
+  }
+  return refused;
+}
+
 /** The connection config keys a template uses, each once, in order of appearance. */
 export function placeholdersOf(template: string): string[] {
   return keysOf(template, 'connectionConfig');

@@ -1,5 +1,5 @@
 import { AppError } from '@latchkey/errors';
-import { interpolateUrl } from './interpolate.js';
+import { interpolateUrl, refusedUrlConfig } from './interpolate.js';
 
 /** What the catalog says about one connection config field (its `connection_config` entry). */
 export type ConfigFieldRules = Readonly<Record<string, { pattern?: string | undefined }>> | undefined;
@@ -62,19 +62,33 @@ export function checkHostValue(key: string, value: unknown, fields: ConfigFieldR
 }
 
 /**
- * Checks every value of `config` that lands in the host of the provider's authorization, token
- * or request URL (`checkHostValue`), whoever set it: a connection's config is refused when it is
- * given, not at each later refresh.
+ * Checks every value of `config` that lands in the host of the provider's authorization, token,
+ * request or token-request URL (`checkHostValue`), and every value its API base URL places (by
+ * the rules the proxy fills it with), whoever set it: a connection's config is refused when it is
+ * given, not at each later refresh or call.
  */
 export function checkHostValues(
-  provider: { authorization_url?: string | undefined; token_url?: string | undefined; request_url?: string | undefined; connection_config?: ConfigFieldRules },
+  provider: {
+    authorization_url?: string | undefined;
+    token_url?: string | undefined;
+    request_url?: string | undefined;
+    token_request?: { url: string } | undefined;
+    proxy?: { base_url?: string | undefined } | undefined;
+    connection_config?: ConfigFieldRules;
+  },
   config: Record<string, unknown>,
 ): void {
-  for (const template of [provider.authorization_url, provider.token_url, provider.request_url]) {
+  for (const template of [provider.authorization_url, provider.token_url, provider.request_url, provider.token_request?.url]) {
     if (template === undefined) continue;
     for (const key of hostBearingKeys(template)) {
       if (config[key] !== undefined) checkHostValue(key, config[key], provider.connection_config);
     }
+  }
+  const refused = provider.proxy?.base_url === undefined ? [] : refusedUrlConfig(provider.proxy.base_url, config);
+  if (refused.length > 0) {
+    throw new AppError('invalid_body', `connection_config.${refused[0]!.key} does not fit the provider's API URL`, {
+      errors: refused.map(({ key, message }) => ({ code: 'invalid_value', message, path: `connection_config.${key}` })),
+    });
   }
 }
 
