@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { z } from 'zod';
-import { defineEvent, defineRequest, givenUpContractOf, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
+import { defineBroadcast, defineEvent, defineRequest, givenUpContractOf, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
-import { startNats, startTcpRelay, type TestNats } from '@latchkey/testing';
+import { eventually, startNats, startTcpRelay, type TestNats } from '@latchkey/testing';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { batchedPublisher, consume, consumeBatches, HAND_BACK_WAIT_MS, createBus, ensureStreams, jetStreamPublisher, openKv, type BatchOutcome, type Bus } from './index.js';
 import { connectionOf } from './bus-connection.js';
@@ -25,6 +25,10 @@ const longJob = defineEvent('test.long_job', z.object({ n: z.number() }));
 const slowBatch = defineEvent('test.slow_batch', z.object({ n: z.number() }));
 const lateJob = defineEvent('test.late_job', z.object({ n: z.number() }));
 const bulky = defineEvent('test.bulky', z.object({ n: z.number(), pad: z.string() }));
+const garbled = defineEvent('test.garbled', z.object({ n: z.number() }));
+const garbledBatch = defineEvent('test.garbled_batch', z.object({ n: z.number() }));
+const followed = defineEvent('test.followed', z.object({ n: z.number() }));
+const told = defineBroadcast('test.told', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
 let nats: TestNats;
@@ -385,6 +389,156 @@ describe('messages that always fail', () => {
     expect(byReason['final_error']).toMatchObject({ deliveries: 1, error: { code: 'unknown_connection', message: 'No such connection' } });
     expect(byReason['malformed']).toMatchObject({ deliveries: 1, error: { code: 'invalid_body' } });
     expect(JSON.stringify(records)).not.toContain('hunter2');
+  });
+});
+
+describe('messages that are not JSON at all', () => {
+  /** Stores `bytes` on the EVENTS stream as they are, and returns their stream sequence. */
+  const storeRaw = async (subject: string, bytes: string) => {
+    const ack = await natsOf(client).request(subject, new TextEncoder().encode(bytes));
+    return ack.json<{ seq: number }>().seq;
+  };
+  /** Collects what this service records as given up by `durable`. */
+  const givenUpBy = async (durable: string) => {
+    const records: GivenUpMessage[] = [];
+    const subscription = natsOf(client).subscribe(givenUpContractOf('server').subject, {
+      callback: (_error, msg) => {
+        const record = msg.json<GivenUpMessage>();
+        if (record.durable === durable) records.push(record);
+      },
+    });
+    await natsOf(client).flush();
+    return { records, stop: () => subscription.unsubscribe() };
+  };
+  /** Waits until the durable holds nothing unsettled: a message never settled would stay pending. */
+  const settledAll = async (durable: string) => {
+    const jsm = await server.jetstreamManager();
+    return eventually(
+      async () => {
+        const info = await jsm.consumers.info(STREAMS.events.name, durable);
+        return info.num_ack_pending === 0 && info.num_pending === 0 ? info : undefined;
+      },
+      10_000,
+      `${durable} to settle every message`,
+    );
+  };
+
+  it('are terminated and recorded as malformed by a consumer, which goes on handling the others once', async () => {
+    const given = await givenUpBy('test-garbled');
+    const handled: number[] = [];
+    const running = await consume({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-garbled',
+      contract: garbled,
+      deliverPolicy: 'new',
+      concurrency: 4,
+      ackWaitMs: 1_000,
+      handler: async ({ n }) => void handled.push(n),
+    });
+    try {
+      await client.publish(garbled, { n: 1 });
+      const seq = await storeRaw(garbled.subject, 'not json');
+      await client.publish(garbled, { n: 2 });
+      await eventually(() => (handled.length >= 2 && given.records.length >= 1 ? true : undefined), 10_000, 'both valid messages handled and the bad one recorded');
+      const info = await settledAll('test-garbled');
+      // Past the ack wait: a message left unsettled would have come back by now.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(handled.sort()).toEqual([1, 2]);
+      expect(given.records).toEqual([expect.objectContaining({ reason: 'malformed', stream_seq: seq, deliveries: 1, error: expect.objectContaining({ code: 'invalid_body' }) })]);
+      expect(info.num_redelivered).toBe(0);
+      expect(JSON.stringify(given.records)).not.toContain('not json');
+    } finally {
+      given.stop();
+      await running.stop();
+    }
+  });
+
+  it('are terminated and recorded as malformed by a batch consumer, and the rest of their batch is handled once', async () => {
+    const given = await givenUpBy('test-garbled-batches');
+    const handled: number[] = [];
+    const running = await consumeBatches({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-garbled-batches',
+      contract: garbledBatch,
+      deliverPolicy: 'new',
+      batchSize: 10,
+      concurrency: 1,
+      ackWaitMs: 1_000,
+      handler: async (items) => {
+        for (const { payload } of items) handled.push(payload.n);
+        return items.map((): BatchOutcome => ({ ok: true }));
+      },
+    });
+    try {
+      // Stored together, so they arrive together and share a batch.
+      const [, seq] = await Promise.all([client.publish(garbledBatch, { n: 1 }), storeRaw(garbledBatch.subject, 'not json'), client.publish(garbledBatch, { n: 2 })]);
+      await eventually(() => (handled.length >= 2 && given.records.length >= 1 ? true : undefined), 10_000, 'both valid messages handled and the bad one recorded');
+      const info = await settledAll('test-garbled-batches');
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(handled.sort()).toEqual([1, 2]);
+      expect(given.records).toEqual([expect.objectContaining({ reason: 'malformed', stream_seq: seq, deliveries: 1 })]);
+      expect(info.num_redelivered).toBe(0);
+    } finally {
+      given.stop();
+      await running.stop();
+    }
+  });
+});
+
+describe('a listener that throws, or is handed bytes that are not JSON', () => {
+  it('does not stop its connection: the bus still answers a request at once', async () => {
+    // nats.js runs these callbacks inside its read loop: an exception escaping one would end
+    // the loop, and the connection would read nothing more until it reconnected seconds later.
+    const listener = await createBus({ servers: nats.url, service: 'listener', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+    try {
+      const heard: string[] = [];
+      listener.follow(followed, () => {
+        heard.push('follow');
+        throw new Error('a follower failed');
+      });
+      listener.onBroadcast(told, () => void heard.push('broadcast'));
+      listener.subscribeRaw('test.raw', () => {
+        heard.push('raw');
+        throw new Error('a raw handler failed');
+      });
+      await listener.flush();
+      await client.publish(followed, { n: 1 });
+      client.publishRaw(told.subject, new TextEncoder().encode('not json'));
+      client.publishRaw('test.raw', new TextEncoder().encode('x'));
+      await client.flush();
+      await eventually(() => (heard.includes('follow') && heard.includes('raw') ? true : undefined), 5_000, 'the listeners to be called');
+      // Well under the 20 s or more a stalled connection takes to notice and reconnect.
+      const reply = await listener.request(echo, { text: 'still here' }, { timeoutMs: 5_000 });
+      expect(reply.text).toBe('still here');
+      expect(heard).not.toContain('broadcast');
+    } finally {
+      await listener.close();
+    }
+  });
+});
+
+describe('a bus that drains while a reply too large for one message is on its way', () => {
+  it('serves the whole reply before it closes', async () => {
+    const draining = await createBus({ servers: nats.url, service: 'draining', identity: nats.credentials('observer'), logger, requestTimeoutMs: 10_000 });
+    let started!: () => void;
+    const handling = new Promise<void>((resolve) => (started = resolve));
+    draining.serve(large, async ({ bytes }) => {
+      started();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return { text: 'x'.repeat(bytes) };
+    });
+    await draining.flush();
+    const bytes = client.maxPayload + 1;
+    const answer = client.request(large, { bytes }, { timeoutMs: 10_000 }).catch((error: unknown) => error);
+    await handling;
+    await draining.drain();
+    const whole = await answer;
+    expect(whole).not.toBeInstanceOf(Error);
+    expect((whole as { text: string }).text).toHaveLength(bytes);
   });
 });
 

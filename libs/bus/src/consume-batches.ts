@@ -4,7 +4,7 @@ import { runWithContext, newRequestId } from '@latchkey/logger';
 import { DEFAULT_ACK_WAIT_MS, FETCH_EXPIRES_MS, FETCH_HEARTBEAT_MS, durableConsumer, settlerFor, type ConsumeOptions, type RunningConsumer } from './consume.js';
 import { connectionOf } from './bus-connection.js';
 import { secondsSince } from './observer.js';
-import { decodeJson } from './wire.js';
+import { safeParseJson } from './wire.js';
 
 /** What became of one message of a batch: done (acked), or the error that decides nak or term. */
 export type BatchOutcome = { ok: true } | { ok: false; error: unknown };
@@ -79,7 +79,8 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
   async function handle(batch: JsMsg[]): Promise<void> {
     const items: Array<{ payload: PayloadOf<C>; msg: JsMsg }> = [];
     for (const msg of batch) {
-      const parsed = contract.payload.safeParse(decodeJson(msg.data));
+      // One malformed message (not even JSON) is given up alone; the rest of its batch runs.
+      const parsed = safeParseJson(contract.payload, msg.data);
       if (parsed.success) items.push({ payload: parsed.data as PayloadOf<C>, msg });
       else settle.malformed(msg);
     }

@@ -7,7 +7,7 @@ import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
 import { retryJetStreamSetup } from './jetstream-setup.js';
 import { secondsSince } from './observer.js';
-import { decodeJson, inMessageContext } from './wire.js';
+import { inMessageContext, safeParseJson } from './wire.js';
 
 /** A message of a durable consumer, as a `consume` handler gets it (its headers, its delivery info). */
 export type JobMessage = JsMsg;
@@ -175,7 +175,8 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   const holding = new Map<JsMsg, () => void>();
 
   async function handle(msg: JsMsg): Promise<void> {
-    const parsed = contract.payload.safeParse(decodeJson(msg.data));
+    // Bytes that are not even JSON are as malformed as a payload that breaks its schema.
+    const parsed = safeParseJson(contract.payload, msg.data);
     if (!parsed.success) {
       settle.malformed(msg);
       return;

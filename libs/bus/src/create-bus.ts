@@ -29,7 +29,7 @@ import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, type Reply, type StreamedReply } from './wire.js';
+import { decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, safeParseJson, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -239,6 +239,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: Subscription[] = [];
   const inFlight = new Set<Promise<void>>();
+  // A reply too large for one message is served from its own subscription after the handler
+  // has answered: drain must wait until its caller has pulled it (or it is abandoned after its
+  // idle timeout), or the caller's first pull finds no one and fails a request that already ran.
+  const streaming = new Set<Promise<void>>();
   const observer = options.observer ?? noObserver;
   const classify = options.classifyError;
   const appErrorOf = (error: unknown): AppError => (error instanceof AppError ? error : (classify?.(error) ?? toAppError(error)));
@@ -351,7 +355,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       logger.warn('a reply is larger than the bus carries', { subject, bytes: encoded.length, limit: maxReplyBytes });
       message = encodeJson({ ok: false, error: new AppError('payload_too_large', `The answer is larger than ${maxReplyBytes} bytes`).toBody() } satisfies Reply<unknown>);
     } else if (encoded.length > fits) {
-      const { inbox: stream } = serveBytesOn(nc, encoded, { idleTimeoutMs: requestTimeoutMs });
+      const { inbox: stream, done } = serveBytesOn(nc, encoded, { idleTimeoutMs: requestTimeoutMs });
+      const pulled = done.catch(() => undefined).finally(() => streaming.delete(pulled));
+      streaming.add(pulled);
       message = encodeJson({ stream, bytes: encoded.length } satisfies StreamedReply);
     }
     outgoing.publish(inbox, message, { headers: outgoingHeaders() }, (error) => {
@@ -392,11 +398,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     nc.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
   }
 
+  // nats.js calls a subscription's callback from its read loop: an exception escaping one ends
+  // the loop, and the connection reads nothing more (no reply, no message) until it reconnects,
+  // 20 s or more later. So the callbacks below never throw.
   function onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription {
     return nc.subscribe(contract.subject, {
       callback: (error, msg) => {
         if (error) return;
-        const parsed = contract.payload.safeParse(decodeJson(msg.data));
+        const parsed = safeParseJson(contract.payload, msg.data);
         if (!parsed.success) {
           logger.warn('ignored a malformed broadcast', { subject: contract.subject });
           return;
@@ -416,8 +425,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     nc.subscribe(contract.subject, {
       callback: (error, msg) => {
         if (error) return;
-        const parsed = contract.payload.safeParse(decodeJson(msg.data));
-        if (parsed.success) handler(parsed.data as PayloadOf<C>);
+        const parsed = safeParseJson(contract.payload, msg.data);
+        if (!parsed.success) return;
+        try {
+          handler(parsed.data as PayloadOf<C>);
+        } catch (handlerError) {
+          logger.error('a follower of facts failed', { subject: contract.subject, error: handlerError });
+        }
       },
     });
   }
@@ -427,7 +441,11 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       ...(rawOptions.queue === undefined ? {} : { queue: rawOptions.queue }),
       callback: (error, msg) => {
         if (error) return;
-        handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
+        try {
+          handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
+        } catch (handlerError) {
+          logger.error('a raw message handler failed', { subject: msg.subject, error: handlerError });
+        }
       },
     });
   }
@@ -462,7 +480,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       if (nc.isClosed()) return;
       await Promise.allSettled(served.map((subscription) => subscription.drain()));
       await Promise.allSettled([...inFlight]);
+      // Sends the replies queued, those naming a stream among them, before waiting for their pulls.
       outgoing.flush();
+      await Promise.allSettled([...streaming]);
       stored.flush();
       await nc.drain();
     },

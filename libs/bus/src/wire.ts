@@ -30,6 +30,22 @@ export function decodeJson(data: Uint8Array): unknown {
 }
 
 /**
+ * `data` decoded and checked against `schema`, never throwing: bytes that are not JSON fail as a
+ * payload that breaks its schema does. Its callers run where an exception would do harm (a
+ * NATS callback, a consumer before it settles its message), and a JSON error's message quotes
+ * the bytes, which may hold secrets.
+ */
+export function safeParseJson<S extends z.ZodType>(schema: S, data: Uint8Array): { success: true; data: z.infer<S> } | { success: false } {
+  let value: unknown;
+  try {
+    value = decodeJson(data);
+  } catch {
+    return { success: false };
+  }
+  return schema.safeParse(value);
+}
+
+/**
  * Headers for an outgoing message: the current request id travels with every hop, and so does
  * the active trace context (`traceparent`, `tracestate`) while tracing is on.
  */
