@@ -9,6 +9,22 @@ export const port = (fallback: number) => z.coerce.number().int().min(0).max(655
 
 export const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
+/** The longest a Node timer waits: given more, it fires after 1 ms instead. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A duration in milliseconds that a timer waits out: at least `min` (1 by default; 0 where
+ * the setting documents what 0 means), and at most `MAX_TIMER_MS`, since a longer timeout would
+ * not wait at all.
+ */
+export const durationMs = (fallback: number, { min = 1 }: { min?: number } = {}) =>
+  z.coerce
+    .number()
+    .int()
+    .min(min, `must be at least ${min}`)
+    .max(MAX_TIMER_MS, `must be at most ${MAX_TIMER_MS} (about 24.8 days): Node fires a longer timer at once`)
+    .default(fallback);
+
 export const booleanFlag = (fallback: boolean) =>
   z
     .enum(['true', 'false', '1', '0'])
@@ -32,8 +48,8 @@ export function baseServiceSchema(service: string, healthPort: number) {
     MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must be a mongodb:// URI').default('mongodb://127.0.0.1:27017/?directConnection=true'),
     MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,63}$/).default(`latchkey_${service.replace(/-/g, '_')}`),
     LOG_LEVEL: logLevel,
-    REQUEST_TIMEOUT_MS: positiveInt(5000),
-    SHUTDOWN_TIMEOUT_MS: positiveInt(10000),
+    REQUEST_TIMEOUT_MS: durationMs(5000),
+    SHUTDOWN_TIMEOUT_MS: durationMs(10000),
     HEALTH_PORT: port(healthPort),
     /**
      * How many copies of each JetStream stream and KV bucket this service creates: 1 on a single
@@ -42,8 +58,9 @@ export function baseServiceSchema(service: string, healthPort: number) {
     JETSTREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
     /**
      * How long the service waits at start, retrying with back-off, while a clustered JetStream
-     * is still electing its leader ("temporarily unavailable"), before it gives up and exits.
+     * is still electing its leader ("temporarily unavailable"), before it gives up and exits;
+     * 0: not at all (the first such error stops the start).
      */
-    JETSTREAM_SETUP_TIMEOUT_MS: positiveInt(300_000),
+    JETSTREAM_SETUP_TIMEOUT_MS: durationMs(300_000, { min: 0 }),
   });
 }

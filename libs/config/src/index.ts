@@ -1,2 +1,2 @@
 export { ConfigError, loadConfig, parseConfig } from './load-config.js';
-export { baseServiceSchema, booleanFlag, logLevel, port, positiveInt, secret, url } from './fields.js';
+export { baseServiceSchema, booleanFlag, durationMs, logLevel, port, positiveInt, secret, url } from './fields.js';

@@ -45,4 +45,21 @@ describe('parseConfig', () => {
     const servers = 'nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222';
     expect(parseConfig(schema, { ...base, NATS_URL: servers })).toMatchObject({ NATS_URL: servers, JETSTREAM_SETUP_TIMEOUT_MS: 300_000 });
   });
+
+  it('takes JETSTREAM_SETUP_TIMEOUT_MS=0: start does not wait for JetStream at all', () => {
+    const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
+    expect(parseConfig(schema, { ...base, JETSTREAM_SETUP_TIMEOUT_MS: '0' }).JETSTREAM_SETUP_TIMEOUT_MS).toBe(0);
+    expect(() => parseConfig(schema, { ...base, JETSTREAM_SETUP_TIMEOUT_MS: '-1' })).toThrow(/JETSTREAM_SETUP_TIMEOUT_MS/);
+  });
+
+  it('refuses a timeout longer than a Node timer can wait (which would fire after 1 ms), and a zero request or shutdown timeout', () => {
+    const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
+    for (const name of ['REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS', 'JETSTREAM_SETUP_TIMEOUT_MS']) {
+      expect(parseConfig(schema, { ...base, [name]: '2147483647' })).toMatchObject({ [name]: 2_147_483_647 });
+      expect(() => parseConfig(schema, { ...base, [name]: '2147483648' })).toThrow(new RegExp(`${name}: must be at most 2147483647`));
+    }
+    for (const name of ['REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS']) {
+      expect(() => parseConfig(schema, { ...base, [name]: '0' })).toThrow(new RegExp(name));
+    }
+  });
 });

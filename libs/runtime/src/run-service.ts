@@ -218,7 +218,10 @@ async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>,
   return server;
 }
 
-/** Connection strings may hold passwords: log host and path only. */
-function redactUri(uri: string): string {
-  return uri.replace(/\/\/[^@/]*@/, '//***@');
+/**
+ * Connection strings may hold passwords: log host and path only. A list (a NATS cluster) may
+ * carry one in each of its URLs, so every one is hidden. Exported for its test.
+ */
+export function redactUri(uri: string): string {
+  return uri.replace(/\/\/[^@/]*@/g, '//***@');
 }
