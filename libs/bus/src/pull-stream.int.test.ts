@@ -46,3 +46,19 @@ it('still hands a fast stream over in full chunks', async () => {
   expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(64 * 16 * 1024);
   expect(sizes.length).toBeLessThanOrEqual(5);
 });
+
+it('asks only a pull stream for chunks: a peer that names another subject cannot make its reader publish there', async () => {
+  const published: string[] = [];
+  const watched = bus.subscribeRaw('test.forged.>', ({ subject }) => void published.push(subject));
+  try {
+    await bus.flush();
+    // Read, and given up before the first read (which tells the producer to let go).
+    await expect(pullStream(bus, 'test.forged.read', 1_000).next()).rejects.toMatchObject({ code: 'internal_error' });
+    await pullStream(bus, 'test.forged.dropped', 1_000).return(undefined);
+    await bus.flush();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(published).toEqual([]);
+  } finally {
+    watched.unsubscribe();
+  }
+});

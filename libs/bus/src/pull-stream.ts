@@ -1,5 +1,5 @@
 import { createInbox, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
-import { pullStreamPrefixOf } from '@latchkey/contracts';
+import { isPullStreamSubject, pullStreamPrefixOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
@@ -38,7 +38,7 @@ export function pullStream(bus: Bus, inbox: string, timeoutMs: number): AsyncGen
   let started = false;
   // A generator never started runs no `finally` when returned: the producer is told here.
   const cancelUnstarted = () => {
-    if (!started) nc.publish(inbox, CANCEL);
+    if (!started && isPullStreamSubject(inbox)) nc.publish(inbox, CANCEL);
     started = true;
   };
   return Object.assign(reading, {
@@ -155,6 +155,7 @@ function servePullStreamOn(
 }
 
 async function* pullStreamFrom(nc: NatsConnection, inbox: string, timeoutMs: number): AsyncGenerator<Uint8Array> {
+  if (!isPullStreamSubject(inbox)) throw new AppError('internal_error', 'A body stream was named by a subject that is not one');
   let finished = false;
   try {
     for (;;) {

@@ -247,6 +247,15 @@ export function pullStreamPrefixOf(inboxPrefix: string): string {
   return `${inboxPrefix}.s`;
 }
 
+/**
+ * Whether `subject` names a pull stream (`<inbox prefix>.s.<id>`). The subject comes from a
+ * peer's answer, and a reader asks for chunks by publishing to it: anything else would let that
+ * peer make the reader publish, under its own identity, wherever it may (a job subject, say).
+ */
+export function isPullStreamSubject(subject: string): boolean {
+  return /^_INBOX(?:\.[A-Za-z0-9_-]+)?\.s\.[A-Za-z0-9]+$/.test(subject);
+}
+
 export interface NatsPermissions {
   publish: string[];
   subscribe: string[];
