@@ -201,7 +201,16 @@ export const proxyCredentials = z.object({
   headers: z.record(z.string(), z.string()),
   query: z.record(z.string(), z.string()),
   oauth1: z
-    .object({ consumer_key: z.string(), consumer_secret: z.string(), token: z.string(), token_secret: z.string() })
+    .object({
+      consumer_key: z.string(),
+      consumer_secret: z.string(),
+      token: z.string(),
+      token_secret: z.string(),
+      /** HMAC-SHA1 when absent. */
+      signature_method: z.enum(['HMAC-SHA1', 'HMAC-SHA256']).optional(),
+      /** The Authorization header's `realm`, when the provider wants one. */
+      realm: z.string().optional(),
+    })
     .optional(),
   decompress: z.boolean(),
 });

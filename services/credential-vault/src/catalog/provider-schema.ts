@@ -64,6 +64,13 @@ export const proxySchema = z.strictObject({
   query: templateMap.optional(),
   /** Hosts besides base_url's where a `Base-Url-Override` still gets the credentials (regional or sandbox APIs). */
   allowed_hosts: z.array(allowedHostSchema).max(50).optional(),
+  /**
+   * How OAUTH1 and TBA calls are signed: HMAC-SHA1 (OAuth 1.0a's) for OAUTH1 and HMAC-SHA256
+   * for TBA unless said (NetSuite, whose scheme TBA is, refuses HMAC-SHA1).
+   */
+  signature_method: z.enum(['HMAC-SHA1', 'HMAC-SHA256']).optional(),
+  /** The `realm` of a signed call's Authorization header, a template of connection config (NetSuite: its account id). */
+  realm: template.optional(),
   retry: z
     .strictObject({
       /** Response header holding the time the rate limit resets (epoch seconds or a date). */
@@ -252,6 +259,14 @@ export const providerSchema = z
     if (provider.verification && !provider.verification.base_url_override && !provider.proxy) {
       ctx.addIssue({ code: 'custom', path: ['verification'], message: 'needs base_url_override or a proxy.base_url' });
     }
+    for (const field of ['signature_method', 'realm'] as const) {
+      if (provider.proxy?.[field] !== undefined && provider.auth_mode !== 'OAUTH1' && provider.auth_mode !== 'TBA') {
+        ctx.addIssue({ code: 'custom', path: ['proxy', field], message: `applies to auth_mode OAUTH1 and TBA, not ${provider.auth_mode}` });
+      }
+    }
+    if (provider.proxy?.realm !== undefined && (usesCredentials(provider.proxy.realm) || credentialFieldsOf(provider.proxy.realm).length > 0)) {
+      ctx.addIssue({ code: 'custom', path: ['proxy', 'realm'], message: 'may use ${connectionConfig.KEY} placeholders only' });
+    }
     if (provider.jwt && provider.auth_mode !== 'JWT') {
       ctx.addIssue({ code: 'custom', path: ['jwt'], message: `applies to auth_mode JWT, not ${provider.auth_mode}` });
     }
@@ -302,6 +317,7 @@ function templatesOf(provider: z.output<typeof providerSchema>): Array<[Array<st
   if (provider.verification?.base_url_override) found.push([['verification', 'base_url_override'], provider.verification.base_url_override]);
   if (provider.proxy) {
     found.push([['proxy', 'base_url'], provider.proxy.base_url]);
+    if (provider.proxy.realm !== undefined) found.push([['proxy', 'realm'], provider.proxy.realm]);
     for (const field of ['headers', 'query'] as const) {
       for (const [key, value] of Object.entries(provider.proxy[field] ?? {})) found.push([['proxy', field, key], value]);
     }

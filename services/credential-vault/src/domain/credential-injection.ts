@@ -27,6 +27,12 @@ function fill(templates: Record<string, string> | undefined, context: TemplateCo
   return out;
 }
 
+/** A realm as the Authorization header quotes it: no quote, backslash or control character can end it early. */
+function headerRealm(realm: string): string {
+  if (/["\\\x00-\x1f\x7f]/.test(realm)) throw new AppError('invalid_headers', 'Cannot build the realm the provider needs: it may not hold quotes, backslashes or control characters');
+  return realm;
+}
+
 /**
  * Whether the catalog entry says where the credential goes (a header, a query parameter or the
  * base URL): then it goes there only, never also in a default `Authorization`.
@@ -75,11 +81,14 @@ export function injectionFor(
   if (credentials.type === 'OAUTH1' || credentials.type === 'TBA') {
     // The end user's own client, when they authorized with one, signs instead of the integration's.
     const override = credentials.config_override;
+    const realm = provider.proxy?.realm;
     oauth1 = {
       consumer_key: override?.client_id ?? client['client_id'] ?? '',
       consumer_secret: override?.client_secret ?? client['client_secret'] ?? '',
       token: str(credentials['oauth_token']) ?? str(credentials['token_id']) ?? '',
       token_secret: str(credentials['oauth_token_secret']) ?? str(credentials['token_secret']) ?? '',
+      signature_method: provider.proxy?.signature_method ?? (credentials.type === 'TBA' ? 'HMAC-SHA256' : 'HMAC-SHA1'),
+      ...(realm === undefined ? {} : { realm: headerRealm(fill({ realm }, { connectionConfig })['realm']!) }),
     };
   }
   const baseUrl = provider.proxy?.base_url;

@@ -27,6 +27,8 @@ export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials,
         consumerSecret: oauth1.consumer_secret,
         token: oauth1.token,
         tokenSecret: oauth1.token_secret,
+        signatureMethod: oauth1.signature_method,
+        realm: oauth1.realm,
         ...(bodyParams && method === meta.method ? { bodyParams } : {}),
       }),
     ];
