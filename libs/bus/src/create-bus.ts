@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import {
+  AuthorizationError,
   connect,
   createInbox,
   NoRespondersError,
   RequestError,
   TimeoutError,
+  UserAuthenticationExpiredError,
   type ConnectionOptions,
   type Msg,
   type Subscription,
@@ -192,6 +194,9 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/** NATS refused the credentials (a wrong or rotated password, an expired user). */
+const isRefusal = (error: Error) => error instanceof AuthorizationError || error instanceof UserAuthenticationExpiredError;
+
 export async function createBus(options: BusOptions): Promise<Bus> {
   const { logger, service, requestTimeoutMs } = options;
   const maxReplyBytes = options.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
@@ -202,6 +207,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     pass: options.identity.password,
     inboxPrefix: inboxPrefixOf(options.identity.user),
     maxReconnectAttempts: -1,
+    // By default the client stops for good after NATS refuses its password twice in a row; the
+    // process would then live on, never ready, until restarted. A password rotated on the server
+    // first, or a mistake put right, must find the service still trying.
+    ignoreAuthErrorAbort: true,
     reconnectTimeWait: 250,
     waitOnFirstConnect: true,
     pingInterval: 10_000,
@@ -211,13 +220,18 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   };
   const nc = await connect(connectionOptions);
   let connected = true;
+  let refusals = 0;
   const reconnectListeners: Array<() => void> = [];
   void (async () => {
     for await (const status of nc.status()) {
       if (status.type === 'disconnect') {
         connected = false;
         logger.warn('nats disconnected', { server: status.server });
+      } else if (status.type === 'error' && isRefusal(status.error)) {
+        // Said once per streak, then every 240th time (about a minute of retries); never the password.
+        if (refusals++ % 240 === 0) logger.error('nats refused this service\'s credentials; retrying', { user: options.identity.user, error: status.error.name });
       } else if (status.type === 'reconnect') {
+        refusals = 0;
         connected = true;
         logger.info('nats reconnected', { server: status.server });
         for (const listener of reconnectListeners) {

@@ -2,7 +2,7 @@ export { dockerAvailable } from './docker.js';
 export { eventually } from './eventually.js';
 export { startFerretDb, startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type NatsCredentials, type TestNats } from './nats-server.js';
-export { startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
+export { natsServerBinary, startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
 export { freePort, waitForPort } from './ports.js';
 export { explainUntilIndexed, judgePlan, type Explainable, type QueryPlanVerdict } from './query-plan.js';
 export { watchCommands, type WatchedConnection } from './watch-commands.js';

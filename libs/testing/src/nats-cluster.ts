@@ -159,7 +159,7 @@ export async function startNatsCluster(options: { size?: number } = {}): Promise
   };
 }
 
-function natsServerBinary(): string {
+export function natsServerBinary(): string {
   const configured = process.env['NATS_SERVER_BIN'];
   if (configured) return configured;
   const built = join(repoRoot(), '.data', 'bin', 'nats-server');
