@@ -41,6 +41,11 @@ describe('providerSchema', () => {
     expect(messagesOf({ ...apiKey, verification: { endpoints: [] } })).toEqual(['verification.endpoints: Too small: expected array to have >=1 items']);
     expect(messagesOf({ display_name: 'B', auth_mode: 'BASIC', verification: { endpoints: ['/me'] } })).toEqual(['verification: needs base_url_override or a proxy.base_url']);
     expect(messagesOf({ ...oauth, verification: { endpoints: ['/me'] } })).toEqual(['verification: applies to form-based auth modes, not OAUTH2']);
+    // A token made or bought from what was typed does not exist yet when the verification would run.
+    const signature = { display_name: 'S', auth_mode: 'SIGNATURE', proxy: { base_url: 'https://s.test' }, token_request: { url: 'https://s.test/login', token_path: 'token', expires_in_seconds: 600 } };
+    expect(messagesOf({ ...signature, verification: { endpoints: ['/me'] } })).toEqual([
+      'verification: applies to form-based auth modes whose credentials are sent as typed, not SIGNATURE (its token is made from them once saved)',
+    ]);
     expect(messagesOf({ display_name: 'B', auth_mode: 'BASIC', verification: { endpoints: ['/me'], base_url_override: 'https://${connectionConfig.host}/' } })).toEqual([
       'verification.base_url_override: uses ${connectionConfig.host} but connection_configuration does not list "host"',
     ]);

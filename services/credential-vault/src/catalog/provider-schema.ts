@@ -192,6 +192,8 @@ export const verificationSchema = z.strictObject({
 const REDIRECT_OR_GRANT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1', 'OAUTH2_CC', 'APP', 'NONE']);
 
 const OAUTH_REDIRECT_MODES: ReadonlySet<AuthMode> = new Set(['OAUTH2', 'OAUTH1']);
+/** Form-based modes whose calls carry a token the vault signs or buys once the credentials are saved: nothing to verify with before. */
+const MADE_TOKEN_MODES: ReadonlySet<AuthMode> = new Set(['JWT', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
 export const providerSchema = z
   .strictObject({
@@ -255,6 +257,13 @@ export const providerSchema = z
     if (provider.auth_mode === 'OAUTH2_CC') requireField('token_url');
     if (provider.verification && REDIRECT_OR_GRANT_MODES.has(provider.auth_mode)) {
       ctx.addIssue({ code: 'custom', path: ['verification'], message: `applies to form-based auth modes, not ${provider.auth_mode}` });
+    }
+    if (provider.verification && MADE_TOKEN_MODES.has(provider.auth_mode)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['verification'],
+        message: `applies to form-based auth modes whose credentials are sent as typed, not ${provider.auth_mode} (its token is made from them once saved)`,
+      });
     }
     if (provider.verification && !provider.verification.base_url_override && !provider.proxy) {
       ctx.addIssue({ code: 'custom', path: ['verification'], message: 'needs base_url_override or a proxy.base_url' });
