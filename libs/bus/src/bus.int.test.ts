@@ -759,3 +759,21 @@ describe('KV', () => {
     expect((await kv.get('k'))?.value).toEqual({ n: 3 });
   });
 });
+
+describe('a subscription NATS refuses', () => {
+  it('is reported, so the service is not ready, rather than never delivering in silence', async () => {
+    // The proxy's identity may not read this subject: as when the permissions file is out of step with the code.
+    const restricted = await createBus({ servers: nats.url, service: 'proxy', identity: nats.credentials('proxy'), logger, requestTimeoutMs: 5_000 });
+    try {
+      expect(restricted.refusedSubscriptions()).toEqual([]);
+      restricted.onBroadcast(told, () => undefined);
+      await restricted.flush();
+      await eventually(() => (restricted.refusedSubscriptions().length > 0 ? true : undefined), 5_000, 'the refusal to be reported', 50);
+      expect(restricted.refusedSubscriptions()).toEqual(['test.told']);
+      // The connection itself is fine.
+      expect(restricted.isConnected()).toBe(true);
+    } finally {
+      await restricted.close();
+    }
+  });
+});

@@ -144,6 +144,12 @@ export interface Bus {
   readonly jetstreamReplicas: number;
   /** True while the connection to NATS is up. */
   isConnected(): boolean;
+  /**
+   * The subjects of subscriptions NATS refused (the identity may not read them: a permissions
+   * file out of step with the code). Such a subscription never delivers, so a service is not
+   * ready while there is one.
+   */
+  refusedSubscriptions(): readonly string[];
   /** The coded error a handler's failure leaves as (`classifyError` first, else `toAppError`). */
   toAppError(error: unknown): AppError;
   /**
@@ -312,7 +318,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       queue: serveOptions.queue ?? service,
       callback: (error, msg) => {
         if (error) {
-          logger.error('subscription error', { subject: contract.subject, error });
+          subscriptionFailed(contract.subject, error);
           return;
         }
         const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
@@ -412,13 +418,20 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     nc.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
   }
 
+  const refused = new Set<string>();
+  /** A subscription that ended in error (NATS refused it): said once per subject, and the service is not ready. */
+  function subscriptionFailed(subject: string, error: Error): void {
+    if (!refused.has(subject)) logger.error('NATS refused a subscription; this service is not ready', { subject, error: error.message });
+    refused.add(subject);
+  }
+
   // nats.js calls a subscription's callback from its read loop: an exception escaping one ends
   // the loop, and the connection reads nothing more (no reply, no message) until it reconnects,
   // 20 s or more later. So the callbacks below never throw.
   function onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription {
     return nc.subscribe(contract.subject, {
       callback: (error, msg) => {
-        if (error) return;
+        if (error) return subscriptionFailed(contract.subject, error);
         const parsed = safeParseJson(contract.payload, msg.data);
         if (!parsed.success) {
           logger.warn('ignored a malformed broadcast', { subject: contract.subject });
@@ -438,7 +451,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   function follow<C extends EventContract>(contract: C, handler: (payload: PayloadOf<C>) => void): void {
     nc.subscribe(contract.subject, {
       callback: (error, msg) => {
-        if (error) return;
+        if (error) return subscriptionFailed(contract.subject, error);
         const parsed = safeParseJson(contract.payload, msg.data);
         if (!parsed.success) return;
         try {
@@ -454,7 +467,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     return nc.subscribe(subject, {
       ...(rawOptions.queue === undefined ? {} : { queue: rawOptions.queue }),
       callback: (error, msg) => {
-        if (error) return;
+        if (error) return subscriptionFailed(subject, error);
         try {
           handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
         } catch (handlerError) {
@@ -476,6 +489,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     jetstreamReplicas: options.jetstreamReplicas ?? 1,
     toAppError: appErrorOf,
     isConnected: () => connected && !nc.isClosed(),
+    refusedSubscriptions: () => [...refused],
     onReconnect: (listener) => void reconnectListeners.push(listener),
     request,
     serve,

@@ -122,7 +122,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     logger,
     bus,
     mongo,
-    isReady: () => ready && !stopping && bus.isConnected() && isMongoConnected(mongo),
+    isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && isMongoConnected(mongo),
     onShutdown: (hook) => hooks.push(hook),
     async serveHttp(handler, port) {
       if (early) {
