@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { repoRoot, startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
 import { join } from 'node:path';
+import mongoose from 'mongoose';
 import { deployWithCli } from '../support/functions.js';
 import { writeProvidersFile } from '../support/providers.js';
 import { http, startStack, type Stack } from '../support/stack.js';
@@ -76,6 +77,23 @@ const api = (method: string, path: string, body?: unknown) => http(`${stack.url}
 async function created(path: string, body: unknown): Promise<void> {
   const response = await api('POST', path, body);
   if (response.status !== 201) throw new Error(`POST ${path}: ${response.status} ${JSON.stringify(response.json)}`);
+}
+
+/**
+ * A connection whose config the vault holds unchecked, as one stored before it checked config
+ * against the API URL (or before its provider entry was edited) would be: imported with a value
+ * that passes, then given `config` in the vault's database directly.
+ */
+async function storedUnchecked(integration: string, connectionId: string, config: Record<string, string>, credentials: unknown): Promise<void> {
+  const passing = Object.fromEntries(Object.keys(config).map((key) => [key, 'passing']));
+  await created('/connections', { provider_config_key: integration, connection_id: connectionId, connection_config: passing, credentials });
+  const db = await mongoose.createConnection(stack.mongo.uri, { dbName: stack.dbName('credential-vault') }).asPromise();
+  try {
+    const { matchedCount } = await db.db!.collection('connections').updateOne({ connection_id: connectionId, provider_config_key: integration }, { $set: { connection_config: config } });
+    expect(matchedCount).toBe(1);
+  } finally {
+    await db.close();
+  }
 }
 
 /** Every request the attacker's host received, as text. */
@@ -347,7 +365,12 @@ describe('what the proxy sends, and where', () => {
       ['sub-3', `x@127.0.0.1:${foreignPort}/`],
       ['sub-4', `127.0.0.1:${foreignPort}\\`],
     ] as const) {
-      await created('/connections', { provider_config_key: 'subdomain', connection_id: id, connection_config: { subdomain }, credentials: { type: 'API_KEY', apiKey: SUB_KEY } });
+      // Refused when it is given, naming the key and never the value.
+      const refused = await api('POST', '/connections', { provider_config_key: 'subdomain', connection_id: id, connection_config: { subdomain }, credentials: { type: 'API_KEY', apiKey: SUB_KEY } });
+      expect([subdomain, refused.status, refused.json.error.code, refused.json.error.errors[0].path]).toEqual([subdomain, 400, 'invalid_body', 'connection_config.subdomain']);
+      expect(JSON.stringify(refused.json)).not.toContain(subdomain);
+      // And refused by the proxy where such a value was stored before the vault checked it.
+      await storedUnchecked('subdomain', id, { subdomain }, { type: 'API_KEY', apiKey: SUB_KEY });
       const response = await proxy('/echo', 'subdomain', [], id);
       expect([subdomain, response.status, response.json().error.code]).toEqual([subdomain, 400, 'upstream_not_allowed']);
       expect(response.text).not.toContain(subdomain);
@@ -359,7 +382,9 @@ describe('what the proxy sends, and where', () => {
 
   test('case 20: a connection config value in the base path is one encoded segment', async () => {
     provider.reset();
-    await created('/connections', { provider_config_key: 'store', connection_id: 'dots', connection_config: { store: '..' }, credentials: { type: 'API_KEY', apiKey: STORE_KEY } });
+    const dotsGiven = await api('POST', '/connections', { provider_config_key: 'store', connection_id: 'dots', connection_config: { store: '..' }, credentials: { type: 'API_KEY', apiKey: STORE_KEY } });
+    expect([dotsGiven.status, dotsGiven.json.error.code]).toEqual([400, 'invalid_body']);
+    await storedUnchecked('store', 'dots', { store: '..' }, { type: 'API_KEY', apiKey: STORE_KEY });
     const dots = await proxy('/echo', 'store', [], 'dots');
     expect(dots.status).toBe(400);
     expect(dots.json().error.code).toBe('upstream_not_allowed');
