@@ -102,6 +102,10 @@ function urlPartOf(before: string, after: string): UrlPart {
   return rest === '' && URL_END.test(after) ? 'host' : 'host-name';
 }
 
+/** The part of the URL the placeholder `whole`, at `offset` of `template`, stands in (`urlPartOf`). */
+const partAt = (template: string, offset: number, whole: string): UrlPart =>
+  urlPartOf(template.slice(0, offset).replace(placeholderPattern, 'x'), template.slice(offset + whole.length));
+
 /** A path value percent-encoded but for the characters a segment may hold as they are (RFC 3986 pchar). */
 const encodePathValue = (value: string) => encodeURIComponent(value).replace(/%3A/gi, ':').replace(/%40/gi, '@');
 
@@ -140,12 +144,9 @@ function urlValue(part: UrlPart, value: string, whole: string): string {
  * Throws an Error naming the placeholder, never the value.
  */
 export function interpolateUrl(template: string, context: TemplateContext): string {
-  const filled = template.replace(placeholderPattern, (whole, expression: string, offset: number) => {
-    const before = template.slice(0, offset).replace(placeholderPattern, 'x');
-    const after = template.slice(offset + whole.length);
-    const part = urlPartOf(before, after);
-    return urlValue(part, interpolate(whole, context), whole);
-  });
+  const filled = template.replace(placeholderPattern, (whole, _expression: string, offset: number) =>
+    urlValue(partAt(template, offset, whole), interpolate(whole, context), whole),
+  );
   try {
     new URL(filled);
   } catch {
@@ -166,10 +167,8 @@ export function refusedUrlConfig(template: string, connectionConfig: Record<stri
     if (placeholder?.kind !== 'connectionConfig') continue;
     const value = connectionConfig[placeholder.key];
     if (value === undefined || value === null) continue;
-    const before = template.slice(0, match.index).replace(placeholderPattern, 'x');
-    const after = template.slice(match.index + match[0].length);
     try {
-      urlValue(urlPartOf(before, after), interpolate(match[0], { connectionConfig }), match[0]);
+      urlValue(partAt(template, match.index, match[0]), interpolate(match[0], { connectionConfig }), match[0]);
     } catch (error) {
       refused.push({ key: placeholder.key, message: (error as Error).message });
     }
