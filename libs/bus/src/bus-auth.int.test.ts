@@ -47,6 +47,11 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+it('fails its start at once when its password is refused, rather than waiting in silence', async () => {
+  const started = createBus({ servers: `nats://127.0.0.1:${port}`, service: 'rotated', identity: { user: 'rotated', password: 'wrong-password' }, logger, requestTimeoutMs: 2_000 });
+  await expect(started).rejects.toThrow(/Authorization/i);
+}, 30_000);
+
 it('keeps reconnecting while its password is refused, and is back once it is taken again', async () => {
   bus = await createBus({ servers: `nats://127.0.0.1:${port}`, service: 'rotated', identity: { user: 'rotated', password: 'first-password' }, logger, requestTimeoutMs: 2_000 });
   expect(bus.isConnected()).toBe(true);

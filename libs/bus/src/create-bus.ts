@@ -213,10 +213,6 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     pass: options.identity.password,
     inboxPrefix: inboxPrefixOf(options.identity.user),
     maxReconnectAttempts: -1,
-    // By default the client stops for good after NATS refuses its password twice in a row; the
-    // process would then live on, never ready, until restarted. A password rotated on the server
-    // first, or a mistake put right, must find the service still trying.
-    ignoreAuthErrorAbort: true,
     reconnectTimeWait: 250,
     waitOnFirstConnect: true,
     pingInterval: 10_000,
@@ -225,6 +221,11 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     noAsyncTraces: true,
   };
   const nc = await connect(connectionOptions);
+  // At start, a password NATS refuses twice fails the start, loudly. Once connected, the client
+  // would stop for good the same way, and the process live on, never ready, until restarted: a
+  // password rotated on the server first, or a mistake put right, must find it still trying.
+  // (The client reads its options as it goes; this is the object it was given.)
+  (nc as unknown as { options: ConnectionOptions }).options.ignoreAuthErrorAbort = true;
   let connected = true;
   let refusals = 0;
   const reconnectListeners: Array<() => void> = [];
