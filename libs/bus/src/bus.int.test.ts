@@ -738,17 +738,30 @@ describe('batched publishing', () => {
 });
 
 describe('KV', () => {
+  // Two replicas with the services' default deadline: the 500 ms of the buses above, made for
+  // the timeout tests, ran out creating buckets on a loaded machine.
+  let first: Bus;
+  let second: Bus;
+  beforeAll(async () => {
+    const identity = nats.credentials('observer');
+    const replica = (service: string) => createBus({ servers: nats.url, service, identity, logger, requestTimeoutMs: 5_000 });
+    [first, second] = await Promise.all([replica('first'), replica('second')]);
+  });
+  afterAll(async () => {
+    await Promise.all([first?.drain(), second?.drain()]);
+  });
+
   it('opens a new bucket from many replicas at once', async () => {
     for (let round = 0; round < 5; round++) {
       const name = `test_concurrent_${round}`;
-      const views = await Promise.all(Array.from({ length: 6 }, () => openKv<{ n: number }>(round % 2 ? client : server, { name, ttlMs: 60_000 })));
+      const views = await Promise.all(Array.from({ length: 6 }, () => openKv<{ n: number }>(round % 2 ? second : first, { name, ttlMs: 60_000 })));
       expect(await views[0]!.create('k', { n: round })).not.toBeNull();
       expect((await views[5]!.get('k'))?.value).toEqual({ n: round });
     }
   });
 
   it('creates once and compares-and-sets on revision', async () => {
-    const kv = await openKv<{ n: number }>(client, { name: 'test_kv', ttlMs: 60_000 });
+    const kv = await openKv<{ n: number }>(second, { name: 'test_kv', ttlMs: 60_000 });
     const first = await kv.create('k', { n: 1 });
     expect(first).not.toBeNull();
     expect(await kv.create('k', { n: 2 })).toBeNull();
