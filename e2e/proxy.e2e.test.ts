@@ -79,7 +79,7 @@ loopback-oauth:
   );
   stack = await startStack({
     // Retries may wait as long as a provider asks, up to a minute: longer than a call's deadline.
-    env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000', PROXY_RETRY_CAP_MS: '60000' },
+    env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '8000', PROXY_RETRY_CAP_MS: '60000' },
   });
   // Base-Url-Override gets credentials only on these hosts: the custom server, a closed port, and
   // addresses the address policy must refuse on its own.
@@ -195,11 +195,11 @@ describe('the proxy', () => {
   });
 
   it("takes no retry past the call's deadline: the provider's last answer comes back, not a 503 while the replica waits on", async () => {
-    // Retries: 1 gives the call (2 s + 10 s) × 2 + 5 s = 29 s; the provider asks for 40 s.
+    // Retries: 1 gives the call (8 s + 10 s) × 2 + 5 s = 41 s; the provider asks for 60 s.
     upstream.reset();
-    const response = await proxy('/status/503?retry_after=40', { headers: { retries: '1' } });
+    const response = await proxy('/status/503?retry_after=60', { headers: { retries: '1' } });
     expect(response.status).toBe(503);
-    expect(response.headers.get('retry-after')).toBe('40');
+    expect(response.headers.get('retry-after')).toBe('60');
     expect(await response.json()).toEqual({ status: 503 });
     expect(upstream.requests).toHaveLength(1);
   });
@@ -223,14 +223,18 @@ describe('the proxy', () => {
     const before = rss();
     let peak = before;
     const sampler = setInterval(() => (peak = Math.max(peak, rss())), 50);
-    const response = await proxy(`/bytes/${size}?seed=7`);
     const hash = createHash('sha256');
     let received = 0;
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-      hash.update(chunk);
-      received += chunk.length;
+    let response: Response;
+    try {
+      response = await proxy(`/bytes/${size}?seed=7`);
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        hash.update(chunk);
+        received += chunk.length;
+      }
+    } finally {
+      clearInterval(sampler);
     }
-    clearInterval(sampler);
     expect(response.status).toBe(200);
     expect(received).toBe(size);
     expect(hash.digest('hex')).toBe(bytesDigest(size, 7));
@@ -273,7 +277,7 @@ describe('the proxy', () => {
   });
 
   it('answers 504 on an upstream timeout and 502 when the upstream is unreachable', async () => {
-    const slow = await proxy('/slow/5000');
+    const slow = await proxy('/slow/12000');
     expect(slow.status).toBe(504);
     expect(((await slow.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
     const closed = await proxy('/echo', { headers: { 'base-url-override': `http://127.0.0.1:${closedPort}` } });
