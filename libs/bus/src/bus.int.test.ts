@@ -625,7 +625,9 @@ describe('a batch consumer of large messages', () => {
     const released = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
     const firstBatch = new Promise<void>((resolve) => (entered = resolve));
-    await Promise.all(Array.from({ length: 60 }, (_, n) => client.publish(bulky, { n, pad })));
+    // Stored with the services' 5 s deadline: 6 MiB at once outlasts the 500 ms of `client` on a loaded machine.
+    const publisher = await createBus({ servers: nats.url, service: 'publisher', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+    await Promise.all(Array.from({ length: 60 }, (_, n) => publisher.publish(bulky, { n, pad }))).finally(() => publisher.drain());
     const running = await consumeBatches({
       bus: server,
       logger,
