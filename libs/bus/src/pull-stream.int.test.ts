@@ -18,16 +18,17 @@ afterAll(async () => {
 });
 
 it('hands a slow stream over piece by piece as it comes, so its reader neither waits for a full chunk nor times out', async () => {
-  // Server-sent events: a few bytes every 400 ms, longer in all than the reader's 1 s timeout.
+  // Server-sent events: a few bytes every second, longer in all than the reader's 4 s timeout
+  // (whose 3 s to spare between pieces cover a loaded machine; 1 s against 400 ms did not).
   const source = (async function* () {
     for (let n = 1; n <= 5; n++) {
       yield new TextEncoder().encode(`data: ${n}\n\n`);
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
     }
   })();
   const { inbox, done } = servePullStream(bus, source, { idleTimeoutMs: 5_000 });
   const arrivals: string[] = [];
-  for await (const chunk of pullStream(bus, inbox, 1_000)) arrivals.push(Buffer.from(chunk).toString());
+  for await (const chunk of pullStream(bus, inbox, 4_000)) arrivals.push(Buffer.from(chunk).toString());
   await done;
   expect(arrivals.join('')).toBe([1, 2, 3, 4, 5].map((n) => `data: ${n}\n\n`).join(''));
   // Event by event, not gathered into one chunk.
