@@ -20,10 +20,14 @@ export interface MongoOptions {
    * back (the default), or fail at once with what the driver says.
    */
   bufferCommands?: boolean;
+  /** How long the first connection keeps trying (10 s by default). */
+  startupWaitMs?: number;
 }
 
 /** The first connection's patience, whatever the per-operation selection timeout. */
 const STARTUP_WAIT_MS = 10_000;
+/** The pause between two tries of the first connection: from the first to the longest. */
+const RETRY_PAUSE_MS = { first: 100, longest: 2_000 };
 
 /**
  * One mongoose connection per service, on its own database. Unique indexes carry invariants
@@ -31,8 +35,8 @@ const STARTUP_WAIT_MS = 10_000;
  * indexes, before the service reports ready.
  */
 export async function connectMongo(options: MongoOptions): Promise<Connection> {
-  const startedAt = Date.now();
-  for (;;) {
+  const deadline = Date.now() + (options.startupWaitMs ?? STARTUP_WAIT_MS);
+  for (let pause = RETRY_PAUSE_MS.first; ; pause = Math.min(pause * 2, RETRY_PAUSE_MS.longest)) {
     const connection = mongoose.createConnection(options.uri, {
       dbName: options.dbName,
       serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? STARTUP_WAIT_MS,
@@ -46,7 +50,12 @@ export async function connectMongo(options: MongoOptions): Promise<Connection> {
       await connection.asPromise();
     } catch (error) {
       await connection.close().catch(() => undefined);
-      if (Date.now() - startedAt >= STARTUP_WAIT_MS) throw error;
+      // A refused password or a malformed URI will not mend by waiting: only an outage is retried,
+      // after a pause, so a database refusing at once is not asked hundreds of times a second.
+      const left = deadline - Date.now();
+      if (!isMongoUnavailable(error) || left <= 0) throw error;
+      options.logger.warn('mongodb not reachable yet; retrying', { db: options.dbName, retry_in_ms: Math.min(pause, left) });
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, left)));
       continue;
     }
     if (tracingEnabled()) traceCommands(connection.getClient());
