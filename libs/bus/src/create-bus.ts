@@ -31,7 +31,7 @@ import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, safeParseJson, type Reply, type StreamedReply } from './wire.js';
+import { decodeJsonOr, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, safeParseJson, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -293,14 +293,13 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
-    let reply = decodeJson(msg.data) as Reply<unknown> | StreamedReply | undefined;
+    const malformed = () => new AppError('internal_error', `malformed reply from ${contract.subject}`);
+    let reply = decodeJsonOr(msg.data, malformed) as Reply<unknown> | StreamedReply | undefined;
     if (isStreamedReply(reply)) {
       if (reply.bytes > maxReplyBytes) throw new AppError('payload_too_large', `The answer of ${contract.subject} is larger than ${maxReplyBytes} bytes`);
-      reply = decodeJson(await pullAllFrom(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes)) as Reply<unknown> | undefined;
+      reply = decodeJsonOr(await pullAllFrom(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes), malformed) as Reply<unknown> | undefined;
     }
-    if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) {
-      throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
-    }
+    if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) throw malformed();
     if (!reply.ok) throw AppError.fromBody(reply.error);
     const parsed = contract.response.safeParse(reply.data);
     if (!parsed.success) {
@@ -338,7 +337,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     let reply: Reply<unknown>;
     const start = performance.now();
     try {
-      const payload = parseOrThrow(contract.request, decodeJson(msg.data), `request to ${contract.subject}`);
+      const notJson = () => new AppError('invalid_body', 'The request is not JSON', { cause: `request to ${contract.subject}` });
+      const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, notJson), `request to ${contract.subject}`);
       const result = await handler(payload as RequestOf<C>, msg);
       const checked = contract.response.safeParse(result);
       if (!checked.success) {

@@ -30,6 +30,18 @@ export function decodeJson(data: Uint8Array): unknown {
 }
 
 /**
+ * `data` decoded, or `failure()` thrown if it is not JSON: a coded error, rather than the JSON
+ * error, whose message quotes the bytes (which may hold secrets) and reads as a defect.
+ */
+export function decodeJsonOr(data: Uint8Array, failure: () => AppError): unknown {
+  try {
+    return decodeJson(data);
+  } catch {
+    throw failure();
+  }
+}
+
+/**
  * `data` decoded and checked against `schema`, never throwing: bytes that are not JSON fail as a
  * payload that breaks its schema does. Its callers run where an exception would do harm (a
  * NATS callback, a consumer before it settles its message), and a JSON error's message quotes
