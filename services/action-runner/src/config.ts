@@ -1,19 +1,19 @@
-import { baseServiceSchema, loadConfig, positiveInt, url } from '@latchkey/config';
+import { baseServiceSchema, durationMs, loadConfig, positiveInt, url } from '@latchkey/config';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('action-runner', 3013).extend({
   /** Wall clock of one function run, awaits included; past it the isolate is disposed. */
-  FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+  FUNCTION_TIMEOUT_MS: durationMs(60_000),
   /**
    * Wall clock of one sync run (a sync's `exec`), awaits included: a sync takes as long as its
    * data needs, so it has its own bound, in hours, instead of FUNCTION_TIMEOUT_MS.
    */
-  SYNC_TIMEOUT_MS: positiveInt(86_400_000),
+  SYNC_TIMEOUT_MS: durationMs(86_400_000),
   /**
    * CPU time one sync run may spend computing (its awaits do not count): a sync mostly waits on
    * its provider, so a run that computes for this long is looping, not syncing.
    */
-  SYNC_CPU_TIMEOUT_MS: positiveInt(1_800_000),
+  SYNC_CPU_TIMEOUT_MS: durationMs(1_800_000),
   /** Heap limit of one run's isolate. */
   FUNCTION_MEMORY_MB: z.coerce.number().int().min(8).max(4096).default(128),
   /**
@@ -24,9 +24,9 @@ export const configSchema = baseServiceSchema('action-runner', 3013).extend({
   /** Runs one replica executes at once (sync, async, lifecycle and dry runs together). */
   FUNCTION_CONCURRENCY: positiveInt(8),
   /** How long a replica keeps a deployed function's code; a deploy drops it at once. */
-  FUNCTION_CACHE_MS: positiveInt(60_000),
+  FUNCTION_CACHE_MS: durationMs(60_000),
   /** One upstream attempt of a ctx.proxy call (as the proxy's own PROXY_TIMEOUT_MS). */
-  PROXY_TIMEOUT_MS: positiveInt(30_000),
+  PROXY_TIMEOUT_MS: durationMs(30_000),
   /** How customers reach the gateway: integration webhook URLs are built from it. */
   PUBLIC_URL: url('http://localhost:3003'),
 });

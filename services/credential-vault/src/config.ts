@@ -1,4 +1,4 @@
-import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { baseServiceSchema, durationMs, loadConfig } from '@latchkey/config';
 import { versionedKeys } from '@latchkey/crypto';
 import { parseCidrList } from '@latchkey/net';
 import { z } from 'zod';
@@ -21,7 +21,7 @@ export const configSchema = baseServiceSchema('credential-vault', 3010).extend({
   /** A YAML file of providers that add to or replace the built-in catalog. */
   PROVIDERS_FILE: z.string().optional(),
   /** Deadline of one call to a provider's token endpoint. */
-  REFRESH_TIMEOUT_MS: positiveInt(10_000),
+  REFRESH_TIMEOUT_MS: durationMs(10_000),
   /** The gateway's public address: providers' logos are served there (`/logos/<provider>.svg`). */
   PUBLIC_URL: z.url().default('http://localhost:3003'),
   /**

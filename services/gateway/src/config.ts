@@ -1,4 +1,4 @@
-import { baseServiceSchema, loadConfig, port, positiveInt, secret } from '@latchkey/config';
+import { baseServiceSchema, durationMs, loadConfig, port, positiveInt, secret } from '@latchkey/config';
 import { versionedKeys } from '@latchkey/crypto';
 import { z } from 'zod';
 
@@ -35,7 +35,7 @@ export const configSchema = baseServiceSchema('gateway', 0)
      * While the database is unreachable, a request that needs it answers 503 service_unavailable
      * after at most this long (never buffered, never the whole request deadline).
      */
-    MONGODB_SERVER_SELECTION_TIMEOUT_MS: positiveInt(1000),
+    MONGODB_SERVER_SELECTION_TIMEOUT_MS: durationMs(1000),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
     /** Failed API-key authentications one client address may make per minute before a 429. */
     AUTH_FAILURES_PER_MINUTE: positiveInt(60),
@@ -46,15 +46,15 @@ export const configSchema = baseServiceSchema('gateway', 0)
     TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
     /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
-    PROXY_TIMEOUT_MS: positiveInt(30_000),
+    PROXY_TIMEOUT_MS: durationMs(30_000),
     /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */
-    FUNCTION_TIMEOUT_MS: positiveInt(60_000),
+    FUNCTION_TIMEOUT_MS: durationMs(60_000),
     /** Days the operations log keeps an operation. */
     OPERATIONS_RETENTION_DAYS: positiveInt(14),
     /** Operations kept per environment at most; the sweep drops the oldest past it. */
     OPERATIONS_MAX_PER_ENVIRONMENT: positiveInt(1_000_000),
     /** How often the operations log is swept (retention and size). */
-    OPERATIONS_SWEEP_INTERVAL_MS: positiveInt(10 * 60_000),
+    OPERATIONS_SWEEP_INTERVAL_MS: durationMs(10 * 60_000),
     /**
      * On SIGTERM, /ready answers 503 for this long before the gateway stops accepting connections,
      * so that a load balancer stops sending it new requests first. Keep it under SHUTDOWN_TIMEOUT_MS.

@@ -1,16 +1,16 @@
-import { baseServiceSchema, booleanFlag, loadConfig, positiveInt } from '@latchkey/config';
+import { baseServiceSchema, booleanFlag, durationMs, loadConfig } from '@latchkey/config';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('proxy', 3011).extend({
   /** One upstream attempt may take this long (to the response headers, and between body chunks). */
-  PROXY_TIMEOUT_MS: positiveInt(30_000),
+  PROXY_TIMEOUT_MS: durationMs(30_000),
   /** CIDRs the proxy may reach although they are private, loopback…: `10.0.0.0/8,127.0.0.1/32`. */
   PROXY_ALLOW_CIDRS: z.string().default(''),
   PROXY_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
   /** The longest wait between retries, whatever the provider's Retry-After says. */
-  PROXY_RETRY_CAP_MS: positiveInt(10_000),
+  PROXY_RETRY_CAP_MS: durationMs(10_000),
   /** How long credentials are kept in memory; connection writes drop them at once. */
-  PROXY_CREDENTIAL_CACHE_MS: positiveInt(60_000),
+  PROXY_CREDENTIAL_CACHE_MS: durationMs(60_000),
   /**
    * Whether calls that succeeded reach the operations log, as failed ones always do. Off, a busy
    * proxy keeps a log of its failures only, and each successful call costs the machine less

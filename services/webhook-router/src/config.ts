@@ -1,4 +1,4 @@
-import { baseServiceSchema, loadConfig, positiveInt } from '@latchkey/config';
+import { baseServiceSchema, durationMs, loadConfig, positiveInt } from '@latchkey/config';
 import { z } from 'zod';
 
 export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
@@ -8,17 +8,17 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
    */
   WEBHOOK_RETRY_HOURS: z.coerce.number().positive().max(24 * 7).default(24),
   /** The first retry waits about this long; each next one twice as long (with jitter)… */
-  WEBHOOK_RETRY_BASE_MS: positiveInt(5_000),
+  WEBHOOK_RETRY_BASE_MS: durationMs(5_000),
   /** …up to this, whatever the receiver's Retry-After says beyond it. */
-  WEBHOOK_RETRY_CAP_MS: positiveInt(3_600_000),
+  WEBHOOK_RETRY_CAP_MS: durationMs(3_600_000),
   /** One attempt: to the response, body included. */
-  WEBHOOK_TIMEOUT_MS: positiveInt(10_000),
+  WEBHOOK_TIMEOUT_MS: durationMs(10_000),
   /** CIDRs customer webhook URLs may point to although private, loopback…: `10.0.0.0/8,127.0.0.1/32`. */
   WEBHOOK_ALLOW_CIDRS: z.string().default(''),
   /** Consecutive failures of a URL that open its circuit… */
   WEBHOOK_BREAKER_THRESHOLD: positiveInt(5),
   /** …for this long; then one attempt probes it. */
-  WEBHOOK_BREAKER_COOLDOWN_MS: positiveInt(30_000),
+  WEBHOOK_BREAKER_COOLDOWN_MS: durationMs(30_000),
   /** Deliveries in flight per replica. */
   WEBHOOK_CONCURRENCY: positiveInt(64),
   /**
@@ -26,7 +26,7 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
    * waits in the router's database, not in JetStream; a parked delivery is attempted at most
    * about half this late.
    */
-  WEBHOOK_PARK_AFTER_MS: positiveInt(15_000),
+  WEBHOOK_PARK_AFTER_MS: durationMs(15_000),
   /**
    * Deliveries JetStream hands out and has not had acked yet, all replicas together: those in
    * flight, and those waiting out a retry of at most `WEBHOOK_PARK_AFTER_MS`. Past it, it hands
