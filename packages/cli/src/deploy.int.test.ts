@@ -52,4 +52,9 @@ describe('deployDirectory', () => {
     expect(message.length).toBeLessThan(400);
     expect(message).not.toContain('sk-canary-5d0c2e');
   });
+
+  it('names a missing folder as the mistake it is, rather than failing with a file-system error', async () => {
+    const missing = join(dir, 'no-such-folder');
+    await expect(deployDirectory({ dir: missing, host, apiKey: 'sk-canary-5d0c2e' })).rejects.toThrow(new DeployError(`no directory ${missing}: expected <dir>/<integration>/<function>.ts`));
+  });
 });

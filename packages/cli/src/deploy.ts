@@ -1,4 +1,4 @@
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { FunctionDescription } from '@latchkey/functions';
 import { bundleFunction, type Diagnostic } from './bundle-function.js';
@@ -70,6 +70,7 @@ function excerpt(text: string): string {
  */
 export async function deployDirectory(options: DeployOptions): Promise<DeployedIntegration[]> {
   const log = options.log ?? (() => undefined);
+  if (!existsSync(options.dir) || !statSync(options.dir).isDirectory()) throw new DeployError(`no directory ${options.dir}: expected <dir>/<integration>/<function>.ts`);
   const integrations = findFunctions(options.dir);
   if (integrations.size === 0) throw new DeployError(`no functions under ${options.dir}: expected <dir>/<integration>/<function>.ts`);
   const uploads: Array<{ provider_config_key: string; functions: Array<{ description: FunctionDescription; bundle: string }> }> = [];

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** This package's manifest: the versions a new project asks for are the ones this CLI was released with. */
 function ownManifest(): { version: string; dependencies: Record<string, string> } {
@@ -71,18 +72,34 @@ scope; the host is \`--host\`, else \`LATCHKEY_HOST\`, else http://localhost:300
     SERVICE_SECRET_KEY_DEV=<secret key> npx latchkey deploy --environment dev
 `;
 
+/**
+ * Where a new project takes `@latchkey/functions` and this CLI from. Run from a Latchkey checkout
+ * (the packages are not on a registry), the checkout's own folders, as `file:` dependencies: a
+ * bare name would have npm fetch whatever a stranger published under it. Installed from a
+ * registry, the versions this CLI was released with.
+ */
+function dependencySources(): { sdk: string; cli: string } {
+  const cliFolder = fileURLToPath(new URL('..', import.meta.url));
+  const sdkFolder = join(cliFolder, '..', 'functions');
+  const manifestOf = (folder: string) => join(folder, 'package.json');
+  if (existsSync(manifestOf(sdkFolder)) && (JSON.parse(readFileSync(manifestOf(sdkFolder), 'utf8')) as { name?: unknown }).name === '@latchkey/functions') {
+    return { sdk: `file:${resolve(sdkFolder)}`, cli: `file:${resolve(cliFolder)}` };
+  }
+  const manifest = ownManifest();
+  return { sdk: manifest.dependencies['@latchkey/functions'] ?? `^${manifest.version}`, cli: `^${manifest.version}` };
+}
+
 /** The files of a new project, by path inside it. */
 function projectFiles(dir: string): Record<string, string> {
-  const manifest = ownManifest();
-  const sdkRange = manifest.dependencies['@latchkey/functions'] ?? `^${manifest.version}`;
+  const sources = dependencySources();
   const packageJson = {
     name: packageName(dir),
     version: '0.1.0',
     private: true,
     type: 'module',
     scripts: { deploy: 'latchkey deploy' },
-    dependencies: { '@latchkey/functions': sdkRange },
-    devDependencies: { '@latchkey/cli': `^${manifest.version}` },
+    dependencies: { '@latchkey/functions': sources.sdk },
+    devDependencies: { '@latchkey/cli': sources.cli },
   };
   return {
     'package.json': `${JSON.stringify(packageJson, null, 2)}\n`,
