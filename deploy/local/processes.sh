@@ -12,7 +12,9 @@ start() { # name, whose secrets (a service, nats or none), command...
 
 wait_for_port() { # port, what
   for _ in $(seq 1 150); do
-    (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    # Opened and closed without a byte written: NATS would log a line sent before CONNECT as a
+    # failed login.
+    (exec 3<> "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
     sleep 0.1
   done
   echo "$2 did not start; see $data/logs/" >&2
