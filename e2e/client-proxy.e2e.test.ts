@@ -60,7 +60,9 @@ beforeAll(async () => {
   const providersFile = writeProvidersFile(
     apiKeyProviderYaml(upstream.url),
   );
-  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '2000' } });
+  // An 8 s upstream timeout: it is also how long a stream may idle, and the 20 MiB one must
+  // outlast a reader stalled by a loaded machine (2 s did not, in the proxy's own e2e).
+  stack = await startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32', PROXY_TIMEOUT_MS: '8000' } });
   const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });
   closedPort = await freePort();
   // baseUrlOverride gets credentials only on these hosts (10.0.0.1 for the address policy to refuse).
@@ -294,7 +296,7 @@ describe('the SDK proxy', () => {
     expect(limited).toMatchObject({ status: 429, code: 'provider_error', retryAfter: 7 });
 
     // The same status from either side: 504 is ours on an upstream timeout, the provider's from /status/504.
-    const timeout = await rejection(latchkey.get({ ...target, endpoint: '/slow/5000' }));
+    const timeout = await rejection(latchkey.get({ ...target, endpoint: '/slow/20000' }));
     expect(timeout).toMatchObject({ status: 504, code: 'upstream_timeout' });
     const gatewayTimeout = await rejection(latchkey.get({ ...target, endpoint: '/status/504' }));
     expect(gatewayTimeout).toMatchObject({ status: 504, code: 'provider_error', payload: { status: 504 } });
@@ -319,7 +321,7 @@ describe('the SDK proxy', () => {
     });
     const noProxy = new Latchkey({ host: stack.url, apiKey: created.json.data.secret });
     await expect(noProxy.get({ ...target, endpoint: '/echo' })).rejects.toMatchObject({ status: 403, code: 'forbidden' });
-  }, 30_000);
+  }, 60_000);
 
   it('refuses a missing target, a body on GET and an endpoint that climbs out of /proxy', async () => {
     await expect(latchkey.get({ ...target, endpoint: '' })).rejects.toThrow(TypeError);

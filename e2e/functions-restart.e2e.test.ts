@@ -17,7 +17,9 @@ beforeAll(async () => {
   upstream = await startUpstreamApi();
   receiver = await startReceiver(await freePort());
   stack = await startStack({
-    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '3000' },
+    // Each run waits a second on the upstream; none is meant to time out (3 s was a bet on a
+    // loaded machine, for runs starting on a runner just restarted).
+    env: { PROVIDERS_FILE: writeProvidersFile(apiKeyProviderYaml(upstream.url)), PROXY_ALLOW_CIDRS: '127.0.0.1/32', FUNCTION_TIMEOUT_MS: '20000' },
     // Two runs at a time, so that most of the queue is still waiting when the runner dies.
     serviceEnv: { 'action-runner': { FUNCTION_CONCURRENCY: '2' }, 'webhook-router': { WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32' } },
   });

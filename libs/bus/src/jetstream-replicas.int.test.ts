@@ -12,7 +12,9 @@ let bus: Bus;
 
 beforeAll(async () => {
   nats = await startNats();
-  bus = await createBus({ servers: nats.url, service: 'replicas', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000, jetstreamReplicas: 1 });
+  // The services' 5 s deadline: NATS's refusal comes at once, and 2 s was a bet on a loaded
+  // machine for creating every stream.
+  bus = await createBus({ servers: nats.url, service: 'replicas', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000, jetstreamReplicas: 1 });
 });
 
 afterAll(async () => {
@@ -33,7 +35,7 @@ describe('JETSTREAM_REPLICAS', () => {
   });
 
   it('asks NATS for that count: a single server refuses 3', async () => {
-    const clustered = await createBus({ servers: nats.url, service: 'replicas-3', identity: nats.credentials('observer'), logger, requestTimeoutMs: 2000, jetstreamReplicas: 3 });
+    const clustered = await createBus({ servers: nats.url, service: 'replicas-3', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000, jetstreamReplicas: 3 });
     try {
       await expect(openKv(clustered, { name: 'replicas_kv_3', ttlMs: 60_000 })).rejects.toThrow(/replicas/i);
       const jsm = await clustered.jetstreamManager();

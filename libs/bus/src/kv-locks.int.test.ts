@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createLogger } from '@latchkey/logger';
-import { startNats, type TestNats } from '@latchkey/testing';
+import { eventually, startNats, type TestNats } from '@latchkey/testing';
 import { createBus, type Bus } from './create-bus.js';
 import { createKvLocks, oneAtATime, type KvLocks } from './kv-locks.js';
 import { openKv } from './kv.js';
@@ -13,7 +13,8 @@ let locks: KvLocks;
 
 beforeAll(async () => {
   nats = await startNats();
-  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  // The services' 5 s deadline: the bucket's answers are not what is checked (2 s is a bet on a loaded machine).
+  bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
   locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'write_keys_test', ttlMs: TTL_MS }));
 }, 60_000);
 
@@ -37,7 +38,8 @@ describe('one write at a time', () => {
       },
       options,
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The long work holds the key before the next one asks (200 ms of sleep was a bet on a loaded machine).
+    await eventually(() => (order.includes('long begins') ? true : undefined), 10_000, 'the long work to hold the key', 20);
     const next = oneAtATime(locks, 'write_long', async () => void order.push('next'), options);
     await Promise.all([long, next]);
     expect(order).toEqual(['long begins', 'long ends', 'next']);

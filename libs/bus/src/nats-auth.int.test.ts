@@ -53,8 +53,10 @@ const credentialsRequest = (key_id: string) =>
 
 beforeAll(async () => {
   nats = await startNats();
-  vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 1000 });
-  proxy = await createBus({ servers: nats.url, service: 'proxy', identity: nats.credentials('proxy'), logger, requestTimeoutMs: 1000 });
+  // The services' 5 s deadline: what is checked is who may do what, not how fast (1 s is a bet
+  // on a loaded machine, for creating the streams above all).
+  vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+  proxy = await createBus({ servers: nats.url, service: 'proxy', identity: nats.credentials('proxy'), logger, requestTimeoutMs: 5_000 });
   // A vault that hands out a canary to whoever gets through, and records whom NATS says asked.
   vault.serve(proxyContracts.getCredentials, (request, msg) => {
     asked.push({ caller: callerOf(proxyContracts.getCredentials, msg), key_id: request.key_id });

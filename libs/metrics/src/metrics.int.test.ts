@@ -22,7 +22,9 @@ let url: string;
 
 beforeAll(async () => {
   nats = await startNats();
-  bus = await createBus({ servers: nats.url, service: 'metrics-test', identity: nats.credentials('observer'), logger, requestTimeoutMs: 500, observer: busMetrics() });
+  // The services' 5 s deadline: no case here waits one out (`nobody` has no listener, refused at
+  // once), and 500 ms was a bet on a loaded machine for creating the streams and the consumer.
+  bus = await createBus({ servers: nats.url, service: 'metrics-test', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000, observer: busMetrics() });
   await ensureStreams(bus);
   server = await serveMetrics(0, '127.0.0.1');
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`;

@@ -61,8 +61,9 @@ beforeAll(async () => {
   });
   gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
   base = `http://127.0.0.1:${gateway.started.port}`;
-  // The test asks what other services ask the gateway: as the test server's observer.
-  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  // The test asks what other services ask the gateway: as the test server's observer, with the
+  // services' 5 s deadline (the gateway's answers read its database: 2 s was a bet on a loaded machine).
+  bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
 });
 
 afterAll(async () => {

@@ -293,6 +293,8 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
     const error = await failure(run(action(busy), { host: { getMetadata: async () => ({}) }, limits: { ...limits, timeoutMs: 20_000, cpuTimeMs: 300 } }));
     expect(error.code).toBe('function_timed_out');
     expect(error.message).toContain('CPU time');
-    expect(Date.now() - started).toBeLessThan(5000);
+    // Half the wall clock's 20 s: on a loaded machine whose cores this run shares, 300 ms of
+    // CPU time can take seconds of wall time to spend (5 s left little room).
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });

@@ -25,8 +25,10 @@ let consumers: RunningConsumer[] = [];
 /** Entries the repository left out as it read them. */
 let leftOut = 0;
 
+// The services' 5 s deadline: no case waits one out, and 2 s was a bet on a loaded machine for
+// creating the streams and storing the batches.
 const busAs = (service: 'gateway' | 'proxy' | 'credential-vault') =>
-  createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 2000 });
+  createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
 
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);

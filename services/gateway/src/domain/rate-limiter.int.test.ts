@@ -8,8 +8,10 @@ let nats: TestNats;
 const buses: Bus[] = [];
 
 async function replica(limit: number, bucket: string, now?: () => number) {
-  // Test buckets are no service's: the test server's observer may open them.
-  const bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 2000 });
+  // Test buckets are no service's: the test server's observer may open them. The services' 5 s
+  // deadline: 2 s was a bet on a loaded machine for a bucket opened by three replicas at once,
+  // and for 150 compare-and-sets racing on one key.
+  const bus = await createBus({ servers: nats.url, service: 'gateway', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
   buses.push(bus);
   const store = await openKv<{ reserved: number }>(bus, { name: bucket, ttlMs: 300_000 });
   return createRateLimiter({ store, ...(now ? { now } : {}) }, { limit, windowMs: 60_000 });
@@ -26,7 +28,10 @@ afterAll(async () => {
 
 describe('rate limiter on NATS KV', () => {
   it('admits exactly the limit across replicas, whatever the interleaving', async () => {
-    const [a, b, c] = await Promise.all([replica(50, 'rl_exact'), replica(50, 'rl_exact'), replica(50, 'rl_exact')]);
+    // One window throughout, whatever the wall clock: on the real one, a minute turning mid-test
+    // (likelier the slower a loaded machine runs it) would open a second budget.
+    const now = () => 1_000;
+    const [a, b, c] = await Promise.all([replica(50, 'rl_exact', now), replica(50, 'rl_exact', now), replica(50, 'rl_exact', now)]);
     const replicas = [a, b, c];
     const decisions = await Promise.all(Array.from({ length: 150 }, (_, i) => replicas[i % 3]!.take('acc_1')));
     expect(decisions.filter((decision) => decision.allowed)).toHaveLength(50);
@@ -36,7 +41,8 @@ describe('rate limiter on NATS KV', () => {
   });
 
   it('keeps accounts apart', async () => {
-    const limiter = await replica(3, 'rl_accounts');
+    // One window throughout, as above.
+    const limiter = await replica(3, 'rl_accounts', () => 1_000);
     for (let i = 0; i < 3; i++) expect((await limiter.take('acc_a')).allowed).toBe(true);
     expect((await limiter.take('acc_a')).allowed).toBe(false);
     expect((await limiter.take('acc_b')).allowed).toBe(true);

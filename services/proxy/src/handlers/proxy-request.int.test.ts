@@ -100,7 +100,7 @@ describe('what the caller is answered when the provider or the call is out of th
           // A stream of events (server-sent events, a model's tokens): small, slow, long.
           res.writeHead(200, { 'content-type': 'text/event-stream' });
           res.write('data: 1\n\n');
-          setTimeout(() => res.end('data: 2\n\n'), 4_000);
+          setTimeout(() => res.end('data: 2\n\n'), 10_000);
           return;
         case '/early-hints':
           // An interim 103 first, then, a moment later, the answer.
@@ -118,7 +118,7 @@ describe('what the caller is answered when the provider or the call is out of th
           gzip.pipe(res);
           gzip.write('data: 1\n\n');
           gzip.flush();
-          setTimeout(() => gzip.end('data: 2\n\n'), 4_000);
+          setTimeout(() => gzip.end('data: 2\n\n'), 10_000);
           return;
         }
         case '/not-modified':
@@ -136,12 +136,14 @@ describe('what the caller is answered when the provider or the call is out of th
   });
 
   /**
-   * The upstream timeout of a call: long for the slow streams, short for the rest. A stalled body
-   * must time out before the answer's read-ahead ends (1 s), and undici fires a body timeout up to
-   * half a second late (its timers tick every 499 ms): 200 ms, not 500, which lost that race on a
-   * loaded machine and answered a stream.
+   * The upstream timeout of a call: long for the slow streams (10 s between their events), 5 s
+   * for the rest, whose timeout is not what is checked (500 ms left the early hints' answer, 200 ms
+   * on, a bet on a loaded machine), short for a stalled body. That one must time out before the
+   * answer's read-ahead ends (1 s), and undici fires a body timeout up to half a second late (its
+   * timers tick every 499 ms): 200 ms, not 500, which lost that race on a loaded machine and
+   * answered a stream.
    */
-  const timeoutOf = (path: string) => (path === 'events' || path === 'gzip-events' ? 10_000 : path === 'stall' ? 200 : 500);
+  const timeoutOf = (path: string) => (path === 'events' || path === 'gzip-events' ? 30_000 : path === 'stall' ? 200 : 5_000);
 
   /** One call through a replica's handler to the provider above: the answer's meta and body. */
   async function answer(path: string, fields: Parameters<typeof proxyMetaFixture>[1] = {}): Promise<{ meta: ProxyReplyMeta; body: string }> {
@@ -186,7 +188,7 @@ describe('what the caller is answered when the provider or the call is out of th
   });
 
   it('answers a slow stream as a stream once it has waited a moment, not when the stream ends', async () => {
-    // Its end comes 4 s after its head: an answer inline would have waited for it.
+    // Its end comes 10 s after its head: an answer inline would have waited for it.
     const { meta } = await answer('events');
     expect(meta).toMatchObject({ ok: true, status: 200, body: { stream: expect.any(String) } });
   });
@@ -207,7 +209,8 @@ describe('what the caller is answered when the provider or the call is out of th
     const started = Date.now();
     const { meta } = await answer('gzip-events', { decompress: true });
     expect(meta).toMatchObject({ ok: true, status: 200, body: { stream: expect.any(String) } });
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // The read-ahead's second, with room for a loaded machine, and still short of the stream's end (10 s).
+    expect(Date.now() - started).toBeLessThan(8_000);
   });
 
   it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {

@@ -128,6 +128,8 @@ describe('proxy exchange', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     await replica.close();
     await expect(lost).rejects.toMatchObject({ code: 'service_unavailable' } satisfies Partial<AppError>);
-    expect(Date.now() - started).toBeLessThan(5_000);
-  }, 15_000);
+    // Given up at the silence limit (3 s), not at the call's 30 s deadline; 5 s left a loaded
+    // machine less than 2 s of room.
+    expect(Date.now() - started).toBeLessThan(15_000);
+  }, 40_000);
 });
