@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** This package's manifest: the versions a new project asks for are the ones this CLI was released with. */
@@ -75,16 +75,14 @@ scope; the host is \`--host\`, else \`LATCHKEY_HOST\`, else http://localhost:300
 /**
  * Where a new project takes `@latchkey/functions` and this CLI from. Run from a Latchkey checkout
  * (the packages are not on a registry), the checkout's own folders, as `file:` dependencies: a
- * bare name would have npm fetch whatever a stranger published under it. Installed from a
- * registry, the versions this CLI was released with.
+ * bare name would have npm fetch whatever a stranger published under it. Installed as a package
+ * (no sources beside it, in a `node_modules`), the versions this CLI was released with.
  */
 function dependencySources(): { sdk: string; cli: string } {
-  const cliFolder = fileURLToPath(new URL('..', import.meta.url));
+  const cliFolder = resolve(fileURLToPath(new URL('..', import.meta.url)));
   const sdkFolder = join(cliFolder, '..', 'functions');
-  const manifestOf = (folder: string) => join(folder, 'package.json');
-  if (existsSync(manifestOf(sdkFolder)) && (JSON.parse(readFileSync(manifestOf(sdkFolder), 'utf8')) as { name?: unknown }).name === '@latchkey/functions') {
-    return { sdk: `file:${resolve(sdkFolder)}`, cli: `file:${resolve(cliFolder)}` };
-  }
+  const fromCheckout = !cliFolder.split(sep).includes('node_modules') && existsSync(join(cliFolder, 'src', 'init.ts')) && existsSync(join(sdkFolder, 'src'));
+  if (fromCheckout) return { sdk: `file:${sdkFolder}`, cli: `file:${cliFolder}` };
   const manifest = ownManifest();
   return { sdk: manifest.dependencies['@latchkey/functions'] ?? `^${manifest.version}`, cli: `^${manifest.version}` };
 }
