@@ -318,7 +318,8 @@ describe('gateway security', () => {
     } finally {
       oauth1.denyAuthorization(false);
     }
-  });
+    // Eight flows in a browser, each up to 15 s for its popup to close: jest's 30 s ran out on a loaded machine.
+  }, 120_000);
 
   for (const [form, returnUrl] of [
     ['https://evil.example/', 'https://evil.example/'],
