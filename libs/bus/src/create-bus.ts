@@ -31,7 +31,7 @@ import { jetStreamPublisher } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
-import { decodeJsonOr, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, outgoingHeaders, parseOrThrow, requestIdOf, safeParseJson, type Reply, type StreamedReply } from './wire.js';
+import { decodeJsonOr, encodeJson, inMessageContext, inSendSpan, isInboxSubject, isStreamedReply, malformedReply, outgoingHeaders, parseOrThrow, requestIdOf, requestNotJson, safeParseJson, type Reply, type StreamedReply } from './wire.js';
 
 export interface BusOptions {
   /** Comma-separated NATS URLs. */
@@ -293,18 +293,17 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
-    const malformed = () => new AppError('internal_error', `malformed reply from ${contract.subject}`);
-    let reply = decodeJsonOr(msg.data, malformed) as Reply<unknown> | StreamedReply | undefined;
+    let reply = decodeJsonOr(msg.data, malformedReply, contract.subject) as Reply<unknown> | StreamedReply | undefined;
     if (isStreamedReply(reply)) {
       if (reply.bytes > maxReplyBytes) throw new AppError('payload_too_large', `The answer of ${contract.subject} is larger than ${maxReplyBytes} bytes`);
-      reply = decodeJsonOr(await pullAllFrom(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes), malformed) as Reply<unknown> | undefined;
+      reply = decodeJsonOr(await pullAllFrom(nc, reply.stream, requestOptions.timeoutMs ?? requestTimeoutMs, maxReplyBytes), malformedReply, contract.subject) as Reply<unknown> | undefined;
     }
-    if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) throw malformed();
+    if (reply === undefined || typeof reply !== 'object' || reply === null || !('ok' in reply)) throw malformedReply(contract.subject);
     if (!reply.ok) throw AppError.fromBody(reply.error);
     const parsed = contract.response.safeParse(reply.data);
     if (!parsed.success) {
       logger.error('reply does not match its contract', { subject: contract.subject, issues: parsed.error.issues });
-      throw new AppError('internal_error', `malformed reply from ${contract.subject}`);
+      throw malformedReply(contract.subject);
     }
     return parsed.data as ResponseOf<C>;
   }
@@ -337,8 +336,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     let reply: Reply<unknown>;
     const start = performance.now();
     try {
-      const notJson = () => new AppError('invalid_body', 'The request is not JSON', { cause: `request to ${contract.subject}` });
-      const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, notJson), `request to ${contract.subject}`);
+      const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, requestNotJson, contract.subject), `request to ${contract.subject}`);
       const result = await handler(payload as RequestOf<C>, msg);
       const checked = contract.response.safeParse(result);
       if (!checked.success) {

@@ -30,16 +30,23 @@ export function decodeJson(data: Uint8Array): unknown {
 }
 
 /**
- * `data` decoded, or `failure()` thrown if it is not JSON: a coded error, rather than the JSON
- * error, whose message quotes the bytes (which may hold secrets) and reads as a defect.
+ * `data` decoded, or `failure(subject)` thrown if it is not JSON: a coded error, rather than the
+ * JSON error, whose message quotes the bytes (which may hold secrets) and reads as a defect. The
+ * failure is named, not a closure, so a request's path allocates nothing for it.
  */
-export function decodeJsonOr(data: Uint8Array, failure: () => AppError): unknown {
+export function decodeJsonOr(data: Uint8Array, failure: (subject: string) => AppError, subject: string): unknown {
   try {
     return decodeJson(data);
   } catch {
-    throw failure();
+    throw failure(subject);
   }
 }
+
+/** A reply that is not one: not JSON, not a reply's shape, or not its contract's answer. */
+export const malformedReply = (subject: string) => new AppError('internal_error', `malformed reply from ${subject}`);
+
+/** A request whose bytes are not JSON (the subject is for the log only). */
+export const requestNotJson = (subject: string) => new AppError('invalid_body', 'The request is not JSON', { cause: `request to ${subject}` });
 
 /**
  * `data` decoded and checked against `schema`, never throwing: bytes that are not JSON fail as a
