@@ -25,9 +25,3 @@ it('tries an unreachable database again after growing pauses, until its startup 
   expect(retries()).toBeGreaterThanOrEqual(1);
   expect(retries()).toBeLessThanOrEqual(6);
 });
-
-it('does not try again what waiting cannot mend, such as a malformed address', async () => {
-  const { logger, retries } = recordingLogger();
-  await expect(connectMongo({ uri: 'mongodb://127.0.0.1:27017/?authMechanism=NOT-A-MECHANISM', dbName: 'unreached', logger, startupWaitMs: 60_000 })).rejects.toThrow();
-  expect(retries()).toBe(0);
-});
