@@ -63,10 +63,10 @@ describe('the operation log', () => {
     expect(operationsOfPages(pages).map((operation) => operation.proxy?.path).sort()).toEqual(['/items/0', '/items/10', '/items/1500', '/items/20', '/items/400']);
   });
 
-  it('sends a batch once its entries reach maxBatchChars', async () => {
+  it('sends a batch once its entries reach maxBatchBytes', async () => {
     const sizes: number[] = [];
     const chars = JSON.stringify({ ...proxyCall(0), id: newOperationId() }).length;
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchChars: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
     for (let n = 0; n < 20; n++) log.record(proxyCall(n));
     await eventually(() => (sizes.length >= 4 ? true : undefined), 5_000, 'four batches', 10);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
@@ -74,11 +74,11 @@ describe('the operation log', () => {
     expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(20);
   });
 
-  it('splits a page whose UTF-8 passes the page bound, each half with its own lowest id, nothing lost or reordered', async () => {
+  it('starts a new page where one would pass the page bound in UTF-8, each with its own lowest id, nothing lost or reordered', async () => {
     const sent: OperationPage[][] = [];
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, send: async (pages) => void sent.push(pages) });
-    // Three bytes to a character: a batch at its character bound is over the page bound in bytes.
-    // Started in reverse order, so a page's lowest id is not its first entry's.
+    // Batches as large as a page may be: the entry that would take a page past it starts the next.
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: OPERATION_PAGE_BYTES_MAX, send: async (pages) => void sent.push(pages) });
+    // Three bytes to a character, some 9 KB an entry. Started in reverse order, so a page's lowest id is not its first entry's.
     const wide = (n: number) => ({ ...proxyCall(999 - n), proxy: { method: 'GET', path: `/${n}/${'€'.repeat(3_000)}` } });
     for (let n = 0; n < 150; n++) log.record(wide(n));
     await log.flush();

@@ -21,10 +21,10 @@ export interface OperationRecorderOptions {
   /** A batch leaves as soon as it holds this many. */
   maxBatch?: number;
   /**
-   * A batch leaves as soon as its operations' JSON holds this many characters (at most
-   * `OPERATION_PAGE_BYTES_MAX`; a page whose UTF-8 is larger is sent in halves).
+   * A batch leaves as soon as its operations' JSON holds this many bytes of UTF-8 (at most
+   * `OPERATION_PAGE_BYTES_MAX`, the bound of one page).
    */
-  maxBatchChars?: number;
+  maxBatchBytes?: number;
   /** Operations held (waiting or being sent) at most; past it new ones are dropped and counted. */
   maxBuffered?: number;
 }
@@ -115,62 +115,89 @@ export function operationsOfPages(pages: readonly OperationPage[]): Operation[] 
   return pages.flatMap((page) => JSON.parse(inflateRawSync(Buffer.from(page.deflated, 'base64')).toString('utf8')) as Operation[]);
 }
 
-interface PageInProgress {
-  environment_id: string;
-  first_id: string;
-  ops: string[];
-}
-
-/** Where an entry's id sits in its JSON text: `{"id":"` and the id, as `recordFields` writes it. */
-const ID_AT = 7;
-const ID_LENGTH = TIME_DIGITS + PROCESS_TAG.length + COUNTER_DIGITS;
+/** The room a page starts with: most pages of a quiet environment hold an entry or two. */
+const PAGE_START_BYTES = 2 * 1024;
 
 /**
- * A page's JSON array, or, when its UTF-8 is over `OPERATION_PAGE_BYTES_MAX`, the texts of its
- * halves (each with its own lowest id), as often as it takes. Entries are mostly ASCII, so a
- * page is measured once, as it leaves, rather than each entry as it comes.
+ * A page being filled: its entries' JSON array, written as UTF-8 into memory outside the
+ * JavaScript heap as each entry comes. An entry's text is then garbage at once, where a text
+ * held for the batch's second would be copied and promoted by the garbage collector, joined
+ * again and measured again as the batch leaves.
  */
-function pageTexts(page: PageInProgress): Array<{ environment_id: string; first_id: string; n: number; text: string }> {
-  const text = `[${page.ops.join(',')}]`;
-  if (page.ops.length < 2 || Buffer.byteLength(text) <= OPERATION_PAGE_BYTES_MAX) return [{ environment_id: page.environment_id, first_id: page.first_id, n: page.ops.length, text }];
-  const half = page.ops.length >> 1;
-  return [page.ops.slice(0, half), page.ops.slice(half)].flatMap((ops) => {
-    let first = ops[0]!.slice(ID_AT, ID_AT + ID_LENGTH);
-    for (const op of ops) {
-      const id = op.slice(ID_AT, ID_AT + ID_LENGTH);
-      if (id < first) first = id;
+class PageInProgress {
+  first_id: string;
+  n = 0;
+  #bytes: Buffer;
+  /** Bytes written: `[` and the entries, with the commas between them. */
+  #length = 0;
+
+  constructor(
+    readonly environment_id: string,
+    firstId: string,
+    room: number,
+  ) {
+    this.first_id = firstId;
+    this.#bytes = Buffer.allocUnsafe(Math.max(PAGE_START_BYTES, room + 2));
+  }
+
+  /**
+   * Adds an entry unless it would take the page's UTF-8 past `maxBytes` (`]` included): then it
+   * answers false and the entry goes to a new page. An empty page takes any entry. Answers the
+   * bytes the entry took.
+   */
+  add(id: string, text: string, maxBytes: number): number | false {
+    // Three bytes of UTF-8 at most for each UTF-16 unit: the room asked before the text is measured.
+    const room = text.length * 3 + 2;
+    if (this.n > 0 && this.#length + room > maxBytes && this.#length + Buffer.byteLength(text) + 2 > maxBytes) return false;
+    if (this.#length + room > this.#bytes.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.#bytes.length * 2, this.#length + room));
+      this.#bytes.copy(grown, 0, 0, this.#length);
+      this.#bytes = grown;
     }
-    return pageTexts({ environment_id: page.environment_id, first_id: first, ops });
-  });
+    this.#bytes[this.#length] = this.n === 0 ? 0x5b /* [ */ : 0x2c; /* , */
+    const written = this.#bytes.write(text, this.#length + 1, 'utf8');
+    this.#length += written + 1;
+    this.n += 1;
+    if (id < this.first_id) this.first_id = id;
+    return written + 1;
+  }
+
+  /** The page's JSON array, closed (each `add` left room for the `]`); the page is not written again. */
+  close(): Buffer {
+    this.#bytes[this.#length] = 0x5d; /* ] */
+    return this.#bytes.subarray(0, this.#length + 1);
+  }
 }
 
 /**
- * Records operations off the hot path: each is written as JSON at once (no object of it lives
- * on for the batch's second, which is what the garbage collector pays for) and waits,
- * with the others of its environment and second, as a page; pages leave in batches, deflated
- * (off the event loop), every `flushMs`, or at `maxBatch` operations or `maxBatchChars`
- * characters. The buffer is bounded: when the bus is slow or gone, new operations are dropped
- * and counted rather than held without end, and a failed batch is dropped too (the log is an
- * aid, not a ledger; the work itself never waits on it). An operation whose environment id no
- * page may name is dropped and counted alone, so it cannot fail its batch.
+ * Records operations off the hot path: each is written at once as JSON, into the page of its
+ * environment and second (UTF-8, outside the JavaScript heap: no object or text of it lives on
+ * for the batch's second, which is what the garbage collector pays for); pages leave in
+ * batches, deflated (off the event loop), every `flushMs`, or at `maxBatch` operations or
+ * `maxBatchBytes` bytes. The buffer is bounded: when the bus is slow or gone, new operations
+ * are dropped and counted rather than held without end, and a failed batch is dropped too (the
+ * log is an aid, not a ledger; the work itself never waits on it). An operation whose
+ * environment id no page may name is dropped and counted alone, so it cannot fail its batch.
  */
 export function createOperationLog(options: OperationRecorderOptions): OperationLog {
   // A second: each batch costs a JetStream publish, a deflate, and the gateway and the database
   // an insert, whatever it holds; under load the size bounds send it sooner.
   const flushMs = options.flushMs ?? 1000;
-  // As large as a batch may be: each costs the same whatever it holds. A page is at most a batch,
-  // plus the operation that filled it; one whose UTF-8 passes the page bound (characters beyond
-  // ASCII take two to four bytes) is split as it leaves. Half the page bound in characters keeps
+  // As large as a batch may be: each costs the same whatever it holds. Half the page bound keeps
   // a batch of poorly compressing entries well inside a NATS message.
   const maxBatch = Math.min(options.maxBatch ?? OPERATIONS_PER_BATCH_MAX, OPERATIONS_PER_BATCH_MAX);
-  const maxBatchChars = Math.min(options.maxBatchChars ?? OPERATION_PAGE_BYTES_MAX / 2, OPERATION_PAGE_BYTES_MAX);
+  const maxBatchBytes = Math.min(options.maxBatchBytes ?? OPERATION_PAGE_BYTES_MAX / 2, OPERATION_PAGE_BYTES_MAX);
   const maxBuffered = options.maxBuffered ?? 10_000;
+  /** The pages being filled, by environment and second. */
   let pages = new Map<string, PageInProgress>();
-  /** The page the last operation went to, while it waits (`sendWaiting` forgets it), and its second. */
+  /** Pages filled to the page bound, waiting with the others for the batch to leave. */
+  let full: PageInProgress[] = [];
+  /** The page the last operation went to, while it waits (`sendWaiting` forgets it), its key and its second. */
   let lastPage: PageInProgress | undefined;
+  let lastKey = '';
   let lastSecond = 0;
   let waiting = 0;
-  let waitingChars = 0;
+  let waitingBytes = 0;
   let sending = 0;
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
@@ -189,17 +216,23 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     clearTimeout(timer);
     timer = undefined;
     if (waiting === 0) return;
-    const made = [...pages.values()];
+    const made = [...full, ...pages.values()];
     const count = waiting;
     pages = new Map();
+    full = [];
     lastPage = undefined;
     waiting = 0;
-    waitingChars = 0;
+    waitingBytes = 0;
     sending += count;
     const task = (async () => {
       try {
         const batch = await Promise.all(
-          made.flatMap(pageTexts).map(async ({ environment_id, first_id, n, text }) => ({ environment_id, first_id, n, deflated: (await deflate(text, { level: 1 })).toString('base64') })),
+          made.map(async (page) => ({
+            environment_id: page.environment_id,
+            first_id: page.first_id,
+            n: page.n,
+            deflated: (await deflate(page.close(), { level: 1 })).toString('base64'),
+          })),
         );
         await options.send(batch);
         stats.sent += count;
@@ -226,29 +259,31 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     const second = Math.floor(startedAt / 1000);
     const id = newOperationId(startedAt);
     const text = fields === '' ? `{"id":"${id}"}` : `{"id":"${id}",${fields}}`;
-    if (lastPage !== undefined && second === lastSecond && environmentId === lastPage.environment_id) {
-      lastPage.ops.push(text);
-      if (id < lastPage.first_id) lastPage.first_id = id;
-    } else {
+    let page = lastPage !== undefined && second === lastSecond && environmentId === lastPage.environment_id ? lastPage : undefined;
+    let key = lastKey;
+    if (page === undefined) {
       if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
         stats.dropped += 1;
         warn('an operation names no environment a page may hold; dropped it');
         return;
       }
-      const key = `${environmentId}:${second}`;
-      let page = pages.get(key);
-      if (page) {
-        page.ops.push(text);
-        if (id < page.first_id) page.first_id = id;
-      } else {
-        pages.set(key, (page = { environment_id: environmentId, first_id: id, ops: [text] }));
-      }
-      lastPage = page;
-      lastSecond = second;
+      key = `${environmentId}:${second}`;
+      page = pages.get(key);
     }
+    let added = page === undefined ? false : page.add(id, text, OPERATION_PAGE_BYTES_MAX);
+    if (added === false) {
+      // A page at its bound waits as it is; the environment's second goes on in a new one.
+      if (page !== undefined) full.push(page);
+      page = new PageInProgress(environmentId, id, text.length);
+      pages.set(key, page);
+      added = page.add(id, text, OPERATION_PAGE_BYTES_MAX) as number;
+    }
+    lastPage = page;
+    lastKey = key;
+    lastSecond = second;
     waiting += 1;
-    waitingChars += text.length;
-    if (waiting >= maxBatch || waitingChars >= maxBatchChars) sendWaiting();
+    waitingBytes += added;
+    if (waiting >= maxBatch || waitingBytes >= maxBatchBytes) sendWaiting();
     else if (timer === undefined) {
       timer = setTimeout(sendWaiting, flushMs);
       timer.unref();
