@@ -97,6 +97,19 @@ describe('the operation log', () => {
     expect(numbers.sort((a, b) => a[0]! - b[0]!).flat()).toEqual([...Array(150).keys()]);
   });
 
+  it('sends an entry larger than the page bound alone in its page, and the entries around it in theirs', async () => {
+    const sent: OperationPage[][] = [];
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: OPERATION_PAGE_BYTES_MAX, send: async (pages) => void sent.push(pages) });
+    log.record(proxyCall(0));
+    log.record({ ...proxyCall(1), proxy: { method: 'GET', path: `/1/${'x'.repeat(OPERATION_PAGE_BYTES_MAX)}` } });
+    log.record(proxyCall(2));
+    await log.flush();
+    // Batches deflate side by side and may leave in either order.
+    const pages = sent.flat();
+    expect(pages.map((page) => page.n)).toEqual([1, 1, 1]);
+    expect(operationsOfPages(pages).map((operation) => operation.proxy?.path.slice(0, 8)).sort()).toEqual(['/1/xxxxx', '/items/0', '/items/2']);
+  });
+
   it('holds at most maxBuffered operations, dropping and counting the rest, and never waits on a slow send', async () => {
     let release: () => void = () => undefined;
     const stuck = new Promise<void>((resolve) => (release = resolve));

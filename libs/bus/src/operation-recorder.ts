@@ -134,16 +134,15 @@ class PageInProgress {
   constructor(
     readonly environment_id: string,
     firstId: string,
-    room: number,
   ) {
     this.first_id = firstId;
-    this.#bytes = Buffer.allocUnsafe(Math.max(PAGE_START_BYTES, room + 2));
+    this.#bytes = Buffer.allocUnsafe(PAGE_START_BYTES);
   }
 
   /**
    * Adds an entry unless it would take the page's UTF-8 past `maxBytes` (`]` included): then it
    * answers false and the entry goes to a new page. An empty page takes any entry. Answers the
-   * bytes the entry took.
+   * bytes the entry took. The page's memory doubles as it fills; only written bytes are ever sent.
    */
   add(id: string, text: string, maxBytes: number): number | false {
     // Three bytes of UTF-8 at most for each UTF-16 unit: the room asked before the text is measured.
@@ -274,7 +273,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     if (added === false) {
       // A page at its bound waits as it is; the environment's second goes on in a new one.
       if (page !== undefined) full.push(page);
-      page = new PageInProgress(environmentId, id, text.length);
+      page = new PageInProgress(environmentId, id);
       pages.set(key, page);
       added = page.add(id, text, OPERATION_PAGE_BYTES_MAX) as number;
     }
