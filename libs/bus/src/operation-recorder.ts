@@ -125,19 +125,14 @@ const PAGE_START_BYTES = 2 * 1024;
  * again and measured again as the batch leaves.
  */
 class PageInProgress {
-  first_id: string;
+  /** The lowest id of the page's entries. */
+  first_id = '';
   n = 0;
-  #bytes: Buffer;
+  #bytes = Buffer.allocUnsafe(PAGE_START_BYTES);
   /** Bytes written: `[` and the entries, with the commas between them. */
   #length = 0;
 
-  constructor(
-    readonly environment_id: string,
-    firstId: string,
-  ) {
-    this.first_id = firstId;
-    this.#bytes = Buffer.allocUnsafe(PAGE_START_BYTES);
-  }
+  constructor(readonly environment_id: string) {}
 
   /**
    * Adds an entry unless it would take the page's UTF-8 past `maxBytes` (`]` included): then it
@@ -156,8 +151,8 @@ class PageInProgress {
     this.#bytes[this.#length] = this.n === 0 ? 0x5b /* [ */ : 0x2c; /* , */
     const written = this.#bytes.write(text, this.#length + 1, 'utf8');
     this.#length += written + 1;
+    if (this.n === 0 || id < this.first_id) this.first_id = id;
     this.n += 1;
-    if (id < this.first_id) this.first_id = id;
     return written + 1;
   }
 
@@ -191,9 +186,8 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   let pages = new Map<string, PageInProgress>();
   /** Pages filled to the page bound, waiting with the others for the batch to leave. */
   let full: PageInProgress[] = [];
-  /** The page the last operation went to, while it waits (`sendWaiting` forgets it), its key and its second. */
+  /** The page the last operation went to, while it waits (`sendWaiting` forgets it), and its second. */
   let lastPage: PageInProgress | undefined;
-  let lastKey = '';
   let lastSecond = 0;
   let waiting = 0;
   let waitingBytes = 0;
@@ -259,26 +253,24 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     const id = newOperationId(startedAt);
     const text = fields === '' ? `{"id":"${id}"}` : `{"id":"${id}",${fields}}`;
     let page = lastPage !== undefined && second === lastSecond && environmentId === lastPage.environment_id ? lastPage : undefined;
-    let key = lastKey;
     if (page === undefined) {
       if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
         stats.dropped += 1;
         warn('an operation names no environment a page may hold; dropped it');
         return;
       }
-      key = `${environmentId}:${second}`;
-      page = pages.get(key);
+      page = pages.get(`${environmentId}:${second}`);
     }
     let added = page === undefined ? false : page.add(id, text, OPERATION_PAGE_BYTES_MAX);
     if (added === false) {
-      // A page at its bound waits as it is; the environment's second goes on in a new one.
+      // A page at its bound waits as it is; the environment's second goes on in a new one, which
+      // takes any entry.
       if (page !== undefined) full.push(page);
-      page = new PageInProgress(environmentId, id);
-      pages.set(key, page);
+      page = new PageInProgress(environmentId);
+      pages.set(`${environmentId}:${second}`, page);
       added = page.add(id, text, OPERATION_PAGE_BYTES_MAX) as number;
     }
     lastPage = page;
-    lastKey = key;
     lastSecond = second;
     waiting += 1;
     waitingBytes += added;
