@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Latchkey, LatchkeyError } from '@latchkey/client';
+import { repoRoot } from '@latchkey/testing';
 import { http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
@@ -42,5 +45,34 @@ describe('the TypeScript client', () => {
   it('reports an unreachable host as a network error', async () => {
     const latchkey = new Latchkey({ host: 'http://127.0.0.1:9', apiKey: 'x', timeoutMs: 2000 });
     await expect(latchkey.getEnvironmentVariables()).rejects.toMatchObject({ status: 0, code: 'ECONNREFUSED' });
+  });
+});
+
+/**
+ * The README's core flow, as a reader copies it: the integration and the connection its curl
+ * block creates are taken as written, and its client example imports the same credentials.
+ */
+describe("the README's core flow", () => {
+  const readme = readFileSync(join(repoRoot(), 'README.md'), 'utf8');
+  /** The JSON body of the README's curl call to `route`. */
+  const curlBody = (route: string) => {
+    const match = new RegExp(`-d '(\\{[^']*\\})' \\$URL/${route}\\b`).exec(readme);
+    if (!match) throw new Error(`the README has no curl call to /${route}`);
+    return JSON.parse(match[1]!) as Record<string, any>;
+  };
+
+  it('creates its integration and imports its connection as written', async () => {
+    const integration = await http(`${stack.url}/integrations`, { method: 'POST', token: stack.bootstrapKey, body: curlBody('integrations') });
+    expect(integration.status).toBe(201);
+    const connection = curlBody('connections');
+    const imported = await http(`${stack.url}/connections`, { method: 'POST', token: stack.bootstrapKey, body: connection });
+    expect(imported.status).toBe(201);
+    const read = await http(`${stack.url}/connections/${connection['connection_id']}?provider_config_key=${connection['provider_config_key']}`, { token: stack.bootstrapKey });
+    expect(read.status).toBe(200);
+    expect(read.json.credentials.type).toBe(connection['credentials']['type']);
+
+    // The client example imports the same type of credentials.
+    const example = /createConnection\(\{[^\n]*credentials: \{ type: '([A-Z0-9_]+)'/.exec(readme);
+    expect(example?.[1]).toBe(connection['credentials']['type']);
   });
 });
