@@ -49,6 +49,25 @@ describe('the hosted Connect UI', () => {
     await page.close();
   });
 
+  it('loads with no failed request and no console error (no favicon asked of the gateway either)', async () => {
+    const { connect_link: link } = (await api('POST', '/connect/sessions', { tags: { end_user_id: 'ui-quiet' }, allowed_integrations: ['keys', 'oauth'] })).json.data;
+    const page = await browser.newPage();
+    const failures: string[] = [];
+    page.on('response', (response) => {
+      if (response.status() >= 400) failures.push(`${response.status()} ${new URL(response.url()).pathname}`);
+    });
+    page.on('console', (message) => {
+      if (message.type() === 'error') failures.push(`console: ${message.text()}`);
+    });
+    await page.goto(link);
+    await page.getByRole('heading', { name: 'Connect an account' }).waitFor();
+    await page.getByRole('button', { name: 'Acme API' }).waitFor();
+    // A browser asks for the icon after the page has loaded.
+    await page.waitForLoadState('networkidle');
+    expect(failures).toEqual([]);
+    await page.close();
+  });
+
   it('sends the end user through the provider for OAuth 2 and back to a success page', async () => {
     const { connect_link: link } = (await api('POST', '/connect/sessions', { tags: { end_user_id: 'ui-oauth' }, allowed_integrations: ['oauth'] })).json.data;
     const page = await browser.newPage();

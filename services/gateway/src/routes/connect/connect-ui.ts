@@ -8,6 +8,7 @@ let bundle: Promise<Buffer> | undefined;
 
 const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>Connect an account</title>
 <style>
 *{box-sizing:border-box}body{font:16px/1.5 system-ui,-apple-system,sans-serif;margin:0;background:#f6f7f9;color:#1d2433;display:grid;place-items:center;min-height:100vh;padding:1rem}

@@ -7,6 +7,7 @@ import { sendHtmlPage } from '../../http/html-page.js';
  */
 const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>Latchkey API reference</title>
 <link rel="stylesheet" href="/docs/swagger-ui.css">
 </head>
