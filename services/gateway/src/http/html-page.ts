@@ -2,6 +2,16 @@ import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
 
 /**
+ * The start of every page the gateway serves, up to its title (plain text, escaped by the
+ * caller where it is not a constant). The empty icon spares the browser asking for
+ * `/favicon.ico`, which the gateway answers 404.
+ */
+export const pageStart = (title: string) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>${title}</title>`;
+
+/**
  * Every HTML page the gateway serves (the Connect UI, the OAuth callback) goes out through here,
  * with one set of headers: scripts only from this origin or inline with this response's nonce,
  * no framing, no referrer (URLs carry session tokens and authorization codes), never cached.

@@ -1,15 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { defineRoute } from '../../http/define-route.js';
-import { sendHtmlPage } from '../../http/html-page.js';
+import { pageStart, sendHtmlPage } from '../../http/html-page.js';
 
 /** The bundle `npm run build:ui` makes from `connect-ui/app.ts` (esbuild; no CDN, works offline). */
 const BUNDLE = new URL('../../connect-ui/app.js', import.meta.url);
 let bundle: Promise<Buffer> | undefined;
 
-const PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>Connect an account</title>
+const PAGE = `${pageStart('Connect an account')}
 <style>
 *{box-sizing:border-box}body{font:16px/1.5 system-ui,-apple-system,sans-serif;margin:0;background:#f6f7f9;color:#1d2433;display:grid;place-items:center;min-height:100vh;padding:1rem}
 main{background:#fff;width:100%;max-width:26rem;padding:1.75rem;border-radius:14px;box-shadow:0 4px 24px #0000001a}

@@ -1,3 +1,5 @@
+import { pageStart } from '../../http/html-page.js';
+
 /** Text for HTML: the five characters that matter, escaped. */
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
@@ -22,10 +24,7 @@ export function resultPage(
   // JSON inside a script: `<` escaped so no value can close the tag.
   const payload = JSON.stringify(message).replace(/</g, '\\u003c');
   const targets = JSON.stringify(targetOrigins).replace(/</g, '\\u003c');
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>${title}</title>
+  return `${pageStart(title)}
 <style>body{font:16px/1.5 system-ui,sans-serif;display:grid;place-items:center;min-height:100vh;margin:0;background:#f6f7f9;color:#1d2433}
 main{background:#fff;padding:2rem 2.5rem;border-radius:12px;box-shadow:0 2px 12px #0001;max-width:28rem;text-align:center}
 h1{font-size:1.25rem;margin:0 0 .5rem}.hint{color:#667085;font-size:.875rem}.ok{color:#0a7a3d}.fail{color:#b42318}</style></head>

@@ -1,14 +1,11 @@
 import { defineRoute } from '../../http/define-route.js';
-import { sendHtmlPage } from '../../http/html-page.js';
+import { pageStart, sendHtmlPage } from '../../http/html-page.js';
 
 /**
  * `GET /docs`: the API reference rendered by Swagger UI, whose files the gateway serves itself
  * (`/docs/{asset}`): the page makes no request but to this origin, and runs no inline script.
  */
-const PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>Latchkey API reference</title>
+const PAGE = `${pageStart('Latchkey API reference')}
 <link rel="stylesheet" href="/docs/swagger-ui.css">
 </head>
 <body><div id="reference"></div>
