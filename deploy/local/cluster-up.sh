@@ -80,7 +80,9 @@ for replica in 1 2; do
     url=$(nats_url_for "$index")
     index=$((index + 1))
     if [ "$service" = gateway ]; then
-      PORT=$((3302 + replica)) NATS_URL=$url start "gateway-$replica" gateway node --no-node-snapshot services/gateway/dist/main.js
+      # Each gateway its own metrics port too (both would take 9464 otherwise, and the second fail).
+      PORT=$((3302 + replica)) METRICS_PORT=$((9464 + replica)) NATS_URL=$url \
+        start "gateway-$replica" gateway node --no-node-snapshot services/gateway/dist/main.js
     else
       extra=()
       [ "$service" = action-runner ] && extra=(--max-old-space-size=512)
@@ -103,6 +105,7 @@ cat <<MSG
 
 Latchkey is up as a cluster.
   Gateways: http://localhost:3303 and http://localhost:3304 (two replicas; put a load balancer in front, or use either)
+  Metrics:  the gateways' on 9465 and 9466, the other services' on 3310-3314 and 3320-3324 (/metrics)
   API key:  ${SECRETS[BOOTSTRAP_SECRET_KEY]}   (environment ${BOOTSTRAP_ENVIRONMENT:-dev}, full access)
   NATS:     $(IFS=,; echo "${nats_urls[*]}")   (JetStream replicas: 3; monitoring on 8331-8333)
   Database: FerretDB on 127.0.0.1:27019, PostgreSQL database $database
