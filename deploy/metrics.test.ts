@@ -60,6 +60,13 @@ describe('metrics in deploy/ and docs/', () => {
     }
   });
 
+  it('docs/operations.md names every alert of the rules file, and no other', () => {
+    const rules = parse(read('prometheus/alerts.yml')) as { groups: Array<{ rules: Array<{ alert: string }> }> };
+    const alerts = rules.groups.flatMap((group) => group.rules.map((rule) => rule.alert));
+    const named = [...new Set([...read('../docs/operations.md').matchAll(/`(Latchkey[A-Za-z0-9]+)`/g)].map((match) => match[1]!))];
+    expect(named.sort()).toEqual([...alerts].sort());
+  });
+
   it('docs/operations.md lists every metric of the catalog with its type and labels, and no other', () => {
     const rows = read('../docs/operations.md')
       .split('\n')
