@@ -65,8 +65,8 @@ describe('the operation log', () => {
 
   it('sends a batch once its entries reach maxBatchBytes', async () => {
     const sizes: number[] = [];
-    const chars = JSON.stringify({ ...proxyCall(0), id: newOperationId() }).length;
-    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: chars * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
+    const bytes = Buffer.byteLength(JSON.stringify({ ...proxyCall(0), id: newOperationId() }));
+    const log = createOperationLog({ logger: quiet, flushMs: 60_000, maxBatchBytes: bytes * 4, send: async (pages) => void sizes.push(operationsOfPages(pages).length) });
     for (let n = 0; n < 20; n++) log.record(proxyCall(n));
     await eventually(() => (sizes.length >= 4 ? true : undefined), 5_000, 'four batches', 10);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(4);
