@@ -1,1 +1,1 @@
-export { runService, type BaseConfig, type RunningService, type Runtime, type ServiceDefinition } from './run-service.js';
+export { runMain, runService, type BaseConfig, type RunningService, type Runtime, type ServiceDefinition } from './run-service.js';

@@ -191,6 +191,27 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
 }
 
 /**
+ * A service's entry point: `runService`, and a start that fails (a port taken, a database that
+ * refuses the login, a key the stored data needs and the settings lack) is logged as one JSON
+ * line, as every other line the service writes, before the process exits 1. Tests call
+ * `runService` itself, which throws instead.
+ */
+export async function runMain<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
+  try {
+    return await runService(definition);
+  } catch (error) {
+    const logger = createLogger({ service: definition.service, level: definition.config.LOG_LEVEL });
+    logger.error('could not start', { error });
+    // Exit once the line is out; connections made before the failure must not hold the process.
+    const exit = () => process.exit(1);
+    logger.once('finish', exit);
+    logger.end();
+    setTimeout(exit, 1_000);
+    return new Promise<never>(() => undefined);
+  }
+}
+
+/**
  * /health answers while the process lives; /ready only while the service can do its work;
  * /metrics is the Prometheus scrape (never behind a key: the probe port stays in the cluster).
  */

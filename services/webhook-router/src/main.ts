@@ -1,6 +1,6 @@
-import { runService } from '@latchkey/runtime';
+import { runMain } from '@latchkey/runtime';
 import { loadServiceConfig } from './config.js';
 import { startRouter } from './start-router.js';
 
-// The composition root: config, then connections (in runService), then the router's wiring.
-await runService({ service: 'webhook-router', config: loadServiceConfig(), start: startRouter });
+// The composition root: config, then connections (in runMain), then the router's wiring.
+await runMain({ service: 'webhook-router', config: loadServiceConfig(), start: startRouter });
