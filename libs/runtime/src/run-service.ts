@@ -191,22 +191,30 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
 }
 
 /**
- * A service's entry point: `runService`, and a start that fails (a port taken, a database that
- * refuses the login, a key the stored data needs and the settings lack) is logged as one JSON
- * line, as every other line the service writes, before the process exits 1. Tests call
- * `runService` itself, which throws instead.
+ * A service's entry point: `runService`, with the two ways a process ends unasked said as one
+ * JSON line, as every other line the service writes, before it exits 1: a start that fails (a
+ * port taken, a database that refuses the login, a key the stored data needs and the settings
+ * lack), and, once running, a throw no code caught (in a callback), which Node would print as a
+ * bare stack trace. Tests call `runService` itself, which throws instead.
  */
 export async function runMain<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
-  try {
-    return await runService(definition);
-  } catch (error) {
-    const logger = createLogger({ service: definition.service, level: definition.config.LOG_LEVEL });
-    logger.error('could not start', { error });
-    // Exit once the line is out; connections made before the failure must not hold the process.
+  const logger = createLogger({ service: definition.service, level: definition.config.LOG_LEVEL });
+  let failing = false;
+  const fail = (message: string, error: unknown) => {
+    if (failing) return;
+    failing = true;
+    logger.error(message, { error });
+    // Exit once the line is out; connections and timers must not hold the process.
     const exit = () => process.exit(1);
     logger.once('finish', exit);
     logger.end();
     setTimeout(exit, 1_000);
+  };
+  process.on('uncaughtException', (error) => fail('uncaught exception; exiting', error));
+  try {
+    return await runService(definition);
+  } catch (error) {
+    fail('could not start', error);
     return new Promise<never>(() => undefined);
   }
 }
