@@ -128,16 +128,24 @@ export function idListsIndexed(connection: Connection): Promise<boolean> {
  * answers it from an index (MongoDB), else one `{_id}` lookup each, `inFlight` at a time
  * (FerretDB reads the whole collection for a list of ids).
  */
-export async function findByIds<T extends { _id: string }>(connection: Connection, collection: mongo.Collection<T>, ids: readonly string[], inFlight = ids.length): Promise<Array<T | null>> {
+export async function findByIds<T extends { _id: string }>(
+  connection: Connection,
+  collection: mongo.Collection<T>,
+  ids: readonly string[],
+  inFlight = ids.length,
+  /** Only these fields (and `_id`) come back: what the caller reads of many documents, not all of each. */
+  projection?: mongo.Document,
+): Promise<Array<T | null>> {
   if (ids.length === 0) return [];
+  const options = projection === undefined ? {} : { projection };
   if (await idListsIndexed(connection)) {
-    const found = new Map<string, T>(((await collection.find({ _id: { $in: [...ids] } } as mongo.Filter<T>).toArray()) as T[]).map((doc) => [doc._id, doc]));
+    const found = new Map<string, T>(((await collection.find({ _id: { $in: [...ids] } } as mongo.Filter<T>, options).toArray()) as T[]).map((doc) => [doc._id, doc]));
     return ids.map((id) => found.get(id) ?? null);
   }
   const docs: Array<T | null> = [];
   const step = Math.max(1, inFlight);
   for (let at = 0; at < ids.length; at += step) {
-    docs.push(...(await Promise.all(ids.slice(at, at + step).map((id) => collection.findOne({ _id: id } as mongo.Filter<T>) as Promise<T | null>))));
+    docs.push(...(await Promise.all(ids.slice(at, at + step).map((id) => collection.findOne({ _id: id } as mongo.Filter<T>, options) as Promise<T | null>))));
   }
   return docs;
 }

@@ -24,6 +24,14 @@ export interface ConnectionFilter {
 /** What the lists hold of a connection. */
 export type Listed = Pick<ConnectionDoc, '_id' | 'environment_id' | 'provider_config_key' | 'connection_id' | 'tags' | 'end_user'>;
 
+/**
+ * What a walk reads of each connection it meets: what the filter and the order need, never the
+ * credentials or metadata, so a page deep in a large list holds small documents until its own
+ * few are read whole.
+ */
+type Candidate = Listed & Pick<ConnectionDoc, 'created_at'>;
+const CANDIDATE_FIELDS = { environment_id: 1, provider_config_key: 1, connection_id: 1, tags: 1, end_user: 1, created_at: 1 };
+
 /** Entries (and then their connections) a list reads at once: FerretDB on PostgreSQL holds a database connection for each. */
 const LOOKUPS_IN_FLIGHT = 16;
 /** Lists whose last number a replica remembers; past this many it forgets them (a head read each, no more). */
@@ -54,7 +62,7 @@ export function listsOf(doc: Pick<Listed, 'provider_config_key' | 'tags' | 'end_
 }
 
 /** Whether a stored connection passes every filter but the connection id (which has its own path). */
-export function matchesFilter(doc: ConnectionDoc, filter: ConnectionFilter): boolean {
+export function matchesFilter(doc: Pick<ConnectionDoc, 'provider_config_key' | 'tags' | 'end_user' | 'connection_id'>, filter: ConnectionFilter): boolean {
   const search = filter.search?.toLowerCase();
   return (
     (!filter.provider_config_keys?.length || filter.provider_config_keys.includes(doc.provider_config_key)) &&
@@ -65,7 +73,7 @@ export function matchesFilter(doc: ConnectionDoc, filter: ConnectionFilter): boo
 }
 
 /** Newest first; `sort` is stable, so equal times keep the order they were found in. */
-const newestFirst = (docs: ConnectionDoc[]) => docs.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
+const newestFirst = <T extends Pick<ConnectionDoc, 'created_at'>>(docs: T[]) => docs.sort((a, b) => b.created_at.getTime() - a.created_at.getTime());
 
 /**
  * The environment's connection lists, read and written by `_id` alone: FerretDB 1.24 answers no
@@ -202,8 +210,8 @@ export function createConnectionLists(connection: Connection) {
    * is listed before it is created, so none below is newer (one as old ties, and ties keep the
    * order they were found in, on this page and the next).
    */
-  async function walk(environment: EnvironmentId, list: ConnectionList, top: number, filter: ConnectionFilter, wanted: number): Promise<ConnectionDoc[]> {
-    const found: ConnectionDoc[] = [];
+  async function walk(environment: EnvironmentId, list: ConnectionList, top: number, filter: ConnectionFilter, wanted: number): Promise<Candidate[]> {
+    const found: Candidate[] = [];
     const seen = new Set<string>();
     const oldestWanted = () => (found.length >= wanted ? newestFirst(found)[wanted - 1]!.created_at.getTime() : -Infinity);
     for (let next = top; next >= 1; ) {
@@ -228,11 +236,13 @@ export function createConnectionLists(connection: Connection) {
         seen.add(entry.c);
         fresh.push(entry);
       }
-      const docs = await findByIds(
+      const docs = (await findByIds(
         connection,
         connectionDocs,
         fresh.map((entry) => entry.c),
-      );
+        fresh.length,
+        CANDIDATE_FIELDS,
+      )) as Array<Candidate | null>;
       for (const doc of docs) if (doc && doc.environment_id === environment && matchesFilter(doc, filter)) found.push(doc);
       if (done) break;
     }
@@ -298,9 +308,14 @@ export function createConnectionLists(connection: Connection) {
       const total = (group: Array<{ top: number }>) => group.reduce((sum, source) => sum + source.top, 0);
       const sources = sized.reduce((best, group) => (total(group) < total(best) ? group : best));
       const wanted = (page.page + 1) * page.limit;
-      const found: ConnectionDoc[] = [];
+      const found: Candidate[] = [];
       for (const source of sources) if (source.top > 0) found.push(...(await walk(environment, source.list, source.top, filter, wanted)));
-      return newestFirst(found).slice(page.page * page.limit, wanted);
+      // Only the page's own connections are read whole (one changed since still has to match).
+      const ids = newestFirst(found)
+        .slice(page.page * page.limit, wanted)
+        .map((doc) => doc._id);
+      const docs = await findByIds(connection, connectionDocs, ids, LOOKUPS_IN_FLIGHT);
+      return docs.filter((doc): doc is ConnectionDoc => doc !== null && doc.environment_id === environment && matchesFilter(doc, filter));
     },
   };
 }

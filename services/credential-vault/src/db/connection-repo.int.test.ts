@@ -288,6 +288,29 @@ describe('connection lists are index lookups', () => {
       await watched.close();
     }
   }, 30_000);
+  it('a page deep in a list reads only its own connections whole: those before it, the fields the filter and order need', async () => {
+    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
+    await watched.asPromise();
+    const collection = connectionModel(connection).collection.collectionName;
+    /** Each read of connections: how many it asked for, and whether whole (no projection). */
+    const reads: Array<{ ids: number; whole: boolean }> = [];
+    watched.getClient().on('commandStarted', (event) => {
+      if (event.commandName !== 'find' || event.command['find'] !== collection) return;
+      const id = (event.command['filter'] as { _id: string | { $in: string[] } })._id;
+      reads.push({ ids: typeof id === 'string' ? 1 : id.$in.length, whole: event.command['projection'] === undefined });
+    });
+    try {
+      const page = await createConnectionRepo(watched).list(listed, { provider_config_keys: ['github'] }, { limit: 5, page: 4 });
+      expect(names(page)).toEqual(expected(members, (doc) => doc.provider_config_key === 'github').slice(20, 25));
+      // The page's five are read whole, and every connection a page reads first, its listed fields only.
+      expect(reads.filter((read) => read.whole).reduce((sum, read) => sum + read.ids, 0)).toBe(5);
+      expect(reads.filter((read) => !read.whole).reduce((sum, read) => sum + read.ids, 0)).toBeGreaterThanOrEqual(25);
+      // Read whole, the page's connections are as stored.
+      expect(page.every((doc) => typeof doc.credentials === 'string' && doc.credentials.length > 0)).toBe(true);
+    } finally {
+      await watched.close();
+    }
+  }, 30_000);
 });
 
 const searched = environmentId('env_search');
