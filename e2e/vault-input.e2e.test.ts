@@ -34,6 +34,12 @@ const ignored: Want = { status: 200 };
 const long = (length: number) => 'x'.repeat(length);
 const withQuery = (path: string, extra: string) => `${path}${path.includes('?') ? '&' : '?'}${extra}`;
 const tooManyTags = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`t${i}`, 'v']));
+/** JSON of `{a: [[…]]}`, arrays `levels` deep: past 32, refused where the 33rd level starts. */
+const nestedText = (levels: number) => `{"a":${'['.repeat(levels)}${']'.repeat(levels)}}`;
+const tooDeepPath = (field: string) => `${field}.a${'.0'.repeat(31)}`;
+/** `body` as JSON, its metadata replaced by `nestedText(levels)` (too deep for JSON.stringify's stack to write). */
+const withDeepMetadata = (method: string, path: string, valid: Record<string, unknown>, levels: number) =>
+  raw(method, path, JSON.stringify({ ...valid, metadata: 'DEEP' }).replace('"DEEP"', nestedText(levels)));
 
 /** The request-shape cases every JSON body route shares; `valid` is a body the route would accept. */
 function shape(method: string, path: string, valid: unknown, scope: string): Case[] {
@@ -93,6 +99,8 @@ function metadataCases(method: 'POST' | 'PATCH'): Case[] {
     ['dotted metadata key', at(metadataBody({ metadata: { 'a.b': 1 } })), body('metadata.a.b')],
     ['$ metadata key', at(metadataBody({ metadata: { $set: 1 } })), body('metadata.$set')],
     ['nested $ metadata key', at(metadataBody({ metadata: { a: { $x: 1 } } })), body('metadata.a.$x')],
+    ['metadata nested past 32 levels', withDeepMetadata(method, '/connections/metadata', metadataBody(), 32), body(tooDeepPath('metadata'))],
+    ['metadata nested 20,000 levels', withDeepMetadata(method, '/connections/metadata', metadataBody(), 20_000), body(tooDeepPath('metadata'))],
     ['one unknown connection among known', at(metadataBody({ connection_id: ['c1', 'ghost'] })), notFound('unknown_connection')],
     ['unknown integration', at(metadataBody({ provider_config_key: 'nope' })), notFound('unknown_provider_config')],
   ];
@@ -173,6 +181,7 @@ const ROUTES: Record<string, Case[]> = {
     ['dotted tag key', importing({ tags: { 'a.b': 'y' } }), body('tags.a.b')],
     ['dotted metadata key', importing({ metadata: { 'a.b': 1 } }), body('metadata.a.b')],
     ['$ metadata key', importing({ metadata: { $set: 1 } }), body('metadata.$set')],
+    ['metadata nested 20,000 levels', withDeepMetadata('POST', '/connections', imported(), 20_000), body(tooDeepPath('metadata'))],
     ['end_user without id', importing({ end_user: { email: 'a@b.c' } }), body('end_user.id')],
     ['unknown credential type', importCredentials({ type: 'NOPE' }), body('credentials.type')],
     ['unknown credential field', importCredentials({ type: 'API_KEY', apiKey: 'k', extra: 1 }), body('credentials')],

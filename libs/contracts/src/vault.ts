@@ -16,20 +16,39 @@ export const tagsSchema = z
   .record(fieldName.max(64), z.string().max(255))
   .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags');
 
-/** Free-form metadata: any JSON, with field-safe keys at every depth (reported at their path). */
+/**
+ * How deep metadata and connection config may nest below their top: far more than any provider's
+ * configuration needs, and within MongoDB's 100 levels wherever they are stored.
+ */
+export const METADATA_MAX_DEPTH = 32;
+
+/**
+ * Free-form metadata: any JSON, with field-safe keys at every depth (reported at their path),
+ * nested at most `METADATA_MAX_DEPTH` levels. Walked without recursion: a small body nested
+ * thousands deep is one issue, not a stack overflow answered 500.
+ */
 export const metadataSchema = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
-  const walk = (node: unknown, path: PropertyKey[]) => {
-    if (Array.isArray(node)) node.forEach((item, index) => walk(item, [...path, index]));
-    else if (node !== null && typeof node === 'object') {
+  const pending: Array<{ node: unknown; path: PropertyKey[] }> = [{ node: value, path: [] }];
+  while (pending.length > 0) {
+    const { node, path } = pending.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (path.length >= METADATA_MAX_DEPTH) {
+      ctx.addIssue({ code: 'custom', message: `nested deeper than ${METADATA_MAX_DEPTH} levels`, path });
+      return;
+    }
+    const children: Array<{ node: unknown; path: PropertyKey[] }> = [];
+    if (Array.isArray(node)) node.forEach((item, index) => children.push({ node: item, path: [...path, index] }));
+    else {
       for (const [key, item] of Object.entries(node)) {
         if (!fieldName.safeParse(key).success) {
           ctx.addIssue({ code: 'custom', message: 'keys may not contain "." or start with "$"', path: [...path, key] });
         }
-        walk(item, [...path, key]);
+        children.push({ node: item, path: [...path, key] });
       }
     }
-  };
-  walk(value, []);
+    // Last pushed, first walked: children go in reversed, so they are walked in their order.
+    for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]!);
+  }
 });
 
 export const endUserSchema = z.strictObject({
