@@ -106,7 +106,8 @@ const entries: Array<[AnyContract, Access]> = [
   [v.updateIntegration, request(VAULT, [GATEWAY])],
   [v.deleteIntegration, request(VAULT, [GATEWAY])],
   [v.createConnection, request(VAULT, [GATEWAY])],
-  [v.listConnections, request(VAULT, [GATEWAY, SCHEDULER])],
+  [v.listConnections, request(VAULT, [GATEWAY])],
+  [v.integrationConnections, request(VAULT, [SCHEDULER])],
   [v.getConnection, request(VAULT, [GATEWAY, RUNNER])],
   // The gateway checks the connection an MCP request names before listing its tools.
   [v.resolveConnection, request(VAULT, [GATEWAY, SCHEDULER, RUNNER])],

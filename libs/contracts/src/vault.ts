@@ -269,6 +269,17 @@ export const vaultContracts = {
     connection,
     { perCaller: true },
   ),
+  /**
+   * Every connection of one integration, for the scheduler: newest first, a page at a time, each
+   * from where the last stopped (`before`, the `next` of the page before), so walking them all
+   * reads each once. Names only: no credentials, no refresh, no stamp. A page may hold a few more
+   * than `limit`; `next` is null at the end.
+   */
+  integrationConnections: defineRequest(
+    'vault.connections.of_integration',
+    z.object({ environment_id, provider_config_key: z.string(), limit: z.number().int().min(1).max(1000), before: z.number().int().min(1).optional() }),
+    z.object({ connections: z.array(z.object({ id: z.number().int(), connection_id: z.string() })), next: z.number().int().min(1).nullable() }),
+  ),
   /** Names a connection for other services (records, runs): no credentials, no refresh, no stamp. */
   resolveConnection: defineRequest(
     'vault.connections.resolve',

@@ -38,6 +38,7 @@ import {
   deleteConnectionHandler,
   getConnectionHandler,
   listConnectionsHandler,
+  integrationConnectionsHandler,
   patchConnectionHandler,
   resolveConnectionHandler,
   writeMetadataHandler,
@@ -188,6 +189,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultContracts.deleteIntegration, deleteIntegrationHandler(deps));
   bus.serve(vaultContracts.createConnection, createConnectionHandler(deps));
   bus.serve(vaultContracts.listConnections, listConnectionsHandler(deps));
+  bus.serve(vaultContracts.integrationConnections, integrationConnectionsHandler(deps));
   bus.serve(vaultContracts.getConnection, getConnectionHandler(deps));
   bus.serve(vaultContracts.resolveConnection, resolveConnectionHandler(deps));
   bus.serve(vaultContracts.patchConnection, patchConnectionHandler(deps));

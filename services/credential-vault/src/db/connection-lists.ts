@@ -285,6 +285,37 @@ export function createConnectionLists(connection: Connection) {
     },
 
     /**
+     * The connections of one integration, newest first, from entry `before` down (from its top
+     * when undefined) until `limit` are found: the entries a page reads and their connections'
+     * names, each once, so that walking a whole integration costs its size. `next` is where the
+     * following page starts, null past the first entry. Entries of connections since removed
+     * list nothing; one added meanwhile is above the walk (its schedules come with its event).
+     */
+    async integrationPage(environment: EnvironmentId, providerConfigKey: string, before: number | undefined, limit: number): Promise<{ connections: Array<Pick<ConnectionDoc, '_id' | 'id' | 'connection_id'>>; next: number | null }> {
+      const list: ConnectionList = ['integration', providerConfigKey];
+      let next = before === undefined ? await topOf(environment, list) : before - 1;
+      const connections: Array<Pick<ConnectionDoc, '_id' | 'id' | 'connection_id'>> = [];
+      while (next >= 1 && connections.length < limit) {
+        const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, next) }, (_, i) => next - i);
+        next -= numbers.length;
+        const entries = await findByIds(
+          connection,
+          entryDocs,
+          numbers.map((number) => connectionListQueries.entry(environment, list, number)._id),
+        );
+        const ids = entries.flatMap((entry) => (entry ? [entry.c] : []));
+        const docs = (await findByIds(connection, connectionDocs, ids, ids.length, { environment_id: 1, provider_config_key: 1, connection_id: 1, id: 1 })) as Array<Pick<
+          ConnectionDoc,
+          '_id' | 'id' | 'connection_id' | 'environment_id' | 'provider_config_key'
+        > | null>;
+        for (const doc of docs) {
+          if (doc && doc.environment_id === environment && doc.provider_config_key === providerConfigKey) connections.push({ _id: doc._id, id: doc.id, connection_id: doc.connection_id });
+        }
+      }
+      return { connections, next: next >= 1 ? next + 1 : null };
+    },
+
+    /**
      * One page, newest first. The filter's most selective list is read (every integration's
      * for several integrations; else the one of fewest entries among the integration, tags,
      * end user and the search's grams asked for), and what it lists is checked against the

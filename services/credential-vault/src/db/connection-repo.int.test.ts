@@ -288,6 +288,42 @@ describe('connection lists are index lookups', () => {
       await watched.close();
     }
   }, 30_000);
+  it("an integration's connections, page after page from where the last stopped: each once, each read once", async () => {
+    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
+    await watched.asPromise();
+    const collection = connectionModel(connection).collection.collectionName;
+    let connectionsRead = 0;
+    watched.getClient().on('commandStarted', (event) => {
+      if (event.commandName !== 'find' || event.command['find'] !== collection) return;
+      const id = (event.command['filter'] as { _id: string | { $in: string[] } })._id;
+      connectionsRead += typeof id === 'string' ? 1 : id.$in.length;
+    });
+    try {
+      const walker = createConnectionRepo(watched);
+      // What the list by filter gives (earlier cases removed some members).
+      const github = names(await repo.list(listed, { provider_config_keys: ['github'] }, all));
+      const seen: string[] = [];
+      let before: number | undefined;
+      let pages = 0;
+      do {
+        const page = await walker.integrationPage(listed, 'github', before, 4);
+        seen.push(...page.connections.map((doc) => doc.connection_id));
+        before = page.next ?? undefined;
+        pages += 1;
+      } while (before !== undefined && pages < 100);
+      // Every connection of the integration once, newest first; no other integration's.
+      expect(seen).toEqual(github);
+      // Each read once: as many connections read as the integration's list holds entries (a
+      // removed one's too), not a page's worth again for each page.
+      expect(connectionsRead).toBeGreaterThanOrEqual(github.length);
+      expect(connectionsRead).toBeLessThanOrEqual(github.length + 5);
+      // Another environment's are its own.
+      expect((await walker.integrationPage(other, 'github', undefined, 10)).connections.map((doc) => doc.connection_id)).toEqual(['c5']);
+    } finally {
+      await watched.close();
+    }
+  }, 30_000);
+
   it('a page deep in a list reads only its own connections whole: those before it, the fields the filter and order need', async () => {
     const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
     await watched.asPromise();

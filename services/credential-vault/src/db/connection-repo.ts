@@ -183,6 +183,8 @@ export function createConnectionRepo(connection: Connection) {
       if (filter.search) Object.assign(query, { $and: [{ connection_id: { $regex: escapeRegex(filter.search), $options: 'i' } }] });
       return scoped.find(environment, query, { sort: { created_at: -1 }, limit: page.limit, skip: page.page * page.limit });
     },
+    /** A page of an integration's connections by name, from where the last stopped (see the lists' `integrationPage`). */
+    integrationPage: (environment: EnvironmentId, providerConfigKey: string, before: number | undefined, limit: number) => lists.integrationPage(environment, providerConfigKey, before, limit),
     countForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.count(environment, { integration_id: integrationId }),
     listForIntegration: (environment: EnvironmentId, integrationId: string) => scoped.find(environment, { integration_id: integrationId }),
     /**

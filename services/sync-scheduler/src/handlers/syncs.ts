@@ -91,12 +91,20 @@ async function selectConnections(deps: Pick<SyncsDeps, 'bus'>, environment: Envi
     const found = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: connectionId, provider_config_key: providerConfigKey });
     return [{ connection_id: found.connection_id, id: found.id }];
   }
-  const found: NamedConnection[] = [];
-  for (let page = 0; ; page++) {
-    const batch = await deps.bus.request(vaultContracts.listConnections, { environment_id: environment, integration_ids: [providerConfigKey], limit: 1000, page });
-    found.push(...batch.filter((item) => item.provider_config_key === providerConfigKey).map(({ connection_id, id }) => ({ connection_id, id })));
-    if (batch.length < 1000) return found;
-  }
+  // Page by page, each from where the last stopped: every connection is read once, however many.
+  const found = new Map<string, NamedConnection>();
+  let before: number | undefined;
+  do {
+    const page = await deps.bus.request(vaultContracts.integrationConnections, {
+      environment_id: environment,
+      provider_config_key: providerConfigKey,
+      limit: 1000,
+      ...(before === undefined ? {} : { before }),
+    });
+    for (const { connection_id, id } of page.connections) found.set(connection_id, { connection_id, id });
+    before = page.next ?? undefined;
+  } while (before !== undefined);
+  return [...found.values()];
 }
 
 /** Makes sure every (connection, sync) has its base schedule; new ones run at once. */
