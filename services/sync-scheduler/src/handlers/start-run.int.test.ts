@@ -10,7 +10,7 @@ import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/recor
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { serializedScheduleWrites } from '../domain/schedule-writes.js';
-import { beginRunHandler, finishRunHandler, startRun, triggerHandler, type SyncsDeps } from './syncs.js';
+import { beginRunHandler, finishRunHandler, startRun, statusHandler, triggerHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -349,6 +349,46 @@ describe('POST /sync/trigger, by sync_mode', () => {
       expect(await trigger({ environment_id: env, provider_config_key: 'crm', syncs: ['tickets'], connection_id: 'c-mode', full_resync: false, reset_checkpoint: true })).toEqual({ queued: 1 });
       expect((await schedules.getSchedule(refreshed._id))?.checkpoint ?? null).toBeNull();
       expect(await records.count(MODE_SCOPE)).toBe(before);
+    } finally {
+      await vault.close();
+    }
+  });
+});
+
+describe('GET /sync/status for every connection of an integration', () => {
+  // It asked the vault for each connection's id, one request after another, though the walk over
+  // the integration's connections had just answered them all: thousands of connections meant
+  // thousands of round trips, past the gateway's timeout.
+  it("names each connection by the id the walk gave, with no request for it alone", async () => {
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    const ids = new Map(Array.from({ length: 30 }, (_, i) => [`c-status-${i}`, 500 + i]));
+    let resolved = 0;
+    vault.serve(vaultContracts.integrationConnections, () => ({ connections: [...ids].map(([connection_id, id]) => ({ id, connection_id })), next: null }));
+    vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => {
+      resolved += 1;
+      return { id: ids.get(connection_id) ?? 0, connection_id, provider_config_key, provider: 'crm' };
+    });
+    await vault.flush();
+    try {
+      const statusEnv = environmentId('env_status');
+      const deployments = createDeploymentRepo(connection);
+      await deployments.insertNext(statusEnv, 'crm', [
+        { type: 'sync', name: 'tickets', description: { type: 'sync', name: 'tickets', frequency: 'every hour', models: [{ name: 'Ticket', fields: [{ name: 'id', type: 'string' }] }], webhook_subscriptions: [] }, bundle: 'module.exports = {}' },
+      ]);
+      for (const connectionId of ids.keys()) await schedules.ensure(statusEnv, { provider_config_key: 'crm', connection_id: connectionId, sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+      // Records of one connection, under its numeric id.
+      const saved: RecordScope = { environment: statusEnv, connection: 507, model: 'Ticket', variant: 'base' };
+      const first = await records.reserve(saved, 2);
+      const now = new Date();
+      await records.insertNew(saved, [0, 1].map((n) => ({ external_id: `s-${n}`, payload: '{}', hash: `h-${n}`, first_seen_at: now, last_modified_at: now, last_action: 'ADDED' as const, deleted_at: null, pruned_at: null, seq: first + n })));
+      await records.reveal(saved, first + 1);
+
+      const status = statusHandler({ bus, logger, deployments, schedules, records, minFrequencyMs: 60_000, operations: { record: () => undefined } } as unknown as SyncsDeps);
+      const answer = await status({ environment_id: statusEnv, provider_config_key: 'crm', syncs: ['tickets'] });
+      expect(answer.syncs).toHaveLength(30);
+      expect(answer.syncs.find((entry) => entry.connection_id === 'c-status-7')?.recordCount).toEqual({ Ticket: 2 });
+      expect(answer.syncs.find((entry) => entry.connection_id === 'c-status-8')?.recordCount).toEqual({ Ticket: 0 });
+      expect(resolved).toBe(0);
     } finally {
       await vault.close();
     }

@@ -246,15 +246,13 @@ function recordsWritten(results: ModelCounts): number {
 
 export function statusHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.status>): Promise<ResponseOf<typeof syncContracts.status>> => {
-    const { environment, syncs, schedules } = await selectSchedules(deps, request, { ensure: false });
-    const publicIds = new Map<string, number>();
+    const { environment, syncs, schedules, connections } = await selectSchedules(deps, request, { ensure: false });
+    // The vault named every connection meant, with its numeric id (the records' scope), already.
+    const publicIds = new Map(connections.map(({ connection_id, id }) => [connection_id, id]));
     const entries: SyncStatusEntry[] = [];
     for (const schedule of schedules) {
-      let connection = publicIds.get(schedule.connection_id);
-      if (connection === undefined) {
-        connection = (await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key })).id;
-        publicIds.set(schedule.connection_id, connection);
-      }
+      // Selected schedules are of those connections only.
+      const connection = publicIds.get(schedule.connection_id)!;
       const models = syncs.find((sync) => sync.name === schedule.sync_name)?.models ?? [];
       const recordCount: Record<string, number> = {};
       const running = schedule.running === null ? null : await deps.schedules.getRun(environment, schedule.running);
