@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import mongoose, { type Connection, type mongo as driver } from 'mongoose';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { explainUntilIndexed, startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
+import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo, type WatchedConnection } from '@latchkey/testing';
 import { connectionListQueries } from './connection-lists.js';
 import {
   connectionKeyModel,
@@ -129,6 +129,14 @@ const member = (i: number, fields: Partial<ConnectionDoc> = {}) =>
     { tags: { team: `t${i % 3}` }, end_user: { id: `u${i % 5}` }, created_at: new Date(Date.UTC(2026, 0, 1) + i * 1000), ...fields },
   );
 const all = { limit: 1000, page: 0 };
+/** The reads of connection documents among watched commands: how many each asked for, and whether whole (no projection). */
+const connectionReads = (commands: WatchedConnection['commands']) =>
+  commands
+    .filter((command) => command.name === 'find' && command.body['find'] === connectionModel(connection).collection.collectionName)
+    .map((command) => {
+      const id = (command.body['filter'] as { _id: string | { $in: string[] } })._id;
+      return { ids: typeof id === 'string' ? 1 : id.$in.length, whole: command.body['projection'] === undefined };
+    });
 const names = (docs: readonly ConnectionDoc[]) => docs.map((doc) => doc.connection_id);
 /** What the list shows, as the old query computed it: the filter on every connection, newest first. */
 const expected = (docs: ReadonlyArray<Omit<ConnectionDoc, 'environment_id'>>, keep: (doc: Omit<ConnectionDoc, 'environment_id'>) => boolean) =>
@@ -289,15 +297,7 @@ describe('connection lists are index lookups', () => {
     }
   }, 30_000);
   it("an integration's connections, page after page from where the last stopped: each once, each read once", async () => {
-    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
-    await watched.asPromise();
-    const collection = connectionModel(connection).collection.collectionName;
-    let connectionsRead = 0;
-    watched.getClient().on('commandStarted', (event) => {
-      if (event.commandName !== 'find' || event.command['find'] !== collection) return;
-      const id = (event.command['filter'] as { _id: string | { $in: string[] } })._id;
-      connectionsRead += typeof id === 'string' ? 1 : id.$in.length;
-    });
+    const { connection: watched, commands, close } = await watchCommands(mongo.uri, dbName);
     try {
       const walker = createConnectionRepo(watched);
       // What the list by filter gives (earlier cases removed some members).
@@ -315,28 +315,21 @@ describe('connection lists are index lookups', () => {
       expect(seen).toEqual(github);
       // Each read once: as many connections read as the integration's list holds entries (a
       // removed one's too), not a page's worth again for each page.
+      const connectionsRead = connectionReads(commands).reduce((sum, read) => sum + read.ids, 0);
       expect(connectionsRead).toBeGreaterThanOrEqual(github.length);
       expect(connectionsRead).toBeLessThanOrEqual(github.length + 5);
       // Another environment's are its own.
       expect((await walker.integrationPage(other, 'github', undefined, 10)).connections.map((doc) => doc.connection_id)).toEqual(['c5']);
     } finally {
-      await watched.close();
+      await close();
     }
   }, 30_000);
 
   it('a page deep in a list reads only its own connections whole: those before it, the fields the filter and order need', async () => {
-    const watched = mongoose.createConnection(mongo.uri, { dbName, monitorCommands: true });
-    await watched.asPromise();
-    const collection = connectionModel(connection).collection.collectionName;
-    /** Each read of connections: how many it asked for, and whether whole (no projection). */
-    const reads: Array<{ ids: number; whole: boolean }> = [];
-    watched.getClient().on('commandStarted', (event) => {
-      if (event.commandName !== 'find' || event.command['find'] !== collection) return;
-      const id = (event.command['filter'] as { _id: string | { $in: string[] } })._id;
-      reads.push({ ids: typeof id === 'string' ? 1 : id.$in.length, whole: event.command['projection'] === undefined });
-    });
+    const { connection: watched, commands, close } = await watchCommands(mongo.uri, dbName);
     try {
       const page = await createConnectionRepo(watched).list(listed, { provider_config_keys: ['github'] }, { limit: 5, page: 4 });
+      const reads = connectionReads(commands);
       expect(names(page)).toEqual(expected(members, (doc) => doc.provider_config_key === 'github').slice(20, 25));
       // The page's five are read whole, and every connection a page reads first, its listed fields only.
       expect(reads.filter((read) => read.whole).reduce((sum, read) => sum + read.ids, 0)).toBe(5);
@@ -344,7 +337,7 @@ describe('connection lists are index lookups', () => {
       // Read whole, the page's connections are as stored.
       expect(page.every((doc) => typeof doc.credentials === 'string' && doc.credentials.length > 0)).toBe(true);
     } finally {
-      await watched.close();
+      await close();
     }
   }, 30_000);
 });
