@@ -62,6 +62,12 @@ const secondOfOperation = (operation: Pick<Operation, 'id' | 'started_at'>) => {
   const fromId = msOfId(operation.id);
   return secondOfMs(Number.isFinite(fromId) ? fromId : Date.parse(operation.started_at) || 0);
 };
+/**
+ * The cursor of a page that stopped at a second's start (its read budget spent): below every id of
+ * that second (`-` sorts before every other character ids use), above every id before it.
+ */
+const SECOND_START_SUFFIX = '-';
+const belowSecond = (second: string) => `${second}${SECOND_START_SUFFIX}`;
 /** Every page of an environment's second sorts from this ... */
 const secondStart = (environment: string, second: string) => `${environment}:${second}:`;
 /** ... to below this (`:` + 1). */
@@ -103,7 +109,13 @@ export const operationQueries = {
     return {
       _id: {
         $gte: lower === '' ? environmentStart(environment) : secondStart(environment, secondOfMs(msOfId(lower))),
-        $lt: upper === undefined ? environmentEnd(environment) : secondEnd(environment, secondOfMs(msOfId(upper))),
+        // Below a second's start, that second's pages hold nothing the list admits: they are not read.
+      $lt:
+        upper === undefined
+          ? environmentEnd(environment)
+          : upper === belowSecond(upper.slice(0, TIME_WIDTH))
+            ? secondStart(environment, upper.slice(0, TIME_WIDTH))
+            : secondEnd(environment, secondOfMs(msOfId(upper))),
       },
     };
   },
@@ -170,9 +182,13 @@ const PAGES_PER_READ = 16;
  * `onInvalid` hears of entries left out as they were read (a recorder that sent what its schema
  * does not admit): the gateway logs them.
  */
-export function createOperationRepo(connection: Connection, options: { onInvalid?: (count: number) => void } = {}) {
+/** Operations one list reads at most (and the rest of the second it is in), however little its filter matches. */
+const SCAN_BUDGET = 20_000;
+
+export function createOperationRepo(connection: Connection, options: { onInvalid?: (count: number) => void; scanBudget?: number } = {}) {
   const model = operationPageModel(connection);
   const onInvalid = options.onInvalid ?? (() => undefined);
+  const scanBudget = options.scanBudget ?? SCAN_BUDGET;
   const collection = model.collection;
 
   return {
@@ -221,13 +237,18 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
     /**
      * Newest first; `limit` at most, and the cursor of the next page when there may be one. Reads
      * pages newest first, a second at a time (a second's pages may come from several batches),
-     * and filters what they hold, so memory holds one second's matches beyond the answer.
+     * and filters what they hold, so memory holds one second's matches beyond the answer. Past
+     * `scanBudget` operations read, it stops at the next second: a filter that matches little
+     * answers fewer than `limit` (even none) and the cursor of that second's start, to go on.
      */
     async list(environment: EnvironmentId, filter: OperationFilter, limit: number): Promise<{ operations: OperationView[]; next_cursor: string | null }> {
       const bounds = idBounds(filter);
       const found: StoredOperation[] = [];
       let second: string | undefined;
       let ofSecond: StoredOperation[] = [];
+      let scanned = 0;
+      /** The second a spent budget stopped above: the next page starts below it. */
+      let stoppedBelow: string | undefined;
       const settle = () => {
         found.push(...ofSecond.sort(newestFirst));
         ofSecond = [];
@@ -239,8 +260,13 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
           if (pageSecond !== second) {
             settle();
             if (found.length > limit) break;
+            if (second !== undefined && scanned >= scanBudget) {
+              stoppedBelow = second;
+              break;
+            }
             second = pageSecond;
           }
+          scanned += page.n;
           for (const operation of await unpack(page, environment, onInvalid)) if (matches(operation, filter, bounds)) ofSecond.push(operation);
         }
       } finally {
@@ -249,7 +275,8 @@ export function createOperationRepo(connection: Connection, options: { onInvalid
       settle();
       const page = found.slice(0, limit);
       const last = page[page.length - 1];
-      return { operations: page, next_cursor: found.length > limit && last ? last.id : null };
+      if (found.length > limit && last) return { operations: page, next_cursor: last.id };
+      return { operations: page, next_cursor: stoppedBelow === undefined ? null : belowSecond(stoppedBelow) };
     },
     async get(environment: EnvironmentId, id: string): Promise<OperationView | null> {
       const pages = await model.find(operationQueries.byId(environment, id)).lean<OperationPageDoc[]>().exec();

@@ -142,6 +142,40 @@ describe('the operations log, from the services to the gateway', () => {
     expect(await repo.get(envA, all[777]!.id)).toBeNull();
   }, 30_000);
 
+  it('bounds what one request reads: a filter that matches little answers what it found so far and a cursor to go on', async () => {
+    // 500 operations over 10 seconds; only the oldest second's fail. A request reads about 100.
+    const envScan = environmentId('env_oplog_scan');
+    const bounded = createOperationRepo(connection, { scanBudget: 100 });
+    const all: Operation[] = Array.from({ length: 500 }, (_, n) => ({
+      id: `${(T0 + 400_000 + Math.floor(n / 50) * 1000 + (n % 50)).toString(36).padStart(9, '0')}scan${String(n).padStart(5, '0')}`,
+      type: 'proxy',
+      environment_id: envScan,
+      status: n < 50 ? 'failure' : 'success',
+      started_at: new Date(T0 + 400_000 + Math.floor(n / 50) * 1000 + (n % 50)).toISOString(),
+      duration_ms: n,
+    }));
+    await bounded.insert('proxy', [{ operations: all }]);
+
+    const first = await bounded.list(envScan, { status: 'failure' }, 10);
+    expect(first.operations).toEqual([]);
+    expect(first.next_cursor).not.toBeNull();
+    const seen: string[] = [];
+    let cursor: string | undefined = first.next_cursor ?? undefined;
+    let requests = 1;
+    while (cursor !== undefined && requests < 100) {
+      const page = await bounded.list(envScan, { status: 'failure', cursor }, 10);
+      expect(page.operations.length).toBeLessThanOrEqual(10);
+      seen.push(...page.operations.map((operation) => operation.id));
+      cursor = page.next_cursor ?? undefined;
+      requests += 1;
+    }
+    // Every failure once, newest first, after requests that each read two or three seconds.
+    expect(seen).toEqual(all.filter((operation) => operation.status === 'failure').map((operation) => operation.id).sort().reverse());
+    expect(requests).toBeGreaterThanOrEqual(9);
+    // Unfiltered, a page fills as before.
+    expect((await bounded.list(envScan, {}, 10)).operations).toHaveLength(10);
+  }, 30_000);
+
   it('lets a service publish only its own operations', async () => {
     const forged = { operations: [{ id: '00mabcdefForged', type: 'refresh' as const, environment_id: envA, status: 'success' as const, started_at: new Date().toISOString(), duration_ms: 1 }] };
     await expect(proxyBus.enqueue(operationsContracts['credential-vault'], forged)).rejects.toThrow();

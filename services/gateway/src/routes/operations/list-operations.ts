@@ -14,7 +14,7 @@ export const listOperations = defineRoute({
   scope: 'environment:operations:read',
   doc: {
     summary: 'List operations, newest first',
-    description: 'Filters: `type` (comma list), `status`, `integration_id`, `connection_id`, `from` (inclusive) and `to` (exclusive) on the start time. Page with `cursor` = the last page\'s `next_cursor`.',
+    description: 'Filters: `type` (comma list), `status`, `integration_id`, `connection_id`, `from` (inclusive) and `to` (exclusive) on the start time. Page with `cursor` = the last page\'s `next_cursor` until it is null: a request reads at most about 20,000 operations, so a filter that matches few may answer fewer than `limit`, even none, with a `next_cursor`.',
     answer: operationPage,
   },
   schemas: { query: operationListQuery },
