@@ -193,9 +193,9 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
 /**
  * A service's entry point: `runService`, with the two ways a process ends unasked said as one
  * JSON line, as every other line the service writes, before it exits 1: a start that fails (a
- * port taken, a database that refuses the login, a settings key the stored settings need and the
- * configuration lacks), and, once running, a throw no code caught (in a callback), which Node would print as a
- * bare stack trace. Tests call `runService` itself, which throws instead.
+ * port taken, a database that refuses the login, a settings key the stored settings need and
+ * the configuration lacks), and, once running, a throw no code caught (in a callback), which
+ * Node would print as a bare stack trace. Tests call `runService` itself, which throws instead.
  */
 export async function runMain<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
   const logger = createLogger({ service: definition.service, level: definition.config.LOG_LEVEL });

@@ -110,12 +110,12 @@ export const operationQueries = {
       _id: {
         $gte: lower === '' ? environmentStart(environment) : secondStart(environment, secondOfMs(msOfId(lower))),
         // Below a second's start, that second's pages hold nothing the list admits: they are not read.
-      $lt:
-        upper === undefined
-          ? environmentEnd(environment)
-          : upper === belowSecond(upper.slice(0, TIME_WIDTH))
-            ? secondStart(environment, upper.slice(0, TIME_WIDTH))
-            : secondEnd(environment, secondOfMs(msOfId(upper))),
+        $lt:
+          upper === undefined
+            ? environmentEnd(environment)
+            : upper === belowSecond(upper.slice(0, TIME_WIDTH))
+              ? secondStart(environment, upper.slice(0, TIME_WIDTH))
+              : secondEnd(environment, secondOfMs(msOfId(upper))),
       },
     };
   },
@@ -177,14 +177,13 @@ const newestFirst = (a: StoredOperation, b: StoredOperation) => (a.id < b.id ? 1
 
 /** Pages read per round trip while listing. */
 const PAGES_PER_READ = 16;
-
-/**
- * `onInvalid` hears of entries left out as they were read (a recorder that sent what its schema
- * does not admit): the gateway logs them.
- */
 /** Operations one list reads at most (and the rest of the second it is in), however little its filter matches. */
 const SCAN_BUDGET = 20_000;
 
+/**
+ * `onInvalid` hears of entries left out as they were read (a recorder that sent what its schema
+ * does not admit): the gateway logs them. `scanBudget` replaces SCAN_BUDGET (tests).
+ */
 export function createOperationRepo(connection: Connection, options: { onInvalid?: (count: number) => void; scanBudget?: number } = {}) {
   const model = operationPageModel(connection);
   const onInvalid = options.onInvalid ?? (() => undefined);
