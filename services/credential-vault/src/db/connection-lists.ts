@@ -291,10 +291,10 @@ export function createConnectionLists(connection: Connection) {
      * following page starts, null past the first entry. Entries of connections since removed
      * list nothing; one added meanwhile is above the walk (its schedules come with its event).
      */
-    async integrationPage(environment: EnvironmentId, providerConfigKey: string, before: number | undefined, limit: number): Promise<{ connections: Array<Pick<ConnectionDoc, '_id' | 'id' | 'connection_id'>>; next: number | null }> {
+    async integrationPage(environment: EnvironmentId, providerConfigKey: string, before: number | undefined, limit: number): Promise<{ connections: Array<Pick<ConnectionDoc, 'id' | 'connection_id'>>; next: number | null }> {
       const list: ConnectionList = ['integration', providerConfigKey];
       let next = before === undefined ? await topOf(environment, list) : before - 1;
-      const connections: Array<Pick<ConnectionDoc, '_id' | 'id' | 'connection_id'>> = [];
+      const connections: Array<Pick<ConnectionDoc, 'id' | 'connection_id'>> = [];
       while (next >= 1 && connections.length < limit) {
         const numbers = Array.from({ length: Math.min(LOOKUPS_IN_FLIGHT, next) }, (_, i) => next - i);
         next -= numbers.length;
@@ -309,7 +309,7 @@ export function createConnectionLists(connection: Connection) {
           '_id' | 'id' | 'connection_id' | 'environment_id' | 'provider_config_key'
         > | null>;
         for (const doc of docs) {
-          if (doc && doc.environment_id === environment && doc.provider_config_key === providerConfigKey) connections.push({ _id: doc._id, id: doc.id, connection_id: doc.connection_id });
+          if (doc && doc.environment_id === environment && doc.provider_config_key === providerConfigKey) connections.push({ id: doc.id, connection_id: doc.connection_id });
         }
       }
       return { connections, next: next >= 1 ? next + 1 : null };

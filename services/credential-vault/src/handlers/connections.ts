@@ -79,8 +79,7 @@ export function listConnectionsHandler(deps: Pick<VaultDeps, 'connections' | 'in
 /** An integration's connections by name, for the scheduler's walk over all of them (see the contract). */
 export function integrationConnectionsHandler(deps: Pick<VaultDeps, 'connections'>) {
   return async (request: RequestOf<typeof vaultContracts.integrationConnections>) => {
-    const page = await deps.connections.integrationPage(environmentId(request.environment_id), request.provider_config_key, request.before, request.limit);
-    return { connections: page.connections.map(({ id, connection_id }) => ({ id, connection_id })), next: page.next };
+    return deps.connections.integrationPage(environmentId(request.environment_id), request.provider_config_key, request.before, request.limit);
   };
 }
 
