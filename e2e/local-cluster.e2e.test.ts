@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:net';
+import { canBind } from '@latchkey/testing';
 import { baseEnvironment, isAlive, localRun, type LocalRun } from './support/local-run.js';
 
 // `make cluster-up` (deploy/local/cluster-up.sh): three NATS nodes, FerretDB on PostgreSQL and
@@ -16,13 +16,6 @@ let local: LocalRun;
 let env: Record<string, string>;
 let offset: number;
 
-const bindable = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, () => server.close(() => resolve(true)));
-  });
-
 /** The PostgreSQL databases the cluster runs made, by name. */
 const clusterDatabases = () =>
   execFileSync('psql', [`${POSTGRES}/postgres`, '-qAtc', "SELECT datname FROM pg_database WHERE datname LIKE 'latchkey_cluster_%'"], { encoding: 'utf8' })
@@ -33,7 +26,7 @@ beforeAll(async () => {
   local = localRun();
   offset = -1;
   for (const candidate of [1000, 2000, 12000, 14000]) {
-    if ((await Promise.all(PORTS.map((port) => bindable(port + candidate)))).every(Boolean)) {
+    if ((await Promise.all(PORTS.map((port) => canBind(port + candidate)))).every(Boolean)) {
       offset = candidate;
       break;
     }

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { SERVICE_NAMES, type ServiceName } from '@latchkey/contracts';
-import { freePort, repoRoot, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+import { freePort, logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 
 // A service that cannot start says why in one JSON log line, as every other line it writes,
 // and exits 1: a log pipeline reading JSON lines sees the reason, not a bare stack trace.
@@ -32,25 +31,11 @@ async function holdPort(): Promise<{ port: number; server: Server }> {
 }
 
 /** Runs a built service until it exits, with everything it printed on each stream. */
-function runToExit(service: ServiceName, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const flags = service === 'action-runner' ? ['--no-node-snapshot'] : [];
-  const child = spawn(process.execPath, [...flags, join(repoRoot(), 'services', service, 'dist', 'main.js')], {
-    env: { PATH: process.env['PATH'] ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+const runService = (service: ServiceName, env: Record<string, string>) =>
+  runToExit(process.execPath, [...(service === 'action-runner' ? ['--no-node-snapshot'] : []), join(repoRoot(), 'services', service, 'dist', 'main.js')], {
+    PATH: process.env['PATH'] ?? '',
+    ...env,
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  // A service that hangs instead of exiting fails the case on jest's timeout, with a kill after it.
-  const kill = setTimeout(() => child.kill('SIGKILL'), 50_000);
-  return new Promise((resolve) =>
-    child.once('close', (code) => {
-      clearTimeout(kill);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-}
 
 function environmentOf(service: ServiceName, takenPort: number): Record<string, string> {
   const env = serviceEnvironment(service, nats, mongo.uri, { LOG_LEVEL: 'info' });
@@ -74,11 +59,10 @@ describe('a service that cannot start', () => {
     async (service) => {
       const held = await holdPort();
       try {
-        const { code, stdout, stderr } = await runToExit(service, environmentOf(service, held.port));
+        const { code, stdout, stderr } = await runService(service, environmentOf(service, held.port));
         expect(stderr).toBe('');
-        const lines = stdout.split('\n').filter((line) => line.trim() !== '');
         // Every line is a log record: nothing printed outside the JSON.
-        const records = lines.map((line) => JSON.parse(line) as { level: string; message: string; service: string; error?: { message?: string } });
+        const records = logRecords<{ level: string; message: string; service: string; error?: { message?: string } }>(stdout);
         const last = records.at(-1);
         expect(last).toMatchObject({ level: 'error', message: 'could not start', service });
         expect(last?.error?.message).toContain('EADDRINUSE');

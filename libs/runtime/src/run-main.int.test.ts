@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { repoRoot, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+import { logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 
 // A running service in which a callback throws ends as Node would end it (exit 1), but says why
 // in one JSON line, as every other line it writes, where Node printed a bare stack trace. The
@@ -39,23 +38,10 @@ await runMain({
 });
 `,
   );
-  const child = spawn(process.execPath, [script], {
-    env: { PATH: process.env['PATH'] ?? '', ...serviceEnvironment('proxy', nats, mongo.uri) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  const kill = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  clearTimeout(kill);
+  const { code, stdout, stderr } = await runToExit(process.execPath, [script], { PATH: process.env['PATH'] ?? '', ...serviceEnvironment('proxy', nats, mongo.uri) }, 30_000);
 
   expect(stderr).toBe('');
-  const records = stdout
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as { level: string; message: string; error?: { message?: string; stack?: string } });
+  const records = logRecords<{ level: string; message: string; error?: { message?: string; stack?: string } }>(stdout);
   expect(records.map((record) => record.message)).toEqual(expect.arrayContaining(['ready', 'uncaught exception; exiting']));
   expect(records.at(-1)).toMatchObject({ level: 'error', message: 'uncaught exception; exiting', error: { message: 'a callback threw' } });
   expect(records.at(-1)?.error?.stack).toContain('throws.mjs');

@@ -3,10 +3,11 @@ export { eventually } from './eventually.js';
 export { startFerretDb, startMongo, uniqueDbName, type TestMongo } from './mongo-server.js';
 export { startNats, type NatsCredentials, type TestNats } from './nats-server.js';
 export { natsServerBinary, startNatsCluster, type TestNatsCluster, type TestNatsNode } from './nats-cluster.js';
-export { freePort, waitForPort } from './ports.js';
+export { canBind, freePort, waitForPort } from './ports.js';
 export { explainUntilIndexed, judgePlan, type Explainable, type QueryPlanVerdict } from './query-plan.js';
 export { watchCommands, type WatchedConnection } from './watch-commands.js';
 export { repoRoot } from './repo-root.js';
+export { logRecords, runToExit, type ProcessOutcome } from './run-to-exit.js';
 export { serviceEnvironment, type NatsForService } from './service-environment.js';
 export {
   startOAuthServer,

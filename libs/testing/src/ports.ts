@@ -11,7 +11,8 @@ const run = Number(process.env['LATCHKEY_TEST_PORT_SLICE'] ?? 0) % 8;
 const base = 20000 + (run * 4 + worker) * RANGE;
 let cursor = Math.floor(Math.random() * RANGE);
 
-function canBind(port: number): Promise<boolean> {
+/** Whether nothing listens on `port` now (a listener on every interface holds loopback's too). */
+export function canBind(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.once('error', () => resolve(false));
