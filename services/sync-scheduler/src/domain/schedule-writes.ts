@@ -31,7 +31,8 @@ export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks
 
   return {
     ...repo,
-    ensure: (environment, target, frequency, firstRunAt) => alone(repo.idOf(environment, target), () => repo.ensure(environment, target, frequency, firstRunAt)),
+    ensure: (environment, target, frequency, firstRunAt, connection) =>
+      alone(repo.idOf(environment, target), () => repo.ensure(environment, target, frequency, firstRunAt, connection)),
     setPaused: (ids, paused) => each(ids, (id) => repo.setPaused([id], paused)),
     setFrequencyOverride: (id, frequency, nextRunAt) => alone(id, () => repo.setFrequencyOverride(id, frequency, nextRunAt)),
     claim: (schedule, runId, nextRunAt, now) => alone(schedule._id, () => repo.claim(schedule, runId, nextRunAt, now)),

@@ -72,6 +72,17 @@ const item = (id: string, seq: number): RecordWrite => {
   return { external_id: id, payload: JSON.stringify({ id }), hash: id, first_seen_at: at, last_modified_at: at, last_action: 'ADDED', deleted_at: null, pruned_at: null, seq };
 };
 
+describe('a schedule made through the serialized writes', () => {
+  // The wrapper dropped `ensure`'s connection id: every schedule the scheduler made kept none, so
+  // a connection deleted and its name taken again passed its schedule, checkpoint and run in
+  // flight on to the new connection (connection-deleted.int.test.ts, on the bare repository).
+  it('keeps the numeric id of the connection it was made for', async () => {
+    const target = { provider_config_key: 'crm', connection_id: 'kept-id', sync_name: 'contacts', variant: 'base' };
+    expect(await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 42)).toBe('created');
+    expect((await replicas[1]!.get(environment, target))?.connection).toBe(42);
+  });
+});
+
 describe("a full resync's clear on one replica while a write of the scope is in flight on another", () => {
   // A run handed back, or taken over, can still have a write in flight when a trigger's full
   // resync clears the scope elsewhere. The clear set the log's start past the numbers the write
