@@ -15,6 +15,12 @@ import { dryRunHandler, postCreationHandler, preDeletionHandler, webhookHandler 
 
 /** How long an async action's result can be read after it finished. */
 const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/**
+ * A run never finished (its job never reached JetStream, or JetStream dropped it at the jobs
+ * stream's age limit) is kept as long as a finished one, counted from when its job could last
+ * have been delivered.
+ */
+const UNFINISHED_RETENTION_MS = STREAMS.jobs.maxAgeMs + RESULT_RETENTION_MS;
 const SWEEP_INTERVAL_MS = 3600 * 1000;
 /**
  * How long a lifecycle function or a sync's `onWebhook` that ran is remembered for its event's
@@ -130,10 +136,14 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     maxDeliveries: DAY_OF_DELIVERIES,
     handler: webhookHandler(actionDeps, DAY_OF_DELIVERIES),
   });
-  // Async results are kept a week, then forgotten; every replica sweeps (deleting is idempotent).
+  // Async results are kept a week, then forgotten, as are runs that never finished; every replica
+  // sweeps (deleting is idempotent).
   const sweep = setInterval(() => {
-    runs.removeFinishedBefore(new Date(Date.now() - RESULT_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old action runs', { error }));
-    lifecycleRuns.removeBefore(new Date(Date.now() - LIFECYCLE_RUN_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old lifecycle run marks', { error }));
+    const now = Date.now();
+    runs
+      .removeExpired({ finishedBefore: new Date(now - RESULT_RETENTION_MS), unfinishedCreatedBefore: new Date(now - UNFINISHED_RETENTION_MS) })
+      .catch((error: unknown) => logger.warn('could not remove old action runs', { error }));
+    lifecycleRuns.removeBefore(new Date(now - LIFECYCLE_RUN_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old lifecycle run marks', { error }));
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
   runtime.onShutdown(async () => {

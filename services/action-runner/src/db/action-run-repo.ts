@@ -13,10 +13,17 @@ export function createActionRunRepo(connection: Connection) {
     async markRunning(environment: EnvironmentId, id: string, attempts: number): Promise<void> {
       await model.updateOne({ _id: id, environment_id: environment, status: { $in: ['queued', 'running'] } }, { $set: { status: 'running', attempts } }).exec();
     },
-    /** Forgets runs finished before `before` (no TTL indexes: FerretDB has none). */
-    async removeFinishedBefore(before: Date): Promise<number> {
-      const result = await model.deleteMany({ completed_at: { $ne: null, $lt: before } }).exec();
-      return result.deletedCount;
+    /**
+     * Forgets runs finished before `finishedBefore`, and runs never finished that were created
+     * before `unfinishedCreatedBefore`: past it, no delivery of their job can still come (no TTL
+     * indexes: FerretDB has none).
+     */
+    async removeExpired(bounds: { finishedBefore: Date; unfinishedCreatedBefore: Date }): Promise<number> {
+      const [finished, unfinished] = await Promise.all([
+        model.deleteMany({ completed_at: { $ne: null, $lt: bounds.finishedBefore } }).exec(),
+        model.deleteMany({ completed_at: null, created_at: { $lt: bounds.unfinishedCreatedBefore } }).exec(),
+      ]);
+      return finished.deletedCount + unfinished.deletedCount;
     },
     /** Records the outcome once: a run already finished keeps its first outcome (false then). */
     async finish(environment: EnvironmentId, id: string, outcome: Pick<ActionRunDoc, 'status' | 'output_json' | 'error'>): Promise<boolean> {
