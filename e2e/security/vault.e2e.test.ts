@@ -22,7 +22,8 @@ const TENANT_CLIENT_SECRET = canary('tenant-client-secret');
 const TRAP_CLIENT_SECRET = canary('trap-client-secret');
 const CC_CLIENT_SECRET = canary('cc-client-secret');
 const REFRESH_TOKEN = canary('refresh-token');
-const CANARIES = [CLIENT_SECRET, TENANT_CLIENT_SECRET, TRAP_CLIENT_SECRET, CC_CLIENT_SECRET, REFRESH_TOKEN];
+const SESSION_CLIENT_SECRET = canary('session-client-secret');
+const CANARIES = [CLIENT_SECRET, TENANT_CLIENT_SECRET, TRAP_CLIENT_SECRET, CC_CLIENT_SECRET, REFRESH_TOKEN, SESSION_CLIENT_SECRET];
 
 let stack: Stack;
 let oauth: TestOAuthServer;
@@ -86,6 +87,17 @@ beforeAll(async () => {
       '    subdomain:',
       '      type: string',
       "      pattern: '^[A-Za-z0-9-]+$'",
+      'sec-self-hosted:',
+      '  display_name: Security self-hosted OAuth',
+      '  categories: [test]',
+      '  auth_mode: OAUTH2',
+      "  authorization_url: 'https://${connectionConfig.host}/authorize'",
+      "  token_url: 'https://${connectionConfig.host}/token'",
+      '  connection_configuration: [host]',
+      '  connection_config:',
+      '    host:',
+      '      type: string',
+      "      pattern: '^[A-Za-z0-9.-]+(:[0-9]+)?$'",
       'sec-trap-token:',
       '  display_name: Token endpoint on a refused address',
       '  categories: [test]',
@@ -125,6 +137,7 @@ beforeAll(async () => {
   for (const [unique_key, provider, secret] of [
     ['oauth', 'sec-oauth', CLIENT_SECRET],
     ['tenant', 'sec-tenant', TENANT_CLIENT_SECRET],
+    ['selfhosted', 'sec-self-hosted', TENANT_CLIENT_SECRET],
     ['trap', 'sec-trap-token', TRAP_CLIENT_SECRET],
     ['trap-cc', 'sec-trap-cc', TRAP_CLIENT_SECRET],
     ['trap-oauth1', 'sec-trap-oauth1', TRAP_CLIENT_SECRET],
@@ -154,6 +167,24 @@ test('case 3: an end user cannot override the subdomain the customer set for the
   const started = await get(`${stack.url}/oauth/connect/tenant?connect_session_token=${token}`);
   expect(started.status).toBe(302);
   expect(new URL(started.location!).host).toBe('acme.provider.example');
+});
+
+test("case 3: an end user cannot name the token host that the customer's OAuth client, set in the session, is sent to", async () => {
+  // A self-hosted provider's host is the whole token URL's: the customer's client secret goes
+  // there when the code is exchanged, and on every refresh after.
+  const customerClient = { oauth_client_id_override: 'customer-client', oauth_client_secret_override: SESSION_CLIENT_SECRET };
+  const token = await session({ allowed_integrations: ['selfhosted'], integrations_config_defaults: { selfhosted: { connection_config: customerClient } } });
+  const refused = await get(`${stack.url}/oauth/connect/selfhosted?connect_session_token=${token}&params[host]=evil.example`);
+  expect(refused.status).toBe(400);
+  expect(refused.location).toBeNull();
+  expect(refused.text).toContain('connection_config.host');
+
+  // The host the customer set with their client is what the flow uses.
+  const withHost = await session({ allowed_integrations: ['selfhosted'], integrations_config_defaults: { selfhosted: { connection_config: { ...customerClient, host: 'sso.customer.example' } } } });
+  const started = await get(`${stack.url}/oauth/connect/selfhosted?connect_session_token=${withHost}`);
+  expect(started.status).toBe(302);
+  expect(new URL(started.location!).host).toBe('sso.customer.example');
+  expect(new URL(started.location!).searchParams.get('client_id')).toBe('customer-client');
 });
 
 test.each(['evil.example/x?', '127.0.0.1:4701', 'evil.example#', 'user@evil.example'])(

@@ -53,14 +53,14 @@ describe("a connect flow's connection config", () => {
   };
 
   it("case 3: lets no end user name the host the integration's client secret goes to", () => {
-    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'evil.example' }, { integrationClient: true }))).toMatchObject({
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'evil.example' }, { customerClient: true }))).toMatchObject({
       code: 'not_allowed',
       path: 'connection_config.host',
     });
     // The customer's host, or the end user's own client, is fine.
-    expect(sessionConnectionConfig(session({ host: 'sso.customer.example' }), 'tenant', selfHosted, { host: 'sso.customer.example' }, { integrationClient: true })).toEqual({ host: 'sso.customer.example' });
+    expect(sessionConnectionConfig(session({ host: 'sso.customer.example' }), 'tenant', selfHosted, { host: 'sso.customer.example' }, { customerClient: true })).toEqual({ host: 'sso.customer.example' });
     expect(sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'sso.enduser.example' })).toEqual({ host: 'sso.enduser.example' });
     // A subdomain under the provider's own domain stays the end user's to choose.
-    expect(sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'mine' }, { integrationClient: true })).toEqual({ subdomain: 'mine' });
+    expect(sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'mine' }, { customerClient: true })).toEqual({ subdomain: 'mine' });
   });
 });

@@ -49,23 +49,24 @@ function notAllowed(key: string, code: string, why: string): AppError {
  * - a value must match the field's catalog pattern, and every value that lands in the host of
  *   the provider's authorization, token or request URL must pass the host rules
  *   (catalog/provider-url.ts), whoever set it;
- * - with the integration's own OAuth client (`integrationClient`), a field that makes up the
- *   whole host of the token or request URL is the customer's alone: the client secret goes
- *   there, so an end user naming it would receive it.
+ * - with a client of the customer's (`customerClient`: the integration's, or one the customer
+ *   set in the session's defaults), a field that makes up the whole host of the token or
+ *   request URL is the customer's alone: the client secret goes there, so an end user naming
+ *   it would receive it. Only the end user's own client leaves it to them.
  */
 export function sessionConnectionConfig(
   session: ConnectSessionDoc,
   integrationKey: string,
   provider: ConfigRules | undefined,
   given: Record<string, unknown> = {},
-  options: { integrationClient?: boolean } = {},
+  options: { customerClient?: boolean } = {},
 ): Record<string, unknown> {
   const defaults = Object.fromEntries(
     Object.entries((session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>).filter(([key]) => !CLIENT_OVERRIDE_MARKERS.has(key)),
   );
   const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
   const secretHosts = new Set(
-    options.integrationClient ? [provider?.token_url, provider?.request_url].flatMap((template) => (template === undefined ? [] : freeHostKeys(template))) : [],
+    options.customerClient ? [provider?.token_url, provider?.request_url].flatMap((template) => (template === undefined ? [] : freeHostKeys(template))) : [],
   );
   for (const [key, value] of Object.entries(given)) {
     const preset = defaults[key];

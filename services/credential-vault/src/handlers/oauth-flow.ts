@@ -81,7 +81,9 @@ export function startOAuthHandler(deps: Deps) {
     const override = await clientOverrideFor(deps, session, integration, request.client_override);
     const client = override ?? (await deps.integrationService.clientCredentials(integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
-    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config, { integrationClient: override === undefined }) as Record<string, string>;
+    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config, {
+      customerClient: request.client_override === undefined,
+    }) as Record<string, string>;
     const environment = environmentId(session.environment_id);
     const now = new Date();
     const flow = {
