@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Latchkey, verifyWebhookSignature } from '@latchkey/client';
 import { writeProvidersFile } from './support/providers.js';
 import { startStack, type Stack } from './support/stack.js';
-import { ACME_PROVIDER_YAML, acmeOAuthProviderYaml, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
+import { ACME_PROVIDER_YAML, acmeOAuthProviderYaml, sendProviderText, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from './support/webhooks.js';
 
 let stack: Stack;
 let receiver: Receiver;
@@ -87,6 +87,20 @@ describe('provider webhooks in, customer webhooks out', () => {
     await sendProviderWebhook(stack, env.publicId, { marker: 'by-rule', account: { id: 'acct-9' } }, { secret: env.webhookSecret });
     expect((await receiver.waitFor(marked('by-body')))[0]!.json.connectionId).toBe('conn-1');
     expect((await receiver.waitFor(marked('by-rule')))[0]!.json.connectionId).toBe('conn-1');
+  });
+
+  // JSON.parse takes any depth, JSON.stringify not: the announcement of a body nested 10,000
+  // deep could not be written, so its job was retried for a day as if the bus were down, never
+  // recorded, and enough of them held every environment's inbound webhooks up.
+  it('forward and record a body nested 10,000 levels deep, as it came', async () => {
+    const depth = 10_000;
+    const text = `{"marker":"deep","nested":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    expect((await sendProviderText(stack, env.publicId, text, { secret: env.webhookSecret })).status).toBe(200);
+    const [delivery] = await receiver.waitFor(marked('deep'));
+    expect(delivery!.body).toContain(text);
+    const webhookId = delivery!.headers['webhook-id'];
+    const entries = await webhookLog('hooks', 'inbound', 'status=forwarded', (listed) => listed.some((one) => one.webhook_id === webhookId));
+    expect(entries.find((one) => one.webhook_id === webhookId)).toMatchObject({ integration: 'acme', status: 'forwarded' });
   });
 
   it('forward an unmatched webhook without connectionId', async () => {

@@ -120,8 +120,19 @@ export async function webhookEnvironment(stack: Stack, name: string, webhookUrl:
 }
 
 /** Posts a provider webhook, signed with `secret` unless told otherwise. */
-export async function sendProviderWebhook(stack: Stack, publicId: string, body: unknown, options: { secret?: string; signature?: string; query?: string; integration?: string } = {}) {
-  const text = JSON.stringify(body);
+export async function sendProviderWebhook(stack: Stack, publicId: string, body: unknown, options: ProviderWebhookOptions = {}) {
+  return sendProviderText(stack, publicId, JSON.stringify(body), options);
+}
+
+interface ProviderWebhookOptions {
+  secret?: string;
+  signature?: string;
+  query?: string;
+  integration?: string;
+}
+
+/** Posts a provider webhook whose body is `text` as it is (JSON that `JSON.stringify` could not write, say). */
+export async function sendProviderText(stack: Stack, publicId: string, text: string, options: ProviderWebhookOptions = {}) {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   const signature = options.signature ?? (options.secret ? acmeSignature(options.secret, text) : undefined);
   if (signature) headers['x-acme-signature-256'] = signature;

@@ -287,9 +287,11 @@ export async function createBus(options: BusOptions): Promise<Bus> {
 
   async function requestOnce<C extends RequestContract>(contract: C, payload: RequestOf<C>, requestOptions: RequestOptions): Promise<ResponseOf<C>> {
     const body = parseOrThrow(contract.request, payload, `request to ${contract.subject}`);
+    // Outside the try: a body that cannot be written (nested too deep) is not the bus being away.
+    const data = encodeJson(body);
     let msg: Msg;
     try {
-      msg = await send(contract.perCaller ? `${contract.subject}.${options.identity.user}` : contract.subject, encodeJson(body), requestOptions.timeoutMs ?? requestTimeoutMs);
+      msg = await send(contract.perCaller ? `${contract.subject}.${options.identity.user}` : contract.subject, data, requestOptions.timeoutMs ?? requestTimeoutMs);
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -389,9 +391,12 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     const body = parseOrThrow(contract.payload, payload, `${contract.kind} ${contract.name}`);
     const { retryForMs } = publishOptions;
     const msgId = publishOptions.msgId ?? (retryForMs === undefined ? undefined : randomUUID());
+    // Outside the try: a payload that cannot be written (nested too deep) is not JetStream being
+    // away, to be retried as if it were.
+    const data = encodeJson(body);
     const storeOnce = async () => {
       try {
-        await stored.publish(contract.subject, encodeJson(body), outgoingHeaders(), msgId);
+        await stored.publish(contract.subject, data, outgoingHeaders(), msgId);
       } catch (error) {
         throw unavailable(contract.subject, error);
       }
