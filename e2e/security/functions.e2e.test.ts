@@ -206,6 +206,19 @@ describe('case 4: a dry run does no more than its key could through the API', ()
     expect(integration.json.output).not.toContain('webhookSecret');
   }, 60_000);
 
+  // The secret lets its holder sign provider webhooks that Latchkey forwards as genuine and that
+  // run syncs' onWebhook: a credential, as the sandbox already treated it.
+  test("case 4: the integration's webhook secret, kept from the sandbox without integrations:read_credentials, is kept from the API too", async () => {
+    const plain = await call('GET', '/integrations/api?include=webhook', dryRunKey);
+    expect(plain.status).toBe(200);
+    expect(plain.json.data.webhook_url).toMatch(/\/webhook\/.+\/api$/);
+    expect(plain.json.data).not.toHaveProperty('webhookSecret');
+    const reader = await keyWith(['environment:integrations:read_credentials']);
+    const full = await call('GET', '/integrations/api?include=webhook', reader);
+    expect(full.status).toBe(200);
+    expect(full.json.data.webhookSecret).toMatch(/^[0-9a-f]{64}$/);
+  }, 60_000);
+
   test('case 4: a key with connections:read_credentials reads credentials, as GET /connection would give them', async () => {
     const reader = await keyWith(['environment:functions:dryrun', 'environment:connections:read_credentials', 'environment:integrations:read', 'environment:proxy']);
     const response = await dryRun(readConnection, reader);

@@ -6,8 +6,10 @@ import { queryList } from '../query.js';
 import { uniqueKeyParams } from './integration-params.js';
 
 /**
- * `include=webhook` adds `webhook_url` and `webhookSecret`; `include=credentials` adds the client
- * credentials and needs `integrations:read_credentials`.
+ * `include=webhook` adds `webhook_url`, and `webhookSecret` for a key with
+ * `integrations:read_credentials` (the secret signs provider webhooks that Latchkey forwards as
+ * genuine: a credential, as functions' `ctx.getIntegration` treats it); `include=credentials`
+ * adds the client credentials and needs that scope.
  */
 export const getIntegration = defineRoute({
   method: 'get',
@@ -23,7 +25,8 @@ export const getIntegration = defineRoute({
   },
   handler: async ({ deps, key, params, query }) => {
     const includeCredentials = query.include.includes('credentials');
-    if (includeCredentials && !key.scopes.has('environment:integrations:read_credentials')) {
+    const readsCredentials = key.scopes.has('environment:integrations:read_credentials');
+    if (includeCredentials && !readsCredentials) {
       throw new AppError('forbidden', 'include=credentials needs the scope environment:integrations:read_credentials', {
         payload: { scope: 'environment:integrations:read_credentials' },
       });
@@ -32,7 +35,7 @@ export const getIntegration = defineRoute({
     const integration = await deps.bus.request(vaultContracts.getIntegration, {
       environment_id: key.environmentId,
       unique_key: params.uniqueKey,
-      include_webhook: includeWebhook,
+      include_webhook: includeWebhook && readsCredentials,
       include_credentials: includeCredentials,
     });
     if (!includeWebhook) return { body: { data: integration } };
