@@ -410,6 +410,21 @@ describe('redeploy', () => {
   });
 });
 
+describe('a deployment whose sync has a frequency that does not parse', () => {
+  // Accepted before, and the sync ran once a day, whatever the author meant.
+  it.each(['hourly', 'every 30 seconds', 'every 1.5 hours'])('is refused with invalid_frequency (%j), and the deployed set stays', async (frequency) => {
+    const before = (await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api');
+    const refused = await api('POST', '/functions/deployments', {
+      provider_config_key: 'api',
+      functions: [{ description: { type: 'sync', name: 'badly-timed', frequency, models: [{ name: 'Item', fields: [] }], webhook_subscriptions: [] }, bundle: 'module.exports = {};' }],
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('invalid_frequency');
+    expect(refused.json.error.message).toContain('badly-timed');
+    expect((await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api')).toEqual(before);
+  });
+});
+
 describe('an integration deleted', () => {
   it('takes its deployed functions with it: the key made again, for any provider, starts with none', async () => {
     expect((await client.getScriptsConfig()).some((item) => item.providerConfigKey === 'orders')).toBe(true);

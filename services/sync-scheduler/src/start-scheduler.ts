@@ -40,7 +40,7 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   const { bus, logger, mongo } = runtime;
   const deployments = createDeploymentRepo(mongo);
   await deployments.init();
-  const deps = { bus, deployments, maxDeploymentBytes: config.MAX_DEPLOYMENT_BYTES };
+  const deps = { bus, deployments, maxDeploymentBytes: config.MAX_DEPLOYMENT_BYTES, minFrequencyMs: config.SYNC_MIN_FREQUENCY_MS };
   // The operations log: deploys and sync runs.
   const operations = busOperationLog(bus, logger, 'sync-scheduler');
   runtime.onShutdown(() => operations.flush());

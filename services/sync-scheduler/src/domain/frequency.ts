@@ -44,3 +44,8 @@ export function parseFrequency(text: string, floorMs = MIN_FREQUENCY_MS): number
   if (!Number.isSafeInteger(ms) || ms < floorMs || ms > MAX_FREQUENCY_MS) return undefined;
   return ms;
 }
+
+/** Why `text` is refused as a frequency, as `invalid_frequency` says it. */
+export function frequencyProblem(text: string, floorMs = MIN_FREQUENCY_MS): string {
+  return `"${text}" is not a frequency: use e.g. "every hour", "every 30 minutes", "1d", "30m" (at least ${floorMs / 1000} s)`;
+}

@@ -4,6 +4,7 @@ import { MAX_BUNDLE_BYTES, deploymentBody, functionsContracts, vaultContracts, t
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import type { DeploymentRepo } from '../db/deployment-repo.js';
+import { frequencyProblem, parseFrequency } from '../domain/frequency.js';
 import { scriptsConfig } from '../domain/scripts-config.js';
 
 export interface FunctionsDeps {
@@ -11,6 +12,8 @@ export interface FunctionsDeps {
   deployments: DeploymentRepo;
   /** The largest deployment body accepted (JSON bytes). */
   maxDeploymentBytes: number;
+  /** The shortest sync frequency (SYNC_MIN_FREQUENCY_MS). */
+  minFrequencyMs: number;
 }
 
 export function deployHandler(deps: FunctionsDeps) {
@@ -23,6 +26,11 @@ export function deployHandler(deps: FunctionsDeps) {
       throw new AppError('invalid_json', 'The deployment is not JSON');
     }
     const body = parseOrThrow(deploymentBody, json, 'deployment');
+    for (const { description } of body.functions) {
+      if (description.type === 'sync' && parseFrequency(description.frequency, deps.minFrequencyMs) === undefined) {
+        throw new AppError('invalid_frequency', `Sync "${description.name}": ${frequencyProblem(description.frequency, deps.minFrequencyMs)}`);
+      }
+    }
     const environment = environmentId(request.environment_id);
     // The integration must exist (404 unknown_provider_config otherwise).
     await deps.bus.request(vaultContracts.getIntegration, {

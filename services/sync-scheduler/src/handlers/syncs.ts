@@ -19,7 +19,7 @@ import type { DeploymentRepo } from '../db/deployment-repo.js';
 import type { RecordRepo } from '../db/record-repo.js';
 import type { ScheduleDoc, ScheduleTiming, SyncRunDoc } from '../db/schedule-model.js';
 import type { ScheduleRepo, ScheduleTarget } from '../db/schedule-repo.js';
-import { parseFrequency } from '../domain/frequency.js';
+import { frequencyProblem, parseFrequency } from '../domain/frequency.js';
 import type { ConnectionHolder } from './connection-deleted.js';
 import { isAbandoned, nextRunAfter, runIsOver } from '../domain/schedule-rules.js';
 
@@ -283,10 +283,7 @@ export function statusHandler(deps: SyncsDeps) {
 export function updateFrequencyHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.updateFrequency>): Promise<ResponseOf<typeof syncContracts.updateFrequency>> => {
     if (request.frequency !== null && parseFrequency(request.frequency, deps.minFrequencyMs) === undefined) {
-      throw new AppError(
-        'invalid_frequency',
-        `"${request.frequency}" is not a frequency: use e.g. "every hour", "every 30 minutes", "1d", "30m" (at least ${deps.minFrequencyMs / 1000} s)`,
-      );
+      throw new AppError('invalid_frequency', frequencyProblem(request.frequency, deps.minFrequencyMs));
     }
     const schedule = await scheduleOf(deps, request);
     const frequency = request.frequency ?? schedule.frequency;

@@ -18,7 +18,7 @@ export const deployFunctions = defineRoute({
   doc: {
     summary: "Deploy an integration's functions as its next version",
     status: 201,
-    errors: ['unknown_provider_config'],
+    errors: ['unknown_provider_config', 'invalid_frequency'],
     answer: z.object({ data: functionsContracts.deploy.response }),
   },
   schemas: { body: deploymentBody },
