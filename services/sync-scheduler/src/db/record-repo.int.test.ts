@@ -5,7 +5,7 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
 import { LOG_BLOCK, recordKey, recordLogModel, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
-import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
+import { createRecordRepo, pageContinues, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
 
 let mongo: TestMongo;
 let dbName: string;
@@ -23,14 +23,14 @@ const range = (from: number, to: number, prefix = 'r') => Array.from({ length: t
  * A batch as the records handler writes it: a lookup, then new records inserted and stored
  * ones written again (each with a new, higher sequence number; its old one leaves the log).
  */
-async function save(target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date()): Promise<void> {
+async function save(target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date(), padding = 0): Promise<void> {
   const existing = new Map((await repo.findByIds(target, externalIds)).map((doc) => [doc.external_id, doc]));
   const fresh = externalIds.filter((id) => !existing.has(id));
   const known = externalIds.filter((id) => existing.has(id));
   const first = await repo.reserve(target, externalIds.length);
   const writes: RecordWrite[] = [...fresh, ...known].map((id, offset) => ({
     ...write(id, first + offset, existing.has(id) ? action : 'ADDED', at),
-    payload: JSON.stringify({ id, at: at.toISOString() }),
+    payload: JSON.stringify({ id, at: at.toISOString(), ...(padding > 0 ? { padding: 'x'.repeat(padding) } : {}) }),
     ...(action === 'DELETED' && existing.has(id) ? { deleted_at: at } : {}),
   }));
   await repo.insertNew(target, writes.slice(0, fresh.length));
@@ -64,15 +64,16 @@ async function insertFirst(target: RecordScope, externalIds: readonly string[]):
   return externalIds.filter((_, index) => !skipped.has(index));
 }
 
-/** Every page from a cursor on, as a client reads them. */
-async function readAll(target: RecordScope, limit: number, query: { actions?: RecordAction[]; modifiedAfter?: Date } = {}, afterSeq?: number) {
+/** Every page from a cursor on, as a client reads them (as the records handler pages). */
+async function readAll(target: RecordScope, limit: number, query: { actions?: RecordAction[]; modifiedAfter?: Date; ids?: string[]; maxBytes?: number } = {}, afterSeq?: number) {
   const seen: RecordDoc[] = [];
   let cursor = afterSeq;
   for (;;) {
     const docs = await repo.page(target, { ...query, ...(cursor === undefined ? {} : { afterSeq: cursor }), limit: limit + 1 });
-    seen.push(...docs.slice(0, limit));
-    if (docs.length <= limit) return seen;
-    cursor = docs[limit - 1]!.seq;
+    const page = docs.slice(0, limit);
+    seen.push(...page);
+    if (!pageContinues(docs, limit, query.maxBytes)) return seen;
+    cursor = page.at(-1)!.seq;
   }
 }
 
@@ -176,6 +177,23 @@ describe('the change log', () => {
     expect(ids(deep)).toEqual(range(450, 500));
     // The other scope's records are not this one's.
     expect(ids(await readAll({ ...scope, connection: 8 }, 1000))).toEqual(range(0, 100));
+  }, 30_000);
+
+  // A page gathered up to `limit` (10,000) records whatever their size: with large records one
+  // GET /records held hundreds of megabytes in the scheduler, or passed the bus's reply limit and
+  // could never be read.
+  it('stops a page once its payloads reach the byte budget (one record at least), and the cursor goes on from there', async () => {
+    const target = fresh('Sized');
+    await save(target, range(0, 30), 'UPDATED', new Date(), 1_000);
+    const first = await repo.page(target, { limit: 101, maxBytes: 5_000 });
+    expect(ids(first)).toEqual(range(0, 5));
+    expect(pageContinues(first, 100, 5_000)).toBe(true);
+    expect(ids(await readAll(target, 100, { maxBytes: 5_000 }))).toEqual(range(0, 30));
+    expect(ids(await readAll(target, 7, { maxBytes: 100 }))).toEqual(range(0, 30));
+    // By id too: the records named, in change order, within the budget.
+    const named = ['r29', 'r3', 'r17', 'r8', 'r21', 'r11', 'r2'];
+    expect(ids(await repo.page(target, { ids: named, limit: 101, maxBytes: 3_000 }))).toEqual(['r2', 'r3', 'r8']);
+    expect(ids(await readAll(target, 100, { ids: named, maxBytes: 3_000 }))).toEqual(['r2', 'r3', 'r8', 'r11', 'r17', 'r21', 'r29']);
   }, 30_000);
 
   it('moves a record written again to the end, once', async () => {

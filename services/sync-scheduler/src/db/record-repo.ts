@@ -32,6 +32,25 @@ export interface PageQuery {
   actions?: readonly RecordAction[];
   ids?: readonly string[];
   limit: number;
+  /**
+   * The page ends once its records' payloads reach this many bytes (after one record at
+   * least), whatever `limit` says: records may be large, and a page is held, then sent, whole.
+   */
+  maxBytes?: number;
+}
+
+/** A page's records' payloads, in UTF-16 code units: what its budget counts. */
+const payloadSize = (doc: RecordDoc) => doc.payload?.length ?? 0;
+
+/**
+ * Whether records may follow a page read with `limit` one past the page's `size`, as the records
+ * handler reads them: the read found that one more, or stopped at the byte budget.
+ */
+export function pageContinues(docs: readonly RecordDoc[], size: number, maxBytes = Infinity): boolean {
+  if (docs.length > size) return true;
+  let bytes = 0;
+  for (const doc of docs) bytes += payloadSize(doc);
+  return docs.length > 0 && bytes >= maxBytes;
 }
 
 /** Lookups a re-sync makes at once; the driver's pool (100 by default) keeps room for others. */
@@ -45,6 +64,8 @@ const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
 const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
 /** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
 const PAGE_LOOKUPS_IN_FLIGHT = 16;
+/** A record's fields but its payload: what a page by id reads of every record named. */
+const WITHOUT_PAYLOAD = { payload: 0 };
 
 /** What a scope's head starts with, besides its counter: a change log, and a count of nothing. */
 const NEW_HEAD = { log: LOG_VERSION, live: 0, live_visible: 0, live_from: 0 };
@@ -402,10 +423,11 @@ export function createRecordRepo(mongo: Connection) {
      * index our launcher adds; so a re-sync's lookup costs the same whatever the scope holds. A
      * list (`$in`) or the scope's fields would make FerretDB read the whole collection.
      */
-    async findByIds(scope: RecordScope, ids: readonly string[]): Promise<RecordDoc[]> {
+    async findByIds(scope: RecordScope, ids: readonly string[], projection?: mongo.Document): Promise<RecordDoc[]> {
       const found: RecordDoc[] = [];
+      const options = projection === undefined ? {} : { projection };
       for (let at = 0; at < ids.length; at += LOOKUPS_IN_FLIGHT) {
-        const docs = await Promise.all(ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((id) => recordDocs.findOne(recordQueries.byId(scope, id))));
+        const docs = await Promise.all(ids.slice(at, at + LOOKUPS_IN_FLIGHT).map((id) => recordDocs.findOne(recordQueries.byId(scope, id), options)));
         for (const doc of docs) if (doc) found.push(doc);
       }
       return found;
@@ -453,14 +475,30 @@ export function createRecordRepo(mongo: Connection) {
       const after = query.afterSeq ?? 0;
       const actions = query.actions ?? ACTIONS;
       const since = query.modifiedAfter;
+      const maxBytes = query.maxBytes ?? Infinity;
+      let bytes = 0;
       if (query.ids) {
-        const [docs, top] = await Promise.all([this.findByIds(scope, query.ids), head(scope)]);
+        // Which records, in change order, by their fields alone; then the page's whole, in that
+        // order, within the budget (each still as it was listed, else written again since).
+        const [listed, top] = await Promise.all([this.findByIds(scope, query.ids, WITHOUT_PAYLOAD), head(scope)]);
         // As a page reads: up to `visible` (a write in flight shows none of its records yet).
         const visible = top?.visible ?? 0;
-        return docs
+        const chosen = listed
           .filter((doc) => doc.seq > after && doc.seq <= visible && (!since || doc.last_modified_at > since) && actions.includes(doc.last_action))
           .sort((a, b) => a.seq - b.seq)
           .slice(0, query.limit);
+        const found: RecordDoc[] = [];
+        for (let at = 0; at < chosen.length && bytes < maxBytes; at += PAGE_LOOKUPS_IN_FLIGHT) {
+          const batch = chosen.slice(at, at + PAGE_LOOKUPS_IN_FLIGHT);
+          const docs = await findByIds(mongo, recordDocs, batch.map((doc) => doc._id));
+          for (let i = 0; i < batch.length && bytes < maxBytes; i++) {
+            const doc = docs[i];
+            if (doc?.seq !== batch[i]!.seq) continue;
+            found.push(doc);
+            bytes += payloadSize(doc);
+          }
+        }
+        return found;
       }
       const top = await head(scope);
       if (!top) return [];
@@ -474,8 +512,11 @@ export function createRecordRepo(mongo: Connection) {
         (seq, entry) => seq > after && seq <= visible && actions.includes(entry.a) && (!since || entry.t > since),
         () => query.limit - found.length,
         (doc) => {
-          if (doc) found.push(doc);
-          return found.length < query.limit;
+          if (doc) {
+            found.push(doc);
+            bytes += payloadSize(doc);
+          }
+          return found.length < query.limit && bytes < maxBytes;
         },
       );
       return found;

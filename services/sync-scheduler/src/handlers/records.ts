@@ -2,7 +2,7 @@ import { AppError } from '@latchkey/errors';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import { vaultContracts, type RecordAction, type RecordFailure, type recordsContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
-import type { RecordScope, RecordWrite } from '../db/record-repo.js';
+import { pageContinues, type RecordScope, type RecordWrite } from '../db/record-repo.js';
 import type { RecordDoc } from '../db/record-model.js';
 import type { ScheduleRepo } from '../db/schedule-repo.js';
 import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
@@ -10,6 +10,12 @@ import { canonicalJson, contentHash, recordId } from '../domain/record-content.j
 import { checkFields } from '../domain/record-fields.js';
 import { runIsOver } from '../domain/schedule-rules.js';
 import type { SerializedRecordRepo } from '../domain/record-writes.js';
+
+/**
+ * A page of `GET /records` ends once its payloads reach this (one record at least): it is held
+ * whole in the scheduler and the gateway, and leaves well within the bus's 32 MiB reply limit.
+ */
+const PAGE_BYTES = 8 * 1024 * 1024;
 
 export interface RecordsDeps {
   bus: Bus;
@@ -255,10 +261,11 @@ export function listRecordsHandler(deps: RecordsDeps) {
       ...(request.filter === undefined ? {} : { actions: request.filter }),
       ...(request.ids === undefined ? {} : { ids: request.ids }),
       limit: request.limit + 1,
+      maxBytes: PAGE_BYTES,
     });
     const page = docs.slice(0, request.limit);
     const last = page.at(-1);
-    return { records: page.map(recordView), next_cursor: docs.length > request.limit && last ? encodeCursor(last.seq) : null };
+    return { records: page.map(recordView), next_cursor: pageContinues(docs, request.limit, PAGE_BYTES) && last ? encodeCursor(last.seq) : null };
   };
 }
 
