@@ -27,11 +27,19 @@ export interface CatalogUpstream {
 }
 
 /**
- * `heldServing`: which serving of `heldPage` waits for `release` (the first by default);
+ * `heldServing`: which serving of `heldPage` waits for `release` (the first by default), and
+ * `heldServings` how many from it on (one by default: one run held);
  * `nameBytes`: each item's name padded to this length (for batches larger than a NATS message).
  */
-export async function startCatalogUpstream(options: { pages: number; pageSize: number; heldPage: number; heldServing?: number; nameBytes?: number }): Promise<CatalogUpstream> {
-  const { pages, pageSize, heldPage, heldServing = 1, nameBytes = 0 } = options;
+export async function startCatalogUpstream(options: {
+  pages: number;
+  pageSize: number;
+  heldPage: number;
+  heldServing?: number;
+  heldServings?: number;
+  nameBytes?: number;
+}): Promise<CatalogUpstream> {
+  const { pages, pageSize, heldPage, heldServing = 1, heldServings = 1, nameBytes = 0 } = options;
   const served = new Map<number, number>();
   const askedAt = new Map<number, number[]>();
   let release: () => void = () => undefined;
@@ -53,7 +61,8 @@ export async function startCatalogUpstream(options: { pages: number; pageSize: n
     served.set(page, (served.get(page) ?? 0) + 1);
     askedAt.set(page, [...(askedAt.get(page) ?? []), Date.now()]);
     const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ items: itemsOf(page), next: page + 1 < pages ? page + 1 : null }));
-    if (page === heldPage && served.get(page) === heldServing) void held.then(answer);
+    const serving = served.get(page)!;
+    if (page === heldPage && serving >= heldServing && serving < heldServing + heldServings) void held.then(answer);
     else answer();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

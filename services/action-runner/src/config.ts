@@ -23,6 +23,11 @@ export const configSchema = baseServiceSchema('action-runner', 3013).extend({
   FUNCTION_WARM_ISOLATES: z.coerce.number().int().min(0).max(64).default(2),
   /** Runs one replica executes at once (sync, async, lifecycle and dry runs together). */
   FUNCTION_CONCURRENCY: positiveInt(8),
+  /**
+   * Of those, how many scheduled sync runs may hold at once (see `syncSlots`): a sync may run for
+   * hours, and short work (actions, webhooks, lifecycle functions) must still find a slot.
+   */
+  SYNC_CONCURRENCY: z.coerce.number().int().min(1).optional(),
   /** How long a replica keeps a deployed function's code; a deploy drops it at once. */
   FUNCTION_CACHE_MS: durationMs(60_000),
   /** One upstream attempt of a ctx.proxy call (as the proxy's own PROXY_TIMEOUT_MS). */
@@ -32,6 +37,15 @@ export const configSchema = baseServiceSchema('action-runner', 3013).extend({
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * The run slots scheduled syncs may hold: SYNC_CONCURRENCY, by default three quarters of
+ * FUNCTION_CONCURRENCY, never more than it, one at least (with a single slot, syncs share it).
+ */
+export function syncSlots(config: Pick<Config, 'FUNCTION_CONCURRENCY' | 'SYNC_CONCURRENCY'>): number {
+  const slots = config.FUNCTION_CONCURRENCY;
+  return Math.max(1, Math.min(slots, config.SYNC_CONCURRENCY ?? slots - Math.max(1, Math.floor(slots / 4))));
+}
 
 /** The only reader of process.env in this service. */
 export const loadServiceConfig = (): Config => loadConfig(configSchema);

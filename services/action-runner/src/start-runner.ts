@@ -1,7 +1,7 @@
 import { busOperationLog, consume, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, recordedHandler } from '@latchkey/bus';
 import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts } from '@latchkey/contracts';
 import type { Runtime } from '@latchkey/runtime';
-import type { Config } from './config.js';
+import { syncSlots, type Config } from './config.js';
 import { createActionRunRepo } from './db/action-run-repo.js';
 import { createLifecycleRunRepo } from './db/lifecycle-run-repo.js';
 import { createFunctionCache } from './domain/function-cache.js';
@@ -104,7 +104,8 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     stream: STREAMS.jobs.name,
     durable: 'action-runner-syncs',
     contract: syncContracts.run,
-    concurrency: config.FUNCTION_CONCURRENCY,
+    // Not every slot: the rest stay free for short work while syncs run for hours.
+    concurrency: syncSlots(config),
     ...delivery,
     // A sync may run for hours and carries on from its last checkpoint: handed back at once.
     handBackAfterMs: 0,
