@@ -6,7 +6,7 @@ import { startMongo, uniqueDbName, type TestMongo } from '@latchkey/testing';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { createDeploymentRepo } from '../db/deployment-repo.js';
-import { connectionDeletedHandler } from './connection-deleted.js';
+import { CONNECTION_DELETION_SECOND_PASS_MS, connectionDeletedHandler } from './connection-deleted.js';
 import { connectionCreatedHandler } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
@@ -88,6 +88,31 @@ describe('connection.deleted', () => {
     expect(await schedules.list(env, 'crm', 'reused')).toHaveLength(2);
     expect(await records.count(scopeOf(17))).toBe(0);
     expect(await records.count(scopeOf(18))).toBe(3);
+  });
+});
+
+describe('records written while the connection is deleted', () => {
+  // A write that took its scope before the deletion (a 10,000-record batch takes up to two
+  // minutes) stored its records after the deletion's: kept for good under a connection that no
+  // longer exists, the customer's deleted data among them.
+  it('are deleted by a second pass once any write begun before the deletion has ended', async () => {
+    await seed(47, 'late-writes');
+    const handle = connectionDeletedHandler({ schedules, records, logger, holderOf: async () => null });
+    const heardAt = Date.now();
+    const delivered = (ageMs: number) => ({ info: { timestampNanos: (heardAt - ageMs) * 1e6 } });
+    const first = await handle(event(47, 'late-writes'), delivered(0));
+    expect(await records.count(scopeOf(47))).toBe(0);
+    expect(first).toEqual({ retryInMs: expect.any(Number) });
+    expect((first as { retryInMs: number }).retryInMs).toBeGreaterThanOrEqual(CONNECTION_DELETION_SECOND_PASS_MS - 1_000);
+
+    // The write in flight stores its records now.
+    await seed(47, 'late-writes-again');
+    expect(await records.count(scopeOf(47))).toBe(3);
+    // A redelivery before then (an outage of ours) waits for the rest of the time.
+    const early = await handle(event(47, 'late-writes'), delivered(CONNECTION_DELETION_SECOND_PASS_MS / 2));
+    expect((early as { retryInMs: number }).retryInMs).toBeLessThanOrEqual(CONNECTION_DELETION_SECOND_PASS_MS / 2 + 1_000);
+    expect(await handle(event(47, 'late-writes'), delivered(CONNECTION_DELETION_SECOND_PASS_MS))).toBeUndefined();
+    expect(await records.count(scopeOf(47))).toBe(0);
   });
 });
 
