@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import mongoose from 'mongoose';
 import { deployWithCli } from '../support/functions.js';
 import { writeProvidersFile } from '../support/providers.js';
-import { http, startStack, type Stack } from '../support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from '../support/stack.js';
 
 /**
  * Attacks on what the proxy sends, and where, made as an attacker would: with a key that holds
@@ -218,6 +218,25 @@ describe('what the proxy sends, and where', () => {
     // Only a key allowed to update integrations can widen where credentials go.
     const widen = await raw('/integrations/allowed', [['Authorization', `Bearer ${proxyKey}`], ['Content-Type', 'application/json']], 'PATCH');
     expect(widen.status).toBe(403);
+    // And to read the connections' credentials: widening sends every connection's credential to
+    // the hosts named, as reading them would.
+    const updater = await createScopedKey(stack, ['environment:integrations:update', 'environment:integrations:create', 'environment:proxy']);
+    const asUpdater = (method: string, path: string, body: unknown) => http(`${stack.url}${path}`, { method, token: updater, body });
+    for (const [method, path, body] of [
+      ['PATCH', '/integrations/allowed', { allowed_hosts: [foreignHost] }],
+      ['POST', '/integrations', { provider: 'sec-api', unique_key: 'widened', allowed_hosts: [foreignHost] }],
+    ] as const) {
+      const refused = await asUpdater(method, path, body);
+      expect({ status: refused.status, code: refused.json.error?.code, scope: refused.json.error?.payload?.scope }).toEqual({
+        status: 403,
+        code: 'forbidden',
+        scope: 'environment:connections:read_credentials',
+      });
+    }
+    expect((await api('GET', '/integrations/allowed')).json.data.allowed_hosts).toEqual(['docs.example.com']);
+    expect((await api('GET', '/integrations/widened')).status).toBe(404);
+    // Other changes, and narrowing to none, need no more than the update scope.
+    expect((await asUpdater('PATCH', '/integrations/allowed', { display_name: 'Allowed' })).status).toBe(200);
     expect((await api('PATCH', '/integrations/allowed', { allowed_hosts: ['http://evil.example/'] })).json.error.code).toBe('invalid_body');
     expect((await api('PATCH', '/integrations/allowed', { allowed_hosts: [foreignHost] })).status).toBe(200);
     expect((await api('GET', '/integrations/allowed')).json.data.allowed_hosts).toEqual([foreignHost]);

@@ -1,6 +1,7 @@
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { z } from 'zod';
 import { defineRoute } from '../../http/define-route.js';
+import { checkHostsWidening } from './integration-params.js';
 
 export const createIntegration = defineRoute({
   method: 'post',
@@ -14,8 +15,11 @@ export const createIntegration = defineRoute({
     answer: z.object({ data: vaultContracts.createIntegration.response }),
   },
   schemas: { body: integrationWrite.omit({ custom: true }).extend({ provider: z.string().min(1).max(100) }) },
-  handler: async ({ deps, key, body }) => ({
-    status: 201,
-    body: { data: await deps.bus.request(vaultContracts.createIntegration, { ...body, environment_id: key.environmentId }) },
-  }),
+  handler: async ({ deps, key, body }) => {
+    checkHostsWidening(key, body.allowed_hosts);
+    return {
+      status: 201,
+      body: { data: await deps.bus.request(vaultContracts.createIntegration, { ...body, environment_id: key.environmentId }) },
+    };
+  },
 });

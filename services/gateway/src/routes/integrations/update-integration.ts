@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { uniqueKeyParams } from './integration-params.js';
+import { checkHostsWidening, uniqueKeyParams } from './integration-params.js';
 
 /** Only the fields passed change; a rename is refused while the integration has connections. */
 export const updateIntegration = defineRoute({
@@ -15,13 +15,16 @@ export const updateIntegration = defineRoute({
     answer: z.object({ data: vaultContracts.updateIntegration.response }),
   },
   schemas: { params: uniqueKeyParams, body: integrationWrite.partial() },
-  handler: async ({ deps, key, params, body }) => ({
-    body: {
-      data: await deps.bus.request(vaultContracts.updateIntegration, {
-        environment_id: key.environmentId,
-        unique_key: params.uniqueKey,
-        patch: body,
-      }),
-    },
-  }),
+  handler: async ({ deps, key, params, body }) => {
+    checkHostsWidening(key, body.allowed_hosts);
+    return {
+      body: {
+        data: await deps.bus.request(vaultContracts.updateIntegration, {
+          environment_id: key.environmentId,
+          unique_key: params.uniqueKey,
+          patch: body,
+        }),
+      },
+    };
+  },
 });
