@@ -14,6 +14,11 @@ export interface EnvironmentDoc {
   connect_return_origins?: string[];
   variables: Array<{ name: string; value: string }>;
   signing_keys: SigningKey[];
+  /**
+   * The digest of the last BOOTSTRAP_SECRET_KEY a key was made for: made once, a revoked
+   * bootstrap key is not made again at the next start. Absent before a first one.
+   */
+  bootstrap_key_digest?: string;
   created_at: Date;
   updated_at: Date;
 }
@@ -31,6 +36,7 @@ const environmentSchema = new Schema<EnvironmentDoc>(
     connect_return_origins: { type: [String], default: [] },
     variables: { type: [{ _id: false, name: String, value: String }], default: [] },
     signing_keys: { type: [{ _id: false, secret: String, created_at: Date, retired_at: Date }], default: [] },
+    bootstrap_key_digest: { type: String },
     created_at: { type: Date, required: true },
     updated_at: { type: Date, required: true },
   },

@@ -111,6 +111,10 @@ export function createEnvironmentRepo(connection: Connection, cipher: SettingsCi
       if (result.matchedCount === 0) return null;
       return reveal(await model.findById(id).lean<EnvironmentDoc>().exec());
     },
+    /** Records that the bootstrap key of this digest was made (see `bootstrap_key_digest`). */
+    async markBootstrapKey(id: string, digest: string): Promise<void> {
+      await model.updateOne({ _id: id }, { $set: { bootstrap_key_digest: digest } }).exec();
+    },
     /**
      * A new signing key: the stored keys read afresh, rotated and written back (the caller runs
      * it alone per environment: environment-writes.ts). Returns the new list, null when the

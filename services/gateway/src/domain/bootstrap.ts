@@ -13,14 +13,16 @@ export const DEFAULT_KEY_NAME = 'Default - Full access';
 
 export interface BootstrapDeps {
   accounts: Pick<AccountRepo, 'ensure'>;
-  environments: Pick<EnvironmentRepo, 'create' | 'findByName'>;
+  environments: Pick<EnvironmentRepo, 'create' | 'findByName' | 'markBootstrapKey'>;
   apiKeys: Pick<ApiKeyRepo, 'findByDigest' | 'insert'>;
   logger: Logger;
 }
 
 /**
  * Creates, once and idempotently (replicas may race), the bootstrap environment and, when a
- * secret is given, its full-access key with exactly that secret.
+ * secret is given, its full-access key with exactly that secret. Once: the environment keeps the
+ * digest of the secret its key was made for, so a key the operator revoked is not made again at
+ * the next start while BOOTSTRAP_SECRET_KEY is unchanged (a new secret makes a new key).
  */
 export async function bootstrap(
   deps: BootstrapDeps,
@@ -44,7 +46,12 @@ export async function bootstrap(
   if (!environment || input.secretKey === undefined) return;
 
   const digest = digestApiKey(input.secretKey, input.digestSecret);
-  if (await deps.apiKeys.findByDigest(digest)) return;
+  if (environment.bootstrap_key_digest === digest) return;
+  // Made before the environment kept its digest, or by a start that stopped before marking it.
+  if (await deps.apiKeys.findByDigest(digest)) {
+    await deps.environments.markBootstrapKey(environment._id, digest);
+    return;
+  }
   try {
     await deps.apiKeys.insert(environmentId(environment._id), {
       _id: newId('key'),
@@ -60,4 +67,5 @@ export async function bootstrap(
   } catch (error) {
     if (!isDuplicateKey(error)) throw error;
   }
+  await deps.environments.markBootstrapKey(environment._id, digest);
 }
