@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { gzipSync } from 'node:zlib';
 import { writeProvidersFile } from './support/providers.js';
 import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
@@ -8,7 +9,7 @@ import { createScopedKey, http, startStack, type Stack } from './support/stack.j
  */
 
 /** `raw` is sent as is with content type `type`; `as` picks the key (the full-access one unless told). */
-interface Req { method: string; path: string; body?: unknown; raw?: string; type?: string; as?: 'proxy' | 'plain' }
+interface Req { method: string; path: string; body?: unknown; raw?: string | Uint8Array; type?: string; encoding?: string; as?: 'proxy' | 'plain' }
 /** `path`: a field error with exactly this path; `scope`: named by the 403 message; `legacy`: a `{message}` body. */
 interface Want { status: number; code?: string; path?: string; scope?: string; legacy?: boolean }
 type Case = [name: string, request: Req, want: Want];
@@ -20,6 +21,8 @@ const tokens: Record<'proxy' | 'plain', string> = { proxy: '', plain: '' };
 
 const req = (method: string, path: string, body?: unknown, as?: Req['as']): Req => ({ method, path, body, ...(as ? { as } : {}) });
 const raw = (method: string, path: string, text: string, type = 'application/json'): Req => ({ method, path, raw: text, type });
+/** `bytes` sent as a JSON body with `Content-Encoding: encoding`. */
+const encoded = (method: string, path: string, bytes: string | Uint8Array, encoding: string): Req => ({ method, path, raw: bytes, type: 'application/json', encoding });
 const invalid = (code: string, path?: string): Want => ({ status: 400, code, ...(path === undefined ? {} : { path }) });
 const notFound = (code: string): Want => ({ status: 404, code });
 const conflict = (code: string): Want => ({ status: 409, code });
@@ -45,6 +48,8 @@ const withDeepMetadata = (method: string, path: string, valid: Record<string, un
 function shape(method: string, path: string, valid: unknown, scope: string): Case[] {
   return [
     ['malformed JSON', raw(method, path, '{"a":'), invalid('invalid_json')],
+    ['a gzip body that is not gzip', encoded(method, path, 'notgzip!', 'gzip'), invalid('invalid_json')],
+    ['a gzip body cut short', encoded(method, path, gzipSync(JSON.stringify(valid)).subarray(0, 12), 'gzip'), invalid('invalid_json')],
     ['text/plain body', raw(method, path, JSON.stringify(valid), 'text/plain'), { status: 415, code: 'invalid_content_type' }],
     ['form body', raw(method, path, 'a=1', 'application/x-www-form-urlencoded'), { status: 415, code: 'invalid_content_type' }],
     ['array body', req(method, path, [valid]), invalid('invalid_body')],
@@ -263,10 +268,11 @@ const ROUTES: Record<string, Case[]> = {
 
 async function send(request: Req): Promise<{ status: number; json: any }> {
   const headers: Record<string, string> = { authorization: `Bearer ${request.as ? tokens[request.as] : stack.bootstrapKey}` };
-  let payload: string | undefined;
+  let payload: string | Uint8Array | undefined;
   if (request.raw !== undefined) payload = request.raw;
   else if (request.body !== undefined) payload = JSON.stringify(request.body);
   if (payload !== undefined) headers['content-type'] = request.type ?? 'application/json';
+  if (request.encoding !== undefined) headers['content-encoding'] = request.encoding;
   const response = await fetch(`${stack.url}${request.path}`, { method: request.method, headers, ...(payload === undefined ? {} : { body: payload }) });
   const text = await response.text();
   try {

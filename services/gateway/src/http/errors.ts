@@ -13,6 +13,12 @@ function fromBodyParser(error: unknown): AppError | undefined {
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
     return new AppError('invalid_content_type', 'The request body encoding is not supported');
   }
+  // Any other body it could not read is the caller's too: a body that its Content-Encoding does
+  // not decode (zlib's error, with no type), or one whose length does not match its header.
+  const parserError = error as { status?: unknown; expose?: unknown } | null;
+  if (!(error instanceof AppError) && parserError?.status === 400 && parserError.expose === true) {
+    return new AppError('invalid_json', 'The request body could not be read');
+  }
   return undefined;
 }
 
