@@ -18,7 +18,12 @@ const PUBLIC_URL = 'https://latchkey.example.test';
 const api = (method: string, path: string, body?: unknown) => http(`${stack.url}${path}`, { method, token: stack.bootstrapKey, ...(body === undefined ? {} : { body }) });
 
 function trigger(action: string, input?: unknown, headers: Record<string, string> = {}) {
-  return fetch(`${stack.url}/action/trigger`, {
+  return post('/action/trigger', JSON.stringify({ action_name: action, ...(input === undefined ? {} : { input }) }), headers);
+}
+
+/** `text` posted as it is, as JSON, for connection conn-1 of `api`. */
+function post(path: string, text: string, headers: Record<string, string> = {}) {
+  return fetch(`${stack.url}${path}`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${stack.bootstrapKey}`,
@@ -27,9 +32,12 @@ function trigger(action: string, input?: unknown, headers: Record<string, string
       'provider-config-key': 'api',
       ...headers,
     },
-    body: JSON.stringify({ action_name: action, ...(input === undefined ? {} : { input }) }),
+    body: text,
   });
 }
+
+/** `[[…]]`, `levels` deep: JSON.parse takes it, JSON.stringify overflows writing it. */
+const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
 
 /** A provider whose catalog entry says how its lists paginate (Link headers, records under `items`). */
 const pagedProviderYaml = (baseUrl: string) =>
@@ -123,6 +131,11 @@ describe('actions', () => {
     expect(body.error.errors[0]!.path).toBe('input.n');
     const tooBig = await trigger('double', { n: 1, padding: 'x'.repeat(600 * 1024) });
     expect(tooBig.status).toBe(413);
+    // Too deep to be written on its way to the runner: a 500 before.
+    for (const levels of [65, 20_000]) {
+      const tooDeep = await post('/action/trigger', `{"action_name":"double","input":{"n":1,"deep":${nested(levels)}}}`);
+      expect({ status: tooDeep.status, code: ((await tooDeep.json()) as { error: { code: string } }).error.code }).toEqual({ status: 400, code: 'invalid_body' });
+    }
     expect((await trigger('nope')).status).toBe(404);
     expect(((await (await trigger('nope')).json()) as { error: { code: string } }).error.code).toBe('unknown_action');
     expect(((await (await trigger('echo', undefined, { 'connection-id': 'ghost' })).json()) as { error: { code: string } }).error.code).toBe('unknown_connection');
@@ -421,6 +434,14 @@ describe('a deployment whose sync has a frequency that does not parse', () => {
     expect(refused.status).toBe(400);
     expect(refused.json.error.code).toBe('invalid_frequency');
     expect(refused.json.error.message).toContain('badly-timed');
+    expect((await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api')).toEqual(before);
+  });
+
+  it("is refused with invalid_body when an action's input schema is nested 20,000 levels, and the deployed set stays", async () => {
+    const before = (await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api');
+    const description = `{"type":"action","name":"deep","has_input_schema":true,"input_schema":{"deep":${nested(20_000)}}}`;
+    const refused = await post('/functions/deployments', `{"provider_config_key":"api","functions":[{"description":${description},"bundle":"module.exports = {};"}]}`);
+    expect({ status: refused.status, code: ((await refused.json()) as { error: { code: string } }).error.code }).toEqual({ status: 400, code: 'invalid_body' });
     expect((await client.getScriptsConfig()).find((item) => item.providerConfigKey === 'api')).toEqual(before);
   });
 });

@@ -188,6 +188,13 @@ const ROUTES: Record<string, Case[]> = {
     ['$ metadata key', importing({ metadata: { $set: 1 } }), body('metadata.$set')],
     ['metadata nested 20,000 levels', withDeepMetadata('POST', '/connections', imported(), 20_000), body(tooDeepPath('metadata'))],
     ['end_user without id', importing({ end_user: { email: 'a@b.c' } }), body('end_user.id')],
+    // Listed by `?endUserId`, which takes at most 255: a longer id could never be found.
+    ['end_user id over 255', importing({ end_user: { id: long(256) } }), body('end_user.id')],
+    ['dotted end_user tag key', importing({ end_user: { id: 'u', tags: { 'a.b': 'y' } } }), body('end_user.tags.a.b')],
+    ['$ end_user tag key', importing({ end_user: { id: 'u', tags: { $x: 'y' } } }), body('end_user.tags.$x')],
+    // Free-form JSON that JSON.parse takes and JSON.stringify cannot write: a 500 before.
+    ['credentials.raw nested 20,000 levels', raw('POST', '/connections', JSON.stringify(imported({ credentials: { type: 'OAUTH2', access_token: 't', raw: 'DEEP' } })).replace('"DEEP"', nestedText(20_000))), invalid('invalid_body')],
+    ['credentials.raw nested 65 levels', raw('POST', '/connections', JSON.stringify(imported({ credentials: { type: 'OAUTH2', access_token: 't', raw: 'DEEP' } })).replace('"DEEP"', nestedText(65))), invalid('invalid_body')],
     ['unknown credential type', importCredentials({ type: 'NOPE' }), body('credentials.type')],
     ['unknown credential field', importCredentials({ type: 'API_KEY', apiKey: 'k', extra: 1 }), body('credentials')],
     ['apiKey a number', importCredentials({ type: 'API_KEY', apiKey: 1 }), body('credentials.apiKey')],
@@ -212,6 +219,9 @@ const ROUTES: Record<string, Case[]> = {
     ['negative page', req('GET', '/connections?page=-1'), query('page')],
     ['nested tag filter', req('GET', '/connections?tags[a][b]=c'), query('tags.a')],
     ['connectionId given twice', req('GET', '/connections?connectionId=a&connectionId=b'), query('connectionId')],
+    // Each integration and tag is a list read of its own: one request asked for thousands.
+    ['101 integrations', req('GET', `/connections?integrationId=${Array.from({ length: 101 }, (_, i) => `i${i}`).join(',')}`), query('integrationId')],
+    ['11 tags', req('GET', `/connections?${Array.from({ length: 11 }, (_, i) => `tags[t${i}]=v`).join('&')}`), query('tags')],
     ['connectionId too long', req('GET', `/connections?connectionId=${long(256)}`), query('connectionId')],
     ['search too long', req('GET', `/connections?search=${long(256)}`), query('search')],
     ['missing scope', req('GET', '/connections', undefined, 'proxy'), forbidden('environment:connections:list')],

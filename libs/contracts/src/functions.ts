@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
+import { JSON_MAX_DEPTH, pathTooDeep } from './json-depth.js';
 import { modelName } from './records.js';
 import { SCOPES } from './scopes.js';
 
@@ -25,9 +26,12 @@ const model = z.object({
 
 /** A JSON Schema document, kept small: it travels in every MCP `tools/list` answer. */
 const MAX_INPUT_SCHEMA_BYTES = 64 * 1024;
-const jsonSchema = z
-  .record(z.string(), z.unknown())
-  .refine((schema) => Buffer.byteLength(JSON.stringify(schema)) <= MAX_INPUT_SCHEMA_BYTES, `at most ${MAX_INPUT_SCHEMA_BYTES} bytes of JSON`);
+const jsonSchema = z.record(z.string(), z.unknown()).superRefine((schema, ctx) => {
+  // Measured only once it can be written: JSON.stringify overflows on a value thousands deep.
+  const deep = pathTooDeep(schema);
+  if (deep !== undefined) ctx.addIssue({ code: 'custom', message: `nested deeper than ${JSON_MAX_DEPTH} levels`, path: deep });
+  else if (Buffer.byteLength(JSON.stringify(schema)) > MAX_INPUT_SCHEMA_BYTES) ctx.addIssue({ code: 'custom', message: `at most ${MAX_INPUT_SCHEMA_BYTES} bytes of JSON` });
+});
 
 /** What a deployment records of a function (the SDK's `describeFunction`). */
 export const functionDescription = z.discriminatedUnion('type', [

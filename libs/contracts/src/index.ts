@@ -9,6 +9,7 @@ export * from './proxy.js';
 export * from './records.js';
 export * from './webhooks.js';
 export * from './functions.js';
+export * from './json-depth.js';
 export * from './syncs.js';
 export * from './bus.js';
 export * from './operations.js';

@@ -11,6 +11,9 @@ const timestamp = z.string();
 /** Keys of stored objects become field names: no `.` anywhere, no leading `$`. */
 const fieldName = z.string().min(1).max(128).regex(/^[^.$][^.]*$/, 'may not contain "." or start with "$"');
 
+/** Integrations one connection list may filter by (each is a list read of its own). */
+export const LIST_FILTER_MAX_INTEGRATIONS = 100;
+
 /** Tags: at most 10, values up to 255 characters, keys lower-cased by the vault. */
 export const tagsSchema = z
   .record(fieldName.max(64), z.string().max(255))
@@ -51,15 +54,19 @@ export const metadataSchema = z.record(z.string(), z.unknown()).superRefine((val
   }
 });
 
+/**
+ * The end user a connection is for: its id is what `?endUserId` finds (up to 255), its tags'
+ * keys become stored field names.
+ */
 export const endUserSchema = z.strictObject({
-  id: z.string().min(1),
-  email: z.string().nullable().optional(),
-  display_name: z.string().nullable().optional(),
+  id: z.string().min(1).max(255),
+  email: z.string().max(320).nullable().optional(),
+  display_name: z.string().max(255).nullable().optional(),
   tags: z
-    .record(z.string(), z.string())
+    .record(fieldName.max(64), z.string().max(255))
     .refine((tags) => Object.keys(tags).length <= 64, 'at most 64 tags')
     .optional(),
-  organization: z.strictObject({ id: z.string().min(1), display_name: z.string().nullable().optional() }).nullable().optional(),
+  organization: z.strictObject({ id: z.string().min(1).max(255), display_name: z.string().max(255).nullable().optional() }).nullable().optional(),
 });
 
 // ---- providers
@@ -245,8 +252,8 @@ export const vaultContracts = {
     z.object({
       environment_id,
       connection_id: z.string().optional(),
-      integration_ids: z.array(z.string()).optional(),
-      tags: z.record(z.string(), z.string()).optional(),
+      integration_ids: z.array(z.string()).max(LIST_FILTER_MAX_INTEGRATIONS).optional(),
+      tags: z.record(z.string(), z.string()).refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags').optional(),
       end_user_id: z.string().optional(),
       search: z.string().optional(),
       limit: z.number().int().min(1).max(1000),

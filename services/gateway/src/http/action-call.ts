@@ -1,12 +1,19 @@
-import { MAX_ACTION_INPUT_BYTES } from '@latchkey/contracts';
+import { JSON_MAX_DEPTH, MAX_ACTION_INPUT_BYTES, pathTooDeep } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { GatewayDeps } from './deps.js';
 
 /** How long the gateway waits for a synchronous action beyond the run's own limit. */
 const SYNC_MARGIN_MS = 10_000;
 
-/** An action's input rides inside one NATS message to the action-runner: refuse a larger one here. */
+/**
+ * An action's input rides inside one NATS message to the action-runner: refuse a larger one
+ * here, and one nested too deep to be written (the MCP endpoint's arguments reach here unchecked).
+ */
 export function checkActionInput(input: unknown): void {
+  const deep = pathTooDeep(input);
+  if (deep !== undefined) {
+    throw new AppError('invalid_body', 'Invalid body', { errors: [{ code: 'custom', message: `nested deeper than ${JSON_MAX_DEPTH} levels`, path: ['input', ...deep].join('.') }] });
+  }
   if (input !== undefined && Buffer.byteLength(JSON.stringify(input)) > MAX_ACTION_INPUT_BYTES) {
     throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
   }

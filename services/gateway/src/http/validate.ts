@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JSON_MAX_DEPTH, pathTooDeep } from '@latchkey/contracts';
 import { AppError, toErrorItems, type ErrorCode } from '@latchkey/errors';
 
 export type RequestPart = 'params' | 'query' | 'body';
@@ -40,5 +41,13 @@ export function parsePart(part: RequestPart, schema: z.ZodType | undefined, raw:
   }
   const result = schema.safeParse(raw ?? (part === 'body' ? undefined : {}));
   if (!result.success) throw new AppError(CODES[part], `Invalid ${WHAT[part]}`, { errors: toErrorItems(result.error.issues) });
+  // A free-form field (an action's input, credentials' `raw`) that JSON.stringify could not write
+  // on its way to a service: refused here, after the schema, whose own bounds speak first.
+  const deep = part === 'body' ? pathTooDeep(result.data) : undefined;
+  if (deep !== undefined) {
+    throw new AppError(CODES[part], `Invalid ${WHAT[part]}`, {
+      errors: [{ code: 'custom', message: `nested deeper than ${JSON_MAX_DEPTH} levels`, path: deep.join('.') }],
+    });
+  }
   return result.data;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { vaultContracts } from '@latchkey/contracts';
+import { LIST_FILTER_MAX_INTEGRATIONS, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { queryList } from '../query.js';
 
@@ -13,8 +13,12 @@ export const listConnections = defineRoute({
   schemas: {
     query: z.strictObject({
       connectionId: z.string().max(255).optional(),
-      integrationId: queryList,
-      tags: z.record(z.string(), z.string()).optional(),
+      integrationId: queryList.pipe(z.array(z.string()).max(LIST_FILTER_MAX_INTEGRATIONS)),
+      // A connection holds at most 10: more can match none.
+      tags: z
+        .record(z.string(), z.string())
+        .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags')
+        .optional(),
       endUserId: z.string().max(255).optional(),
       /** Deprecated alias of endUserId. */
       userId: z.string().max(255).optional(),
