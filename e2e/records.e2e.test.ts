@@ -177,6 +177,9 @@ describe('records', () => {
     expect((await refused(client.listRecords({ ...CONNECTION, model: 'Ticket', cursor: 'not-a-cursor' }))).code).toBe('invalid_query_params');
     expect((await refused(client.listRecords({ ...CONNECTION, model: 'Ticket', limit: 10_001 }))).code).toBe('invalid_query_params');
     expect((await refused(client.listRecords({ ...CONNECTION, model: 'Ticket', filter: 'created' }))).code).toBe('invalid_query_params');
+    // Names no model or variant could have: the query's error, not the contract's invalid_body.
+    expect((await refused(client.listRecords({ ...CONNECTION, model: 'my-model' }))).code).toBe('invalid_query_params');
+    expect((await refused(client.listRecords({ ...CONNECTION, model: 'Ticket', variant: 'a.b' }))).code).toBe('invalid_query_params');
     expect((await refused(client.listRecords({ ...CONNECTION, connectionId: 'nobody', model: 'Ticket' }))).code).toBe('unknown_connection');
     const missing = await http(`${stack.url}/records?model=Ticket`, { token: stack.bootstrapKey });
     expect(missing.status).toBe(400);

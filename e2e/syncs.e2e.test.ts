@@ -343,6 +343,8 @@ describe('schedules', () => {
     expect([invalid.status, invalid.json.error.code]).toEqual([400, 'invalid_body']);
     const noSyncs = await api('GET', '/sync/status?provider_config_key=store');
     expect([noSyncs.status, noSyncs.json.error.code]).toEqual([400, 'invalid_query_params']);
+    const manySyncs = await api('GET', `/sync/status?provider_config_key=store&syncs=${Array.from({ length: 101 }, (_, i) => `s${i}`).join(',')}`);
+    expect([manySyncs.status, manySyncs.json.error.code]).toEqual([400, 'invalid_query_params']);
   });
 });
 

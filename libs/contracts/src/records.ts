@@ -19,7 +19,7 @@ export const BASE_VARIANT = 'base';
 
 /** A model's name, as the records store keys it (a deployment is held to it too: `deploymentBody`). */
 export const modelName = z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, 'a letter, then letters, digits or _ (64 at most)');
-const variantName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or - (64 at most)');
+export const variantName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, digits, _ or - (64 at most)');
 
 /** A model field as deployed functions declare it: `name`, and a `type` such as `string`, `number`, `boolean`, `date`, `object`, `array`; a `?` suffix or `optional` makes it optional. */
 export const modelField = z.object({ name: z.string().min(1), type: z.string().min(1), optional: z.boolean().optional() });

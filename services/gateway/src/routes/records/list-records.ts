@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BASE_VARIANT, RECORD_ACTIONS, recordsContracts } from '@latchkey/contracts';
+import { BASE_VARIANT, RECORD_ACTIONS, modelName, recordsContracts, variantName } from '@latchkey/contracts';
 import { connectionHeaders } from '../../http/connection-headers.js';
 import { defineRoute } from '../../http/define-route.js';
 import { queryList } from '../query.js';
@@ -32,15 +32,15 @@ export const listRecords = defineRoute({
   },
   schemas: {
     query: z.strictObject({
-      model: z.string().min(1).max(64),
-      variant: z.string().min(1).max(64).default(BASE_VARIANT),
+      model: modelName,
+      variant: variantName.default(BASE_VARIANT),
       modified_after: z.iso.datetime({ offset: true }).optional(),
       /** Deprecated alias of modified_after. */
       delta: z.iso.datetime({ offset: true }).optional(),
       limit: z.coerce.number().int().min(1).max(10_000).default(100),
       filter: actionFilter,
       cursor: z.string().min(1).max(200).optional(),
-      ids: queryList,
+      ids: queryList.pipe(z.array(z.string()).max(10_000)),
     }),
   },
   handler: async ({ deps, key, req, query }) => {

@@ -18,7 +18,7 @@ export const getSyncStatus = defineRoute({
     query: z.strictObject({
       provider_config_key: z.string().min(1).max(128),
       /** A comma list of sync names, or `*` for all. */
-      syncs: queryList.pipe(z.array(z.string().min(1).max(100)).min(1, 'name the syncs, or * for all')),
+      syncs: queryList.pipe(z.array(z.string().min(1).max(100)).min(1, 'name the syncs, or * for all').max(100)),
       connection_id: z.string().min(1).max(255).optional(),
     }),
   },
