@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
 import { writeProvidersFile } from '../support/providers.js';
-import { http, startStack, type Stack } from '../support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from '../support/stack.js';
 
 /**
  * The vault's part of the security run, written as the attacks. The stack allows only
@@ -185,6 +185,34 @@ test("case 3: an end user cannot name the token host that the customer's OAuth c
   expect(started.status).toBe(302);
   expect(new URL(started.location!).host).toBe('sso.customer.example');
   expect(new URL(started.location!).searchParams.get('client_id')).toBe('customer-client');
+});
+
+test("case 3: a key that may not read the integration's client secret cannot name the token host it is sent to, by import or by a session's defaults", async () => {
+  const importer = await createScopedKey(stack, ['environment:connections:create']);
+  const sessionMaker = await createScopedKey(stack, ['environment:connect_sessions:write']);
+  const as = (token: string, method: string, path: string, body: unknown) => http(`${stack.url}${path}`, { method, token, body });
+  // Refreshed at the next read: the integration's client id and secret would go to the host named.
+  const refreshable = { type: 'OAUTH2', access_token: 't', refresh_token: 'r', expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} };
+  const importing = (connection_id: string, credentials: Record<string, unknown>) => ({ provider_config_key: 'selfhosted', connection_id, credentials, connection_config: { host: 'evil.example' } });
+
+  const refused = await as(importer, 'POST', '/connections', importing('stolen', refreshable));
+  answers.push(JSON.stringify(refused.json));
+  expect({ status: refused.status, code: refused.json.error?.code, paths: refused.json.error.errors?.map((item: { path: string }) => item.path) }).toEqual({
+    status: 400,
+    code: 'invalid_body',
+    paths: ['connection_config.host'],
+  });
+  expect((await api('GET', '/connections/stolen?provider_config_key=selfhosted')).status).toBe(404);
+  // With the connection's own OAuth client, or a key that may read the integration's, it is the caller's to name.
+  const ownClient = { ...refreshable, config_override: { client_id: 'own', client_secret: 'own-secret' } };
+  expect((await as(importer, 'POST', '/connections', importing('own-client', ownClient))).status).toBe(201);
+  expect((await api('POST', '/connections', importing('customer', refreshable))).status).toBe(201);
+
+  const defaults = { allowed_integrations: ['selfhosted'], integrations_config_defaults: { selfhosted: { connection_config: { host: 'evil.example' } } } };
+  const session = await as(sessionMaker, 'POST', '/connect/sessions', defaults);
+  answers.push(JSON.stringify(session.json));
+  expect({ status: session.status, code: session.json.error?.code }).toEqual({ status: 400, code: 'invalid_body' });
+  expect((await api('POST', '/connect/sessions', defaults)).status).toBe(201);
 });
 
 test.each(['evil.example/x?', '127.0.0.1:4701', 'evil.example#', 'user@evil.example'])(

@@ -195,6 +195,12 @@ export const connectionEventSchema = z.object({
 
 /** Who is reading: recorded in the credential-read audit. */
 const reader = z.object({ key_id: z.string() });
+/**
+ * Whether the caller's key may read the integration's client credentials
+ * (`integrations:read_credentials`): only then may it name a self-hosted provider's token host,
+ * where the integration's client secret is sent. Absent: it may not.
+ */
+const readsClientSecrets = z.boolean().optional();
 
 export const vaultContracts = {
   listProviders: defineRequest('vault.providers.list', z.object({ search: z.string().optional() }), z.array(publicProvider)),
@@ -235,6 +241,7 @@ export const vaultContracts = {
       environment_id,
       reader,
       include_credentials: z.boolean(),
+      reads_client_secrets: readsClientSecrets,
       provider_config_key: z.string(),
       connection_id: connectionId.optional(),
       credentials: anyCredentials,
@@ -330,6 +337,7 @@ export const vaultContracts = {
     'vault.sessions.create',
     z.object({
       environment_id,
+      reads_client_secrets: readsClientSecrets,
       tags: tagsSchema.optional(),
       allowed_integrations: z.array(z.string().min(1).max(128)).max(500).optional(),
       integrations_config_defaults: z.record(z.string(), z.object({ connection_config: metadataSchema }).strict()).optional(),

@@ -34,8 +34,29 @@ const CLIENT_OVERRIDE_MARKERS = new Set(['oauth_client_id_override', 'oauth_clie
 
 type ConfigRules = Pick<ProviderEntry, 'connection_configuration' | 'connection_config' | 'authorization_url' | 'token_url' | 'request_url'>;
 
-function notAllowed(key: string, code: string, why: string): AppError {
-  return new AppError('invalid_body', `connection_config.${key} ${why}`, { errors: [{ code, message: why, path: `connection_config.${key}` }] });
+function notAllowed(key: string, code: string, why: string, under = ''): AppError {
+  const path = `${under}connection_config.${key}`;
+  return new AppError('invalid_body', `${path} ${why}`, { errors: [{ code, message: why, path }] });
+}
+
+/** The connection config fields that make up the whole host of a provider's token or request URL: its client secret goes there. */
+function secretHostKeys(provider: Pick<ConfigRules, 'token_url' | 'request_url'> | undefined): string[] {
+  return [provider?.token_url, provider?.request_url].flatMap((template) => (template === undefined ? [] : freeHostKeys(template)));
+}
+
+/**
+ * Refuses `config` naming the host a self-hosted provider's token or request URL is built on,
+ * for a caller whose key may not read the integration's client secret (an import, or a
+ * session's defaults, without `integrations:read_credentials`): the secret goes to that host at
+ * the next refresh or code exchange. `under` prefixes the path the error names.
+ */
+export function checkSecretHostsNamed(provider: Pick<ConfigRules, 'token_url' | 'request_url'> | undefined, config: Record<string, unknown>, under = ''): void {
+  for (const key of secretHostKeys(provider)) {
+    const value = config[key];
+    if (value !== undefined && value !== null && value !== '') {
+      throw notAllowed(key, 'not_allowed', "names the host the integration's client secret is sent to: that takes a key with integrations:read_credentials, or the connection's own OAuth client", under);
+    }
+  }
 }
 
 /**
@@ -65,9 +86,7 @@ export function sessionConnectionConfig(
     Object.entries((session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>).filter(([key]) => !CLIENT_OVERRIDE_MARKERS.has(key)),
   );
   const declared = new Set([...(provider?.connection_configuration ?? []), ...Object.keys(provider?.connection_config ?? {})]);
-  const secretHosts = new Set(
-    options.customerClient ? [provider?.token_url, provider?.request_url].flatMap((template) => (template === undefined ? [] : freeHostKeys(template))) : [],
-  );
+  const secretHosts = new Set(options.customerClient ? secretHostKeys(provider) : []);
   for (const [key, value] of Object.entries(given)) {
     const preset = defaults[key];
     const customerSet = preset !== undefined && preset !== null && preset !== '';

@@ -7,14 +7,14 @@ import type { Provider } from '../catalog/provider-schema.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
-import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, checkSecretHostsNamed, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
 import { verifyCredentials } from '../domain/verify-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { normalizeTags } from '../domain/views.js';
 import { clientCredentialsToken } from '../refresh/fresh-credentials.js';
 
-type Deps = Pick<VaultDeps, 'connections' | 'cipher'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
+type Deps = Pick<VaultDeps, 'connections' | 'cipher' | 'providers'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
 
 /**
  * `vault.sessions.create`: a session for one end user's connect flow. Every named integration
@@ -30,8 +30,17 @@ export function createConnectSessionHandler(deps: Deps) {
       ...Object.keys(request.overrides ?? {}),
       ...(request.reconnect ? [request.reconnect.integration_id] : []),
     ]);
-    const integrations = new Map<string, { _id: string }>();
+    const integrations = new Map<string, { _id: string; provider: string }>();
     for (const key of named) integrations.set(key, await deps.integrationService.find(environment, key));
+    // A host the session sets is where the customer's client secret goes in the flow's code
+    // exchange: the customer's own client in these defaults, or the integration's.
+    for (const [key, entry] of Object.entries(request.integrations_config_defaults ?? {})) {
+      const config = entry.connection_config;
+      const customerClient = typeof config['oauth_client_id_override'] === 'string' && config['oauth_client_id_override'] !== '' && typeof config['oauth_client_secret_override'] === 'string' && config['oauth_client_secret_override'] !== '';
+      if (!customerClient && !request.reads_client_secrets) {
+        checkSecretHostsNamed(deps.providers.get(integrations.get(key)!.provider), config, `integrations_config_defaults.${key}.`);
+      }
+    }
     if (request.reconnect) {
       const connection = await deps.connections.find(environment, request.reconnect.integration_id, request.reconnect.connection_id);
       if (!connection) throw new AppError('unknown_connection', `No connection "${request.reconnect.connection_id}" in "${request.reconnect.integration_id}"`);

@@ -5,6 +5,7 @@ import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { checkHostValues } from '../catalog/provider-url.js';
 import type { ConnectionDoc } from '../db/connection-model.js';
+import { checkSecretHostsNamed } from '../domain/connect-sessions.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { connectionEvent, connectionListItem, connectionView, normalizeTags } from '../domain/views.js';
@@ -39,6 +40,10 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
     }
     // Host-bearing values are checked now, not found wrong at each refresh (answered 400 then).
     if (provider) checkHostValues(provider, connectionConfig);
+    // An OAuth 2 connection is refreshed with the integration's client, unless it brings its own.
+    const override = credentials.type === 'OAUTH2' ? credentials.config_override : undefined;
+    const ownClient = Boolean(override?.client_id && override.client_secret);
+    if (credentials.type === 'OAUTH2' && !ownClient && !request.reads_client_secrets) checkSecretHostsNamed(provider, connectionConfig);
     const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
       metadata: request.metadata ?? {},

@@ -16,6 +16,13 @@ export const createConnectSession = defineRoute({
   },
   schemas: { body: sessionBody },
   handler: async ({ deps, key, body }) => {
-    return sessionCreated(deps, await deps.bus.request(vaultContracts.createConnectSession, { ...body, environment_id: key.environmentId }));
+    return sessionCreated(
+      deps,
+      await deps.bus.request(vaultContracts.createConnectSession, {
+        ...body,
+        environment_id: key.environmentId,
+        reads_client_secrets: key.scopes.has('environment:integrations:read_credentials'),
+      }),
+    );
   },
 });

@@ -22,6 +22,7 @@ export const createReconnectSession = defineRoute({
       await deps.bus.request(vaultContracts.createConnectSession, {
         ...rest,
         environment_id: key.environmentId,
+        reads_client_secrets: key.scopes.has('environment:integrations:read_credentials'),
         reconnect: { connection_id: connectionId, integration_id: integrationId },
       }),
     );

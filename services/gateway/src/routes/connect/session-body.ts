@@ -3,7 +3,7 @@ import { vaultContracts } from '@latchkey/contracts';
 import type { GatewayDeps } from '../../http/deps.js';
 
 /** The session request as customers send it: the vault's, less what the key decides. */
-export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true }).strict();
+export const sessionBody = vaultContracts.createConnectSession.request.omit({ environment_id: true, reconnect: true, reads_client_secrets: true }).strict();
 
 /** The answer `sessionCreated` sends, for the API reference. */
 export const sessionCreatedAnswer = z.object({ data: z.object({ token: z.string(), connect_link: z.string(), expires_at: z.string() }) });
