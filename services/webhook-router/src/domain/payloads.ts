@@ -66,22 +66,6 @@ export function providerPayload(body: Buffer): ProviderPayload {
   }
 }
 
-/**
- * Whether a parsed JSON value nests at most `maxDepth` arrays and objects deep, walked without
- * recursion: `JSON.parse` takes any depth, but `JSON.stringify` (and the copy into a function's
- * sandbox) overflow the stack on a value some thousands deep.
- */
-export function nestedWithin(value: unknown, maxDepth: number): boolean {
-  const pending: Array<[unknown, number]> = [[value, 0]];
-  while (pending.length > 0) {
-    const [node, depth] = pending.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth >= maxDepth) return false;
-    for (const child of Array.isArray(node) ? node : Object.values(node)) pending.push([child, depth + 1]);
-  }
-  return true;
-}
-
 export interface SyncWebhook {
   connectionId: string;
   providerConfigKey: string;

@@ -2,6 +2,7 @@ import { inMessageContext, type BatchOutcome, type Bus, type JobMessage } from '
 import {
   MATCH_MANY_MAX,
   gatewayContracts,
+  pathTooDeep,
   vaultWebhookContracts,
   webhookContracts,
   type EnvironmentInfo,
@@ -14,7 +15,7 @@ import { environmentId } from '@latchkey/mongo';
 import type { InboundWebhookDoc } from '../db/inbound-webhook-model.js';
 import type { InboundWebhookRepo } from '../db/inbound-webhook-repo.js';
 import type { WebhookClaimRepo } from '../db/webhook-claim-repo.js';
-import { forwardBody, nestedWithin, providerPayload, type ProviderPayload } from '../domain/payloads.js';
+import { forwardBody, providerPayload, type ProviderPayload } from '../domain/payloads.js';
 import { refusalReason, verifyProviderSignature } from '../domain/provider-signature.js';
 import { connectionLookup, type ConnectionLookup } from '../domain/routing.js';
 import { enqueueDeliveries, fitsDelivery } from '../domain/enqueue-deliveries.js';
@@ -31,11 +32,11 @@ export interface InboundDeps {
 }
 
 /**
- * Provider bodies up to this size and depth ride along in `webhook.received` (the syncs'
- * `onWebhook` functions get them); others are forwarded to the customer as they came, alone.
+ * Provider bodies up to this size, nested at most `JSON_MAX_DEPTH` (64) levels, ride along in
+ * `webhook.received` (the syncs' `onWebhook` functions get them); others are forwarded to the
+ * customer as they came, alone.
  */
 const EVENT_PAYLOAD_BYTES = 256 * 1024;
-const EVENT_PAYLOAD_DEPTH = 64;
 
 /** The webhook-id of a provider webhook's forwarded copy: derived, so a redelivery reuses it. */
 export const forwardWebhookId = (inboundId: string) => `msg_${inboundId.replace(/^iwh_/, '')}`;
@@ -211,7 +212,7 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
         provider_config_key: job.integration,
         provider: integration.provider,
         connection_id: connectionId,
-        ...(provided.json && body.length <= EVENT_PAYLOAD_BYTES && nestedWithin(provided.payload, EVENT_PAYLOAD_DEPTH) && { payload: provided.payload }),
+        ...(provided.json && body.length <= EVENT_PAYLOAD_BYTES && pathTooDeep(provided.payload) === undefined && { payload: provided.payload }),
       },
       { msgId: `received-${job.id}` },
     );
