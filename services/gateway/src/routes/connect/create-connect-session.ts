@@ -1,6 +1,5 @@
-import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { sessionBody, sessionCreated, sessionCreatedAnswer } from './session-body.js';
+import { createSession, sessionBody, sessionCreatedAnswer } from './session-body.js';
 
 /** A 30-minute session for one end user's connect flow. */
 export const createConnectSession = defineRoute({
@@ -15,14 +14,5 @@ export const createConnectSession = defineRoute({
     answer: sessionCreatedAnswer,
   },
   schemas: { body: sessionBody },
-  handler: async ({ deps, key, body }) => {
-    return sessionCreated(
-      deps,
-      await deps.bus.request(vaultContracts.createConnectSession, {
-        ...body,
-        environment_id: key.environmentId,
-        reads_client_secrets: key.scopes.has('environment:integrations:read_credentials'),
-      }),
-    );
-  },
+  handler: ({ deps, key, body }) => createSession(deps, key, body),
 });

@@ -1,6 +1,5 @@
-import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { reconnectBody, sessionCreated, sessionCreatedAnswer } from './session-body.js';
+import { createSession, reconnectBody, sessionCreatedAnswer } from './session-body.js';
 
 /** A session bound to one connection made through a session: the flow replaces its credentials only. */
 export const createReconnectSession = defineRoute({
@@ -17,14 +16,6 @@ export const createReconnectSession = defineRoute({
   schemas: { body: reconnectBody },
   handler: async ({ deps, key, body }) => {
     const { connection_id: connectionId, integration_id: integrationId, ...rest } = body;
-    return sessionCreated(
-      deps,
-      await deps.bus.request(vaultContracts.createConnectSession, {
-        ...rest,
-        environment_id: key.environmentId,
-        reads_client_secrets: key.scopes.has('environment:integrations:read_credentials'),
-        reconnect: { connection_id: connectionId, integration_id: integrationId },
-      }),
-    );
+    return createSession(deps, key, { ...rest, reconnect: { connection_id: connectionId, integration_id: integrationId } });
   },
 });
