@@ -34,6 +34,14 @@ export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks
     ensure: (environment, target, frequency, firstRunAt, connection) =>
       alone(repo.idOf(environment, target), () => repo.ensure(environment, target, frequency, firstRunAt, connection)),
     setPaused: (ids, paused) => each(ids, (id) => repo.setPaused([id], paused)),
+    // A claim meeting a removal could put back the slot it had just read, and start a run for a
+    // deleted variant or connection.
+    remove: async (ids) => {
+      await each(ids, async (id) => {
+        await repo.remove([id]);
+        return 1;
+      });
+    },
     setFrequencyOverride: (id, frequency, nextRunAt) => alone(id, () => repo.setFrequencyOverride(id, frequency, nextRunAt)),
     claim: (schedule, runId, nextRunAt, now) => alone(schedule._id, () => repo.claim(schedule, runId, nextRunAt, now)),
     abandonUnqueued: (run, now) => alone(run.schedule_id, () => repo.abandonUnqueued(run, now)),

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import type { Connection } from 'mongoose';
-import { createBus, createKvLocks, openKv, WRITE_KEYS, type Bus } from '@latchkey/bus';
+import { createBus, createKvLocks, kvLockKey, openKv, WRITE_KEYS, type Bus, type KvLocks } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
@@ -21,12 +21,14 @@ let connection: Connection;
 let replicas: ScheduleRepo[];
 /** The same two replicas' record stores. */
 let recordReplicas: SerializedRecordRepo[];
+/** The lock bucket both replicas write under. */
+let locks: KvLocks;
 
 beforeAll(async () => {
   [nats, mongo] = await Promise.all([startNats(), startMongo()]);
   // Test buckets are no service's: the test server's observer may open them.
   bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
-  const locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `schedule_locks_${randomBytes(4).toString('hex')}`, ttlMs: WRITE_KEYS.ttlMs }));
+  locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `schedule_locks_${randomBytes(4).toString('hex')}`, ttlMs: WRITE_KEYS.ttlMs }));
   connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('schedule_writes'), logger });
   const repo = createScheduleRepo(connection);
   await repo.init();
@@ -80,6 +82,25 @@ describe('a schedule made through the serialized writes', () => {
     const target = { provider_config_key: 'crm', connection_id: 'kept-id', sync_name: 'contacts', variant: 'base' };
     expect(await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 42)).toBe('created');
     expect((await replicas[1]!.get(environment, target))?.connection).toBe(42);
+  });
+
+  // `remove` took no key: a claim meeting it could put back the slot it had just read and start
+  // a run for a deleted variant or connection, which then wrote records into a cleared scope.
+  it('is removed only once the write in flight on it has ended', async () => {
+    const target = { provider_config_key: 'crm', connection_id: 'removed', sync_name: 'contacts', variant: 'base' };
+    await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 43);
+    const schedule = (await replicas[0]!.get(environment, target))!;
+    const held = (await locks.acquire(kvLockKey('schedule', schedule._id)))!;
+    let removed = false;
+    const removal = replicas[1]!.remove([schedule._id]).then(() => {
+      removed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(removed).toBe(false);
+    expect(await replicas[0]!.get(environment, target)).not.toBeNull();
+    await locks.release(held);
+    await removal;
+    expect(await replicas[0]!.get(environment, target)).toBeNull();
   });
 });
 
