@@ -64,6 +64,11 @@ describe('connect sessions', () => {
     expect(unknownKey.status).toBe(400);
     expect(unknownKey.json.error.code).toBe('invalid_body');
     expect((await api('POST', '/connect/sessions', { overrides: { keys: { docs_connect: 'not a url' } } })).status).toBe(400);
+    // The Connect UI links to it: a web page only, never a script to run (the page's CSP would stop one; this stops it first).
+    for (const docs_connect of ['javascript:alert(1)', 'data:text/html,<p>x</p>', 'file:///etc/passwd']) {
+      const refused = await api('POST', '/connect/sessions', { overrides: { keys: { docs_connect } } });
+      expect({ status: refused.status, path: refused.json.error.errors?.[0]?.path }).toEqual({ status: 400, path: 'overrides.keys.docs_connect' });
+    }
     const scoped = (await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: 'no', scopes: ['environment:proxy'] } })).json.data.secret;
     const forbidden = await api('POST', '/connect/sessions', {}, scoped);
     expect(forbidden.status).toBe(403);

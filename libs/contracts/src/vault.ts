@@ -341,7 +341,7 @@ export const vaultContracts = {
       tags: tagsSchema.optional(),
       allowed_integrations: z.array(z.string().min(1).max(128)).max(500).optional(),
       integrations_config_defaults: z.record(z.string(), z.object({ connection_config: metadataSchema }).strict()).optional(),
-      overrides: z.record(z.string(), z.object({ docs_connect: z.url().optional() }).strict()).optional(),
+      overrides: z.record(z.string(), z.object({ docs_connect: z.url({ protocol: /^https?$/, error: 'an http(s) URL' }).optional() }).strict()).optional(),
       end_user: endUserSchema.optional(),
       organization: z.object({ id: z.string().min(1), display_name: z.string().nullable().optional() }).strict().optional(),
       reconnect: z.object({ connection_id: connectionId, integration_id: z.string().min(1).max(128) }).optional(),
