@@ -28,10 +28,15 @@ const forConnection = { 'connection-id': 'c1', 'provider-config-key': 'mcp' };
 
 /** One JSON-RPC message posted as an MCP client would, for the cases the SDK client hides. */
 function post(body: unknown, headers: Record<string, string> = forConnection, key = mcpKey) {
+  return postText(JSON.stringify(body), headers, key);
+}
+
+/** `text` posted to `/mcp` as it is (JSON that JSON.stringify could not write, say). */
+function postText(text: string, headers: Record<string, string> = forConnection, key = mcpKey) {
   return fetch(`${stack.url}/mcp`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(body),
+    body: text,
   });
 }
 
@@ -124,6 +129,13 @@ describe('/mcp', () => {
     expect(body.error.errors).toEqual([expect.objectContaining({ path: '', message: expect.stringMatching(/batches are not accepted/) })]);
     // One message still runs.
     expect((await post(call(3))).status).toBe(200);
+  });
+
+  it("refuses a tool's arguments nested 20,000 levels deep with invalid_body, as /action/trigger does", async () => {
+    const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    const refused = await postText(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"whoami","arguments":{"deep":${deep}}}}`);
+    expect(refused.status).toBe(400);
+    expect((await json(refused)).error.code).toBe('invalid_body');
   });
 
   it("answers an output over what one MCP answer carries as a tool error, although /action/trigger serves it", async () => {

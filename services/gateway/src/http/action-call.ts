@@ -1,4 +1,4 @@
-import { JSON_MAX_DEPTH, MAX_ACTION_INPUT_BYTES, pathTooDeep } from '@latchkey/contracts';
+import { MAX_ACTION_INPUT_BYTES } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { GatewayDeps } from './deps.js';
 
@@ -6,14 +6,10 @@ import type { GatewayDeps } from './deps.js';
 const SYNC_MARGIN_MS = 10_000;
 
 /**
- * An action's input rides inside one NATS message to the action-runner: refuse a larger one
- * here, and one nested too deep to be written (the MCP endpoint's arguments reach here unchecked).
+ * An action's input rides inside one NATS message to the action-runner: refuse a larger one here.
+ * (Its depth was checked with the body it came in: `parsePart`, for `/action/trigger` and `/mcp`.)
  */
 export function checkActionInput(input: unknown): void {
-  const deep = pathTooDeep(input);
-  if (deep !== undefined) {
-    throw new AppError('invalid_body', 'Invalid body', { errors: [{ code: 'custom', message: `nested deeper than ${JSON_MAX_DEPTH} levels`, path: ['input', ...deep].join('.') }] });
-  }
   if (input !== undefined && Buffer.byteLength(JSON.stringify(input)) > MAX_ACTION_INPUT_BYTES) {
     throw new AppError('payload_too_large', `An action's input may be at most ${MAX_ACTION_INPUT_BYTES} bytes of JSON`);
   }
