@@ -14,10 +14,13 @@ const fieldName = z.string().min(1).max(128).regex(/^[^.$][^.]*$/, 'may not cont
 /** Integrations one connection list may filter by (each is a list read of its own). */
 export const LIST_FILTER_MAX_INTEGRATIONS = 100;
 
+/** The tags one connection holds at most: a filter by more can match none. */
+export const TAGS_MAX = 10;
+/** At most `TAGS_MAX` entries (a tag list, or a filter by tags). */
+export const fewTags = (tags: Record<string, string>) => Object.keys(tags).length <= TAGS_MAX;
+
 /** Tags: at most 10, values up to 255 characters, keys lower-cased by the vault. */
-export const tagsSchema = z
-  .record(fieldName.max(64), z.string().max(255))
-  .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags');
+export const tagsSchema = z.record(fieldName.max(64), z.string().max(255)).refine(fewTags, `at most ${TAGS_MAX} tags`);
 
 /**
  * How deep metadata and connection config may nest below their top: far more than any provider's
@@ -260,7 +263,7 @@ export const vaultContracts = {
       environment_id,
       connection_id: z.string().optional(),
       integration_ids: z.array(z.string()).max(LIST_FILTER_MAX_INTEGRATIONS).optional(),
-      tags: z.record(z.string(), z.string()).refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags').optional(),
+      tags: z.record(z.string(), z.string()).refine(fewTags, `at most ${TAGS_MAX} tags`).optional(),
       end_user_id: z.string().optional(),
       search: z.string().optional(),
       limit: z.number().int().min(1).max(1000),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { LIST_FILTER_MAX_INTEGRATIONS, vaultContracts } from '@latchkey/contracts';
+import { LIST_FILTER_MAX_INTEGRATIONS, TAGS_MAX, fewTags, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { queryList } from '../query.js';
 
@@ -14,11 +14,7 @@ export const listConnections = defineRoute({
     query: z.strictObject({
       connectionId: z.string().max(255).optional(),
       integrationId: queryList.pipe(z.array(z.string()).max(LIST_FILTER_MAX_INTEGRATIONS)),
-      // A connection holds at most 10: more can match none.
-      tags: z
-        .record(z.string(), z.string())
-        .refine((tags) => Object.keys(tags).length <= 10, 'at most 10 tags')
-        .optional(),
+      tags: z.record(z.string(), z.string()).refine(fewTags, `at most ${TAGS_MAX} tags`).optional(),
       endUserId: z.string().max(255).optional(),
       /** Deprecated alias of endUserId. */
       userId: z.string().max(255).optional(),
