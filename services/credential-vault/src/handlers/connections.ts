@@ -41,9 +41,10 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
     // Host-bearing values are checked now, not found wrong at each refresh (answered 400 then).
     if (provider) checkHostValues(provider, connectionConfig);
     // An OAuth 2 connection is refreshed with the integration's client, unless it brings its own.
-    const override = credentials.type === 'OAUTH2' ? credentials.config_override : undefined;
-    const ownClient = Boolean(override?.client_id && override.client_secret);
-    if (credentials.type === 'OAUTH2' && !ownClient && !request.reads_client_secrets) checkSecretHostsNamed(provider, connectionConfig);
+    if (credentials.type === 'OAUTH2' && !request.reads_client_secrets) {
+      const own = credentials.config_override;
+      if (!(own?.client_id && own.client_secret)) checkSecretHostsNamed(provider, connectionConfig);
+    }
     const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
       metadata: request.metadata ?? {},
