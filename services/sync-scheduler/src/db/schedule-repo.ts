@@ -204,7 +204,11 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           await slots.deleteOne({ _id: marker }).exec();
         }
       }
-      await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId, next_run_at: nextRunAt } }).exec();
+      // `nextRunAt` comes of the frequency the claimer read: a frequency change since has set the
+      // next run itself (from the last run), and keeps it.
+      const timing = { _id: schedule._id, frequency: schedule.frequency, frequency_override: schedule.frequency_override ?? null };
+      const retimed = (await schedules.updateOne(timing, { $set: { running: runId, next_run_at: nextRunAt } }).exec()).matchedCount === 0;
+      if (retimed) await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId } }).exec();
       changed(schedule._id);
       const run: SyncRunDoc = {
         _id: runId,

@@ -86,6 +86,22 @@ describe('a schedule made through the serialized writes', () => {
 
   // `remove` took no key: a claim meeting it could put back the slot it had just read and start
   // a run for a deleted variant or connection, which then wrote records into a cleared scope.
+  // The scheduler reads the due schedules, then claims each with a next run from the frequency it
+  // read: a frequency change landing in between was undone by the claim, so the schedule ran on
+  // the old frequency once more (and its status named the old next run).
+  it("keeps the next run a frequency change set, when a claim read the schedule before it", async () => {
+    const target = { provider_config_key: 'crm', connection_id: 'retimed', sync_name: 'contacts', variant: 'base' };
+    await replicas[0]!.ensure(environment, target, 'every 2 seconds', new Date(), 44);
+    const read = (await replicas[0]!.get(environment, target))!;
+    const now = new Date();
+    const reverted = new Date(now.getTime() + 3_600_000);
+    await replicas[1]!.setFrequencyOverride(read._id, 'every hour', reverted);
+    const run = await replicas[0]!.claim(read, `run-${randomBytes(4).toString('hex')}`, new Date(now.getTime() + 2_000), now);
+    expect(run).not.toBeNull();
+    const after = (await replicas[0]!.get(environment, target))!;
+    expect({ running: after.running, next: after.next_run_at?.getTime() }).toEqual({ running: run!._id, next: reverted.getTime() });
+  });
+
   it('is removed only once the write in flight on it has ended', async () => {
     const target = { provider_config_key: 'crm', connection_id: 'removed', sync_name: 'contacts', variant: 'base' };
     await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 43);
