@@ -243,6 +243,17 @@ describe('operator API', () => {
       code: 'unknown_environment',
     });
   });
+
+  it('pages the given-up messages back from a time with or without an offset, and refuses one that is not a time', async () => {
+    for (const before of ['2030-01-01T00:00:00Z', '2030-01-01T02:00:00+02:00', '2030-01-01T00:00:00.000-05:30']) {
+      const listed = await admin('GET', `/given-up?before=${encodeURIComponent(before)}`);
+      expect(listed.status).toBe(200);
+      expect(Array.isArray(listed.json.data)).toBe(true);
+    }
+    const refused = await admin('GET', '/given-up?before=yesterday');
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('invalid_query_params');
+  });
 });
 
 describe('settings at rest (case 10)', () => {

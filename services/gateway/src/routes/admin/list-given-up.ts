@@ -15,7 +15,7 @@ export const listGivenUp = defineRoute({
   schemas: {
     query: z.strictObject({
       limit: z.coerce.number().int().min(1).max(1000).default(100),
-      before: z.iso.datetime().optional(),
+      before: z.iso.datetime({ offset: true }).optional(),
     }),
   },
   handler: async ({ deps, query }) => ({
