@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Scope } from '@latchkey/contracts';
-import { CTX_SCOPES, ENVIRONMENT_GRANTS, endpointAndParams, guardHost, messageSizedParts, recordWriteTimeoutMs } from './host.js';
+import { CTX_SCOPES, ENVIRONMENT_GRANTS, endpointAndParams, guardHost, messageSizedParts, proxyAnswer, recordWriteTimeoutMs } from './host.js';
 
 /** Host methods that answer their own name: what the guard lets through is what they say. */
 const methods = Object.fromEntries(Object.keys(CTX_SCOPES).map((name) => [name, async () => name])) as Parameters<typeof guardHost>[0];
@@ -70,5 +70,19 @@ describe('endpointAndParams', () => {
     expect(endpointAndParams('/tickets?cursor=c1&status=open', { cursor: 'c2' })).toEqual({ path: '/tickets', query: 'status=open&cursor=c2' });
     expect(endpointAndParams('/tickets?status=open', undefined)).toEqual({ path: '/tickets', query: 'status=open' });
     expect(endpointAndParams('/tickets', { page: 2 })).toEqual({ path: '/tickets', query: 'page=2' });
+  });
+});
+
+describe('proxyAnswer', () => {
+  it('hands a JSON answer to the isolate as its text, to be parsed there under the run\'s memory limit, never parsed in the runner', () => {
+    const text = JSON.stringify({ items: Array.from({ length: 1000 }, (_, id) => ({ id })) });
+    const answer = proxyAnswer(200, [['Content-Type', 'application/json']], Buffer.from(text), 'json');
+    expect(answer).toEqual({ status: 200, headers: { 'content-type': 'application/json' }, data: text, parse: true });
+    expect(typeof answer.data).toBe('string');
+  });
+
+  it('leaves a text answer unmarked, and joins a repeated header as one value', () => {
+    const answer = proxyAnswer(404, [['Set-Cookie', 'a=1'], ['set-cookie', 'b=2']], Buffer.from('not found'), 'text');
+    expect(answer).toEqual({ status: 404, headers: { 'set-cookie': 'a=1, b=2' }, data: 'not found' });
   });
 });

@@ -397,22 +397,22 @@ async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: s
     ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
   };
   const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.proxyTimeoutMs });
-  const bytes = await reply.read(MAX_PROXY_RESPONSE_BYTES);
+  return proxyAnswer(reply.status, reply.headers, await reply.read(MAX_PROXY_RESPONSE_BYTES), config.responseType);
+}
+
+/**
+ * What `ctx.proxy` hands the isolate: the answer's text as it came, with `parse` when the
+ * function asked for JSON. The prelude parses it inside the isolate, under the run's memory
+ * limit: parsed here, an answer of up to 25 MiB would become many times that in objects in the
+ * runner's own heap, outside any run's limit, once for each run calling at once.
+ */
+export function proxyAnswer(status: number, headers: Iterable<[string, string]>, bytes: Buffer, responseType: 'json' | 'text') {
   const responseHeaders: Record<string, string> = {};
-  for (const [name, value] of reply.headers) {
+  for (const [name, value] of headers) {
     const lower = name.toLowerCase();
     responseHeaders[lower] = lower in responseHeaders ? `${responseHeaders[lower]}, ${value}` : value;
   }
-  const text = bytes.toString('utf8');
-  let data: unknown = text;
-  if (config.responseType === 'json' && text.length > 0) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      data = text;
-    }
-  }
-  return { status: reply.status, headers: responseHeaders, data };
+  return { status, headers: responseHeaders, data: bytes.toString('utf8'), ...(responseType === 'json' ? { parse: true } : {}) };
 }
 
 /** Adds one write's counts (or an earlier attempt's) to a sync run's, by model. */

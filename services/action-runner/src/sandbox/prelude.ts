@@ -81,7 +81,14 @@ function splitUrl(url) {
 
 function makeContext(info) {
   const call = (method, ...args) => hostCall(info.runId, method, ...args);
-  const proxy = (config) => call('proxy', config);
+  // The host hands a proxied answer over as text: a JSON one is parsed here, in this run's memory
+  // limit; an answer that is not JSON stays text.
+  const proxy = (config) => call('proxy', config).then(({ parse, ...answer }) => {
+    if (parse && answer.data.length > 0) {
+      try { answer.data = JSON.parse(answer.data); } catch {}
+    }
+    return answer;
+  });
   const method = (name) => (config) => proxy({ ...config, method: name });
   const ctx = {
     connectionId: info.connectionId,

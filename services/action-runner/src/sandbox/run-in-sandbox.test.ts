@@ -184,6 +184,23 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(action(`async () => 1`)))!)).toBe(1);
   });
 
+  it('parses a proxied JSON answer inside the isolate, under its memory limit; an answer that is not JSON, or asked for as text, stays text', async () => {
+    const answers: Record<string, { status: number; headers: Record<string, string>; data: string; parse?: true }> = {
+      json: { status: 200, headers: {}, data: '{"items":[{"id":1}]}', parse: true },
+      broken: { status: 502, headers: {}, data: '<html>bad gateway</html>', parse: true },
+      text: { status: 200, headers: {}, data: '{"items":[]}' },
+      // A 12 MB text, many times that in objects once parsed: past a 32 MB isolate.
+      large: { status: 200, headers: {}, data: `[${Array.from({ length: 1_500_000 }, () => '{"a":1}').join(',')}]`, parse: true },
+    };
+    const host = { proxy: async (config: { endpoint: string }) => answers[config.endpoint] };
+    const read = (endpoint: string) => run(action(`async (ctx) => ctx.proxy({ endpoint: '${endpoint}' })`), { host });
+    expect(JSON.parse((await read('json'))!)).toEqual({ status: 200, headers: {}, data: { items: [{ id: 1 }] } });
+    expect(JSON.parse((await read('broken'))!)).toEqual({ status: 502, headers: {}, data: '<html>bad gateway</html>' });
+    expect(JSON.parse((await read('text'))!)).toEqual({ status: 200, headers: {}, data: '{"items":[]}' });
+    const error = await failure(run(action(`async (ctx) => { const answer = await ctx.proxy({ endpoint: 'large' }); return answer.data.length; }`), { host, limits: { ...limits, timeoutMs: 20_000 } }));
+    expect(error.code).toBe('function_memory_exceeded');
+  });
+
   it('has no WebAssembly, whose memories would grow outside the memory limit', async () => {
     expect(JSON.parse((await run(action(`async () => typeof WebAssembly`)))!)).toBe('undefined');
     const grow = await failure(run(action(`async () => { const memory = new globalThis.WebAssembly.Memory({ initial: 1, maximum: 65536 }); memory.grow(65535); }`)));
