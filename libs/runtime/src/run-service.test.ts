@@ -8,4 +8,13 @@ describe('redactUri', () => {
     expect(redactUri('mongodb://user:secret@db-0,db-1/latchkey?replicaSet=rs0')).toBe('mongodb://***@db-0,db-1/latchkey?replicaSet=rs0');
     expect(redactUri('nats://127.0.0.1:4222')).toBe('nats://127.0.0.1:4222');
   });
+
+  it('hides a password holding a slash, and the values of secret options in the query', () => {
+    expect(redactUri('mongodb://user:pa/ss@db-0:27017/latchkey')).toBe('mongodb://***@db-0:27017/latchkey');
+    const redacted = redactUri(
+      'mongodb://db-0/latchkey?replicaSet=rs0&proxyPassword=proxy-secret&tlsCertificateKeyFilePassword=key-secret&authMechanismProperties=AWS_SESSION_TOKEN:aws-secret&authSource=admin',
+    );
+    expect(redacted).toBe('mongodb://db-0/latchkey?replicaSet=rs0&proxyPassword=***&tlsCertificateKeyFilePassword=***&authMechanismProperties=***&authSource=admin');
+    expect(redactUri('mongodb://u:p@db/x?authMechanismProperties=A:b@c')).toBe('mongodb://***@db/x?authMechanismProperties=***');
+  });
 });

@@ -247,10 +247,17 @@ async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>,
   return server;
 }
 
+/** Query options whose values are secrets: proxyPassword, tlsCertificateKeyFilePassword, authMechanismProperties (AWS session tokens). */
+const SECRET_OPTION = /pass|secret|token|cred|properties/i;
+
 /**
- * Connection strings may hold passwords: log host and path only. A list (a NATS cluster) may
- * carry one in each of its URLs, so every one is hidden. Exported for its test.
+ * Connection strings may hold passwords: log hosts, path and harmless options only. A list (a
+ * NATS cluster) may carry one in each of its URLs, so every one is hidden, up to its last `@`
+ * before the list's next URL or the query (a password may hold a `/`); so are the values of
+ * options that carry secrets. Exported for its test.
  */
 export function redactUri(uri: string): string {
-  return uri.replace(/\/\/[^@/]*@/g, '//***@');
+  return uri
+    .replace(/\/\/[^\s,?]*@/g, '//***@')
+    .replace(/([?&])([^=&]*)=([^&]*)/g, (option, separator: string, name: string) => (SECRET_OPTION.test(name) ? `${separator}${name}=***` : option));
 }
