@@ -209,6 +209,7 @@ const gateway = await startGateway({
   SETTINGS_ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
   BOOTSTRAP_SECRET_KEY: token,
   RATE_LIMIT_PER_MINUTE: '1000000000',
+  WEBHOOK_INGEST_BYTES_PER_MINUTE: '1000000000000',
 });
 
 /** The gateway from its `dist/main.js` on a free port, on the server's core; resolves once `/health` answers. */

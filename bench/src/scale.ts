@@ -129,6 +129,7 @@ async function benchBackend(backend: string): Promise<Timings> {
     SETTINGS_ENCRYPTION_KEYS: `v1:${randomBytes(32).toString('base64')}`,
     BOOTSTRAP_SECRET_KEY: apiKey,
     RATE_LIMIT_PER_MINUTE: '1000000000',
+    WEBHOOK_INGEST_BYTES_PER_MINUTE: '1000000000000',
   });
   const base = `http://127.0.0.1:${port}`;
   const logger = createLogger({ service: 'bench', silent: true });

@@ -37,6 +37,13 @@ export const configSchema = baseServiceSchema('gateway', 0)
      */
     MONGODB_SERVER_SELECTION_TIMEOUT_MS: durationMs(1000),
     RATE_LIMIT_PER_MINUTE: positiveInt(6000),
+    /**
+     * Bytes of provider webhooks one environment may have stored per minute, across replicas
+     * (each webhook counts its body and 1 KiB); past it, 429 with Retry-After, which providers
+     * retry. Webhooks are public: this bounds what anyone who knows an environment's webhook
+     * URL can push into the JOBS stream.
+     */
+    WEBHOOK_INGEST_BYTES_PER_MINUTE: z.coerce.number().int().min(1024 * 1024).default(128 * 1024 * 1024),
     /** Failed API-key authentications one client address may make per minute before a 429. */
     AUTH_FAILURES_PER_MINUTE: positiveInt(60),
     /**

@@ -58,6 +58,7 @@ beforeAll(async () => {
     SETTINGS_ENCRYPTION_KEYS: SETTINGS_KEYS,
     BOOTSTRAP_SECRET_KEY,
     MAX_BODY_BYTES: '2048',
+    WEBHOOK_INGEST_BYTES_PER_MINUTE: String(1024 * 1024),
   });
   gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
   base = `http://127.0.0.1:${gateway.started.port}`;
@@ -381,4 +382,30 @@ describe('provider webhooks (served before express)', () => {
     const large = await call('POST', `/webhook/${publicId}/my-hooks`, { body: 'x'.repeat(4096), headers: { 'content-type': 'text/plain' } });
     expect([large.status, large.json.error.code]).toEqual([413, 'payload_too_large']);
   });
+
+  it('refuse an unknown environment before reading the body: a made-up URL costs no upload', async () => {
+    const large = await call('POST', '/webhook/nope-env/my-hooks', { body: 'x'.repeat(4096), headers: { 'content-type': 'text/plain' } });
+    expect([large.status, large.json.error.code]).toEqual([404, 'unknown_environment']);
+  });
+
+  it("hold each environment to its bytes a minute (1 MiB here), with 429 and Retry-After past it, other environments untouched", async () => {
+    await admin('POST', '/environments', { name: 'flooded' });
+    const environments = (await admin('GET', '/environments')).json.data as Array<{ name: string; public_id: string }>;
+    const flooded = environments.find((item) => item.name === 'flooded')!.public_id;
+    // 2,000 bytes and the 1 KiB each webhook counts besides: 347 fit in a minute's 1 MiB, twice
+    // that if the minute turns during the test.
+    const body = 'x'.repeat(2000);
+    let accepted = 0;
+    let refused: Awaited<ReturnType<typeof call>> | undefined;
+    while (refused === undefined && accepted < 1000) {
+      const response = await call('POST', `/webhook/${flooded}/any-name-${accepted}`, { body, headers: { 'content-type': 'text/plain' } });
+      if (response.status === 200) accepted++;
+      else refused = response;
+    }
+    expect(accepted).toBeGreaterThanOrEqual(340);
+    expect(accepted).toBeLessThan(700);
+    expect([refused?.status, refused?.json.error.code]).toEqual([429, 'too_many_requests']);
+    expect(Number(refused?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await call('POST', `/webhook/${await devPublicId()}/my-hooks`, { body: '{}' })).status).toBe(200);
+  }, 60_000);
 });

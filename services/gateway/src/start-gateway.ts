@@ -79,6 +79,8 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const store: WindowStore = await openKv<{ reserved: number }>(bus, KV_BUCKETS.rateLimits);
   // A reservation waits out a bucket electing its leader, never past the request's own deadline.
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
+  // The same bucket, under keys of their own (`webhook-ingest.<public id>`).
+  const webhookIngest = createRateLimiter({ store }, { limit: config.WEBHOOK_INGEST_BYTES_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
 
   const lastUsed = createLastUsedTracker({ touch: apiKeys.touchLastUsed });
   const flushTimer = setInterval(() => {
@@ -130,6 +132,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     authenticateKey,
     authFailures,
     rateLimiter,
+    webhookIngest,
     lastUsed,
     accounts,
     environments,

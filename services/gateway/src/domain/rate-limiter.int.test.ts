@@ -57,4 +57,16 @@ describe('rate limiter on NATS KV', () => {
     now += 60_000;
     expect((await limiter.take('acc_1')).allowed).toBe(true);
   });
+  it('spends a cost larger than one, refusing what the rest of the budget cannot cover and keeping that rest for smaller takes', async () => {
+    const now = () => 1_000;
+    const [a, b] = await Promise.all([replica(1_000, 'rl_costs', now), replica(1_000, 'rl_costs', now)]);
+    expect((await a.take('acc_1', 600)).allowed).toBe(true);
+    expect((await b.take('acc_1', 600)).allowed).toBe(false);
+    expect((await b.take('acc_1', 300)).allowed).toBe(true);
+    expect((await a.take('acc_1', 2_000)).allowed).toBe(false);
+    // Never more than the limit across the replicas, whatever each still holds.
+    let admitted = 900;
+    for (let i = 0; i < 200; i++) if ((await [a, b][i % 2]!.take('acc_1', 1)).allowed) admitted++;
+    expect(admitted).toBe(1_000);
+  });
 });

@@ -134,12 +134,13 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
     throw new AppError('service_unavailable', 'The rate-limit budget is too contended to reserve; retry shortly');
   }
 
-  async function takeSlow(accountId: string, window: AccountWindow): Promise<RateLimitDecision> {
+  async function takeSlow(accountId: string, window: AccountWindow, cost: number): Promise<RateLimitDecision> {
     for (;;) {
-      if (window.tokens > 0) {
-        window.tokens--;
+      if (window.tokens >= cost) {
+        window.tokens -= cost;
         return decision(window, true);
       }
+      // What is left stays for smaller takes (a budget in bytes refuses a large body, not a small one).
       if (window.exhausted) return decision(window, false);
       // One reservation at a time per account; concurrent requests wait for it and retry.
       await reserving(accountId, window);
@@ -160,19 +161,21 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
   return {
     limit,
     /**
-     * Spends one request of the account's budget: synchronously while this replica holds
-     * reserved tokens (the hot path), otherwise after reserving more. Throws `service_unavailable`
-     * if the shared store cannot be reached within `unavailableRetryMs`.
+     * Spends `cost` (one request, by default) of the account's budget: synchronously while this
+     * replica holds enough reserved tokens (the hot path), otherwise after reserving more.
+     * Throws `service_unavailable` if the shared store cannot be reached within
+     * `unavailableRetryMs`.
      */
-    take(accountId: string): RateLimitDecision | Promise<RateLimitDecision> {
+    take(accountId: string, cost = 1): RateLimitDecision | Promise<RateLimitDecision> {
       const at = now();
       const window = windowOf(accountId, Math.floor(at / windowMs) * windowMs);
       reserveNextWindow(accountId, window, at);
-      if (window.tokens > 0) {
-        window.tokens--;
+      if (window.tokens >= cost) {
+        window.tokens -= cost;
         return decision(window, true);
       }
-      return takeSlow(accountId, window);
+      if (cost > limit) return decision(window, false);
+      return takeSlow(accountId, window, cost);
     },
   };
 }

@@ -25,6 +25,8 @@ export interface GatewayDeps {
   /** Failed authentications per client address (API keys and connect-session tokens). */
   authFailures: AuthFailureLimiter;
   rateLimiter: RateLimiter;
+  /** Bytes of provider webhooks per environment and minute (WEBHOOK_INGEST_BYTES_PER_MINUTE). */
+  webhookIngest: RateLimiter;
   lastUsed: LastUsedTracker;
   accounts: AccountRepo;
   environments: EnvironmentRepo;

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { HOP_BY_HOP_HEADERS, webhookContracts } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { defineBareRoute } from '../../http/define-route.js';
+import { countRateLimited } from '../../http/request-metrics.js';
 
 const PREFIX = '/webhook';
 
@@ -18,6 +19,8 @@ const params = z.strictObject({
  */
 const DROPPED_HEADERS = new Set(['cookie', 'host', 'content-length', 'authorization', 'proxy-authorization']);
 const ACCEPTED = Buffer.from(JSON.stringify({ success: true }));
+/** What a webhook costs of its environment's budget besides its body: headers, query, the job's envelope. */
+const WEBHOOK_OVERHEAD_BYTES = 1024;
 
 /** The raw body, up to `limit` bytes (413 beyond). */
 function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
@@ -84,7 +87,7 @@ export const receiveWebhook = defineBareRoute({
     summary: "A provider's webhook for an integration: stored, then verified and routed",
     description: 'Any body and content type. Answered `200 {"success": true}` once stored, whatever its signature.',
     answer: z.object({ success: z.literal(true) }),
-    errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large'],
+    errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large', 'too_many_requests'],
   },
   handler: async ({ deps, req, res, ownHeaders }) => {
     const url = req.url ?? '/';
@@ -95,10 +98,17 @@ export const receiveWebhook = defineBareRoute({
     const parsed = params.safeParse(raw);
     if (!parsed.success) throw new AppError('invalid_uri_params', 'Invalid path parameters', { errors: toErrorItems(parsed.error.issues) });
     const { environmentPublicId, integration } = parsed.data;
+    // Before the body is read: a made-up environment costs nothing but its lookup.
+    if (!(await deps.knownEnvironments.has(environmentPublicId))) throw new AppError('unknown_environment', 'No such environment');
     // The job is one JetStream message (it cannot stream), with the body in base64 (4 bytes per 3).
     const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(deps.bus.inlineLimit * 0.75));
     const body = await readRawBody(req, limit);
-    if (!(await deps.knownEnvironments.has(environmentPublicId))) throw new AppError('unknown_environment', 'No such environment');
+    const budget = await deps.webhookIngest.take(`webhook-ingest.${environmentPublicId}`, body.length + WEBHOOK_OVERHEAD_BYTES);
+    if (!budget.allowed) {
+      countRateLimited();
+      ownHeaders.setHeader('Retry-After', budget.retryAfter);
+      throw new AppError('too_many_requests', `This environment's webhooks passed ${budget.limit} bytes this minute; retry in ${budget.retryAfter} s`);
+    }
     const id = `iwh_${randomUUID().replace(/-/g, '')}`;
     await deps.bus.enqueue(webhookContracts.inbound, {
       id,
