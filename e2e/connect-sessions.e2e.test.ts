@@ -57,6 +57,24 @@ describe('connect sessions', () => {
     expect((await http(`${stack.url}/connect/session?connect_session_token=${other}`)).status).toBe(401);
   });
 
+  it('answer one token at most CONNECT_SESSION_REQUESTS_PER_MINUTE times a minute (120), then 429 with Retry-After; other sessions go on', async () => {
+    const { token } = (await api('POST', '/connect/sessions', {})).json.data;
+    let answered = 0;
+    let refused: Awaited<ReturnType<typeof api>> | undefined;
+    // Twice the limit, were the minute to turn during the loop.
+    while (refused === undefined && answered < 260) {
+      const response = await api('GET', '/connect/session', undefined, token);
+      if (response.status === 200) answered++;
+      else refused = response;
+    }
+    expect(answered).toBeGreaterThanOrEqual(120);
+    expect(answered).toBeLessThanOrEqual(240);
+    expect([refused?.status, refused?.json.error.code]).toEqual([429, 'too_many_requests']);
+    expect(Number(refused?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const other = (await api('POST', '/connect/sessions', {})).json.data.token as string;
+    expect((await api('GET', '/connect/session', undefined, other)).status).toBe(200);
+  }, 60_000);
+
   it('refuse bad input with the documented codes', async () => {
     expect((await api('POST', '/connect/sessions', { allowed_integrations: ['nope'] })).json.error.code).toBe('unknown_provider_config');
     expect((await api('POST', '/connect/sessions', { integrations_config_defaults: { nope: { connection_config: {} } } })).json.error.code).toBe('unknown_provider_config');

@@ -44,6 +44,11 @@ export const configSchema = baseServiceSchema('gateway', 0)
      * URL can push into the JOBS stream.
      */
     WEBHOOK_INGEST_BYTES_PER_MINUTE: z.coerce.number().int().min(1024 * 1024).default(128 * 1024 * 1024),
+    /**
+     * Requests one connect session (its end user) may make per minute, across replicas, before a
+     * 429: a person connecting makes a handful; each flow started writes and may call a provider.
+     */
+    CONNECT_SESSION_REQUESTS_PER_MINUTE: positiveInt(120),
     /** Failed API-key authentications one client address may make per minute before a 429. */
     AUTH_FAILURES_PER_MINUTE: positiveInt(60),
     /**

@@ -81,6 +81,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const rateLimiter = createRateLimiter({ store }, { limit: config.RATE_LIMIT_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
   // The same bucket, under keys of their own (`webhook-ingest.<public id>`).
   const webhookIngest = createRateLimiter({ store }, { limit: config.WEBHOOK_INGEST_BYTES_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
+  const sessionLimiter = createRateLimiter({ store }, { limit: config.CONNECT_SESSION_REQUESTS_PER_MINUTE, windowMs: 60_000, unavailableRetryMs: config.REQUEST_TIMEOUT_MS });
 
   const lastUsed = createLastUsedTracker({ touch: apiKeys.touchLastUsed });
   const flushTimer = setInterval(() => {
@@ -133,6 +134,7 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
     authFailures,
     rateLimiter,
     webhookIngest,
+    sessionLimiter,
     lastUsed,
     accounts,
     environments,

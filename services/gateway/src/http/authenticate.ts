@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request } from 'express';
 import { z } from 'zod';
@@ -95,10 +96,12 @@ export const SESSION_TOKEN_QUERY = z.strictObject({ connect_session_token: z.str
  * Connect-flow routes: the end user's session token, from the `connect_session_token` query
  * parameter (what the Connect UI's forms and redirects carry) or a bearer header. Unknown tokens
  * count against the client address as unknown API keys do (429 past AUTH_FAILURES_PER_MINUTE,
- * before any lookup), and a token of another shape is refused without asking the vault.
+ * before any lookup), and a token of another shape is refused without asking the vault. A known
+ * token has CONNECT_SESSION_REQUESTS_PER_MINUTE across replicas: each of its flows writes to the
+ * database and may call a provider, and an end user is no one's to trust.
  */
 export async function authorizeSession(
-  deps: Pick<GatewayDeps, 'bus' | 'authFailures' | 'config'>,
+  deps: Pick<GatewayDeps, 'bus' | 'authFailures' | 'sessionLimiter' | 'config'>,
   req: Request,
   res: ServerResponse,
 ): Promise<ConnectSession & { token: string }> {
@@ -117,9 +120,16 @@ export async function authorizeSession(
   try {
     const session = await deps.bus.request(vaultContracts.getConnectSession, { token });
     deps.authFailures.forgive(address);
+    // Keyed by a digest: the rate-limit bucket never holds a token.
+    const decision = await deps.sessionLimiter.take(`connect-session.${createHash('sha256').update(token).digest('base64url').slice(0, 32)}`);
+    if (!decision.allowed) {
+      countRateLimited();
+      res.setHeader('Retry-After', decision.retryAfter);
+      throw new AppError('too_many_requests', `This connect session made ${decision.limit} requests this minute; retry in ${decision.retryAfter} s`);
+    }
     return { ...session, token };
   } catch (error) {
-    // Only an unknown token is the client's failure; an outage is not.
+    // Only an unknown token is the client's failure; an outage (or a busy session) is not.
     if (!(error instanceof AppError && error.code === 'unknown_connect_session_token')) deps.authFailures.forgive(address);
     throw error;
   }

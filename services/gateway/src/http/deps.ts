@@ -27,6 +27,8 @@ export interface GatewayDeps {
   rateLimiter: RateLimiter;
   /** Bytes of provider webhooks per environment and minute (WEBHOOK_INGEST_BYTES_PER_MINUTE). */
   webhookIngest: RateLimiter;
+  /** Requests per connect session and minute (CONNECT_SESSION_REQUESTS_PER_MINUTE). */
+  sessionLimiter: RateLimiter;
   lastUsed: LastUsedTracker;
   accounts: AccountRepo;
   environments: EnvironmentRepo;
