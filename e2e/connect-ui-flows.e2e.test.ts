@@ -40,6 +40,7 @@ beforeAll(async () => {
       `loopback-oauth:\n  display_name: Loopback OAuth\n  categories: [test]\n  auth_mode: OAUTH2\n  authorization_url: ${oauth.authorizationUrl}\n  token_url: ${oauth.tokenUrl}\n`,
       `loopback-oauth1:\n  display_name: Loopback OAuth 1\n  categories: [test]\n  auth_mode: OAUTH1\n  request_url: ${oauth1.requestTokenUrl}\n  authorization_url: ${oauth1.authorizationUrl}\n  token_url: ${oauth1.accessTokenUrl}\n  proxy:\n    base_url: ${oauth1.url}/api\n`,
       `loopback-cc:\n  display_name: Loopback Machine API\n  categories: [test]\n  auth_mode: OAUTH2_CC\n  token_url: ${oauth.tokenUrl}\n  proxy:\n    base_url: ${oauth.url}\n`,
+      `loopback-tenant:\n  display_name: Tenant API\n  categories: [test]\n  auth_mode: API_KEY\n  connection_configuration: [account_id]\n  proxy:\n    base_url: ${oauth.url}\n    headers:\n      Authorization: Bearer \${apiKey}\n      X-Account: \${connectionConfig.account_id}\n`,
       `loopback-verified:\n  display_name: Verified API\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${oauth.url}\n    headers:\n      Authorization: Bearer \${apiKey}\n  verification:\n    method: GET\n    endpoints: [/userinfo]\n`,
     ].join(''),
   );
@@ -49,6 +50,7 @@ beforeAll(async () => {
   await api('POST', '/integrations', { provider: 'loopback-oauth1', unique_key: 'oauth1', display_name: 'Loopback OAuth 1', credentials: { client_id: 'consumer-key', client_secret: 'consumer-secret' } });
   await api('POST', '/integrations', { provider: 'loopback-cc', unique_key: 'machine', display_name: 'Loopback Machine API' });
   await api('POST', '/integrations', { provider: 'loopback-verified', unique_key: 'verified', display_name: 'Verified API' });
+  await api('POST', '/integrations', { provider: 'loopback-tenant', unique_key: 'tenant', display_name: 'Tenant API' });
 }, 90_000);
 
 afterAll(async () => {
@@ -236,6 +238,24 @@ describe("an end user's own OAuth client", () => {
       body: { oauth_client_id_override: 'test-client', oauth_client_secret_override: 'test-secret' },
     });
     expect(replaced.status).toBe(400);
+  });
+});
+
+describe('connection config the customer set', () => {
+  it('is not asked of the end user: the page asks only for what the session leaves open, and the connection keeps the preset', async () => {
+    const open = await openSession({ tags: { end_user_id: 'tenant-open' }, allowed_integrations: ['tenant'] });
+    await open.getByLabel('API key').waitFor();
+    expect(await open.getByLabel('account id').count()).toBe(1);
+    await open.close();
+
+    const page = await openSession({ tags: { end_user_id: 'tenant-preset' }, allowed_integrations: ['tenant'], integrations_config_defaults: { tenant: { connection_config: { account_id: 'acme' } } } });
+    await page.getByLabel('API key').fill('tenant-key');
+    expect(await page.getByLabel('account id').count()).toBe(0);
+    await page.getByRole('button', { name: 'Connect' }).click();
+    await page.getByRole('heading', { name: 'Tenant API is connected' }).waitFor();
+    await page.close();
+    const [connection] = await connectionsTagged('tenant-preset');
+    expect((await fullConnection(connection!.connection_id, 'tenant')).connection_config).toMatchObject({ account_id: 'acme' });
   });
 });
 

@@ -32,12 +32,18 @@ interface SessionView {
   expires_at: string;
   /** Origins the environment registered for returns and messages. */
   return_origins?: string[];
+  /** What the customer set for each integration: those fields are theirs, not asked of the end user. */
+  integrations_config_defaults?: Record<string, { connection_config: Record<string, unknown> }>;
 }
 
-/** How the form is reached: from a list (a way back), and whether it renews a connection. */
+/**
+ * How the form is reached: from a list (a way back), whether it renews a connection, and the
+ * connection config the customer set for the session (the flow takes it from the session).
+ */
 interface PickContext {
   fromList: boolean;
   reconnect: boolean;
+  preset: Record<string, { connection_config: Record<string, unknown> }>;
 }
 
 const query = new URLSearchParams(location.search);
@@ -146,9 +152,11 @@ function explain(status: number, body: any): string {
 function pick(integration: SessionIntegration, context: PickContext): void {
   const redirects = REDIRECT_MODES.has(integration.auth_mode);
   const ownClient = redirects && integration.own_oauth_client === true ? OWN_CLIENT_FIELDS : [];
+  const preset = context.preset[integration.unique_key]?.connection_config ?? {};
+  const asked = integration.connection_configuration.filter((name) => preset[name] === undefined || preset[name] === '');
   const fields: Field[] = [
     ...(FORM_FIELDS[integration.auth_mode] ?? []),
-    ...integration.connection_configuration.map((name) => ({ name: `config:${name}`, label: name.replace(/_/g, ' ') })),
+    ...asked.map((name) => ({ name: `config:${name}`, label: name.replace(/_/g, ' ') })),
     ...ownClient,
   ];
   const error = el('p', { className: 'error', role: 'alert' });
@@ -248,10 +256,11 @@ async function start(): Promise<void> {
   returnUrl = trustedReturnUrl(requestedReturnUrl, trustedOrigins);
   if (session.integrations.length === 0) return fail('No integration is available from this link.');
   const reconnect = session.reconnect !== null && session.reconnect !== undefined;
-  if (session.integrations.length === 1) return pick(session.integrations[0] as SessionIntegration, { fromList: false, reconnect });
+  const preset = session.integrations_config_defaults ?? {};
+  if (session.integrations.length === 1) return pick(session.integrations[0] as SessionIntegration, { fromList: false, reconnect, preset });
   const list = el('ul', { className: 'integrations' });
   for (const integration of session.integrations) {
-    list.append(el('li', {}, el('button', { className: 'integration', onclick: () => pick(integration, { fromList: true, reconnect }) }, logo(integration), integration.display_name)));
+    list.append(el('li', {}, el('button', { className: 'integration', onclick: () => pick(integration, { fromList: true, reconnect, preset }) }, logo(integration), integration.display_name)));
   }
   show(el('h1', { tabIndex: -1, textContent: 'Connect an account' }), el('p', { textContent: 'Choose the service to connect.' }), list, closeButton());
 }
