@@ -247,3 +247,50 @@ it('does not attempt again a delivery whose message is handed over again after i
     await new Promise((resolve) => failing.close(resolve));
   }
 }, 30_000);
+
+it('does not send again a webhook the receiver refused for good while the database went away, once it is back', async () => {
+  const ferret = await startFerretDb();
+  const outage = await connectMongo({ uri: ferret.uri, dbName: uniqueDbName('deliver_refused'), logger, serverSelectionTimeoutMs: 1_000 });
+  const sent: string[] = [];
+  let restarting: Promise<void> | undefined;
+  // The receiver refuses the webhook for good; the database dies before the attempt is recorded.
+  const refusing = createServer((req, res) => {
+    sent.push(String(req.headers['webhook-id']));
+    req.resume();
+    req.on('end', () => {
+      restarting ??= ferret.restart(3_000);
+      setTimeout(() => res.writeHead(422).end(), 300);
+    });
+  });
+  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+  const sender = loopbackSender();
+  try {
+    const deliveries = createDeliveryRepo(outage);
+    await deliveries.init();
+    const handle = handlerOver(deliveries, sender);
+    const refusingUrl = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/hooks`;
+    webhookUrls.set('env_refusing', { primary: refusingUrl, secondary: null });
+    const job: WebhookDelivery = { webhook_id: 'msg_refused_once', environment_id: 'env_refusing', target: 'primary', url: refusingUrl, kind: 'forward', body: '{"n":8}', created_at: new Date().toISOString() };
+    // As JetStream does: a message whose handler throws is handed over again, a moment later.
+    let handedOver = 0;
+    for (let count = 1; count <= 12; count++) {
+      handedOver = count;
+      const settled = await handle(job, delivery(count)).then(
+        () => true,
+        () => false,
+      );
+      if (settled) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    await restarting;
+    expect(sent).toEqual(['msg_refused_once']);
+    expect(handedOver).toBe(1);
+    const attempts = await deliveries.attemptsOf(environmentId('env_refusing'), 'msg_refused_once:primary');
+    expect(attempts.map((attempt) => [attempt.attempt, attempt.status, attempt.outcome])).toEqual([[1, 422, 'failed']]);
+  } finally {
+    sender.close();
+    await new Promise((resolve) => refusing.close(resolve));
+    await outage.close();
+    await ferret.dispose();
+  }
+}, 60_000);

@@ -144,7 +144,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     else deps.breakers.settled(url);
 
     if (result.status !== null && result.status >= 200 && result.status < 300) {
-      await recordDelivered(deps, job, () => deps.deliveries.recordAttempt(scope, { ...record, outcome: 'delivered', next_attempt_at: null }));
+      await recordFinal(deps, job, 'delivered', () => deps.deliveries.recordAttempt(scope, { ...record, outcome: 'delivered', next_attempt_at: null }));
       countDelivery('delivered');
       return;
     }
@@ -159,7 +159,7 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       : null;
     if (delay === null) {
       deps.logger.warn('webhook delivery failed for good', { webhook_id: job.webhook_id, target: job.target, status: result.status, error: result.error });
-      await deps.deliveries.recordAttempt(scope, { ...record, outcome: 'failed', next_attempt_at: null });
+      await recordFinal(deps, job, 'failed', () => deps.deliveries.recordAttempt(scope, { ...record, outcome: 'failed', next_attempt_at: null }));
       countDelivery('failed');
       return;
     }
@@ -199,19 +199,25 @@ async function recordNotSent(deps: Pick<DeliverDeps, 'deliveries' | 'logger'>, j
   countDelivery('failed');
 }
 
-/** How long the record of a delivered attempt is tried again (the database away) before the delivery is acked without it. */
-const DELIVERED_RECORD_MS = 30_000;
+/** How long the record of an attempt that ended its delivery is tried again (the database away) before the delivery is acked without it. */
+const FINAL_RECORD_MS = 30_000;
 
 /**
- * Records an attempt the receiver took. Failing here would hand the delivery back, and, no
- * record saying it was delivered, it would be sent again: so the record is tried again with
- * back-off while the database is away (a restart, a failover), the consumer's heartbeat keeping
- * the message, and past `DELIVERED_RECORD_MS` the delivery is acked without it (logged): the
- * receiver has it once, and only the attempts list misses it.
+ * Records the attempt that ended a delivery: the receiver took it, or it failed for good (the
+ * receiver refused it, or its retry window closed). Failing here would hand the delivery back,
+ * and, only a delivered record stopping a delivery before it sends, it would be sent again: a
+ * refused webhook as often as the database refuses writes, for up to a week. So the record is
+ * tried again with back-off while the database is away (a restart, a failover), the consumer's
+ * heartbeat keeping the message, and past `FINAL_RECORD_MS` the delivery is acked without it
+ * (logged): the receiver has had it once, and only the attempts list misses it.
  */
-async function recordDelivered(deps: Pick<DeliverDeps, 'logger'>, job: WebhookDelivery, record: () => Promise<unknown>): Promise<void> {
-  await withRetries(record, { forMs: DELIVERED_RECORD_MS, firstDelayMs: 250, maxDelayMs: 4_000 }).catch((error: unknown) => {
-    deps.logger.error('webhook delivered, but its attempt could not be recorded; not sending it again', { webhook_id: job.webhook_id, target: job.target, error });
+async function recordFinal(deps: Pick<DeliverDeps, 'logger'>, job: WebhookDelivery, outcome: 'delivered' | 'failed', record: () => Promise<unknown>): Promise<void> {
+  await withRetries(record, { forMs: FINAL_RECORD_MS, firstDelayMs: 250, maxDelayMs: 4_000 }).catch((error: unknown) => {
+    deps.logger.error(`webhook ${outcome === 'delivered' ? 'delivered' : 'delivery failed for good'}, but its attempt could not be recorded; not sending it again`, {
+      webhook_id: job.webhook_id,
+      target: job.target,
+      error,
+    });
   });
 }
 
