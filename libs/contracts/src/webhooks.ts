@@ -43,7 +43,7 @@ export const webhookDelivery = z.object({
    * so attempts are numbered, and backed off, by the sends alone.
    */
   attempts: z.number().int().min(0).optional(),
-  /** Times in a row an open circuit held it since its last attempt (absent: none): each hold waits longer. */
+  /** Times in a row an open circuit or a busy URL held it since its last attempt (absent: none): each hold waits longer. */
   holds: z.number().int().min(0).optional(),
   /** Times it came back from waiting in the database (absent: never): names each wait, and the message that ends it. */
   revision: z.number().int().min(0).optional(),

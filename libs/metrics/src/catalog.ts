@@ -78,7 +78,7 @@ export const METRICS = {
   latchkey_webhooks_inbound_total: { kind: 'counter', help: 'Provider webhooks recorded, by outcome (forwarded, not_forwarded, rejected).', labels: ['outcome'] },
   latchkey_webhook_deliveries_total: {
     kind: 'counter',
-    help: 'Webhook delivery jobs handled, by outcome (delivered, failed for good, retrying, held by an open circuit).',
+    help: 'Webhook delivery jobs handled, by outcome (delivered, failed for good, retrying, held by an open circuit or a busy URL).',
     labels: ['outcome'],
   },
   latchkey_webhook_delivery_attempts_total: { kind: 'counter', help: 'HTTP attempts to deliver a webhook to a customer endpoint.', labels: [] },

@@ -22,6 +22,12 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
   /** Deliveries in flight per replica. */
   WEBHOOK_CONCURRENCY: positiveInt(64),
   /**
+   * Of those, how many may go to one URL at once (see `perUrlSlots`): a receiver that answers
+   * slowly, with a backlog, would otherwise hold them all. Its other deliveries are held, without
+   * an attempt: for a moment in memory when the URL answers quickly, else parked.
+   */
+  WEBHOOK_CONCURRENCY_PER_URL: z.coerce.number().int().min(1).optional(),
+  /**
    * A delivery whose next attempt is further off than this (and one its URL's open circuit holds)
    * waits in the router's database, not in JetStream; a parked delivery is attempted at most
    * about half this late.
@@ -36,6 +42,17 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * The deliveries one URL may have in flight on a replica: WEBHOOK_CONCURRENCY_PER_URL, by default
+ * an eighth of WEBHOOK_CONCURRENCY (8 of 64: it takes eight slow receivers at once to fill a
+ * replica, and a quick receiver with a backlog still gets eight webhooks at a time), never more
+ * than it, one at least.
+ */
+export function perUrlSlots(config: Pick<Config, 'WEBHOOK_CONCURRENCY' | 'WEBHOOK_CONCURRENCY_PER_URL'>): number {
+  const slots = config.WEBHOOK_CONCURRENCY;
+  return Math.max(1, Math.min(slots, config.WEBHOOK_CONCURRENCY_PER_URL ?? Math.floor(slots / 8)));
+}
 
 /** The only reader of process.env in this service. */
 export const loadServiceConfig = (): Config => loadConfig(configSchema);

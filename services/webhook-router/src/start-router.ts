@@ -3,7 +3,7 @@ import { cachedLoader } from '@latchkey/cache';
 import { STREAMS, actionContracts, gatewayContracts, syncContracts, vaultContracts, vaultWebhookContracts, webhookContracts } from '@latchkey/contracts';
 import { createAddressPolicy, parseCidrList } from '@latchkey/net';
 import type { Runtime } from '@latchkey/runtime';
-import type { Config } from './config.js';
+import { perUrlSlots, type Config } from './config.js';
 import { createDeliveryRepo } from './db/delivery-repo.js';
 import { createInboundWebhookRepo } from './db/inbound-webhook-repo.js';
 import { createParkedDeliveryRepo } from './db/parked-delivery-repo.js';
@@ -11,6 +11,7 @@ import { withInboundOperations } from './handlers/inbound-operations.js';
 import { createWebhookClaimRepo } from './db/webhook-claim-repo.js';
 import { createWebhookSender } from './delivery/send-webhook.js';
 import { createCircuitBreakers } from './domain/circuit-breaker.js';
+import { createDestinationSlots } from './domain/destination-slots.js';
 import { asyncActionCompletedHandler } from './handlers/async-action-webhooks.js';
 import { syncRunCompletedHandler } from './handlers/sync-webhooks.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './handlers/auth-webhooks.js';
@@ -27,6 +28,13 @@ import { countingInbound, sampleWebhookGauges } from './webhook-metrics.js';
  * request, and a change is felt within this time.
  */
 const SETTINGS_TTL_MS = 2_000;
+
+/**
+ * The longest a delivery waits in memory for a slot of its URL (one whose share of the slots is
+ * in flight, and whose pace says one frees this soon): meanwhile it holds one of the consumer's,
+ * which every other environment's deliveries may need.
+ */
+const SLOT_WAIT_MS = 1_000;
 
 /** How often the collections of replay claims, and of parked deliveries' marks, that no one reads any more are dropped. */
 const CLAIM_SWEEP_MS = 10 * 60_000;
@@ -117,8 +125,8 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
       contract: webhookContracts.deliver,
       concurrency: config.WEBHOOK_CONCURRENCY,
       // Deliveries waiting out a retry delay count as pending: only short ones wait so; longer
-      // ones and those an open circuit holds are parked (acked), so a broken URL's backlog does
-      // not hold up everyone else's webhooks.
+      // ones and those an open circuit or a URL's full share of the slots holds are parked
+      // (acked), so a broken or slow URL's backlog does not hold up everyone else's webhooks.
       maxAckPending: config.WEBHOOK_MAX_ACK_PENDING,
       ackWaitMs: config.WEBHOOK_TIMEOUT_MS + 5_000,
       // An attempt is acked once its record is stored: a database slower than the ack wait must
@@ -133,6 +141,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
         parked,
         sender,
         breakers,
+        destinations: createDestinationSlots({ perUrl: perUrlSlots(config), waitMs: SLOT_WAIT_MS }),
         signingKeys,
         environmentById,
         operations,

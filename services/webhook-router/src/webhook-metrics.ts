@@ -9,7 +9,7 @@ const inbound = counter('latchkey_webhooks_inbound_total');
 const deliveries = counter('latchkey_webhook_deliveries_total');
 const attempts = counter('latchkey_webhook_delivery_attempts_total');
 
-/** What became of a delivery job this time: `delivered`, `failed` (for good), `retrying`, or `held` by an open circuit. */
+/** What became of a delivery job this time: `delivered`, `failed` (for good), `retrying`, or `held` by an open circuit or its URL's full share of the slots. */
 export const countDelivery = (outcome: 'delivered' | 'failed' | 'retrying' | 'held'): void => deliveries.inc({ outcome });
 export const countAttempt = (): void => attempts.inc();
 

@@ -2,6 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import type { WebhookSignatureScheme } from '@latchkey/contracts';
 import { createCircuitBreakers } from './circuit-breaker.js';
+import { createDestinationSlots } from './destination-slots.js';
 import { logPageOf } from './log-page.js';
 import { forwardBody, providerPayload } from './payloads.js';
 import { refusalReason, verifyProviderSignature } from './provider-signature.js';
@@ -185,5 +186,62 @@ describe('circuit breaker', () => {
     breakers.settled('u');
     expect(breakers.waitFor('u')).toBe(0); // the next probe
     expect(breakers.states()).toEqual({ failing: 0, open: 0, halfOpen: 1 });
+  });
+});
+
+describe('slots per destination URL', () => {
+  it('give a URL its share at once, let a few more deliveries wait for a URL not heard from yet, and hand the rest back', async () => {
+    const slots = createDestinationSlots({ perUrl: 2, waitMs: 1000, now: () => 0 });
+    const first = await slots.take('u');
+    expect(first).not.toBeNull();
+    expect(await slots.take('u')).not.toBeNull();
+    // Its share is in flight: as many again may wait, each served as a slot frees.
+    const waiting = [slots.take('u'), slots.take('u')];
+    expect(await slots.take('u')).toBeNull();
+    // Another URL has a share of its own.
+    expect(await slots.take('v')).not.toBeNull();
+    first!.release();
+    const served = await waiting[0];
+    expect(served).not.toBeNull();
+    served!.release();
+    expect(await waiting[1]).not.toBeNull();
+  });
+
+  it("let a quick URL's burst wait for its slots, and hand a slow URL's back at once", async () => {
+    let now = 0;
+    const slots = createDestinationSlots({ perUrl: 2, waitMs: 1000, now: () => now });
+    const learn = async (url: string, tookMs: number) => {
+      const slot = await slots.take(url);
+      now += tookMs;
+      slot!.release();
+    };
+    await learn('quick', 20);
+    await learn('slow', 5_000);
+    const quick = [await slots.take('quick'), await slots.take('quick')];
+    const slow = [await slots.take('slow'), await slots.take('slow')];
+    // Two slots freeing every 20 ms serve 100 waiting deliveries within the second.
+    const burst = Array.from({ length: 100 }, () => slots.take('quick'));
+    expect(await slots.take('quick')).toBeNull();
+    expect(await slots.take('slow')).toBeNull();
+    for (const slot of quick) slot!.release();
+    for (let i = 0; i < burst.length; i++) (await burst[i]!)!.release();
+    for (const slot of slow) slot!.release();
+  });
+
+  it('take a URL for slow once its delivery in flight has taken long, whatever its last one took', async () => {
+    let now = 0;
+    const slots = createDestinationSlots({ perUrl: 1, waitMs: 1000, now: () => now });
+    const quick = await slots.take('u');
+    now += 10;
+    quick!.release();
+    await slots.take('u');
+    now += 2_000;
+    expect(await slots.take('u')).toBeNull();
+  });
+
+  it('hand a waiting delivery back when no slot freed within the wait', async () => {
+    const slots = createDestinationSlots({ perUrl: 1, waitMs: 50 });
+    await slots.take('u');
+    expect(await slots.take('u')).toBeNull();
   });
 });

@@ -12,6 +12,7 @@ import { createDeliveryRepo, type DeliveryRepo } from '../db/delivery-repo.js';
 import { createParkedDeliveryRepo } from '../db/parked-delivery-repo.js';
 import { createWebhookSender, type WebhookSender } from '../delivery/send-webhook.js';
 import { createCircuitBreakers } from '../domain/circuit-breaker.js';
+import { createDestinationSlots } from '../domain/destination-slots.js';
 import { deliverWebhookHandler } from './deliver-webhook.js';
 
 const logger = createLogger({ service: 'test', silent: true });
@@ -63,6 +64,7 @@ const handlerOver = (deliveries: DeliveryRepo, sender: WebhookSender, parkAfterM
     deliveries,
     sender,
     breakers: createCircuitBreakers({ threshold: 5, cooldownMs: 1000 }),
+    destinations: createDestinationSlots({ perUrl: 8, waitMs: 1_000 }),
     signingKeys: async () => [`whsec_${Buffer.alloc(32, 1).toString('base64')}`],
     environmentById,
     parked: createParkedDeliveryRepo(connection, { slotMs: 100 }),

@@ -8,6 +8,7 @@ import type { DeliveryRepo } from '../db/delivery-repo.js';
 import { parkedDeliveryId } from '../db/parked-delivery-model.js';
 import type { ParkedDeliveryRepo } from '../db/parked-delivery-repo.js';
 import type { CircuitBreakers } from '../domain/circuit-breaker.js';
+import type { DestinationSlots } from '../domain/destination-slots.js';
 import { targetUrl } from '../domain/enqueue-deliveries.js';
 import { isRetryableStatus, nextHoldDelay, nextRetryDelay, parseRetryAfter } from '../domain/retry-policy.js';
 import { signatureHeaders, type SendResult, type WebhookSender } from '../delivery/send-webhook.js';
@@ -20,6 +21,8 @@ export interface DeliverDeps {
   parked: Pick<ParkedDeliveryRepo, 'park' | 'wasParked'>;
   sender: Pick<WebhookSender, 'send'>;
   breakers: CircuitBreakers;
+  /** Deliveries in flight per URL on this replica: each URL's share of the slots at most. */
+  destinations: Pick<DestinationSlots, 'take'>;
   /** The environment's signing secrets, newest first (two during a rotation's overlap). */
   signingKeys(environmentId: string): Promise<string[]>;
   /** The environment's settings as they are now (kept briefly): where each target's webhooks go. */
@@ -75,10 +78,11 @@ function attemptRecord(job: WebhookDelivery, attempt: number, url: string, at: D
  * without sending; one whose target URL was removed is recorded failed without sending. Success
  * (2xx) acks. Network errors, timeouts, 5xx, 408 and 429 come back after a back-off (Retry-After
  * honoured) until the retry window closes; any other answer, or a URL the SSRF rules refuse, is
- * final. Every attempt is recorded. While a URL's circuit is open its deliveries wait without an
- * attempt.
+ * final. Every attempt is recorded. While a URL's circuit is open, or its share of this
+ * replica's deliveries is in flight, its other deliveries wait without an attempt.
  *
- * A wait longer than `retry.parkAfterMs`, and every wait for an open circuit, is spent parked in
+ * A wait longer than `retry.parkAfterMs`, and every wait for an open circuit or a busy URL
+ * (beyond the moment a quick URL's delivery may wait for a slot in memory), is spent parked in
  * the database, not in JetStream, where a waiting message keeps a place among those the consumer
  * may have pending: one URL's backlog would stop everyone's deliveries. So every delivery of a
  * message is an attempt, and the attempt's number is the attempts made before the message (it
@@ -110,10 +114,20 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       return;
     }
 
-    // An open circuit holds the delivery without an attempt, unless the wait would outlast the
-    // retry window: then it gets its last attempt now.
+    // An open circuit, or a URL with its share of this replica's deliveries in flight (a
+    // receiver answering slowly, with a backlog), holds the delivery without an attempt, unless
+    // the wait would outlast the retry window: then it gets its last attempt now. Held again and
+    // again, it waits longer each time, so a long backlog is not read over and over.
+    const holdFor = (circuitWaitMs: number) =>
+      nextHoldDelay({ holds: (job.holds ?? 0) + 1, circuitWaitMs, createdAt: createdAt.getTime(), now: Date.now(), ...deps.retry });
     const wait = deps.breakers.waitFor(url);
-    const hold = wait > 0 ? nextHoldDelay({ holds: (job.holds ?? 0) + 1, circuitWaitMs: wait, createdAt: createdAt.getTime(), now: Date.now(), ...deps.retry }) : null;
+    let hold = wait > 0 ? holdFor(wait) : null;
+    const slot = hold === null ? await deps.destinations.take(url) : null;
+    if (hold === null && slot === null) {
+      hold = holdFor(0);
+      // Not sent: had the circuit let this delivery probe the URL, the next one does.
+      if (hold !== null) deps.breakers.settled(url);
+    }
     if (hold !== null) {
       await park(deps, job, { attempts: attempt - 1, holds: (job.holds ?? 0) + 1 }, hold);
       countDelivery('held');
@@ -130,6 +144,8 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
       // A probe that never went must not hold the URL's other deliveries until the window ends.
       deps.breakers.settled(url);
       throw error;
+    } finally {
+      slot?.release();
     }
     recordAttempt(deps, job, at, result);
     countAttempt();
