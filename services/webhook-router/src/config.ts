@@ -22,6 +22,11 @@ export const configSchema = baseServiceSchema('webhook-router', 3014).extend({
   /** Deliveries in flight per replica. */
   WEBHOOK_CONCURRENCY: positiveInt(64),
   /**
+   * Days the inbound log and the delivery attempts are kept (the operator API's lists). Eight at
+   * least: a delivery is retried for up to a week, and its attempts say whether it was delivered.
+   */
+  WEBHOOK_LOG_RETENTION_DAYS: z.coerce.number().int().min(8).max(3650).default(14),
+  /**
    * Of those, how many may go to one URL at once (see `perUrlSlots`): a receiver that answers
    * slowly, with a backlog, would otherwise hold them all. Its other deliveries are held, without
    * an attempt: for a moment in memory when the URL answers quickly, else parked.

@@ -67,6 +67,9 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
   const sweep = setInterval(() => {
     claims.sweep().catch((error: unknown) => logger.warn('could not drop the expired webhook claims', { error: String(error) }));
     parked.sweepMarks().catch((error: unknown) => logger.warn('could not drop the marks of old parked deliveries', { error: String(error) }));
+    // The logs are kept WEBHOOK_LOG_RETENTION_DAYS: without it, anyone sending webhooks to a known URL would grow them for good.
+    const kept = new Date(Date.now() - config.WEBHOOK_LOG_RETENTION_DAYS * 24 * 3600_000);
+    Promise.all([inbound.prune(kept), deliveries.prune(kept)]).catch((error: unknown) => logger.warn('could not drop old webhook log entries', { error: String(error) }));
   }, CLAIM_SWEEP_MS);
   sweep.unref();
 

@@ -53,5 +53,7 @@ const attemptSchema = new Schema<DeliveryAttemptDoc>(
   { collection: 'webhook_attempts', versionKey: false },
 );
 attemptSchema.index({ environment_id: 1, delivery: 1, at: 1 });
+// The retention sweep's, across environments.
+attemptSchema.index({ at: 1 });
 
 export const deliveryAttemptModel = (connection: Connection) => connection.model<DeliveryAttemptDoc>('WebhookAttempt', attemptSchema);

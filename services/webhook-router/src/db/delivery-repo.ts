@@ -40,6 +40,8 @@ export function createDeliveryRepo(connection: Connection) {
       const docs = await Promise.all(ids.map((filter) => attempts.collection.findOne(filter as never)));
       return docs.some((doc) => doc !== null && doc['environment_id'] === environment && doc['outcome'] === 'delivered');
     },
+    /** Drops the attempts made before `before` (the retention sweep): the count dropped. */
+    prune: async (before: Date): Promise<number> => (await attempts.deleteMany({ at: { $lt: before } }).exec()).deletedCount,
     /** A delivery's attempts, first to last; the last one says where it stands. */
     attemptsOf: (environment: EnvironmentId, delivery: string) =>
       attempts.find({ environment_id: environment, delivery }).sort({ at: 1 }).lean<DeliveryAttemptDoc[]>().exec(),

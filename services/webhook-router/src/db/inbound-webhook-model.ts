@@ -40,5 +40,7 @@ const inboundWebhookSchema = new Schema<InboundWebhookDoc>(
   { collection: 'inbound_webhooks', versionKey: false },
 );
 inboundWebhookSchema.index({ environment_id: 1, received_at: -1 });
+// The retention sweep's, across environments.
+inboundWebhookSchema.index({ received_at: 1 });
 
 export const inboundWebhookModel = (connection: Connection) => connection.model<InboundWebhookDoc>('InboundWebhook', inboundWebhookSchema);

@@ -19,6 +19,8 @@ export function createInboundWebhookRepo(connection: Connection) {
       writes.add({ ...doc, environment_id: environment }),
     /** An inbound webhook whose environment is unknown is kept under the public id it named. */
     recordUnscoped: (doc: InboundWebhookDoc): Promise<void> => writes.add(doc),
+    /** Drops what was received before `before` (the retention sweep): the count dropped. */
+    prune: async (before: Date): Promise<number> => (await model.deleteMany({ received_at: { $lt: before } }).exec()).deletedCount,
     find: (environment: EnvironmentId, id: string) => model.findOne({ _id: id, environment_id: environment }).lean<InboundWebhookDoc>().exec(),
     /** The environment's log, newest first, for operators (a page ends between two times: `pageByTime`). */
     list: (environment: EnvironmentId, page: { limit: number; before?: Date; status?: InboundWebhookDoc['status'] }) => {

@@ -79,6 +79,42 @@ describe('the router records', () => {
     ]);
   });
 
+  it('drop the inbound log and the attempts older than their retention, across environments, and nothing newer', async () => {
+    const inbound = createInboundWebhookRepo(connection);
+    const deliveries = createDeliveryRepo(connection);
+    await Promise.all([inbound.init(), deliveries.init()]);
+    const old = new Date(Date.now() - 30 * 24 * 3600_000);
+    await inbound.record(env, { ...inboundDoc('iwh_old'), received_at: old, processed_at: old });
+    await inbound.record(environmentId('env_2'), { ...inboundDoc('iwh_old_2'), received_at: old, processed_at: old });
+    await inbound.record(env, inboundDoc('iwh_fresh'));
+    const attempt = (delivery: string, at: Date) => ({
+      delivery,
+      webhook_id: delivery,
+      target: 'primary' as const,
+      kind: 'forward' as const,
+      url: 'http://127.0.0.1/hooks',
+      attempt: 1,
+      status: 200,
+      error: null,
+      duration_ms: 3,
+      outcome: 'delivered' as const,
+      next_attempt_at: null,
+      created_at: at,
+      at,
+    });
+    await deliveries.recordAttempt(env, attempt('msg_old:primary', old));
+    await deliveries.recordAttempt(env, attempt('msg_fresh:primary', new Date()));
+    const kept = new Date(Date.now() - 14 * 24 * 3600_000);
+    // With what the cases before left, some of it as old.
+    expect(await inbound.prune(kept)).toBeGreaterThanOrEqual(2);
+    expect(await deliveries.prune(kept)).toBeGreaterThanOrEqual(1);
+    expect(await inbound.find(env, 'iwh_old')).toBeNull();
+    expect(await inbound.find(environmentId('env_2'), 'iwh_old_2')).toBeNull();
+    expect(await inbound.find(env, 'iwh_fresh')).not.toBeNull();
+    expect(await deliveries.wasDelivered(env, 'msg_fresh:primary', 2)).toBe(true);
+    expect(await deliveries.attemptsOf(env, 'msg_old:primary')).toEqual([]);
+  });
+
   it('hold a replay claim once per key: its own redelivery keeps it, a replay in the same batch or later does not, nor across environments', async () => {
     const claims = createWebhookClaimRepo(connection, { windowMs: 60_000 });
     await claims.init();
