@@ -31,4 +31,25 @@ describe('createLimiter', () => {
     await expect(limited(async () => 'next')).resolves.toBe('next');
     expect(ran).toBe(false);
   });
+
+  it('hands a freed slot straight to the first in line, so a call arriving as the slot frees never runs beside it', async () => {
+    const limited = createLimiter(1);
+    let running = 0;
+    let peak = 0;
+    const work = async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      running--;
+    };
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const held = limited(() => gate);
+    const waiter = limited(work);
+    // Called back in the turn the slot frees: after the holder's release, before the waiter wakes.
+    const racing = gate.then(() => limited(work));
+    release();
+    await Promise.all([held, waiter, racing]);
+    expect(peak).toBe(1);
+  });
 });

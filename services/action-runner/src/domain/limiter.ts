@@ -10,6 +10,7 @@ export function createLimiter(limit: number) {
   let active = 0;
   const waiting: Array<() => void> = [];
   return async function limited<T>(work: () => Promise<T>, signal?: AbortSignal, maxWaitMs?: number): Promise<T> {
+    // A waiter is handed its slot by the run that frees it (counted in `active` all along).
     if (active >= limit) {
       await new Promise<void>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
@@ -32,13 +33,17 @@ export function createLimiter(limit: number) {
         }
         waiting.push(turn);
       });
+    } else {
+      active++;
     }
-    active++;
     try {
       return await work();
     } finally {
-      active--;
-      waiting.shift()?.();
+      // The slot passes straight to the first in line, still counted: it wakes a microtask later,
+      // and a call made in between would otherwise find the slot free and run beside it.
+      const next = waiting.shift();
+      if (next) next();
+      else active--;
     }
   };
 }
