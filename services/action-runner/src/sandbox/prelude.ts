@@ -17,12 +17,17 @@ delete globalThis.__log;
 // WebAssembly memories are reserved outside the isolate's heap, past its memory limit (one run
 // held 4 GiB): functions get no WebAssembly. It is reachable only from the global object.
 delete globalThis.WebAssembly;
-// Taken before the bundle runs, which may replace the global.
+// Taken before the bundle runs, which may replace the globals. What goes to the host is made
+// with these only, so it is always the text the host expects: a replaced JSON.stringify would
+// hand it an array or an object whose length is not the size of what it holds.
 const NativeRangeError = RangeError;
+const NativeString = String;
+const jsonStringify = JSON.stringify;
+const jsonParse = JSON.parse;
 
 function hostCall(runId, method, ...args) {
-  return host.apply(undefined, [runId, method, JSON.stringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
-    const reply = JSON.parse(text);
+  return host.apply(undefined, [runId, method, jsonStringify(args)], { arguments: { copy: true }, result: { promise: true, copy: true } }).then((text) => {
+    const reply = jsonParse(text);
     if (reply.ok) return reply.value;
     const error = new Error(reply.error.message);
     error.code = reply.error.code;
@@ -32,17 +37,17 @@ function hostCall(runId, method, ...args) {
 
 function safeFields(fields) {
   if (fields === undefined) return undefined;
-  try { return JSON.stringify(fields); } catch { return JSON.stringify({ unserializable: String(fields) }); }
+  try { return jsonStringify(fields); } catch { return jsonStringify({ unserializable: NativeString(fields) }); }
 }
 
 /** The run that is using this isolate now: console output goes to it. */
 let currentRunId = 0;
 
 function log(runId, level, message, fields) {
-  logRef.applyIgnored(undefined, [runId, level, String(message), safeFields(fields)], { arguments: { copy: true } });
+  logRef.applyIgnored(undefined, [runId, level, NativeString(message), safeFields(fields)], { arguments: { copy: true } });
 }
 
-const format = (args) => args.map((arg) => (typeof arg === 'string' ? arg : (() => { try { return JSON.stringify(arg); } catch { return String(arg); } })())).join(' ');
+const format = (args) => args.map((arg) => (typeof arg === 'string' ? arg : (() => { try { return jsonStringify(arg); } catch { return NativeString(arg); } })())).join(' ');
 globalThis.console = {
   log: (...args) => log(currentRunId, 'info', format(args)),
   info: (...args) => log(currentRunId, 'info', format(args)),
@@ -53,15 +58,15 @@ globalThis.console = {
 
 function pathGet(value, path) {
   if (!path) return value;
-  return String(path).split('.').reduce((node, key) => (node === null || node === undefined ? undefined : node[key]), value);
+  return NativeString(path).split('.').reduce((node, key) => (node === null || node === undefined ? undefined : node[key]), value);
 }
 
 function nextLink(headers, rel) {
   const header = headers && (headers.link || headers.Link);
   if (!header) return undefined;
-  for (const part of String(header).split(',')) {
+  for (const part of NativeString(header).split(',')) {
     const match = /<([^>]+)>\s*;\s*rel="?([^";]+)"?/i.exec(part);
-    if (match && match[2].trim().toLowerCase() === String(rel || 'next').toLowerCase()) return match[1];
+    if (match && match[2].trim().toLowerCase() === NativeString(rel || 'next').toLowerCase()) return match[1];
   }
   return undefined;
 }
@@ -85,7 +90,7 @@ function makeContext(info) {
   // limit; an answer that is not JSON stays text.
   const proxy = (config) => call('proxy', config).then(({ parse, ...answer }) => {
     if (parse && answer.data.length > 0) {
-      try { answer.data = JSON.parse(answer.data); } catch {}
+      try { answer.data = jsonParse(answer.data); } catch {}
     }
     return answer;
   });
@@ -138,7 +143,7 @@ function makeContext(info) {
         } else if (type === 'link') {
           const link = settings.link_path_in_response_body ? pathGet(response.data, settings.link_path_in_response_body) : nextLink(response.headers, settings.link_rel_in_response_header);
           if (!link) return;
-          const next = splitUrl(String(link));
+          const next = splitUrl(NativeString(link));
           request = { ...base, endpoint: next.endpoint, params: next.params, ...(next.baseUrlOverride ? { baseUrlOverride: next.baseUrlOverride } : {}) };
         } else {
           offset += list.length;
@@ -153,20 +158,20 @@ function makeContext(info) {
 
 function errorOf(error) {
   // The isolate's allocator refused an ArrayBuffer past the memory limit.
-  if (error instanceof NativeRangeError && /Array buffer allocation failed/.test(String(error.message))) {
-    return { code: 'function_memory_exceeded', message: String(error.message) };
+  if (error instanceof NativeRangeError && /Array buffer allocation failed/.test(NativeString(error.message))) {
+    return { code: 'function_memory_exceeded', message: NativeString(error.message) };
   }
   if (error && typeof error === 'object') {
     return {
       code: typeof error.code === 'string' ? error.code : 'function_failed',
-      message: String(error.message || error),
+      message: NativeString(error.message || error),
       ...(error.issues ? { issues: error.issues } : {}),
       // Only the prelude's own check of the input says the input was wrong; the same code from a
       // context call (a bad batchSave after a provider's error page) is the function's failure.
       ...(error.inputInvalid === true ? { input: true } : {}),
     };
   }
-  return { code: 'function_failed', message: String(error) };
+  return { code: 'function_failed', message: NativeString(error) };
 }
 
 async function validate(schema, value, what) {
@@ -177,7 +182,7 @@ async function validate(schema, value, what) {
   error.code = what === 'input' ? 'invalid_body' : 'function_failed';
   error.inputInvalid = what === 'input';
   error.issues = result.issues.map((issue) => ({
-    message: String(issue.message),
+    message: NativeString(issue.message),
     path: (issue.path || []).map((key) => (typeof key === 'object' && key !== null ? key.key : key)).join('.'),
   }));
   throw error;
@@ -187,12 +192,12 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
   try {
     const definition = globalThis.__definition;
     if (!definition || typeof definition.exec !== 'function') throw new Error('the bundle does not export a function definition');
-    const info = JSON.parse(infoJson);
+    const info = jsonParse(infoJson);
     currentRunId = info.runId;
     if (info.kind && definition.kind !== info.kind) throw new Error('the bundle defines a ' + definition.kind + ', not a ' + info.kind);
     const ctx = makeContext(info);
     if (definition.kind === 'sync') ctx.variant = info.variant || 'base';
-    const input = inputJson === undefined ? undefined : JSON.parse(inputJson);
+    const input = inputJson === undefined ? undefined : jsonParse(inputJson);
     let output;
     if (entry === 'onWebhook') {
       if (typeof definition.onWebhook !== 'function') throw new Error('this sync has no onWebhook');
@@ -204,13 +209,13 @@ globalThis.__run = async function (entry, inputJson, infoJson, maxOutput) {
     } else {
       output = await definition.exec(ctx);
     }
-    const text = output === undefined ? undefined : JSON.stringify(output);
+    const text = output === undefined ? undefined : jsonStringify(output);
     if (text !== undefined && text.length > maxOutput) {
-      return JSON.stringify({ ok: false, error: { code: 'action_output_too_large', message: 'The output is ' + text.length + ' characters; the limit is ' + maxOutput + ' bytes' } });
+      return jsonStringify({ ok: false, error: { code: 'action_output_too_large', message: 'The output is ' + text.length + ' characters; the limit is ' + maxOutput + ' bytes' } });
     }
-    return JSON.stringify({ ok: true, output: text, kind: String(definition.kind), name: String(definition.name) });
+    return jsonStringify({ ok: true, output: text, kind: NativeString(definition.kind), name: NativeString(definition.name) });
   } catch (error) {
-    return JSON.stringify({ ok: false, error: errorOf(error) });
+    return jsonStringify({ ok: false, error: errorOf(error) });
   }
 };
 })();

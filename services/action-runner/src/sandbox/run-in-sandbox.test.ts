@@ -126,6 +126,44 @@ describe('runInSandbox', () => {
     expect(huge.message).toMatch(/arguments/);
   }, 90_000);
 
+  it('uses the JSON and String it took before the bundle ran, so a bundle that replaces them slips no arguments or log fields past their bounds', async () => {
+    const received: unknown[] = [];
+    const host = {
+      setMetadata: async (value: unknown) => {
+        received.push(typeof value === 'string' ? value.slice(0, 16) : value);
+        return null;
+      },
+    };
+    // The replacement hands the host an array holding the real JSON of 130 MB of arguments, whose
+    // length is 1, and an object whose length is NaN, which would leave the count of characters out NaN.
+    const replaced = `const real = JSON.stringify;
+      JSON.stringify = (value, ...rest) => {
+        if (Array.isArray(value) && value[0] === 'huge') return [real(['x'.repeat(130 << 20)])];
+        if (Array.isArray(value) && value[0] === 'nan') return { length: NaN };
+        if (value && value.fields) return [real({ big: 'y'.repeat(64 * 1024) })];
+        return real(value, ...rest);
+      };
+      String = () => ({ not: 'text' });`;
+    const fields: unknown[] = [];
+    const output = await run(
+      action(`async (ctx) => {
+        ${replaced}
+        const codes = [];
+        for (const arg of ['huge', 'nan']) codes.push(await ctx.setMetadata(arg).then(() => 'ok', (error) => error.code));
+        ctx.log('m', { fields: true });
+        // ctx.log then passes its first argument on as the level, a list here: the line is dropped.
+        Array.prototype.includes = () => true;
+        ctx.log(['debug'], 'dropped');
+        return codes;
+      }`),
+      { host, onLog: (_level, message, logged) => fields.push([message, logged]), limits: { ...limits, memoryMb: 512, timeoutMs: 30_000 } },
+    );
+    // The host got the arguments the function passed, never the 130 MB its replacement made.
+    expect(received).toEqual(['huge', 'nan']);
+    expect(fields).toEqual([['m', { fields: true }]]);
+    expect(JSON.parse(output!)).toEqual(['ok', 'ok']);
+  }, 90_000);
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

@@ -214,8 +214,13 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
     await jail.set('globalThis', jail.derefInto());
     await jail.set(
       '__host',
-      new ivm.Reference(async (runId: number, method: string, argsJson: string) => {
-        // Refused before anything is parsed or counted: the arguments are dropped at once.
+      new ivm.Reference(async (runId: unknown, method: unknown, argsJson: unknown) => {
+        // Refused before anything is parsed or counted: the arguments are dropped at once. The
+        // prelude sends a number and two strings; anything else (its code replaced) is not
+        // measured at all, as an array's or an object's length says nothing of its size.
+        if (typeof runId !== 'number' || typeof method !== 'string' || typeof argsJson !== 'string') {
+          return JSON.stringify({ ok: false, error: { code: 'function_failed', message: 'A context call came with arguments that are not text' } });
+        }
         const refusal =
           loaded.pending >= MAX_CALLS_OUT
             ? `ctx.${method}: ${MAX_CALLS_OUT} context calls are out already; await some before making more`
@@ -246,7 +251,10 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
     );
     await jail.set(
       '__log',
-      new ivm.Reference((runId: number, level: string, message: string, fieldsJson: string | undefined) => {
+      new ivm.Reference((runId: unknown, level: unknown, message: unknown, fieldsJson: unknown) => {
+        // A line whose parts are not what the prelude sends is dropped before it is measured.
+        if (typeof runId !== 'number' || typeof level !== 'string' || typeof message !== 'string') return;
+        if (fieldsJson !== undefined && typeof fieldsJson !== 'string') return;
         const run = loaded.runId === runId ? loaded.run : undefined;
         if (!run) return;
         let fields: Record<string, unknown> | undefined;
@@ -256,7 +264,7 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
         } catch {
           fields = undefined;
         }
-        run.onLog(LEVELS.has(level) ? (level as LogLevel) : 'info', String(message).slice(0, MAX_LOG_MESSAGE), fields);
+        run.onLog(LEVELS.has(level) ? (level as LogLevel) : 'info', message.slice(0, MAX_LOG_MESSAGE), fields);
       }),
     );
     await (await compileCached(isolate, PRELUDE, 'latchkey:prelude.js')).run(context, { timeout: limits.timeoutMs });
