@@ -164,6 +164,16 @@ describe('runInSandbox', () => {
     expect(JSON.parse(output!)).toEqual(['ok', 'ok']);
   }, 90_000);
 
+  it('reports a context call whose arguments do not come as a JSON array as the function failing, never as a retryable outage', async () => {
+    // The prelude's JSON still calls toJSON, which the bundle may put on every array.
+    for (const toJSON of ['() => 5', '() => ({ a: 1 })', '() => "text"']) {
+      const error = await failure(run(action(`async (ctx) => { Array.prototype.toJSON = ${toJSON}; await ctx.getMetadata(); }`)));
+      expect(error.code).toBe('function_failed');
+      expect(error.retryable).toBe(false);
+      expect(error.message).toMatch(/arguments/);
+    }
+  });
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

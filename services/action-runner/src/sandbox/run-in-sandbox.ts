@@ -200,6 +200,16 @@ export function disposeIdleIsolates(): void {
   idleWatch = undefined;
 }
 
+/** A context call's arguments; undefined when they are not a JSON array. */
+function parseArgs(argsJson: string): unknown[] | undefined {
+  try {
+    const args: unknown = JSON.parse(argsJson);
+    return Array.isArray(args) ? args : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A fresh isolate with the prelude and the bundle evaluated; its references ask `loaded.run`.
  * `started` gets the isolate at once, so the run's limits watch the bundle's own evaluation too.
@@ -235,7 +245,11 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
           if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
           const fn = Object.hasOwn(run.host, method) ? run.host[method] : undefined;
           if (!fn) throw new AppError('function_failed', `ctx.${method} is not available`);
-          const value = await fn(...(JSON.parse(argsJson) as unknown[]));
+          // Arguments that are not a JSON array are the function's doing (a toJSON it put on
+          // arrays): its failure, never an internal error, which would pass for a retryable outage.
+          const args = parseArgs(argsJson);
+          if (!args) throw new AppError('function_failed', `ctx.${method}: its arguments did not come as a JSON array`);
+          const value = await fn(...args);
           return JSON.stringify({ ok: true, value: value ?? null });
         } catch (error) {
           const appError = toAppError(error);
