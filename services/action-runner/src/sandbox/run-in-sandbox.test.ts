@@ -174,6 +174,29 @@ describe('runInSandbox', () => {
     }
   });
 
+  it('hands log fields over as an object: fields of another shape are kept under value', async () => {
+    const logged: unknown[] = [];
+    await run(
+      action(`async (ctx) => {
+        ctx.log('number', 5);
+        ctx.log('list', [1, 2]);
+        ctx.log('text', { toJSON: () => 'as text' });
+        ctx.log('nothing', null);
+        ctx.log('warn', 'object', { a: 1 });
+        ctx.log('none');
+      }`),
+      { onLog: (level, message, fields) => logged.push([level, message, fields]) },
+    );
+    expect(logged).toEqual([
+      ['info', 'number', { value: 5 }],
+      ['info', 'list', { value: [1, 2] }],
+      ['info', 'text', { value: 'as text' }],
+      ['info', 'nothing', { value: null }],
+      ['warn', 'object', { a: 1 }],
+      ['info', 'none', undefined],
+    ]);
+  });
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

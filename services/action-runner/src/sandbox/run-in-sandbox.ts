@@ -200,6 +200,14 @@ export function disposeIdleIsolates(): void {
   idleWatch = undefined;
 }
 
+/**
+ * A log line's fields as an object, as every reader of the logs takes them (a dry run's reply
+ * fails its contract otherwise): any other value (`ctx.log('n', 5)`, a list) is kept under `value`.
+ */
+function asFields(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : { value };
+}
+
 /** A context call's arguments; undefined when they are not a JSON array. */
 function parseArgs(argsJson: string): unknown[] | undefined {
   try {
@@ -274,7 +282,7 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
         let fields: Record<string, unknown> | undefined;
         try {
           if (fieldsJson !== undefined && fieldsJson.length > MAX_LOG_FIELDS) fields = { truncated: `${fieldsJson.length} characters of fields, over ${MAX_LOG_FIELDS}` };
-          else fields = fieldsJson === undefined ? undefined : (JSON.parse(fieldsJson) as Record<string, unknown>);
+          else if (fieldsJson !== undefined) fields = asFields(JSON.parse(fieldsJson));
         } catch {
           fields = undefined;
         }
