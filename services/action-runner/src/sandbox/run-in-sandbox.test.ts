@@ -197,6 +197,31 @@ describe('runInSandbox', () => {
     ]);
   });
 
+  it('bounds the context calls out across the replica: calls an ended run left out still count against the next runs', async () => {
+    const held: Array<() => void> = [];
+    const holding = { setMetadata: () => new Promise((resolve) => held.push(() => resolve(null))), getMetadata: async () => ({}) };
+    // Each run leaves its isolate's bound of calls out and ends; its isolate is disposed.
+    const leaver = action(`async (ctx) => {
+      for (let i = 0; i < 64; i++) ctx.setMetadata(i).catch(() => undefined);
+      // Answered once the host has taken the calls before it (refused here: 64 are out).
+      await ctx.getMetadata().catch(() => undefined);
+      return 'left';
+    }`);
+    for (let i = 0; i < 5; i++) expect(JSON.parse((await run(leaver, { host: holding }))!)).toBe('left');
+    // Some of the bound may be held by calls earlier cases left out (a host that answers in a minute).
+    expect(held.length).toBeGreaterThanOrEqual(4 * 64 - 8);
+    expect(held.length).toBeLessThanOrEqual(4 * 64);
+    const next = action(`async (ctx) => { await ctx.setMetadata('next'); return 'made'; }`);
+    const quick = { setMetadata: async () => null };
+    const refused = await failure(run(next, { host: quick }));
+    expect(refused.code).toBe('function_failed');
+    expect(refused.message).toMatch(/replica/);
+    // Once they answer, the next run's calls are taken again.
+    for (const release of held.splice(0)) release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(JSON.parse((await run(next, { host: quick }))!)).toBe('made');
+  });
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

@@ -59,6 +59,19 @@ const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
  */
 const MAX_CALLS_OUT = 64;
 const MAX_CALL_CHARS_OUT = 128 * 1024 * 1024;
+/**
+ * The same bounds across this replica. A run may end with calls still out (its isolate is then
+ * disposed), and the next run's fresh isolate starts with a fresh allowance: without these, a
+ * function returning at once from calls it never awaited (a slow ctx.post of a large body) would
+ * pile up host memory run after run. Four isolates' worth: a run that awaits its calls holds
+ * little out, so only several runs sending a largest batch at the same moment meet it, and it is
+ * half of what the default eight concurrent runs could hold under the per-isolate bounds alone.
+ */
+const MAX_REPLICA_CALLS_OUT = 4 * MAX_CALLS_OUT;
+const MAX_REPLICA_CALL_CHARS_OUT = 4 * MAX_CALL_CHARS_OUT;
+/** Context calls out in this replica, and their characters, until each host call finishes. */
+let replicaCallsOut = 0;
+let replicaCallCharsOut = 0;
 
 /**
  * Compiled code of recent bundles, so a hot action skips V8's parse. Keyed by the bundle's digest,
@@ -244,10 +257,14 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
             ? `ctx.${method}: ${MAX_CALLS_OUT} context calls are out already; await some before making more`
             : loaded.pendingChars + argsJson.length > MAX_CALL_CHARS_OUT
               ? `ctx.${method}: the arguments of the context calls out would pass ${MAX_CALL_CHARS_OUT} characters`
-              : undefined;
+              : replicaCallsOut >= MAX_REPLICA_CALLS_OUT || replicaCallCharsOut + argsJson.length > MAX_REPLICA_CALL_CHARS_OUT
+                ? `ctx.${method}: this replica has too many context calls out (some left by runs that ended without awaiting them); await some before making more`
+                : undefined;
         if (refusal !== undefined) return JSON.stringify({ ok: false, error: { code: 'function_failed', message: refusal } });
         loaded.pending++;
         loaded.pendingChars += argsJson.length;
+        replicaCallsOut++;
+        replicaCallCharsOut += argsJson.length;
         try {
           const run = loaded.runId === runId ? loaded.run : undefined;
           if (!run) throw new AppError('function_failed', 'This run is over: its context can no longer be used');
@@ -266,8 +283,11 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
           const message = appError.code === 'internal_error' ? 'An internal error occurred' : appError.message;
           return JSON.stringify({ ok: false, error: { code: appError.code, message } });
         } finally {
+          // Released when the host's work ends, not with the run or its isolate.
           loaded.pending--;
           loaded.pendingChars -= argsJson.length;
+          replicaCallsOut--;
+          replicaCallCharsOut -= argsJson.length;
         }
       }),
     );
