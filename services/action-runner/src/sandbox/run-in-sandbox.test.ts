@@ -222,6 +222,24 @@ describe('runInSandbox', () => {
     expect(JSON.parse((await run(next, { host: quick }))!)).toBe('made');
   });
 
+  it('does not keep an isolate whose module holds much of its memory limit: the next run starts afresh', async () => {
+    // Numbers in the heap and an ArrayBuffer outside it, 1 MB of each per `megabytes`.
+    const hoarder = (megabytes: number) => `"use strict";let runs = 0; let hoard;
+module.exports = { default: { kind: 'action', name: 'a', exec: async () => {
+  runs++;
+  hoard = hoard || { numbers: new Array(${megabytes} << 17).fill(0.5), buffer: new ArrayBuffer(${megabytes} << 20) };
+  return runs;
+} } };`;
+    // About 20 MB under a 32 MB limit.
+    const large = { key: 'hoarder-large', perKey: 1 };
+    expect(JSON.parse((await run(hoarder(10), { reuse: large }))!)).toBe(1);
+    expect(JSON.parse((await run(hoarder(10), { reuse: large }))!)).toBe(1);
+    // About 2 MB is kept.
+    const small = { key: 'hoarder-small', perKey: 1 };
+    expect(JSON.parse((await run(hoarder(1), { reuse: small }))!)).toBe(1);
+    expect(JSON.parse((await run(hoarder(1), { reuse: small }))!)).toBe(2);
+  });
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

@@ -128,6 +128,8 @@ interface Loaded {
   idleTimer?: NodeJS.Timeout;
   /** Its CPU time when it was put aside: an idle isolate computes nothing. */
   parkedCpuNs?: bigint;
+  /** What its heap held when it was put aside (counted in `idleBytes`). */
+  parkedBytes?: number;
 }
 
 /** Idle loaded isolates, by reuse key (environment, integration, function, version). */
@@ -135,6 +137,20 @@ const idle = new Map<string, Loaded[]>();
 let idleCount = 0;
 let nextRunId = 1;
 const MAX_IDLE_TOTAL = 64;
+/**
+ * What idle isolates may hold, module-level data kept by their functions included: an isolate
+ * holding more than half its memory limit is not kept, nor one that would take the idle ones past
+ * 512 MiB together (four full isolates at the default 128 MB, where 64 could otherwise hold 8 GB).
+ */
+const MAX_IDLE_SHARE = 0.5;
+const MAX_IDLE_BYTES = 512 * 1024 * 1024;
+let idleBytes = 0;
+/**
+ * How long an isolate has to report its heap when its run ends. The report is a task on the
+ * isolate's own thread, waited for here (the synchronous one would block this whole process
+ * behind code the run left computing); one that does not answer in time is still computing.
+ */
+const HEAP_REPORT_MS = 250;
 const IDLE_MS = 30_000;
 /**
  * An idle isolate is looked at this often, and dropped once it has computed more than
@@ -152,6 +168,7 @@ function dropIdle(key: string, list: Loaded[], loaded: Loaded): void {
   if (at >= 0) {
     list.splice(at, 1);
     idleCount--;
+    idleBytes -= loaded.parkedBytes ?? 0;
     if (list.length === 0) idle.delete(key);
   }
   clearTimeout(loaded.idleTimer);
@@ -175,6 +192,7 @@ function takeIdle(key: string): Loaded | undefined {
   while (list && list.length > 0) {
     const loaded = list.pop()!;
     idleCount--;
+    idleBytes -= loaded.parkedBytes ?? 0;
     clearTimeout(loaded.idleTimer);
     if (list.length === 0) idle.delete(key);
     if (!computedWhileIdle(loaded)) return loaded;
@@ -183,14 +201,39 @@ function takeIdle(key: string): Loaded | undefined {
   return undefined;
 }
 
-function keepIdle(key: string, loaded: Loaded, perKey: number): void {
+/** What the isolate holds, in and outside its heap; undefined when it does not say in time. */
+async function heldBytes(isolate: ivm.Isolate): Promise<number | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), HEAP_REPORT_MS)));
+  try {
+    const heap = await Promise.race([isolate.getHeapStatistics(), late]);
+    return heap && heap.used_heap_size + heap.externally_allocated_size;
+  } catch {
+    // Disposed meanwhile.
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function keepIdle(key: string, loaded: Loaded, perKey: number, memoryMb: number): Promise<void> {
+  const bytes = loaded.isolate.isDisposed ? undefined : await heldBytes(loaded.isolate);
   const list = idle.get(key) ?? [];
-  if (list.length >= perKey || idleCount >= MAX_IDLE_TOTAL || loaded.isolate.isDisposed) {
+  const kept =
+    bytes !== undefined &&
+    bytes <= memoryMb * 1024 * 1024 * MAX_IDLE_SHARE &&
+    idleBytes + bytes <= MAX_IDLE_BYTES &&
+    list.length < perKey &&
+    idleCount < MAX_IDLE_TOTAL &&
+    !loaded.isolate.isDisposed;
+  if (!kept) {
     if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
     return;
   }
   loaded.run = undefined;
   loaded.parkedCpuNs = loaded.isolate.cpuTime;
+  loaded.parkedBytes = bytes;
+  idleBytes += bytes;
   loaded.idleTimer = setTimeout(() => dropIdle(key, list, loaded), IDLE_MS);
   loaded.idleTimer.unref();
   list.push(loaded);
@@ -209,6 +252,7 @@ export function disposeIdleIsolates(): void {
   }
   idle.clear();
   idleCount = 0;
+  idleBytes = 0;
   clearInterval(idleWatch);
   idleWatch = undefined;
 }
@@ -416,7 +460,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
       used.run = undefined;
       used.outage = undefined;
       // Only an isolate whose run ended well, with no context call still out, is used again.
-      if (succeeded && run.reuse && used.pending === 0) keepIdle(run.reuse.key, used, run.reuse.perKey);
+      if (succeeded && run.reuse && used.pending === 0) await keepIdle(run.reuse.key, used, run.reuse.perKey, limits.memoryMb);
       else if (!used.isolate.isDisposed) used.isolate.dispose();
     }
   }
