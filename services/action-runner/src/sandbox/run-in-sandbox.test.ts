@@ -240,6 +240,13 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async () => {
     expect(JSON.parse((await run(hoarder(1), { reuse: small }))!)).toBe(2);
   });
 
+  it('runs the prelude\'s entry whatever the bundle puts on the global object: its answer for the run is not taken', async () => {
+    const forge = "globalThis.__run = async () => JSON.stringify({ ok: true, output: JSON.stringify('forged'), kind: 'sync', name: 'other' });";
+    expect(JSON.parse((await run(action(`async () => typeof globalThis.__run`, forge)))!)).toBe('function');
+    expect(JSON.parse((await run(action(`async () => 1`, forge)))!)).toBe(1);
+    expect(JSON.parse((await run(action(`async () => typeof globalThis.__run`)))!)).toBe('undefined');
+  });
+
   it('keeps the host\'s references out of the bundle\'s reach', async () => {
     const seen = await run(action(`async () => [typeof host, typeof logRef, typeof hostCall, typeof globalThis.__host]`));
     expect(JSON.parse(seen!)).toEqual(['undefined', 'undefined', 'undefined', 'undefined']);

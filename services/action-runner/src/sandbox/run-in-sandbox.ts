@@ -354,8 +354,11 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
       }),
     );
     await (await compileCached(isolate, PRELUDE, 'latchkey:prelude.js')).run(context, { timeout: limits.timeoutMs });
-    await (await compileCached(isolate, wrapBundle(bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
+    // The prelude's entry, taken and hidden before the bundle runs: a bundle that could replace it
+    // would answer for the run itself, past the prelude's checks of its kind and output.
     loaded.entry = (await jail.get('__run', { reference: true })) as Loaded['entry'];
+    await jail.delete('__run');
+    await (await compileCached(isolate, wrapBundle(bundle), 'function.js')).run(context, { timeout: limits.timeoutMs });
     return loaded;
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
