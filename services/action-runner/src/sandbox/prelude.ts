@@ -1,3 +1,8 @@
+/** A log line's message, in characters, at most. */
+export const MAX_LOG_MESSAGE = 4096;
+/** A log line's fields, as JSON, at most: larger ones are kept as a note of their size. */
+export const MAX_LOG_FIELDS = 16 * 1024;
+
 /**
  * Runs inside each isolate before the customer's bundle. The isolate is bare V8: no `require`,
  * `process`, timers, `fetch` or sockets. The only ways out are two references the host puts
@@ -43,8 +48,18 @@ function safeFields(fields) {
 /** The run that is using this isolate now: console output goes to it. */
 let currentRunId = 0;
 
+// Taken now too: a log line is cut to size before it is copied out, with these.
+const sliceText = Function.prototype.call.bind(String.prototype.slice);
+
 function log(runId, level, message, fields) {
-  logRef.applyIgnored(undefined, [runId, level, NativeString(message), safeFields(fields)], { arguments: { copy: true } });
+  // Cut here, not in the host: the host's copy of a line lives outside the isolate's memory
+  // limit, and lines are not awaited, so a loop logging its largest string would pile copies up.
+  const text = sliceText(NativeString(message), 0, ${MAX_LOG_MESSAGE});
+  let fieldsJson = safeFields(fields);
+  if (fieldsJson !== undefined && fieldsJson.length > ${MAX_LOG_FIELDS}) {
+    fieldsJson = jsonStringify({ truncated: fieldsJson.length + ' characters of fields, over ${MAX_LOG_FIELDS}' });
+  }
+  logRef.applyIgnored(undefined, [runId, level, text, fieldsJson], { arguments: { copy: true } });
 }
 
 const format = (args) => args.map((arg) => (typeof arg === 'string' ? arg : (() => { try { return jsonStringify(arg); } catch { return NativeString(arg); } })())).join(' ');

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import ivm from 'isolated-vm';
 import { createCache } from '@latchkey/cache';
 import { AppError, toAppError, type ErrorItem } from '@latchkey/errors';
-import { PRELUDE, wrapBundle } from './prelude.js';
+import { MAX_LOG_FIELDS, MAX_LOG_MESSAGE, PRELUDE, wrapBundle } from './prelude.js';
 
 export interface SandboxLimits {
   /** The isolate's heap limit; past it V8 stops the isolate. */
@@ -45,9 +45,6 @@ export interface SandboxRun {
   signal?: AbortSignal;
 }
 
-const MAX_LOG_MESSAGE = 4096;
-/** A log line's fields, as JSON, at most: larger ones are kept as a note of their size. */
-const MAX_LOG_FIELDS = 16 * 1024;
 /** How often a run's CPU time is looked at (so the CPU bound holds to about this). */
 const CPU_WATCH_MS = 250;
 const LEVELS = new Set(['debug', 'info', 'warn', 'error']);
