@@ -72,8 +72,9 @@ export interface SyncWrites {
    * A scheduled run's (`exec`'s; an `onWebhook` run has none): its writes name `runId` (refused
    * once the run is over), `checkpoint` is the one saved last (null: none), `report` sends the
    * counts so far with a checkpoint to save (an object) or clear (null), or only the counts.
+   * `signal` aborts when the run is handed back to another replica: nothing more is written.
    */
-  scheduled?: { runId: string; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void> };
+  scheduled?: { runId: string; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void>; signal?: AbortSignal };
 }
 
 /**
@@ -224,6 +225,10 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     }));
     // In order, one message each: a later part never overtakes an earlier one's records.
     for (const { start, records: part } of parts) {
+      // Handed back meanwhile (its isolate gone, the batch's call still running here): the replica
+      // taking the run over resumes from the checkpoint and may already be writing newer records,
+      // which this batch's later parts would overwrite with older ones.
+      handedBack(sync);
       const result = await deps.bus.request(recordsContracts.write, { ...request, records: part }, { timeoutMs: recordWriteTimeoutMs(part.length) });
       countWrites(sync.counts, name, result);
       await sync.scheduled?.report();
@@ -285,6 +290,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       // Outside a scheduled sync run (an action, a dry run, a webhook run) nothing resumes: a no-op.
       const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
       if (!scheduled) return null;
+      handedBack(options.sync);
       await scheduled.report(parsed.data);
       scheduled.checkpoint = parsed.data;
       return null;
@@ -292,6 +298,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     clearCheckpoint: async () => {
       const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
       if (!scheduled) return null;
+      handedBack(options.sync);
       await scheduled.report(null);
       scheduled.checkpoint = null;
       return null;
@@ -413,6 +420,11 @@ export function proxyAnswer(status: number, headers: Iterable<[string, string]>,
     responseHeaders[lower] = lower in responseHeaders ? `${responseHeaders[lower]}, ${value}` : value;
   }
   return { status, headers: responseHeaders, data: bytes.toString('utf8'), ...(responseType === 'json' ? { parse: true } : {}) };
+}
+
+/** Throws once a scheduled sync run was handed back: its writes and checkpoints stop there. */
+function handedBack(sync: SyncWrites | undefined): void {
+  if (sync?.scheduled?.signal?.aborted) throw new AppError('function_failed', 'This sync run was handed back to another replica: nothing more of it is written here');
 }
 
 /** Adds one write's counts (or an earlier attempt's) to a sync run's, by model. */

@@ -50,7 +50,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       await deps.runner.run({
         target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
         fn,
-        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, checkpoint: run.checkpoint ?? null, report } },
+        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, checkpoint: run.checkpoint ?? null, report, signal } },
         grants: ENVIRONMENT_GRANTS,
         signal,
       });
