@@ -57,6 +57,17 @@ export const metadataSchema = z.record(z.string(), z.unknown()).superRefine((val
   }
 });
 
+/** The longest connection config value an end user types in; a webhook's lookup by one takes no longer. */
+export const CONNECTION_CONFIG_VALUE_MAX = 1024;
+
+/**
+ * Connection config as an end user fills it in a connect flow: text for each field, as the
+ * provider's URL, header and query templates expect it (an array passed a field's pattern as its
+ * `String()` and was stored where those templates then failed). The customer's own defaults and
+ * imports stay free-form (`metadataSchema`).
+ */
+export const enteredConnectionConfigSchema = z.record(fieldName, z.string().max(CONNECTION_CONFIG_VALUE_MAX));
+
 /**
  * The end user a connection is for: its id is what `?endUserId` finds (up to 255), its tags'
  * keys become stored field names.
@@ -363,7 +374,7 @@ export const vaultContracts = {
       token: z.string(),
       integration: z.string().min(1).max(128),
       credentials: anyCredentials,
-      connection_config: metadataSchema.optional(),
+      connection_config: enteredConnectionConfigSchema.optional(),
     }),
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
   ),
@@ -412,7 +423,7 @@ export const vaultContracts = {
       integration: z.string().min(1).max(128),
       client_id: z.string().min(1).max(1024),
       client_secret: z.string().min(1).max(16_384),
-      connection_config: metadataSchema.optional(),
+      connection_config: enteredConnectionConfigSchema.optional(),
     }),
     z.object({ connectionId: z.string(), providerConfigKey: z.string(), operation: z.enum(['creation', 'override']) }),
   ),

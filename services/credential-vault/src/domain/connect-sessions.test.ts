@@ -39,6 +39,15 @@ describe("a connect flow's connection config", () => {
     expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'evil.example/x?' }))).toMatchObject({ path: 'connection_config.subdomain' });
   });
 
+  it("takes only text from an end user, whatever forwarded it: an array passes a pattern as its String()", () => {
+    const withAccount = { ...provider, connection_configuration: ['subdomain', 'account_id'], connection_config: { ...provider.connection_config, account_id: { pattern: '^[0-9]+$' } } };
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', withAccount, { account_id: ['123'] }))).toMatchObject({ code: 'invalid_type', path: 'connection_config.account_id' });
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', withAccount, { account_id: { id: '123' } }))).toMatchObject({ code: 'invalid_type' });
+    expect(refusal(() => sessionConnectionConfig(session({}), 'tenant', provider, { region: 7 }))).toMatchObject({ code: 'invalid_type', path: 'connection_config.region' });
+    // The customer's null placeholder comes back as it was in a flow's saved config.
+    expect(sessionConnectionConfig(session({ region: null }), 'tenant', provider, { region: null, subdomain: 'mine' })).toEqual({ region: null, subdomain: 'mine' });
+  });
+
   it('case 3: checks host-bearing values whoever set them', () => {
     expect(refusal(() => sessionConnectionConfig(session({ subdomain: '127.0.0.1:4701' }), 'tenant', provider, {}))).toMatchObject({ code: 'invalid_host' });
   });

@@ -93,6 +93,10 @@ export function sessionConnectionConfig(
     // The customer's own value coming back (a flow's saved config, a page echoing it) is theirs.
     if (customerSet && value === preset) continue;
     if (customerSet) throw notAllowed(key, 'not_allowed', 'was set by the customer for this connect session and cannot be changed');
+    // An end user's value is text, whoever forwarded it: an array or object passes a pattern as
+    // its String() and breaks the proxy's templates later. (The customer's null placeholder comes
+    // back as it was, in a flow's saved config.)
+    if (typeof value !== 'string' && value !== preset) throw notAllowed(key, 'invalid_type', 'must be a string');
     if (secretHosts.has(key)) {
       throw notAllowed(key, 'not_allowed', "names the host the integration's client secret is sent to: the customer sets it in the session, or the end user brings their own OAuth client");
     }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CREDENTIAL_TYPES, metadataSchema, NOT_TYPED_IN, vaultContracts, type CredentialType, type RequestOf } from '@latchkey/contracts';
+import { CREDENTIAL_TYPES, enteredConnectionConfigSchema, NOT_TYPED_IN, vaultContracts, type CredentialType, type RequestOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { SESSION_TOKEN_QUERY } from '../../http/authenticate.js';
 import { defineRoute } from '../../http/define-route.js';
@@ -7,8 +7,11 @@ import type { GatewayDeps } from '../../http/deps.js';
 
 const integrationParams = z.strictObject({ integration: z.string().min(1).max(128) });
 
-/** Credential fields as an end user enters them, plus the connection config the provider asks for. */
-const formBody = z.object({ connection_config: metadataSchema.optional() }).catchall(z.unknown());
+/**
+ * Credential fields as an end user enters them, plus the connection config the provider asks
+ * for: text per field, as on the OAuth routes (the vault checks each against its pattern).
+ */
+const formBody = z.object({ connection_config: enteredConnectionConfigSchema.optional() }).catchall(z.unknown());
 
 /** Hands the fields to the vault, which checks them against the type's schema and saves them. */
 async function save(deps: GatewayDeps, token: string, integration: string, type: string, body: z.output<typeof formBody>) {
