@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
-import { sessionConnectionConfig } from './connect-sessions.js';
+import { checkKeptConfig, reconnectConnectionConfig, sessionConnectionConfig } from './connect-sessions.js';
 
 const provider = {
   authorization_url: 'https://${connectionConfig.subdomain}.provider.example/authorize',
@@ -71,5 +71,42 @@ describe("a connect flow's connection config", () => {
     expect(sessionConnectionConfig(session({}), 'tenant', selfHosted, { host: 'sso.enduser.example' })).toEqual({ host: 'sso.enduser.example' });
     // A subdomain under the provider's own domain stays the end user's to choose.
     expect(sessionConnectionConfig(session({}), 'tenant', provider, { subdomain: 'mine' }, { customerClient: true })).toEqual({ subdomain: 'mine' });
+  });
+});
+
+describe("a reconnect's connection config", () => {
+  const kept = { subdomain: 'acme' };
+
+  it("is the connection's own, whatever the session's defaults say", () => {
+    expect(reconnectConnectionConfig(session({}), 'tenant', provider, kept)).toEqual({ subdomain: 'acme' });
+    expect(reconnectConnectionConfig(session({ subdomain: 'other', region: 'eu' }), 'tenant', provider, kept)).toEqual({ subdomain: 'acme' });
+  });
+
+  it("takes the connection's own values back from the end user, and refuses any other or any it lacks", () => {
+    expect(reconnectConnectionConfig(session({}), 'tenant', provider, kept, { subdomain: 'acme' })).toEqual({ subdomain: 'acme' });
+    expect(refusal(() => reconnectConnectionConfig(session({}), 'tenant', provider, kept, { subdomain: 'evilcorp' }))).toMatchObject({ code: 'not_allowed', path: 'connection_config.subdomain' });
+    expect(refusal(() => reconnectConnectionConfig(session({}), 'tenant', provider, kept, { subdomain: 'acme', region: 'eu' }))).toMatchObject({ code: 'not_allowed', path: 'connection_config.region' });
+    // The check saveConnection makes on the document it replaces the credentials of.
+    expect(refusal(() => checkKeptConfig({ subdomain: 'acme', ids: [1, 2] }, { subdomain: 'acme', ids: [1, 3] }))).toMatchObject({ path: 'connection_config.ids' });
+    expect(() => checkKeptConfig({ subdomain: 'acme', ids: [1, 2] }, { subdomain: 'acme', ids: [1, 2] })).not.toThrow();
+  });
+
+  // A connection made with the end user's own client may name their own server as its host; a
+  // reconnect with the customer's client would send the customer's client secret there.
+  const selfHosted = {
+    authorization_url: 'https://${connectionConfig.host}/authorize',
+    token_url: 'https://${connectionConfig.host}/token',
+    connection_configuration: ['host'],
+    connection_config: { host: { pattern: '^[A-Za-z0-9.-]+(:[0-9]+)?$' } },
+  };
+
+  it("lets a customer's client go only to a self-hosted host the customer names in the reconnect session", () => {
+    const enduserHost = { host: 'sso.enduser.example' };
+    expect(refusal(() => reconnectConnectionConfig(session({}), 'tenant', selfHosted, enduserHost, {}, { customerClient: true }))).toMatchObject({
+      code: 'not_allowed',
+      path: 'connection_config.host',
+    });
+    expect(reconnectConnectionConfig(session({ host: 'sso.enduser.example' }), 'tenant', selfHosted, enduserHost, {}, { customerClient: true })).toEqual(enduserHost);
+    expect(reconnectConnectionConfig(session({}), 'tenant', selfHosted, enduserHost)).toEqual(enduserHost);
   });
 });

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
@@ -7,6 +8,7 @@ import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import { credentialsVersionOf } from '../db/connection-repo.js';
 import type { ConnectionRepo } from '../db/connection-repo.js';
+import type { ConnectionDoc } from '../db/connection-model.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { ConnectionCredentials, StoredCredentials } from './connection-credentials.js';
 import { creationEvents, insertConnection } from './connections.js';
@@ -111,6 +113,50 @@ export function sessionConnectionConfig(
   return config;
 }
 
+/**
+ * Refuses config given for a reconnect that is not the connection's own: a different value, or
+ * a field the connection was made without. A reconnect replaces credentials only, and they must
+ * come from where the connection says it lives: an end user typing Zendesk's `evilcorp` for a
+ * connection saying `acme` would authorize there with the customer's client and bind those
+ * tokens to it. Adding a field is refused too, rather than stored: the connection's config is
+ * fixed once it is made (its search lists are built from it).
+ */
+export function checkKeptConfig(kept: Record<string, unknown>, given: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(given)) {
+    if (!isDeepStrictEqual(kept[key], value)) {
+      throw notAllowed(key, 'not_allowed', "is the connection's own: a reconnect keeps the connection's config and replaces its credentials only");
+    }
+  }
+}
+
+/**
+ * The connection config of a reconnect's flow: the connection's own, as stored; the end user may
+ * repeat its values (`checkKeptConfig`), and the session's defaults do not apply. With a client
+ * of the customer's, a field that makes up the whole host of the token or request URL must be
+ * the customer's value in the session, as in `sessionConnectionConfig`: the connection may have
+ * been made with the end user's own client, and that host is where the customer's client secret
+ * would now go. Host-bearing values are checked again, under today's catalog.
+ */
+export function reconnectConnectionConfig(
+  session: ConnectSessionDoc,
+  integrationKey: string,
+  provider: ConfigRules | undefined,
+  kept: Record<string, unknown>,
+  given: Record<string, unknown> = {},
+  options: { customerClient?: boolean } = {},
+): Record<string, unknown> {
+  checkKeptConfig(kept, given);
+  const defaults = (session.integrations_config_defaults[integrationKey]?.connection_config ?? {}) as Record<string, unknown>;
+  for (const key of options.customerClient ? secretHostKeys(provider) : []) {
+    const value = kept[key];
+    if (value !== undefined && value !== null && value !== '' && defaults[key] !== value) {
+      throw notAllowed(key, 'not_allowed', "names the host the integration's client secret is sent to: the customer sets it in the reconnect session, or the end user brings their own OAuth client");
+    }
+  }
+  if (provider) checkHostValues(provider, kept);
+  return { ...kept };
+}
+
 export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'providers'> {
   sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest' | 'countConnection'>;
   connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
@@ -127,6 +173,15 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
       throw new AppError('forbidden', `This connect session does not allow the integration "${integrationKey}"`);
     }
     return deps.integrationService.find(environmentId(session.environment_id), integrationKey);
+  }
+
+  /** The connection a reconnect session replaces the credentials of, as stored now. */
+  async function reconnected(session: ConnectSessionDoc, reconnect: NonNullable<ConnectSessionDoc['reconnect']>, integrationKey: string): Promise<ConnectionDoc> {
+    const existing = await deps.connections.find(environmentId(session.environment_id), reconnect.integration_id, reconnect.connection_id);
+    if (!existing || existing.provider_config_key !== integrationKey) {
+      throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
+    }
+    return existing;
   }
 
   return {
@@ -147,9 +202,29 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
     allowedIntegration,
 
     /**
+     * The connection config a connect flow runs with (its authorization and token URLs, the
+     * verification of typed-in credentials): the session's and the end user's
+     * (`sessionConnectionConfig`), or for a reconnect the connection's own
+     * (`reconnectConnectionConfig`).
+     */
+    async flowConnectionConfig(
+      session: ConnectSessionDoc,
+      integration: Pick<IntegrationDoc, 'unique_key'>,
+      provider: ConfigRules | undefined,
+      given: Record<string, unknown> = {},
+      options: { customerClient?: boolean } = {},
+    ): Promise<Record<string, unknown>> {
+      if (!session.reconnect) return sessionConnectionConfig(session, integration.unique_key, provider, given, options);
+      const existing = await reconnected(session, session.reconnect, integration.unique_key);
+      return reconnectConnectionConfig(session, integration.unique_key, provider, existing.connection_config ?? {}, given, options);
+    },
+
+    /**
      * Saves credentials an end user gave in a connect flow, for an integration the session allows.
      * New connections get a server-chosen id and the session's tags and end user; a reconnect
-     * session replaces the credentials of its one connection and nothing else.
+     * session replaces the credentials of its one connection and nothing else, and only when the
+     * flow's config is the connection's own (`checkKeptConfig`), checked on the very document
+     * whose credentials are replaced.
      */
     async saveConnection(
       session: ConnectSessionDoc,
@@ -170,10 +245,8 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
         // The end user's new credentials replace whatever is stored, a refresh that lands meanwhile
         // included: the compare-and-set on the credentials version is retried on a fresh read.
         for (let attempt = 1; ; attempt++) {
-          const existing = await deps.connections.find(environment, session.reconnect.integration_id, session.reconnect.connection_id);
-          if (!existing || existing.provider_config_key !== integration.unique_key) {
-            throw new AppError('unknown_connection', 'The connection this session reconnects is gone');
-          }
+          const existing = await reconnected(session, session.reconnect, integration.unique_key);
+          checkKeptConfig(existing.connection_config ?? {}, connectionConfig);
           const tags = { ...existing.tags, ...session.tags };
           const sealed = await deps.credentials.seal(existing, credentials);
           const overridden = { contract: vaultContracts.connectionCreated, payload: { ...connectionEvent(existing), operation: 'override' as const, tags, end_user: session.end_user } };

@@ -7,12 +7,13 @@ import type { Provider } from '../catalog/provider-schema.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
-import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, checkSecretHostsNamed, digestOf, sessionConnectionConfig } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, checkSecretHostsNamed, digestOf } from '../domain/connect-sessions.js';
 import { verifyCredentials } from '../domain/verify-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
 import { normalizeTags } from '../domain/views.js';
 import { clientCredentialsToken } from '../refresh/fresh-credentials.js';
+import { forEndUser } from '../refresh/token-endpoint.js';
 
 type Deps = Pick<VaultDeps, 'connections' | 'cipher' | 'providers'> & Pick<VaultServices, 'integrationService'> & { sessions: Pick<ConnectSessionRepo, 'insert'> };
 
@@ -125,7 +126,7 @@ export function deleteConnectSessionHandler(deps: { sessions: Pick<ConnectSessio
   };
 }
 
-type FormDeps = Pick<VaultDeps, 'bus' | 'providers'> &
+type FormDeps = Pick<VaultDeps, 'bus' | 'providers' | 'logger'> &
   Pick<VaultServices, 'integrationService' | 'sessionService'> & { catalog: { get(name: string): Provider | undefined } };
 
 /**
@@ -144,7 +145,7 @@ export function connectWithSessionHandler(deps: FormDeps) {
     const integration = await deps.sessionService.allowedIntegration(session, request.integration);
     const entry = deps.catalog.get(integration.provider);
     if (entry?.verification && entry.auth_mode === credentials.type) {
-      const connectionConfig = sessionConnectionConfig(session, integration.unique_key, entry, request.connection_config);
+      const connectionConfig = await deps.sessionService.flowConnectionConfig(session, integration, entry, request.connection_config);
       await verifyCredentials(deps, { name: integration.provider, entry }, await deps.integrationService.clientCredentials(integration), connectionConfig, credentials);
     }
     return deps.sessionService.saveConnection(session, request.integration, credentials, request.connection_config);
@@ -156,7 +157,7 @@ export function connectWithSessionHandler(deps: FormDeps) {
  * user's client buys a token at the provider's token endpoint first; a refusal is 400
  * `connection_test_failed` with the provider's error code only, and nothing is stored.
  */
-export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers' | 'sessionService'> & { timeoutMs: number; http: HttpClient }) {
+export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers' | 'sessionService' | 'logger'> & { timeoutMs: number; http: HttpClient }) {
   return async (request: RequestOf<typeof vaultContracts.connectClientCredentials>) => {
     const session = await deps.sessionService.live({ token: request.token });
     const integration = await deps.sessionService.allowedIntegration(session, request.integration);
@@ -164,12 +165,13 @@ export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers'
     if (provider?.auth_mode !== 'OAUTH2_CC') {
       throw new AppError('invalid_uri_params', `Integration "${integration.unique_key}" does not use OAuth 2 client credentials`);
     }
+    const connectionConfig = await deps.sessionService.flowConnectionConfig(session, integration, provider, request.connection_config);
     let credentials: StoredCredentials;
     try {
       credentials = await clientCredentialsToken(
         {
           provider,
-          connectionConfig: sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config),
+          connectionConfig,
           now: new Date(),
           timeoutMs: deps.timeoutMs,
           http: deps.http,
@@ -177,7 +179,7 @@ export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers'
         { client_id: request.client_id, client_secret: request.client_secret },
       );
     } catch (error) {
-      const appError = toAppError(error);
+      const appError = toAppError(forEndUser(error, deps.logger));
       if (appError.code !== 'refresh_token_external_error') throw appError;
       const payload = appError.payload ?? {};
       const reason = typeof payload['error'] === 'string' ? payload['error'] : 'refused';

@@ -10,11 +10,11 @@ import type { Provider } from '../catalog/provider-schema.js';
 import type { IntegrationDoc } from '../db/integration-model.js';
 import type { OAuthSessionDoc, OAuthSessionRepo } from '../db/oauth-session-model.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
-import { SESSION_CLIENT_SECRET_PLACE, sessionConnectionConfig } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE } from '../domain/connect-sessions.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
-import { callTokenEndpoint } from '../refresh/token-endpoint.js';
+import { callTokenEndpoint, forEndUser } from '../refresh/token-endpoint.js';
 import { expiryFrom, postToken } from '../refresh/fresh-credentials.js';
 import { fillProviderUrl } from '../catalog/provider-url.js';
 
@@ -25,7 +25,7 @@ const REQUEST_SECRET_PLACE = { field: 'oauth1.request_token_secret' };
 const CLIENT_OVERRIDE_PLACE = { field: 'oauth.client_override' };
 const clientOverrideSchema = z.object({ client_id: z.string(), client_secret: z.string() });
 
-type Deps = Pick<VaultDeps, 'cipher'> &
+type Deps = Pick<VaultDeps, 'cipher' | 'logger'> &
   Pick<VaultServices, 'integrationService' | 'sessionService'> & {
   oauthSessions: OAuthSessionRepo;
   catalog: { get(name: string): Provider | undefined };
@@ -81,9 +81,9 @@ export function startOAuthHandler(deps: Deps) {
     const override = await clientOverrideFor(deps, session, integration, request.client_override);
     const client = override ?? (await deps.integrationService.clientCredentials(integration));
     if (!client['client_id']) throw new AppError('invalid_body', `Integration "${integration.unique_key}" has no client_id`);
-    const connectionConfig = sessionConnectionConfig(session, integration.unique_key, provider, request.connection_config, {
+    const connectionConfig = (await deps.sessionService.flowConnectionConfig(session, integration, provider, request.connection_config, {
       customerClient: request.client_override === undefined,
-    }) as Record<string, string>;
+    })) as Record<string, string>;
     const environment = environmentId(session.environment_id);
     const now = new Date();
     const flow = {
@@ -98,7 +98,10 @@ export function startOAuthHandler(deps: Deps) {
       expires_at: new Date(now.getTime() + STATE_LIFETIME_MS),
     };
     if (provider.auth_mode === 'OAUTH1') {
-      const temporary = await requestTemporaryCredentials(deps, provider, { key: client['client_id'], secret: client['client_secret'] ?? '' }, connectionConfig, request.redirect_uri);
+      const consumer = { key: client['client_id'], secret: client['client_secret'] ?? '' };
+      const temporary = await requestTemporaryCredentials(deps, provider, consumer, connectionConfig, request.redirect_uri).catch((error: unknown) => {
+        throw forEndUser(error, deps.logger);
+      });
       await deps.oauthSessions.insert({
         ...flow,
         state: temporary.token,
@@ -238,7 +241,7 @@ export function finishOAuthHandler(deps: Deps) {
       // The environment lets the gateway post the outcome to that environment's registered origins only.
       return { ...(await deps.sessionService.saveConnection(session, integration.unique_key, credentials, flow.connection_config)), environment_id: session.environment_id };
     } catch (error) {
-      throw inEnvironment(error, flow.environment_id);
+      throw inEnvironment(forEndUser(error, deps.logger), flow.environment_id);
     }
   };
 }
@@ -294,7 +297,7 @@ export function finishOAuth1Handler(deps: Deps) {
       const saved = await deps.sessionService.saveConnection(session, integration.unique_key, { ...credentials, ...(override ? { config_override: override } : {}) }, flow.connection_config);
       return { ...saved, environment_id: session.environment_id };
     } catch (error) {
-      throw inEnvironment(error, flow.environment_id);
+      throw inEnvironment(forEndUser(error, deps.logger), flow.environment_id);
     }
   };
 }

@@ -1,5 +1,6 @@
 import { AppError } from '@latchkey/errors';
-import { ALLOW_CIDRS_HINT, OutboundRequestError, type HttpClient } from '@latchkey/net';
+import type { Logger } from '@latchkey/logger';
+import { ALLOW_CIDRS_HINT, OutboundRequestError, UpstreamNotAllowedError, type HttpClient } from '@latchkey/net';
 
 /**
  * One call to a provider's token endpoint (OAuth 2 grants, OAuth 1 temporary and token
@@ -26,13 +27,32 @@ export async function callTokenEndpoint(
     return { statusCode: response.statusCode, body: response.body };
   } catch (error) {
     if (error instanceof OutboundRequestError && error.refusal) {
-      // The range only: never the URL (its path or query may carry secrets), nor the address a
-      // name resolved to (end users reach this answer, and internal DNS is not theirs to map).
-      throw new AppError('upstream_not_allowed', `The provider's endpoint is at an address that is not allowed (${error.refusal.reason}); ${ALLOW_CIDRS_HINT}`);
+      // The range only, for the customer's backend (a refresh, a fetch), as the proxy tells it:
+      // never the URL (its path or query may carry secrets). An end user's connect flow hears
+      // none of it (`forEndUser`); the refusal rides along as the cause, for the log.
+      throw new AppError('upstream_not_allowed', `The provider's endpoint is at an address that is not allowed (${error.refusal.reason}); ${ALLOW_CIDRS_HINT}`, {
+        cause: error.refusal,
+      });
     }
     const reason = error instanceof OutboundRequestError ? error.reason : 'network_error';
     throw new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", {
       payload: { error: 'unreachable', reason },
     });
   }
+}
+
+/** What an end user hears of a token endpoint the address policy refused, whatever the reason. */
+export const END_USER_NOT_ALLOWED = "The provider's endpoint is at an address that is not allowed; check the host you entered";
+
+/**
+ * A token endpoint's failure as an end user's connect flow may tell it. A refused address is one
+ * message whatever the reason: the end user may have named the host (a self-hosted provider with
+ * their own OAuth client), and the range or address it resolved to would map our internal DNS
+ * for them. The reason goes to the log only. Other errors pass as they are.
+ */
+export function forEndUser(error: unknown, logger: Pick<Logger, 'warn'>): unknown {
+  if (!(error instanceof AppError) || error.code !== 'upstream_not_allowed') return error;
+  const refusal = error.cause instanceof UpstreamNotAllowedError ? error.cause : undefined;
+  logger.warn("a connect flow's provider endpoint is at an address that is not allowed", refusal ? { host: refusal.hostname, address: refusal.address, reason: refusal.reason } : { reason: error.message });
+  return new AppError('upstream_not_allowed', END_USER_NOT_ALLOWED);
 }
