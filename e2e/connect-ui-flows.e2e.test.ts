@@ -256,6 +256,18 @@ describe('connection config the customer set', () => {
     await page.close();
     const [connection] = await connectionsTagged('tenant-preset');
     expect((await fullConnection(connection!.connection_id, 'tenant')).connection_config).toMatchObject({ account_id: 'acme' });
+
+    // A reconnect asks for none of it: the connection keeps its own, with the new key.
+    const again = await openSession({ connection_id: connection!.connection_id, integration_id: 'tenant' });
+    await again.getByRole('heading', { name: 'Reconnect Tenant API' }).waitFor();
+    expect(await again.getByLabel('account id').count()).toBe(0);
+    await again.getByLabel('API key').fill('tenant-key-2');
+    await again.getByRole('button', { name: 'Connect' }).click();
+    await again.getByRole('heading', { name: 'Tenant API is connected' }).waitFor();
+    await again.close();
+    const renewed = await fullConnection(connection!.connection_id, 'tenant');
+    expect(renewed.connection_config).toMatchObject({ account_id: 'acme' });
+    expect(renewed.credentials.apiKey).toBe('tenant-key-2');
   });
 });
 

@@ -152,8 +152,9 @@ function explain(status: number, body: any): string {
 function pick(integration: SessionIntegration, context: PickContext): void {
   const redirects = REDIRECT_MODES.has(integration.auth_mode);
   const ownClient = redirects && integration.own_oauth_client === true ? OWN_CLIENT_FIELDS : [];
+  // A reconnect keeps the connection's config: nothing of it is asked again.
   const preset = context.preset[integration.unique_key]?.connection_config ?? {};
-  const asked = integration.connection_configuration.filter((name) => preset[name] === undefined || preset[name] === '');
+  const asked = context.reconnect ? [] : integration.connection_configuration.filter((name) => preset[name] === undefined || preset[name] === '');
   const fields: Field[] = [
     ...(FORM_FIELDS[integration.auth_mode] ?? []),
     ...asked.map((name) => ({ name: `config:${name}`, label: name.replace(/_/g, ' ') })),
