@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineEvent, defineJob, defineRequest } from './define.js';
-import { connectionEventSchema } from './vault.js';
+import { CONNECTION_CONFIG_VALUE_MAX, connectionEventSchema } from './vault.js';
 
 const environment_id = z.string().min(1);
 
@@ -147,7 +147,7 @@ export const webhookContracts = {
  */
 export const connectionLookupSchema = z.union([
   z.object({ connection_id: z.string().min(1).max(255) }),
-  z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string().max(1024), z.number(), z.boolean()]) }),
+  z.object({ field: z.enum(['connection_config', 'metadata']), key: z.string().min(1), value: z.union([z.string().max(CONNECTION_CONFIG_VALUE_MAX), z.number(), z.boolean()]) }),
 ]);
 
 /** The most lookups one `vault.webhooks.match_many` request carries. */
