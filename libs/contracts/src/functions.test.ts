@@ -24,3 +24,20 @@ describe('deploymentBody', () => {
     }
   });
 });
+
+describe('deploymentBody, one model to a sync', () => {
+  const sync = (name: string, models: string[]) => ({
+    description: { type: 'sync', name, frequency: 'every hour', models: models.map((model) => ({ name: model, fields: [{ name: 'id', type: 'string' }] })), webhook_subscriptions: [] },
+    bundle: 'module.exports = {}',
+  });
+
+  it('refuses a model two syncs declare: they would overwrite and clear each other\'s records', () => {
+    const parsed = deploymentBody.safeParse({ provider_config_key: 'crm', functions: [sync('contacts', ['Contact']), sync('people', ['Person', 'Contact'])] });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]).toMatchObject({ path: ['functions', 1, 'description', 'models', 1, 'name'], message: expect.stringContaining('declared by syncs contacts and people') });
+  });
+
+  it('takes models of different names across syncs', () => {
+    expect(deploymentBody.safeParse({ provider_config_key: 'crm', functions: [sync('contacts', ['Contact']), sync('people', ['Person'])] }).success).toBe(true);
+  });
+});

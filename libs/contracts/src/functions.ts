@@ -66,15 +66,24 @@ export const deploymentBody = z
   .strictObject({ provider_config_key, functions: z.array(deployedFunction).max(200) })
   .superRefine((body, ctx) => {
     const seen = new Set<string>();
+    /** Which sync declared each model: records are kept by model (and connection and variant), not by sync. */
+    const modelsOf = new Map<string, string>();
     body.functions.forEach((fn, index) => {
       const key = `${fn.description.type}:${fn.description.name}`;
       if (seen.has(key)) ctx.addIssue({ code: 'custom', message: `two ${fn.description.type}s are named ${fn.description.name}`, path: ['functions', index, 'description', 'name'] });
       seen.add(key);
       // Checked here, not in `functionDescription`: deployments stored before still read back.
       if (fn.description.type !== 'sync') return;
+      const sync = fn.description.name;
       fn.description.models.forEach((model, at) => {
+        const path = ['functions', index, 'description', 'models', at, 'name'];
         const checked = modelName.safeParse(model.name);
-        if (!checked.success) ctx.addIssue({ code: 'custom', message: `model "${model.name.slice(0, 128)}": ${checked.error.issues[0]?.message ?? 'not a model name'}`, path: ['functions', index, 'description', 'models', at, 'name'] });
+        if (!checked.success) ctx.addIssue({ code: 'custom', message: `model "${model.name.slice(0, 128)}": ${checked.error.issues[0]?.message ?? 'not a model name'}`, path });
+        // Two syncs writing one model would overwrite each other's records, and a full resync or a
+        // variant's deletion of one would clear the other's, which its checkpoint never fetches again.
+        const owner = modelsOf.get(model.name);
+        if (owner !== undefined && owner !== sync) ctx.addIssue({ code: 'custom', message: `model "${model.name}" is declared by syncs ${owner} and ${sync}: a model belongs to one sync`, path });
+        modelsOf.set(model.name, owner ?? sync);
       });
     });
   });
