@@ -208,7 +208,12 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       // next run itself (from the last run), and keeps it.
       const timing = { _id: schedule._id, frequency: schedule.frequency, frequency_override: schedule.frequency_override ?? null };
       const retimed = (await schedules.updateOne(timing, { $set: { running: runId, next_run_at: nextRunAt } }).exec()).matchedCount === 0;
-      if (retimed) await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId } }).exec();
+      // Removed since the claimer read it (its variant or connection deleted): no run, and the
+      // slot just made goes too (the removal's own delete of slots may have come before it).
+      if (retimed && (await schedules.updateOne({ _id: schedule._id }, { $set: { running: runId } }).exec()).matchedCount === 0) {
+        await slots.deleteOne({ _id: schedule._id, run_id: runId }).exec();
+        return null;
+      }
       changed(schedule._id);
       const run: SyncRunDoc = {
         _id: runId,

@@ -102,6 +102,21 @@ describe('a schedule made through the serialized writes', () => {
     expect({ running: after.running, next: after.next_run_at?.getTime() }).toEqual({ running: run!._id, next: reverted.getTime() });
   });
 
+  // The scheduler, or a trigger, reads a schedule, then claims it: a deletion of its variant or
+  // connection landing in between left the claim to make a slot and a run for a schedule no
+  // longer there, and the run wrote a whole sync into the cleared scope, which nothing clears.
+  it('starts no run for a schedule removed after the claim read it', async () => {
+    const target = { provider_config_key: 'crm', connection_id: 'gone', sync_name: 'contacts', variant: 'v1' };
+    await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 45);
+    const read = (await replicas[0]!.get(environment, target))!;
+    await replicas[1]!.remove([read._id]);
+    const runId = `run-${randomBytes(4).toString('hex')}`;
+    const now = new Date();
+    expect(await replicas[0]!.claim(read, runId, new Date(now.getTime() + 3_600_000), now)).toBeNull();
+    expect(await replicas[0]!.getRun(environment, runId)).toBeNull();
+    expect(await connection.collection('sync_run_slots').countDocuments({ _id: read._id as never })).toBe(0);
+  });
+
   it('is removed only once the write in flight on it has ended', async () => {
     const target = { provider_config_key: 'crm', connection_id: 'removed', sync_name: 'contacts', variant: 'base' };
     await replicas[0]!.ensure(environment, target, 'every hour', new Date(), 43);
