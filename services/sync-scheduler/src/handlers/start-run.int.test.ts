@@ -10,7 +10,7 @@ import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/recor
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { serializedScheduleWrites } from '../domain/schedule-writes.js';
-import { beginRunHandler, finishRunHandler, startRun, statusHandler, triggerHandler, type SyncsDeps } from './syncs.js';
+import { beginRunHandler, deleteVariantHandler, finishRunHandler, startRun, statusHandler, triggerHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -349,6 +349,80 @@ describe('POST /sync/trigger, by sync_mode', () => {
       expect(await trigger({ environment_id: env, provider_config_key: 'crm', syncs: ['tickets'], connection_id: 'c-mode', full_resync: false, reset_checkpoint: true })).toEqual({ queued: 1 });
       expect((await schedules.getSchedule(refreshed._id))?.checkpoint ?? null).toBeNull();
       expect(await records.count(MODE_SCOPE)).toBe(before);
+    } finally {
+      await vault.close();
+    }
+  });
+});
+
+describe('a clear that fails half-way', () => {
+  // The vault, played by its own identity, knows connection `c-half` (numeric id 8).
+  const scopeOf = (model: string, variant: string): RecordScope => ({ environment: env, connection: 8, model, variant });
+  const twoModels = [
+    {
+      type: 'sync' as const,
+      name: 'people',
+      description: { type: 'sync' as const, name: 'people', frequency: 'every hour', models: ['Contact', 'Lead'].map((name) => ({ name, fields: [{ name: 'id', type: 'string' }] })), webhook_subscriptions: [] },
+      bundle: 'module.exports = {}',
+    },
+  ];
+  async function saved(scope: RecordScope, count: number) {
+    const first = await records.reserve(scope, count);
+    const now = new Date();
+    await records.insertNew(scope, Array.from({ length: count }, (_, n) => ({ external_id: `${scope.model}-${n}`, payload: '{}', hash: `h-${n}`, first_seen_at: now, last_modified_at: now, last_action: 'ADDED' as const, deleted_at: null, pruned_at: null, seq: first + n })));
+    await records.reveal(scope, first + count - 1);
+  }
+  /** The real records, whose clear of `Lead` fails once (a write key held past its wait, say). */
+  function failingOnce() {
+    let failed = false;
+    return {
+      ...records,
+      clear: async (scope: RecordScope) => {
+        if (scope.model === 'Lead' && !failed) {
+          failed = true;
+          throw new Error('the scope stayed busy');
+        }
+        return records.clear(scope);
+      },
+    };
+  }
+
+  it('of a full resync leaves no checkpoint behind: the next run fetches everything again rather than resuming past records gone', async () => {
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 8, connection_id, provider_config_key, provider: 'crm' }));
+    await vault.flush();
+    try {
+      const deployments = createDeploymentRepo(connection);
+      await deployments.insertNext(env, 'crm-half', twoModels);
+      const key = { provider_config_key: 'crm-half', connection_id: 'c-half', sync_name: 'people', variant: 'base' };
+      const { schedule, run } = await runningOn(key, 'half-run');
+      await saved(scopeOf('Contact', 'base'), 2);
+      expect(await schedules.recordProgress(run, {}, { page: 4 }, new Date())).toBe(true);
+      expect(await schedules.finish(run, { status: 'SUCCESS', results: {}, error: null }, new Date())).toBe(true);
+      const trigger = triggerHandler({ bus, logger, deployments, schedules, records: failingOnce() as never, minFrequencyMs: 60_000, operations: { record: () => undefined } });
+      await expect(trigger({ environment_id: env, provider_config_key: 'crm-half', syncs: ['people'], connection_id: 'c-half', full_resync: true })).rejects.toThrow();
+      expect((await schedules.getSchedule(schedule._id))?.checkpoint ?? null).toBeNull();
+    } finally {
+      await vault.close();
+    }
+  });
+
+  it("of a variant's deletion is finished when the deletion is asked again, though the schedule went the first time", async () => {
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 8, connection_id, provider_config_key, provider: 'crm' }));
+    await vault.flush();
+    try {
+      const deployments = createDeploymentRepo(connection);
+      await deployments.insertNext(env, 'crm-variant', twoModels);
+      await schedules.ensure(env, { provider_config_key: 'crm-variant', connection_id: 'c-half', sync_name: 'people', variant: 'eu' }, 'every hour', new Date());
+      await Promise.all([saved(scopeOf('Contact', 'eu'), 2), saved(scopeOf('Lead', 'eu'), 3)]);
+      const request = { environment_id: env, provider_config_key: 'crm-variant', connection_id: 'c-half', sync_name: 'people', variant: 'eu' };
+      const deps = { bus, logger, deployments, schedules, minFrequencyMs: 60_000, operations: { record: () => undefined } };
+      await expect(deleteVariantHandler({ ...deps, records: failingOnce() as never })(request)).rejects.toThrow();
+      expect(await deleteVariantHandler({ ...deps, records })(request)).toEqual({ success: true });
+      expect([await records.count(scopeOf('Contact', 'eu')), await records.count(scopeOf('Lead', 'eu'))]).toEqual([0, 0]);
+      // Now nothing is left of it: unknown.
+      await expect(deleteVariantHandler({ ...deps, records })(request)).rejects.toMatchObject({ code: 'unknown_sync_variant' });
     } finally {
       await vault.close();
     }

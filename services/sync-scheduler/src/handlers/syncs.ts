@@ -194,9 +194,11 @@ async function giveBack(deps: Pick<SyncsDeps, 'schedules'>, run: SyncRunDoc): Pr
 /** Clears a schedule's records and checkpoint: the next run starts from the beginning. */
 async function startOver(deps: SyncsDeps, environment: EnvironmentId, schedule: Pick<ScheduleDoc, '_id' | 'connection_id' | 'provider_config_key' | 'variant'>, sync: SyncDescription | undefined): Promise<void> {
   const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: schedule.connection_id, provider_config_key: schedule.provider_config_key });
-  for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
-  // Starting over means from the beginning: the function finds no checkpoint.
+  // Starting over means from the beginning: the function finds no checkpoint. Cleared first: a
+  // clear of the records that fails half-way then leaves a run that fetches everything again, not
+  // one resuming past records already gone.
   await deps.schedules.clearCheckpoint(schedule._id);
+  for (const model of sync?.models ?? []) await deps.records.clear({ environment, connection: id, model: model.name, variant: schedule.variant });
 }
 
 export function triggerHandler(deps: SyncsDeps) {
@@ -317,11 +319,21 @@ export function createVariantHandler(deps: SyncsDeps) {
 export function deleteVariantHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.deleteVariant>): Promise<ResponseOf<typeof syncContracts.deleteVariant>> => {
     if (request.variant === BASE_VARIANT) throw new AppError('invalid_uri_params', `"${BASE_VARIANT}" cannot be deleted`);
-    const schedule = await scheduleOf(deps, request);
-    const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: schedule.environment, connection_id: request.connection_id, provider_config_key: request.provider_config_key });
-    const models = (await deployedSyncs(deps, schedule.environment, request.provider_config_key)).find((sync) => sync.name === request.sync_name)?.models ?? [];
-    await deps.schedules.remove([schedule._id]);
-    for (const model of models) await deps.records.clear({ environment: schedule.environment, connection: id, model: model.name, variant: request.variant });
+    // A deletion whose clear failed after its schedule went is asked again: the variant's records
+    // are cleared then too, and only a variant with neither schedule nor records is unknown.
+    const schedule = await scheduleOf(deps, request).catch((error: unknown) => {
+      if (error instanceof AppError && error.code === 'unknown_sync_variant') return { missing: error };
+      throw error;
+    });
+    const environment = environmentId(request.environment_id);
+    const { id } = await deps.bus.request(vaultContracts.resolveConnection, { environment_id: environment, connection_id: request.connection_id, provider_config_key: request.provider_config_key });
+    const models = (await deployedSyncs(deps, environment, request.provider_config_key)).find((sync) => sync.name === request.sync_name)?.models ?? [];
+    // Its run ends with its schedule, before the clear: a write either lands first and goes with
+    // the clear, or finds its run over.
+    if (!('missing' in schedule)) await deps.schedules.remove([schedule._id]);
+    let cleared = 0;
+    for (const model of models) cleared += await deps.records.clear({ environment, connection: id, model: model.name, variant: request.variant });
+    if ('missing' in schedule && cleared === 0) throw schedule.missing;
     return { success: true };
   };
 }
