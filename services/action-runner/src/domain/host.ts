@@ -72,7 +72,8 @@ export interface SyncWrites {
    * A scheduled run's (`exec`'s; an `onWebhook` run has none): its writes name `runId` (refused
    * once the run is over), `checkpoint` is the one saved last (null: none), `report` sends the
    * counts so far with a checkpoint to save (an object) or clear (null), or only the counts.
-   * `signal` aborts when the run is handed back to another replica: nothing more is written.
+   * `signal` aborts when this attempt of the run ends (handed back to another replica, failed or
+   * done): nothing more of it is written, a batch it did not await included.
    */
   scheduled?: { runId: string; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void>; signal?: AbortSignal };
 }
@@ -228,7 +229,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       // Handed back meanwhile (its isolate gone, the batch's call still running here): the replica
       // taking the run over resumes from the checkpoint and may already be writing newer records,
       // which this batch's later parts would overwrite with older ones.
-      handedBack(sync);
+      attemptOver(sync);
       const result = await deps.bus.request(recordsContracts.write, { ...request, records: part }, { timeoutMs: recordWriteTimeoutMs(part.length) });
       countWrites(sync.counts, name, result);
       await sync.scheduled?.report();
@@ -290,7 +291,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       // Outside a scheduled sync run (an action, a dry run, a webhook run) nothing resumes: a no-op.
       const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
       if (!scheduled) return null;
-      handedBack(options.sync);
+      attemptOver(options.sync);
       await scheduled.report(parsed.data);
       scheduled.checkpoint = parsed.data;
       return null;
@@ -298,7 +299,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
     clearCheckpoint: async () => {
       const scheduled = options.dryRun ? undefined : options.sync?.scheduled;
       if (!scheduled) return null;
-      handedBack(options.sync);
+      attemptOver(options.sync);
       await scheduled.report(null);
       scheduled.checkpoint = null;
       return null;
@@ -422,9 +423,9 @@ export function proxyAnswer(status: number, headers: Iterable<[string, string]>,
   return { status, headers: responseHeaders, data: bytes.toString('utf8'), ...(responseType === 'json' ? { parse: true } : {}) };
 }
 
-/** Throws once a scheduled sync run was handed back: its writes and checkpoints stop there. */
-function handedBack(sync: SyncWrites | undefined): void {
-  if (sync?.scheduled?.signal?.aborted) throw new AppError('function_failed', 'This sync run was handed back to another replica: nothing more of it is written here');
+/** Throws once an attempt of a scheduled sync run has ended (handed back, failed, done): its writes and checkpoints stop there. */
+function attemptOver(sync: SyncWrites | undefined): void {
+  if (sync?.scheduled?.signal?.aborted) throw new AppError('function_failed', 'This attempt of the sync run is over (handed back, or ended): nothing more of it is written');
 }
 
 /** Adds one write's counts (or an earlier attempt's) to a sync run's, by model. */

@@ -43,6 +43,11 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     };
     let outcome: { status: 'SUCCESS' } | { status: 'ERROR'; error: { code: string; message: string } };
     const started = performance.now();
+    // This attempt's writes stop when it ends, however it ends (handed back, failed, done): a
+    // batch the function did not await must not go on writing beside the attempt that follows.
+    const attempt = new AbortController();
+    const handBack = () => attempt.abort(signal.reason);
+    signal.addEventListener('abort', handBack, { once: true });
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
       const description = fn.description;
@@ -50,7 +55,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       await deps.runner.run({
         target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
         fn,
-        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, checkpoint: run.checkpoint ?? null, report, signal } },
+        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, checkpoint: run.checkpoint ?? null, report, signal: attempt.signal } },
         grants: ENVIRONMENT_GRANTS,
         signal,
       });
@@ -69,6 +74,9 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       }
       outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
+    } finally {
+      signal.removeEventListener('abort', handBack);
+      attempt.abort();
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
     await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: runCounts(), ...outcome });
