@@ -83,6 +83,7 @@ describe('the operations log of proxied calls', () => {
 describe('what the caller is answered when the provider or the call is out of the ordinary', () => {
   let provider: Server;
   const seen: Array<{ method: string; url: string }> = [];
+  let trickleClosedAt: number | undefined;
 
   beforeAll(async () => {
     provider = createServer((req, res) => {
@@ -123,6 +124,22 @@ describe('what the caller is answered when the provider or the call is out of th
         }
         case '/not-modified':
           return res.writeHead(304, { 'content-encoding': 'gzip', etag: '"v1"' }).end();
+        case '/trickle-redirect': {
+          // A redirect whose body never ends: a byte every 100 ms.
+          res.writeHead(302, { location: '/target', 'content-type': 'text/plain' });
+          const trickle = setInterval(() => res.write('.'), 100);
+          req.socket.once('close', () => {
+            clearInterval(trickle);
+            trickleClosedAt = Date.now();
+          });
+          return;
+        }
+        case '/interim-forever': {
+          // 102 Processing every 100 ms, and never a final answer.
+          const interim = setInterval(() => res.writeProcessing(), 100);
+          req.socket.once('close', () => clearInterval(interim));
+          return;
+        }
         default:
           return res.writeHead(200, { 'content-type': 'text/plain' }).end('target');
       }
@@ -212,6 +229,21 @@ describe('what the caller is answered when the provider or the call is out of th
     // The read-ahead's second, with room for a loaded machine, and still short of the stream's end (10 s).
     expect(Date.now() - started).toBeLessThan(8_000);
   });
+
+  it('lets a redirect\'s body that never ends go within a second: the provider cannot hold a socket of the replica for each call', async () => {
+    const { meta, body } = await answer('trickle-redirect');
+    const answeredAt = Date.now();
+    expect(meta).toMatchObject({ ok: true, status: 200 });
+    expect(body).toBe('target');
+    for (let waited = 0; trickleClosedAt === undefined && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(trickleClosedAt).toBeDefined();
+    expect(trickleClosedAt! - answeredAt).toBeLessThan(2_000);
+  }, 15_000);
+
+  it('waits no longer than the deadline for a final answer behind interim ones that keep coming: 504 upstream_timeout', async () => {
+    const { meta } = await answer('interim-forever', { deadline_ms: 500 });
+    expect(errorCode(meta)).toBe('upstream_timeout');
+  }, 10_000);
 
   it('passes a 304 on with Decompress, though it names an encoding and has no body to decode', async () => {
     const { meta, body } = await answer('not-modified', { decompress: true });

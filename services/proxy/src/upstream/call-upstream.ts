@@ -88,6 +88,10 @@ function networkError(error: unknown): Error {
   return new UpstreamNetworkError(known, 'the provider could not be reached');
 }
 
+/** What of a discarded body (a redirect's, a retried answer's) is read before its request is aborted: bytes, then time. */
+const DISCARD_BYTES = 64 * 1024;
+const DISCARD_MS = 1_000;
+
 /** One exchange on undici's handler interface: no stream objects for the common small answer. */
 function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamResponse> {
   return new Promise((resolve, reject) => {
@@ -114,6 +118,12 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
     let resumeSocket: (() => void) | undefined;
     let paused = false;
     let discarding = false;
+    /** What a discarded body may still send before its request is aborted. */
+    let discardBudget = DISCARD_BYTES;
+    let discardTimer: NodeJS.Timeout | undefined;
+    /** Set at the first interim answer: the final head is awaited until the same deadline. */
+    let interimTimer: NodeJS.Timeout | undefined;
+    const headsUpAt = performance.now() + (options.headersTimeoutMs ?? options.timeoutMs);
     let abortRequest: ((reason: Error) => void) | undefined;
     let answered = false;
 
@@ -170,6 +180,11 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         discarding = true;
         chunks.length = 0;
         buffered = 0;
+        if (ended || failure) return;
+        // A body nobody reads may still finish quickly (its socket then serves the next call), but
+        // not for long: a provider trickling an endless body after a retried or redirected answer
+        // would otherwise hold a socket for each, past every deadline.
+        discardTimer = setTimeout(() => abortRequest?.(new Error('a discarded body did not end')), DISCARD_MS);
         if (paused) {
           paused = false;
           resumeSocket?.();
@@ -185,8 +200,13 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         abortRequest = abort;
       },
       onHeaders(status, rawHeaders, resume) {
-        // An interim answer (103 Early Hints, 102 Processing) is not the answer: the final one follows.
-        if (status < 200) return true;
+        // An interim answer (103 Early Hints, 102 Processing) is not the answer: the final one
+        // follows, by the first head's deadline (undici starts its head timeout again at each).
+        if (status < 200) {
+          interimTimer ??= setTimeout(() => abortRequest?.(Object.assign(new Error('no final answer in time'), { code: 'UND_ERR_HEADERS_TIMEOUT' })), Math.max(0, headsUpAt - performance.now()));
+          return true;
+        }
+        clearTimeout(interimTimer);
         resumeSocket = resume;
         response.status = status;
         for (let i = 0; i + 1 < rawHeaders.length; i += 2) response.headers.push([rawHeaders[i]!.toString('latin1'), rawHeaders[i + 1]!.toString('latin1')]);
@@ -195,7 +215,11 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
         return true;
       },
       onData(chunk) {
-        if (discarding) return true;
+        if (discarding) {
+          discardBudget -= chunk.length;
+          if (discardBudget < 0) abortRequest?.(new Error('a discarded body went on too long'));
+          return true;
+        }
         if (waiting) {
           const reader = waiting;
           waiting = undefined;
@@ -216,11 +240,14 @@ function send(call: UpstreamCall, options: UpstreamOptions): Promise<UpstreamRes
       },
       onComplete() {
         ended = true;
+        clearTimeout(discardTimer);
         if (ahead) takeReader().resolve(takeAhead(true));
         waiting?.resolve(null);
         waiting = undefined;
       },
       onError(error) {
+        clearTimeout(discardTimer);
+        clearTimeout(interimTimer);
         const mapped = networkError(error);
         if (!answered) {
           reject(mapped);
