@@ -192,6 +192,14 @@ describe('the proxy', () => {
     upstream.reset();
     expect((await proxy('/status/409', { headers: { retries: '2' } })).status).toBe(409);
     expect(upstream.requests).toHaveLength(1);
+    // Errors only: a success or a redirect retried would send a call the provider took again.
+    upstream.reset();
+    for (const status of ['200', '302', '399']) {
+      const refused = await proxy('/status/200', { headers: { retries: '10', 'retry-on': status } });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('invalid_headers');
+    }
+    expect(upstream.requests).toHaveLength(0);
   });
 
   it("takes no retry past the call's deadline: the provider's last answer comes back, not a 503 while the replica waits on", async () => {

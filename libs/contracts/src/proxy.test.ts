@@ -43,6 +43,8 @@ const requestCases = [
     { retries: 1.5 },
     { retries: '2' },
     { retry_on: [99] },
+    { retry_on: [200] },
+    { retry_on: [399] },
     { retry_on: [600] },
     { retry_on: [200.5] },
     { retry_on: '429' },

@@ -55,6 +55,13 @@ const body = z.union([z.literal('inline'), z.object({ stream: z.string() })]);
 /** The longest deadline a proxy call names: a day. */
 export const PROXY_DEADLINE_MAX_MS = 86_400_000;
 
+/**
+ * The statuses `Retry-On` may add to the retried set: errors only. A success or a redirect
+ * retried would send a call the provider took again (a POST twice), each retry costing the
+ * connection's quota at the provider for one call at the gateway.
+ */
+export const RETRY_ON_STATUSES = { min: 400, max: 599 } as const;
+
 /** The longest `tracestate` a proxy call carries (W3C asks to pass on at least 512 characters). */
 export const PROXY_TRACESTATE_MAX = 512;
 
@@ -71,7 +78,7 @@ export const proxyRequestMeta = z.object({
   /** Headers to send upstream, already stripped of ours and of hop-by-hop ones. */
   headers: headerList,
   retries: z.number().int().min(0).max(10),
-  retry_on: z.array(z.number().int().min(100).max(599)),
+  retry_on: z.array(z.number().int().min(RETRY_ON_STATUSES.min).max(RETRY_ON_STATUSES.max)),
   /**
    * How long the caller waits for the answer's head, from when it sent the call: the replica
    * takes no retry, replay or wait past it, so it never goes on with a call its caller gave up.
@@ -131,7 +138,7 @@ function isBody(value: unknown): boolean {
 }
 
 const methods: ReadonlySet<unknown> = new Set(proxyRequestMeta.shape.method.options);
-const isStatusCode = integerIn(100, 599);
+const isRetriedStatus = integerIn(RETRY_ON_STATUSES.min, RETRY_ON_STATUSES.max);
 const REQUEST_CHECKS: Record<keyof ProxyRequestMeta, Check> = {
   environment_id: isString,
   key_id: isString,
@@ -142,7 +149,7 @@ const REQUEST_CHECKS: Record<keyof ProxyRequestMeta, Check> = {
   query: isString,
   headers: isHeaderList,
   retries: integerIn(0, 10),
-  retry_on: (value) => Array.isArray(value) && value.every(isStatusCode),
+  retry_on: (value) => Array.isArray(value) && value.every(isRetriedStatus),
   deadline_ms: integerIn(1, PROXY_DEADLINE_MAX_MS),
   base_url_override: isString,
   decompress: (value) => typeof value === 'boolean',

@@ -276,7 +276,7 @@ export interface ProxyConfig {
    * `content-type: application/json` unless `headers` names a content type. Not allowed with GET or HEAD.
    */
   data?: unknown;
-  /** How many times the proxy retries on 5xx, 429, network errors and `retryOn` codes, with back-off (`Retries`, 0-10). Default 0. */
+  /** How many times the proxy retries on 5xx, 429, network errors and `retryOn` codes (error statuses, 400 to 599), with back-off (`Retries`, 0-10). Default 0. */
   retries?: number | undefined;
   /** Status codes retried on top of 5xx and 429 (`Retry-On`). */
   retryOn?: readonly number[] | undefined;

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { ProxyRequestMeta } from '@latchkey/contracts';
+import { RETRY_ON_STATUSES, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
 import { callProxy } from '@latchkey/proxy-hop';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
@@ -38,8 +38,8 @@ function configuration(req: IncomingMessage) {
     .map((code) => code.trim())
     .filter(Boolean)
     .map(Number);
-  if (retryOn.some((code) => !Number.isInteger(code) || code < 100 || code > 599)) {
-    errors.push({ code: 'invalid_value', message: 'comma-separated HTTP status codes', path: 'retry-on' });
+  if (retryOn.some((code) => !Number.isInteger(code) || code < RETRY_ON_STATUSES.min || code > RETRY_ON_STATUSES.max)) {
+    errors.push({ code: 'invalid_value', message: `comma-separated HTTP error statuses (${RETRY_ON_STATUSES.min} to ${RETRY_ON_STATUSES.max})`, path: 'retry-on' });
   }
   const decompress = header('decompress');
   if (decompress !== undefined && decompress !== 'true' && decompress !== 'false') {
