@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createGzip } from 'node:zlib';
 import { createBus, createOperationLog, operationsOfPages, servePullStream, type Bus } from '@latchkey/bus';
-import type { Operation, ProxyReplyMeta } from '@latchkey/contracts';
+import { proxyContracts, type Operation, type ProxyReplyMeta } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { startNats, type TestNats } from '@latchkey/testing';
@@ -388,5 +388,55 @@ describe('a streamed request body', () => {
     await served.done;
     expect(Date.now() - started).toBeLessThan(10_000);
     await gateway.drain();
+  }, 30_000);
+});
+
+describe('a 401 on a connection whose token the vault can renew', () => {
+  // Every 401 forced a refresh at the provider's token endpoint, past the vault's back-off: a
+  // path that answers 401 whatever the token made each call a refresh.
+  it('refreshes by force once in a while, however many calls meet it; calls that met the expired token together all replay with the one refresh', async () => {
+    const provider = createServer((req, res) => {
+      // `/scoped` refuses every token; anything else refuses all but the renewed one.
+      const renewed = req.headers.authorization === 'Bearer renewed';
+      res.writeHead(req.url !== '/scoped' && renewed ? 200 : 401).end(renewed ? 'ok' : 'refused');
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    const { port } = provider.address() as AddressInfo;
+    const credentialsWith = (token: string) => ({
+      id: 'c1',
+      provider: 'crm',
+      auth_mode: 'OAUTH2',
+      expires_at: null,
+      base_url: `http://127.0.0.1:${port}`,
+      headers: { authorization: `Bearer ${token}` },
+      query: {},
+      decompress: false,
+    });
+    let forcedRefreshes = 0;
+    vault.serve(proxyContracts.getCredentials, async ({ force_refresh }) => {
+      if (force_refresh) forcedRefreshes++;
+      // A refresh takes a moment: the calls that met the 401 together wait for the same one.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return credentialsWith('renewed');
+    });
+    await vault.flush();
+    try {
+      const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+      const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+      const call = (path: string) => new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture(path), body: new Uint8Array(0), respond: (reply: ProxyReplyMeta) => resolve(reply) }));
+      cache.set(credentialKey(proxyMetaFixture('any')), credentialsWith('expired'), cache.generation());
+
+      const together = await Promise.all(Array.from({ length: 5 }, () => call('contacts')));
+      expect(together.map((reply) => (reply.ok ? reply.status : 0))).toEqual([200, 200, 200, 200, 200]);
+      expect(forcedRefreshes).toBe(1);
+
+      for (let i = 0; i < 10; i++) expect(await call('scoped')).toMatchObject({ ok: true, status: 401 });
+      expect(forcedRefreshes).toBe(1);
+    } finally {
+      await vault.close();
+      provider.closeAllConnections();
+      await new Promise((resolve) => provider.close(resolve));
+    }
   }, 30_000);
 });

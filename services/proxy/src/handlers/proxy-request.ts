@@ -20,6 +20,16 @@ import type { IncomingProxyCall } from './serve-proxy-calls.js';
  */
 const RENEWABLE_MODES = new Set(['OAUTH2', 'OAUTH2_CC', 'APP', 'JWT', 'OAUTH1', 'TWO_STEP', 'BILL', 'SIGNATURE']);
 
+/**
+ * A connection's credentials are refreshed by force after a 401 once in this long, per replica.
+ * A path that answers 401 whatever the token (a scope the connection lacks, another allowed
+ * host) would otherwise make every call a refresh at the provider's token endpoint, past the
+ * vault's back-off, until the provider refused the connection's refreshes altogether.
+ */
+const FORCED_REFRESH_EVERY_MS = 30_000;
+/** Connections whose last forced refresh is remembered, at most (forgotten all at once past it). */
+const FORCED_REFRESH_KEPT = 10_000;
+
 export interface ProxyDeps {
   /** Credentials from the vault; answer bodies up to its inline limit ride in the answer. */
   bus: Bus;
@@ -208,6 +218,26 @@ function decoderFor(encoding: string | undefined) {
  * the answer; larger ones are served as a pull stream, so memory stays bounded whatever the size.
  */
 export function proxyRequestHandler(deps: ProxyDeps) {
+  /** Each connection's last forced refresh (`performance.now()`) and what it gives. */
+  const forced = new Map<string, { at: number; credentials: Promise<ProxyCredentials> }>();
+  /**
+   * The credentials to replay a 401 with: a forced refresh's, or those of the one made moments
+   * ago (calls that met the expired token together all replay with its result); undefined when
+   * they are the ones the provider just refused.
+   */
+  const renewed = async (meta: ProxyRequestMeta, refused: ProxyCredentials): Promise<ProxyCredentials | undefined> => {
+    const key = credentialKey(meta);
+    const now = performance.now();
+    const last = forced.get(key);
+    if (last !== undefined && now - last.at < FORCED_REFRESH_EVERY_MS) {
+      const fresh = await last.credentials.catch(() => undefined);
+      return fresh !== undefined && fresh !== refused ? fresh : undefined;
+    }
+    if (forced.size >= FORCED_REFRESH_KEPT) forced.clear();
+    const credentials = fetchCredentials(deps, meta, true);
+    forced.set(key, { at: now, credentials });
+    return credentials;
+  };
   return async (call: IncomingProxyCall): Promise<void> => {
     const { meta } = call;
     const startedAt = Date.now();
@@ -222,9 +252,12 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       // The replay, only while the caller still waits: past its deadline the 401 is the answer.
       if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt) {
-        response.discard();
-        credentials = await fetchCredentials(deps, meta, true);
-        response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
+        const fresh = await renewed(meta, credentials);
+        if (fresh !== undefined) {
+          response.discard();
+          credentials = fresh;
+          response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
+        }
       }
       upstreamStatus = response.status;
       const replying = reply(deps, call, credentials, response);
