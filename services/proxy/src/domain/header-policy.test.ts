@@ -2,13 +2,18 @@ import { describe, expect, it } from '@jest/globals';
 import { checkInjectedHeaders, connectionListed, upstreamHeaders } from './header-policy.js';
 
 describe('upstreamHeaders', () => {
-  it('drops hop-by-hop, Connection-listed, Host, Cookie, forwarding, Proxy-* and the caller Authorization', () => {
+  it('drops hop-by-hop, Connection-listed, Host, Cookie, forwarding and client-address headers, Proxy-* and the caller Authorization', () => {
     const caller: Array<[string, string]> = [
       ['Host', 'evil.example'],
       ['Cookie', 'session=1'],
       ['X-Forwarded-For', '10.0.0.1'],
       ['x-forwarded-host', 'evil.example'],
       ['Forwarded', 'for=10.0.0.1'],
+      ['True-Client-IP', '10.0.0.1'],
+      ['CF-Connecting-IP', '10.0.0.1'],
+      ['X-Client-IP', '10.0.0.1'],
+      ['X-Originating-IP', '10.0.0.1'],
+      ['X-Cluster-Client-IP', '10.0.0.1'],
       ['Proxy-Authorization', 'Basic x'],
       ['Proxy-Foo', '1'],
       ['Connection', 'close, X-Hidden'],

@@ -8,7 +8,9 @@ import { AppError } from '@latchkey/errors';
  * - hop-by-hop headers (RFC 9110 §7.6.1) and every header the caller's `Connection` names;
  * - `Host` (the URL decides it), `Content-Length` (the body decides it), `Expect`;
  * - the caller's `Authorization` and `Cookie`: the provider sees only the connection's credentials;
- * - `Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*`: they would speak for our network;
+ * - `Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*` and the other client-address
+ *   headers (`True-Client-IP`, `CF-Connecting-IP`, `X-Client-IP`, `X-Originating-IP`,
+ *   `X-Cluster-Client-IP`): they would speak for our network;
  * - any header the injected credentials set, whatever its letter case, so none can be overridden.
  */
 const NEVER_FORWARDED: ReadonlySet<string> = new Set([
@@ -20,6 +22,11 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   'cookie',
   'forwarded',
   'x-real-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'x-client-ip',
+  'x-originating-ip',
+  'x-cluster-client-ip',
   'via',
 ]);
 const NEVER_FORWARDED_PREFIXES = ['x-forwarded-', 'proxy-'];
