@@ -140,7 +140,7 @@ const entries: Array<[AnyContract, Access]> = [
   [proxyContracts.getCredentials, request(VAULT, [PROXY])],
   [proxyContracts.verifyCredentials, request(PROXY, [VAULT])],
 
-  [r.write, request(SCHEDULER, [GATEWAY, RUNNER])],
+  [r.write, request(SCHEDULER, [RUNNER])],
   [r.list, request(SCHEDULER, [GATEWAY])],
   [r.prune, request(SCHEDULER, [GATEWAY])],
 
