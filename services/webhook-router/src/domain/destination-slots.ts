@@ -14,8 +14,9 @@ export interface DestinationSlot {
  * served, only while the URL's pace says one frees within `waitMs`: the consumer fetches many
  * messages at once, and a burst to a quick receiver, handed back each time past its share, would
  * come back a slot of the park later, again and again. Its pace is how long its latest delivery
- * held a slot, or the one in flight the longest so far if longer; a URL not heard from yet is
- * taken to need all of `waitMs`, so its first burst waits no more than its share. Past that, or
+ * held a slot, or the one in flight the longest so far if longer. A URL not heard from yet is
+ * taken for quick: its first burst (after a restart, every URL's) waits here, and parking it
+ * cost each delivery seconds; a slow one's waiters give up after `waitMs`, once. Past that, or
  * after waiting `waitMs`, `take` answers null: the caller holds the delivery elsewhere.
  */
 export function createDestinationSlots(options: { perUrl: number; waitMs: number; maxUrls?: number; now?: () => number }) {
@@ -53,7 +54,7 @@ export function createDestinationSlots(options: { perUrl: number; waitMs: number
         busy.set(url, state);
       }
       if (state.started.length < options.perUrl) return Promise.resolve(enter(url, state));
-      const pace = Math.max(paces.get(url) ?? options.waitMs, now() - state.started[0]!);
+      const pace = Math.max(paces.get(url) ?? 0, now() - state.started[0]!);
       if ((state.waiting.length + 1) * pace > options.perUrl * options.waitMs) return Promise.resolve(null);
       const { waiting } = state;
       return new Promise((resolve) => {
