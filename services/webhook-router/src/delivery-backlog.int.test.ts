@@ -2,12 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBus, type Bus } from '@latchkey/bus';
-import { STREAMS, gatewayContracts, webhookContracts, type ServiceName, type WebhookDelivery } from '@latchkey/contracts';
+import { STREAMS, webhookContracts, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { scrape } from '@latchkey/metrics';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
+import { deliveryOf, serveEnvironments } from './delivery-fixture.js';
 import { startRouter } from './start-router.js';
 
 /**
@@ -47,22 +48,7 @@ beforeAll(async () => {
   [dead, live] = await Promise.all([receiver(503, deadSeen), receiver(200, liveSeen)]);
   // The gateway knows two environments: `env_dead`, whose URL answers 503, and `env_live`.
   gateway = await login('gateway');
-  gateway.serve(gatewayContracts.getEnvironment, (request) => {
-    const id = 'environment_id' in request ? request.environment_id : request.public_id;
-    return {
-      id,
-      public_id: id,
-      name: 'dev',
-      account_id: 'acc_a',
-      webhook_url: urlOf(id === 'env_dead' ? dead : live),
-      webhook_url_secondary: null,
-      send_auth_webhooks: false,
-      callback_url: null,
-      variables: [],
-    };
-  });
-  gateway.serve(gatewayContracts.getSigningKeys, () => ({ keys: [`whsec_${Buffer.alloc(32, 7).toString('base64')}`] }));
-  await gateway.flush();
+  await serveEnvironments(gateway, (id) => urlOf(id === 'env_dead' ? dead : live));
   observer = await login('observer');
 
   const config = configSchema.parse(
@@ -84,16 +70,6 @@ afterAll(async () => {
   await gateway?.drain();
   await Promise.all([nats?.dispose(), mongo?.dispose()]);
   await Promise.all([dead, live].map((server) => new Promise((resolve) => server?.close(resolve))));
-});
-
-const deliveryOf = (webhookId: string, environmentId: string, url: string): WebhookDelivery => ({
-  webhook_id: webhookId,
-  environment_id: environmentId,
-  target: 'primary',
-  url,
-  kind: 'forward',
-  body: JSON.stringify({ webhookId }),
-  created_at: new Date().toISOString(),
 });
 
 describe("one environment's failing URL", () => {

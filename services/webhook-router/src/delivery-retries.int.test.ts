@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBus, type Bus } from '@latchkey/bus';
-import { gatewayContracts, webhookContracts, type ServiceName, type WebhookDelivery } from '@latchkey/contracts';
+import { webhookContracts, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
+import { deliveryOf, serveEnvironments } from './delivery-fixture.js';
 import { startRouter } from './start-router.js';
 
 /**
@@ -41,22 +42,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   gateway = await login('gateway');
-  gateway.serve(gatewayContracts.getEnvironment, (request) => {
-    const id = 'environment_id' in request ? request.environment_id : request.public_id;
-    return {
-      id,
-      public_id: id,
-      name: 'dev',
-      account_id: 'acc_a',
-      webhook_url: primaryUrls.get(id) ?? null,
-      webhook_url_secondary: null,
-      send_auth_webhooks: false,
-      callback_url: null,
-      variables: [],
-    };
-  });
-  gateway.serve(gatewayContracts.getSigningKeys, () => ({ keys: [`whsec_${Buffer.alloc(32, 7).toString('base64')}`] }));
-  await gateway.flush();
+  await serveEnvironments(gateway, (id) => primaryUrls.get(id) ?? null);
   const config = configSchema.parse(
     serviceEnvironment('webhook-router', nats, mongo.uri, {
       WEBHOOK_ALLOW_CIDRS: '127.0.0.1/32',
@@ -78,15 +64,6 @@ afterAll(async () => {
   await new Promise((resolve) => receiver?.close(resolve));
 });
 
-const deliveryOf = (webhookId: string, environmentId: string, url: string): WebhookDelivery => ({
-  webhook_id: webhookId,
-  environment_id: environmentId,
-  target: 'primary',
-  url,
-  kind: 'forward',
-  body: JSON.stringify({ webhookId }),
-  created_at: new Date().toISOString(),
-});
 
 /** The delivery's attempts, first to last, once one delivered it. */
 async function attemptsUntilDelivered(environmentId: string, webhookId: string) {

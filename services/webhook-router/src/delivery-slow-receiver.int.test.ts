@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type ServerResponse, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createBus, type Bus } from '@latchkey/bus';
-import { gatewayContracts, webhookContracts, type ServiceName, type WebhookDelivery } from '@latchkey/contracts';
+import { webhookContracts, type ServiceName } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
 import { eventually, startMongo, startNats, type TestMongo, type TestNats, serviceEnvironment } from '@latchkey/testing';
 import { configSchema } from './config.js';
+import { deliveryOf, serveEnvironments } from './delivery-fixture.js';
 import { startRouter } from './start-router.js';
 
 /**
@@ -52,22 +53,7 @@ beforeAll(async () => {
   [slow, prompt] = await Promise.all([receiver(slowSeen, () => slowHolding), receiver(promptSeen, () => null)]);
   // The gateway knows two environments: `env_slow`, whose receiver holds its answers, and `env_prompt`.
   gateway = await login('gateway');
-  gateway.serve(gatewayContracts.getEnvironment, (request) => {
-    const id = 'environment_id' in request ? request.environment_id : request.public_id;
-    return {
-      id,
-      public_id: id,
-      name: 'dev',
-      account_id: 'acc_a',
-      webhook_url: urlOf(id === 'env_slow' ? slow : prompt),
-      webhook_url_secondary: null,
-      send_auth_webhooks: false,
-      callback_url: null,
-      variables: [],
-    };
-  });
-  gateway.serve(gatewayContracts.getSigningKeys, () => ({ keys: [`whsec_${Buffer.alloc(32, 7).toString('base64')}`] }));
-  await gateway.flush();
+  await serveEnvironments(gateway, (id) => urlOf(id === 'env_slow' ? slow : prompt));
 
   const config = configSchema.parse(
     serviceEnvironment('webhook-router', nats, mongo.uri, {
@@ -92,16 +78,6 @@ afterAll(async () => {
   await gateway?.drain();
   await Promise.all([nats?.dispose(), mongo?.dispose()]);
   await Promise.all([slow, prompt].map((server) => new Promise((resolve) => server?.close(resolve))));
-});
-
-const deliveryOf = (webhookId: string, environmentId: string, url: string): WebhookDelivery => ({
-  webhook_id: webhookId,
-  environment_id: environmentId,
-  target: 'primary',
-  url,
-  kind: 'forward',
-  body: JSON.stringify({ webhookId }),
-  created_at: new Date().toISOString(),
 });
 
 describe('a receiver that answers slowly, with a backlog', () => {
