@@ -1,5 +1,5 @@
 import type { Bus } from '@latchkey/bus';
-import { gatewayContracts, type WebhookDelivery } from '@latchkey/contracts';
+import { gatewayContracts, type EnvironmentInfo, type WebhookDelivery } from '@latchkey/contracts';
 
 /**
  * What the delivery tests share: the gateway's answers about environments, played under the
@@ -36,3 +36,27 @@ export const deliveryOf = (webhookId: string, environmentId: string, url: string
   body: JSON.stringify({ webhookId }),
   created_at: new Date().toISOString(),
 });
+
+/** An environment as the gateway describes it, with one primary URL. */
+export const environmentInfo = (fields: Partial<EnvironmentInfo> = {}): EnvironmentInfo => ({
+  id: 'env_a',
+  public_id: 'pub_a',
+  name: 'dev',
+  account_id: 'acc_a',
+  webhook_url: 'https://hooks.example.com/latchkey',
+  webhook_url_secondary: null,
+  send_auth_webhooks: false,
+  callback_url: null,
+  variables: [],
+  ...fields,
+});
+
+/** A handler's dependencies that keep the deliveries it makes instead of enqueuing them. */
+export function keepingDeliveries(environment: EnvironmentInfo) {
+  const made: WebhookDelivery[] = [];
+  const deps = {
+    bus: { enqueue: async (_contract: unknown, payload: WebhookDelivery) => void made.push(payload) },
+    environmentById: async () => environment,
+  };
+  return { made, deps };
+}

@@ -1,27 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
 import type { JobMessage } from '@latchkey/bus';
-import type { EnvironmentInfo, PayloadOf, vaultContracts, WebhookDelivery } from '@latchkey/contracts';
+import type { PayloadOf, vaultContracts } from '@latchkey/contracts';
+import { environmentInfo, keepingDeliveries } from '../delivery-fixture.js';
 import { connectionCreatedHandler, refreshFailedHandler } from './auth-webhooks.js';
 
-const environment: EnvironmentInfo = {
-  id: 'env_a',
-  public_id: 'pub_a',
-  name: 'dev',
-  account_id: 'acc_a',
-  webhook_url: 'https://hooks.example.com/latchkey',
-  webhook_url_secondary: null,
-  send_auth_webhooks: true,
-  callback_url: null,
-  variables: [],
-};
+const environment = environmentInfo({ send_auth_webhooks: true });
 
 /** The deliveries the handlers make, kept instead of enqueued. */
 function making() {
-  const made: WebhookDelivery[] = [];
-  const deps = {
-    bus: { enqueue: async (_contract: unknown, payload: WebhookDelivery) => void made.push(payload) },
-    environmentById: async () => environment,
-  };
+  const { made, deps } = keepingDeliveries(environment);
   return { made, deps: deps as unknown as Parameters<typeof connectionCreatedHandler>[0] };
 }
 

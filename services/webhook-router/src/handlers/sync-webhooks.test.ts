@@ -1,26 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
-import { webhookContracts, type EnvironmentInfo, type PayloadOf, type syncContracts, type WebhookDelivery } from '@latchkey/contracts';
+import { webhookContracts, type PayloadOf, type syncContracts } from '@latchkey/contracts';
+import { environmentInfo, keepingDeliveries } from '../delivery-fixture.js';
 import { syncRunCompletedHandler } from './sync-webhooks.js';
 
-const environment: EnvironmentInfo = {
-  id: 'env_a',
-  public_id: 'pub_a',
-  name: 'dev',
-  account_id: 'acc_a',
-  webhook_url: 'https://hooks.example.com/latchkey',
-  webhook_url_secondary: null,
-  send_auth_webhooks: false,
-  callback_url: null,
-  variables: [],
-};
+const environment = environmentInfo();
 
 /** The deliveries the handler makes, kept instead of enqueued. */
 function making() {
-  const made: WebhookDelivery[] = [];
-  const deps = {
-    bus: { enqueue: async (_contract: unknown, payload: WebhookDelivery) => void made.push(payload) },
-    environmentById: async () => environment,
-  };
+  const { made, deps } = keepingDeliveries(environment);
   return { made, deps: deps as unknown as Parameters<typeof syncRunCompletedHandler>[0] };
 }
 
