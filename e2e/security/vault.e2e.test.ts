@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import mongoose from 'mongoose';
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startOAuthServer, type TestOAuthServer } from '@latchkey/testing';
@@ -125,6 +125,16 @@ beforeAll(async () => {
       '  auth_mode: BASIC',
       '  proxy:',
       `    base_url: ${oauth.url}`,
+      'sec-self-hosted-app:',
+      '  display_name: Security self-hosted App',
+      '  categories: [test]',
+      '  auth_mode: APP',
+      "  token_url: 'https://${connectionConfig.host}/app/installations/${connectionConfig.installation_id}/access_tokens'",
+      '  connection_configuration: [host, installation_id]',
+      '  connection_config:',
+      '    host:',
+      '      type: string',
+      "      pattern: '^[A-Za-z0-9.-]+(:[0-9]+)?$'",
       'sec-trap-cc:',
       '  display_name: Client credentials on a refused address',
       '  categories: [test]',
@@ -213,6 +223,29 @@ test("case 3: a key that may not read the integration's client secret cannot nam
   answers.push(JSON.stringify(session.json));
   expect({ status: session.status, code: session.json.error?.code }).toEqual({ status: 400, code: 'invalid_body' });
   expect((await api('POST', '/connect/sessions', defaults)).status).toBe(201);
+});
+
+test("case 3: a key that may not read the integration's private key cannot import an App connection naming the host its signed JWT is sent to", async () => {
+  const appKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  expect((await api('POST', '/integrations', { provider: 'sec-self-hosted-app', unique_key: 'selfhosted-app', credentials: { app_id: '12345', private_key: appKey } })).status).toBe(201);
+  const importer = await createScopedKey(stack, ['environment:connections:create']);
+  // Expired: its next read would sign a JWT as the App and send it to the host named.
+  const importing = (connection_id: string) => ({
+    provider_config_key: 'selfhosted-app',
+    connection_id,
+    credentials: { type: 'APP', access_token: 'ghs_x', expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} },
+    connection_config: { host: 'evil.example', installation_id: '1' },
+  });
+  const refused = await http(`${stack.url}/connections`, { method: 'POST', token: importer, body: importing('app-stolen') });
+  answers.push(JSON.stringify(refused.json));
+  expect({ status: refused.status, code: refused.json.error?.code, paths: refused.json.error.errors?.map((item: { path: string }) => item.path) }).toEqual({
+    status: 400,
+    code: 'invalid_body',
+    paths: ['connection_config.host'],
+  });
+  expect((await api('GET', '/connections/app-stolen?provider_config_key=selfhosted-app')).status).toBe(404);
+  // A key that may read the integration's credentials names it as its own.
+  expect((await api('POST', '/connections', importing('app-customer'))).status).toBe(201);
 });
 
 test.each(['evil.example/x?', '127.0.0.1:4701', 'evil.example#', 'user@evil.example'])(

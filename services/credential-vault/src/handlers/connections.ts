@@ -40,10 +40,12 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
     }
     // Host-bearing values are checked now, not found wrong at each refresh (answered 400 then).
     if (provider) checkHostValues(provider, connectionConfig);
-    // An OAuth 2 connection is refreshed with the integration's client, unless it brings its own.
-    if (credentials.type === 'OAUTH2' && !request.reads_client_secrets) {
-      const own = credentials.config_override;
-      if (!(own?.client_id && own.client_secret)) checkSecretHostsNamed(provider, connectionConfig);
+    // An OAuth 2 connection is refreshed with the integration's client, unless it brings its own;
+    // an APP one always is, with a JWT the integration's private key signs (the App, to whoever
+    // holds it, for every installation).
+    if (!request.reads_client_secrets) {
+      const own = credentials.type === 'OAUTH2' ? credentials.config_override : undefined;
+      if (credentials.type === 'APP' || (credentials.type === 'OAUTH2' && !(own?.client_id && own.client_secret))) checkSecretHostsNamed(provider, connectionConfig);
     }
     const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
