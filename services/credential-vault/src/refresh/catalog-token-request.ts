@@ -9,7 +9,17 @@ import { credentialsOfType, type CredentialsOf, type RefreshContext } from './re
 export type TokenRequestType = 'TWO_STEP' | 'BILL' | 'SIGNATURE';
 
 /** Longest provider error text kept in a refresh failure (it is logged and shown to the customer). */
-const MAX_ERROR_TEXT = 200;
+export const MAX_ERROR_TEXT = 200;
+
+/**
+ * When a token stated to live `seconds` from `now` expires; undefined for a lifetime a date
+ * cannot hold (a provider's `expires_in` of 1e13 threw, after the provider had answered: a
+ * refresh token it had rotated was lost with the answer).
+ */
+export function expiryAfter(now: Date, seconds: number): string | undefined {
+  const at = now.getTime() + seconds * 1000;
+  return Number.isFinite(at) && Math.abs(at) <= 8.64e15 ? new Date(at).toISOString() : undefined;
+}
 
 /** The value at a dotted path (`response_data.sessionId`, `items.0.token`), or undefined. */
 export function valueAtPath(value: unknown, path: string): unknown {
@@ -117,7 +127,7 @@ export function readTokenAnswer(spec: TokenRequest, answer: unknown, now: Date):
   }
   const stated = spec.expires_in_path === undefined ? undefined : Number(valueAtPath(answer, spec.expires_in_path) ?? Number.NaN);
   const seconds = stated !== undefined && Number.isFinite(stated) && stated > 0 ? stated : spec.expires_in_seconds;
-  return { token: String(token), expiresAt: seconds === undefined ? undefined : new Date(now.getTime() + seconds * 1000).toISOString() };
+  return { token: String(token), expiresAt: seconds === undefined ? undefined : expiryAfter(now, seconds) };
 }
 
 /**

@@ -2,21 +2,26 @@ import { createPrivateKey } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { AppError } from '@latchkey/errors';
 import { fillProviderUrl } from '../catalog/provider-url.js';
-import { refreshWithTokenRequest } from './catalog-token-request.js';
+import { expiryAfter, MAX_ERROR_TEXT, refreshWithTokenRequest } from './catalog-token-request.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
 import { credentialsOfType, type CredentialsOf, type RefreshContext } from './refresh-context.js';
 import { callTokenEndpoint } from './token-endpoint.js';
 
-/** The provider's error answer, reduced to fields that carry no secrets. */
-function providerError(status: number, body: string): AppError {
+/**
+ * The provider's error answer, reduced to fields that carry no secrets, each cut to
+ * `MAX_ERROR_TEXT`: it is stored with the connection, logged, shown to the customer and sent in
+ * the refresh-failed event (a megabyte of `error_description` failed that event, and every
+ * answer of the back-off after it).
+ */
+export function providerError(status: number, body: string): AppError {
   let parsed: Record<string, unknown> = {};
   try {
     parsed = JSON.parse(body) as Record<string, unknown>;
   } catch {
     parsed = Object.fromEntries(new URLSearchParams(body));
   }
-  const error = typeof parsed['error'] === 'string' ? parsed['error'] : `http_${status}`;
-  const description = typeof parsed['error_description'] === 'string' ? parsed['error_description'] : undefined;
+  const error = typeof parsed['error'] === 'string' ? parsed['error'].slice(0, MAX_ERROR_TEXT) : `http_${status}`;
+  const description = typeof parsed['error_description'] === 'string' ? parsed['error_description'].slice(0, MAX_ERROR_TEXT) : undefined;
   return new AppError('refresh_token_external_error', `The provider refused to refresh the token: ${error}${description ? ` (${description})` : ''}`, {
     payload: { status, error, ...(description ? { error_description: description } : {}) },
   });
@@ -56,7 +61,7 @@ export async function postToken(context: Pick<RefreshContext, 'provider' | 'conn
 
 export function expiryFrom(raw: Record<string, unknown>, now: Date): string | undefined {
   const seconds = Number(raw['expires_in']);
-  return Number.isFinite(seconds) && seconds > 0 ? new Date(now.getTime() + seconds * 1000).toISOString() : undefined;
+  return Number.isFinite(seconds) && seconds > 0 ? expiryAfter(now, seconds) : undefined;
 }
 
 /** OAUTH2: refresh-token grant with the connection's client override or the integration's client. */
