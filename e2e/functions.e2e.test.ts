@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { deployWithCli, eventually, FUNCTIONS_DIR, runCli } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
-import { http, startStack, type Stack } from './support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
 let stack: Stack;
 let upstream: TestUpstreamApi;
@@ -99,7 +99,7 @@ describe('deploy and scripts config', () => {
     expect(entry.onEventScripts.map((fn) => fn.event).sort()).toEqual(['post-connection-creation', 'pre-connection-deletion']);
   });
 
-  it('refuses a key without environment:deploy, and a missing key variable', async () => {
+  it('refuses a key without environment:deploy, or with it alone, and a missing key variable', async () => {
     const created = await http(`${stack.url}/admin/environments/dev/api-keys`, {
       method: 'POST',
       token: stack.adminToken,
@@ -108,6 +108,12 @@ describe('deploy and scripts config', () => {
     const denied = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: created.json.data.secret });
     expect(denied.code).toBe(1);
     expect(denied.stderr).toMatch(/403 forbidden/);
+    // environment:deploy alone: deployed code runs with the environment's access, which this key lacks.
+    const deployOnly = await createScopedKey(stack, ['environment:deploy']);
+    const narrow = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'dev', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: deployOnly });
+    expect(narrow.code).toBe(1);
+    expect(narrow.stderr).toMatch(/403 forbidden/);
+    expect(narrow.stderr).toContain('environment:connections:read_credentials');
     const missing = await runCli(['deploy', FUNCTIONS_DIR, '--environment', 'staging', '--host', stack.url], { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/SERVICE_SECRET_KEY_STAGING is not set/);

@@ -39,6 +39,21 @@ export const SCOPES = [
 
 export type Scope = (typeof SCOPES)[number];
 
+/**
+ * What a deployed function does when it runs: for the environment, with no key behind it (its
+ * context reads connections' and the integration's credentials, proxies, writes metadata and
+ * records, reads variables). Deploying takes each of these besides `environment:deploy`: a key
+ * deploys no code that could do more than the key itself through the API.
+ */
+export const DEPLOYED_FUNCTION_SCOPES: readonly Scope[] = [
+  'environment:connections:read_credentials',
+  'environment:connections:update',
+  'environment:integrations:read_credentials',
+  'environment:proxy',
+  'environment:records:write',
+  'environment:variables:read',
+];
+
 /** A key either holds every scope (the `Default - Full access` kind) or a chosen list. */
 export type KeyScopes = 'full_access' | readonly Scope[];
 

@@ -42,7 +42,7 @@ async function deploy(dir: string, environment: string | undefined, hostOption: 
   const variable = keyVariable(environment);
   const apiKey = process.env[variable];
   if (!apiKey) {
-    process.stderr.write(`${variable} is not set: it must hold a secret key with the environment:deploy scope\n`);
+    process.stderr.write(`${variable} is not set: it must hold a secret key with the environment:deploy scope and those deployed functions use (or full access)\n`);
     return 2;
   }
   const host = hostOption ?? process.env['LATCHKEY_HOST'] ?? 'http://localhost:3003';

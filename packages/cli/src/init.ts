@@ -67,7 +67,7 @@ integration's functions, one per file: \`functions/example/hello.ts\` is an acti
 \`functions/example/contacts.ts\` a sync. Rename \`example\` to your integration's key.
 
 Deploy every integration's functions to an environment (the key needs the \`environment:deploy\`
-scope; the host is \`--host\`, else \`LATCHKEY_HOST\`, else http://localhost:3003):
+scope and those deployed functions run with, as a full-access key has; the host is \`--host\`, else \`LATCHKEY_HOST\`, else http://localhost:3003):
 
     SERVICE_SECRET_KEY_DEV=<secret key> npx latchkey deploy --environment dev
 `;
