@@ -3,7 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import mongoose from 'mongoose';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { apiKeyProviderYaml, writeProvidersFile } from '../support/providers.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { createScopedKey, http, startStack, type Stack } from '../support/stack.js';
 import { ACME_PROVIDER_YAML, acmeSignature, sendProviderWebhook, startReceiver, webhookEnvironment, type Receiver } from '../support/webhooks.js';
 
 /**
@@ -163,6 +163,25 @@ describe('inbound provider webhooks', () => {
 
     expect((await env.api('PATCH', '/integrations/plain', { accept_unsigned_webhooks: false })).status).toBe(200);
     expect(await read('plain')).toBe(false);
+  });
+
+  test("case 12: turning accept_unsigned_webhooks on takes the scope that reads the integration's credentials, as its webhook secret does", async () => {
+    const updater = await createScopedKey(stack, ['environment:integrations:update', 'environment:integrations:create'], 'attacked');
+    for (const [method, path, body] of [
+      ['PATCH', '/integrations/plain', { accept_unsigned_webhooks: true }],
+      ['POST', '/integrations', { provider: 'plain', unique_key: 'plain-forged', accept_unsigned_webhooks: true }],
+    ] as const) {
+      const refused = await http(`${stack.url}${path}`, { method, token: updater, body });
+      expect({ status: refused.status, code: refused.json.error?.code, scope: refused.json.error?.payload?.scope }).toEqual({
+        status: 403,
+        code: 'forbidden',
+        scope: 'environment:integrations:read_credentials',
+      });
+    }
+    expect((await env.api('GET', '/integrations/plain')).json.data.accept_unsigned_webhooks).toBe(false);
+    expect((await env.api('GET', '/integrations/plain-forged')).status).toBe(404);
+    // Turning it off, or other changes, need no more than the update scope.
+    expect((await http(`${stack.url}/integrations/plain`, { method: 'PATCH', token: updater, body: { accept_unsigned_webhooks: false } })).status).toBe(200);
   });
 
   test('case 12: a provider whose catalog entry signs has its unsigned webhook refused even with accept_unsigned_webhooks on', async () => {

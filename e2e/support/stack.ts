@@ -298,9 +298,9 @@ function clusterAsOne(cluster: TestNatsCluster): TestNats {
   };
 }
 
-/** The secret of a new key in the `dev` environment holding only `scopes`, made through the operator API. */
-export async function createScopedKey(stack: Pick<Stack, 'url' | 'adminToken'>, scopes: string[]): Promise<string> {
-  const created = await http(`${stack.url}/admin/environments/dev/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } });
+/** The secret of a new key in an environment (`dev` unless named) holding only `scopes`, made through the operator API. */
+export async function createScopedKey(stack: Pick<Stack, 'url' | 'adminToken'>, scopes: string[], environment = 'dev'): Promise<string> {
+  const created = await http(`${stack.url}/admin/environments/${environment}/api-keys`, { method: 'POST', token: stack.adminToken, body: { display_name: scopes.join(' '), scopes } });
   return created.json.data.secret as string;
 }
 

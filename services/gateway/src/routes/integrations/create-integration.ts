@@ -1,7 +1,7 @@
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { z } from 'zod';
 import { defineRoute } from '../../http/define-route.js';
-import { checkHostsWidening } from './integration-params.js';
+import { checkHostsWidening, checkUnsignedWebhooks } from './integration-params.js';
 
 export const createIntegration = defineRoute({
   method: 'post',
@@ -17,6 +17,7 @@ export const createIntegration = defineRoute({
   schemas: { body: integrationWrite.omit({ custom: true }).extend({ provider: z.string().min(1).max(100) }) },
   handler: async ({ deps, key, body }) => {
     checkHostsWidening(key, body.allowed_hosts);
+    checkUnsignedWebhooks(key, body.accept_unsigned_webhooks);
     return {
       status: 201,
       body: { data: await deps.bus.request(vaultContracts.createIntegration, { ...body, environment_id: key.environmentId }) },

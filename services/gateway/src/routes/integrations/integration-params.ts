@@ -15,3 +15,15 @@ export function checkHostsWidening(key: Pick<ResolvedKey, 'scopes'>, allowedHost
     payload: { scope: 'environment:connections:read_credentials' },
   });
 }
+
+/**
+ * With `accept_unsigned_webhooks`, anyone may send the integration's webhooks, which are
+ * forwarded signed by Latchkey as genuine: as the webhook secret does, turning it on takes the
+ * scope that reads the integration's credentials.
+ */
+export function checkUnsignedWebhooks(key: Pick<ResolvedKey, 'scopes'>, acceptUnsigned: boolean | undefined): void {
+  if (acceptUnsigned !== true || key.scopes.has('environment:integrations:read_credentials')) return;
+  throw new AppError('forbidden', 'Turning accept_unsigned_webhooks on needs the scope environment:integrations:read_credentials: it lets anyone forge the webhooks Latchkey forwards as genuine', {
+    payload: { scope: 'environment:integrations:read_credentials' },
+  });
+}

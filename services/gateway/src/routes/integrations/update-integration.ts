@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { integrationWrite, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
-import { checkHostsWidening, uniqueKeyParams } from './integration-params.js';
+import { checkHostsWidening, checkUnsignedWebhooks, uniqueKeyParams } from './integration-params.js';
 
 /** Only the fields passed change; a rename is refused while the integration has connections. */
 export const updateIntegration = defineRoute({
@@ -17,6 +17,7 @@ export const updateIntegration = defineRoute({
   schemas: { params: uniqueKeyParams, body: integrationWrite.partial() },
   handler: async ({ deps, key, params, body }) => {
     checkHostsWidening(key, body.allowed_hosts);
+    checkUnsignedWebhooks(key, body.accept_unsigned_webhooks);
     return {
       body: {
         data: await deps.bus.request(vaultContracts.updateIntegration, {
