@@ -416,8 +416,9 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async (ctx) => {
     for (const [name, host] of Object.entries(hosts)) {
       const reuse = { key: `spinner-${name}`, perKey: 1 };
       expect(JSON.parse((await run(spinner, { reuse, host }))!)).toBe(1);
-      // Long enough for the answer to arrive and the loop to start.
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      // Long enough for the answer to arrive and the loop to start, and for the work earlier cases
+      // left this process (disposals, collections) to settle: a loop left running runs on.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
       const started = process.cpuUsage();
       await new Promise((resolve) => setTimeout(resolve, 500));
       const spent = process.cpuUsage(started);

@@ -214,15 +214,18 @@ async function heldBytes(isolate: ivm.Isolate): Promise<number | undefined> {
 }
 
 async function keepIdle(key: string, loaded: Loaded, perKey: number, memoryMb: number): Promise<void> {
+  const cpuAtEnd = loaded.isolate.isDisposed ? 0n : loaded.isolate.cpuTime;
   const bytes = loaded.isolate.isDisposed ? undefined : await heldBytes(loaded.isolate);
   const list = idle.get(key) ?? [];
   const kept =
     bytes !== undefined &&
+    // Code its run left behind that began computing while its heap was read is not kept either.
+    !loaded.isolate.isDisposed &&
+    loaded.isolate.cpuTime - cpuAtEnd <= IDLE_CPU_NS &&
     bytes <= memoryMb * 1024 * 1024 * MAX_IDLE_SHARE &&
     idleBytes + bytes <= MAX_IDLE_BYTES &&
     list.length < perKey &&
-    idleCount < MAX_IDLE_TOTAL &&
-    !loaded.isolate.isDisposed;
+    idleCount < MAX_IDLE_TOTAL;
   if (!kept) {
     if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
     return;
