@@ -25,6 +25,9 @@ export const variantName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'letters, d
 export const modelField = z.object({ name: z.string().min(1), type: z.string().min(1), optional: z.boolean().optional() });
 export type ModelField = z.infer<typeof modelField>;
 
+/** Which claim of a sync run an attempt is: `sync.run.begin` counts them from 1. */
+export const runAttempt = z.number().int().min(1);
+
 const connectionRef = {
   environment_id,
   connection_id: z.string().min(1).max(255),
@@ -73,6 +76,8 @@ export const recordsContracts = {
        * after its end writes nothing more.
        */
       run_id: z.string().min(1).optional(),
+      /** The attempt of that run (`beginRun`'s): refused too once a later attempt of the run began. */
+      attempt: runAttempt.optional(),
     }),
     z.object({
       added: z.number().int(),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineBroadcast, defineEvent, defineJob, defineRequest } from './define.js';
+import { runAttempt } from './records.js';
 
 /**
  * Sync runs. The sync-scheduler owns schedules and runs: it enqueues `jobs.sync.run`, the
@@ -102,6 +103,12 @@ export const syncContracts = {
           checkpoint: syncCheckpoint.nullable().optional(),
           /** What earlier attempts of this run reported writing (a cut-off one, whose writes the resumed one finds unchanged). */
           results: modelCounts.optional(),
+          /**
+           * This attempt's number: each claim of the run counts one more. The attempt's writes,
+           * progress and end carry it, and are refused once a later attempt began (the earlier
+           * one may still be going: its message came back to another replica while it ran).
+           */
+          attempt: runAttempt.optional(),
         })
         .nullable(),
     }),
@@ -113,15 +120,16 @@ export const syncContracts = {
    */
   reportProgress: defineRequest(
     'sync.run.progress',
-    z.object({ environment_id, run_id: z.string().min(1), results: modelCounts, checkpoint: syncCheckpoint.nullable().optional() }),
+    z.object({ environment_id, run_id: z.string().min(1), attempt: runAttempt.optional(), results: modelCounts, checkpoint: syncCheckpoint.nullable().optional() }),
     z.object({ recorded: z.boolean() }),
   ),
-  /** The outcome of a run; the first outcome wins. */
+  /** The outcome of a run; the first outcome wins, and an attempt that a later one replaced has none. */
   finishRun: defineRequest(
     'sync.run.finish',
     z.object({
       environment_id,
       run_id: z.string().min(1),
+      attempt: runAttempt.optional(),
       status: z.enum(SYNC_RUN_STATUSES),
       results: modelCounts,
       error: z.object({ code: z.string(), message: z.string().max(2000) }).optional(),

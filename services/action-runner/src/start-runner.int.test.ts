@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createBus, type Bus } from '@latchkey/bus';
-import { STREAMS, actionContracts, functionsContracts, syncContracts, vaultContracts, webhookContracts, type PayloadOf, type RequestOf, type ServiceName } from '@latchkey/contracts';
+import { STREAMS, actionContracts, functionsContracts, recordsContracts, syncContracts, vaultContracts, webhookContracts, type PayloadOf, type RequestOf, type ServiceName } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { runService, type RunningService } from '@latchkey/runtime';
@@ -23,7 +23,12 @@ const lifecycleBundle = (name: string, exec: string) =>
   `"use strict";\nmodule.exports = { default: { kind: 'on-event', name: '${name}', event: 'post-connection-creation', exec: ${exec} } };`;
 const syncBundle = (name: string, onWebhook: string) =>
   `"use strict";\nmodule.exports = { default: { kind: 'sync', name: '${name}', exec: async () => {}, onWebhook: ${onWebhook} } };`;
+/** A sync that leaves a batch of several messages' worth (some 3.3 MB, in parts under 1 MiB) to the host, unawaited, and returns. */
+const UNAWAITED_SYNC = `"use strict";\nmodule.exports = { default: { kind: 'sync', name: 'sync-unawaited', exec: async (ctx) => {
+  void ctx.batchSave(Array.from({ length: 10000 }, (_, n) => ({ id: 'item-' + n, name: 'x'.repeat(300) })), 'Item').catch(() => undefined);
+} } };`;
 const BUNDLES: Record<string, string> = {
+  'sync-unawaited': UNAWAITED_SYNC,
   'hook-first': syncBundle('hook-first', `async (ctx) => { await ctx.updateMetadata({ 'hook-first': true }); }`),
   'hook-second': syncBundle('hook-second', `async (ctx) => { await ctx.updateMetadata({ 'hook-second': true }); }`),
   'hook-broken': syncBundle('hook-broken', `async () => { throw new Error('no such contact'); }`),
@@ -37,6 +42,11 @@ const BUNDLES: Record<string, string> = {
 const metadataWrites = new Map<string, number>();
 /** The webhook runs the sync-scheduler was told of. */
 const webhookRuns: Array<RequestOf<typeof syncContracts.webhookRunFinished>> = [];
+/** What the scheduled sync run told the sync-scheduler, in order: its writes, reports and end. */
+const runTold: Array<{ subject: string; attempt: number | undefined; run_id?: string | undefined; records?: number }> = [];
+/** Answers the run's first write once the run's end arrived: the attempt ends with that write in flight. */
+let runEnded: () => void = () => undefined;
+const ended = new Promise<void>((resolve) => (runEnded = resolve));
 
 const login = (service: ServiceName | 'observer') => createBus({ servers: nats.url, service, identity: nats.credentials(service), logger, requestTimeoutMs: 5_000 });
 
@@ -50,7 +60,7 @@ beforeAll(async () => {
     if (!bundle) throw new Error(`no function ${name}`);
     const description = name.startsWith('mark-')
       ? { type: 'on-event' as const, name, event: 'post-connection-creation' as const }
-      : name.startsWith('hook-')
+      : name.startsWith('hook-') || name.startsWith('sync-')
         ? { type: 'sync' as const, name, frequency: 'every hour', models: [{ name: 'Item', fields: [] }], webhook_subscriptions: ['*'] }
         : { type: 'action' as const, name, has_input_schema: false };
     return { version: 1, description, bundle };
@@ -66,6 +76,24 @@ beforeAll(async () => {
       throw new AppError('service_unavailable', 'the sync-scheduler is restarting');
     }
     return { published: true as const };
+  });
+  // The sync-scheduler's side of a scheduled run: attempt 3 of `sync-unawaited`.
+  deployments.serve(syncContracts.beginRun, () => ({
+    run: { provider_config_key: 'api', connection_id: 'c1', sync_name: 'sync-unawaited', variant: 'base', started_at: new Date().toISOString(), checkpoint: null, results: {}, attempt: 3 },
+  }));
+  deployments.serve(syncContracts.reportProgress, ({ attempt }) => {
+    runTold.push({ subject: 'progress', attempt });
+    return { recorded: true };
+  });
+  deployments.serve(syncContracts.finishRun, ({ attempt }) => {
+    runTold.push({ subject: 'finish', attempt });
+    runEnded();
+    return { recorded: true };
+  });
+  deployments.serve(recordsContracts.write, async ({ attempt, run_id, records }) => {
+    runTold.push({ subject: 'write', attempt, run_id, records: records.length });
+    await ended;
+    return { added: records.length, updated: 0, deleted: 0, unchanged: 0, failed: [] };
   });
   const vault = await login('credential-vault');
   vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 1, connection_id, provider_config_key, provider: 'api' }));
@@ -205,5 +233,24 @@ describe("syncs' onWebhook", () => {
     // Before, the failed announcement handed the webhook back with nothing marked: `hook-third` ran again.
     expect(metadataWrites.get('hook-third')).toBe(1);
     expect(webhookRuns.filter((run) => run.sync_name === 'hook-broken').map((run) => run.status)).toEqual(['ERROR', 'ERROR']);
+  }, 60_000);
+});
+
+describe('a scheduled sync run', () => {
+  // A batch the function did not await went on writing after its attempt ended: beside the next
+  // attempt of the run, or over the next run's newer records.
+  it("names its attempt in every write, report and end, and writes nothing more of a batch once the attempt ended", async () => {
+    const scheduler = neighbours[0]!;
+    await scheduler.enqueue(syncContracts.run, { environment_id: 'env_a', run_id: 'run-unawaited' }, { msgId: 'sync-run-unawaited' });
+    await eventually(async () => (runTold.some((told) => told.subject === 'progress') ? true : undefined), 20_000, 'the first write to be answered');
+    // Time for any further write.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // One message in flight when the function returned; its later parts were never sent.
+    expect(runTold).toEqual([
+      { subject: 'write', attempt: 3, run_id: 'run-unawaited', records: expect.any(Number) },
+      { subject: 'finish', attempt: 3 },
+      { subject: 'progress', attempt: 3 },
+    ]);
+    expect(runTold[0]!.records).toBeLessThan(10_000);
   }, 60_000);
 });

@@ -70,13 +70,14 @@ export interface SyncWrites {
   models: ReadonlyMap<string, ModelField[]>;
   counts: ModelCounts;
   /**
-   * A scheduled run's (`exec`'s; an `onWebhook` run has none): its writes name `runId` (refused
-   * once the run is over), `checkpoint` is the one saved last (null: none), `report` sends the
-   * counts so far with a checkpoint to save (an object) or clear (null), or only the counts.
-   * `signal` aborts when this attempt of the run ends (handed back to another replica, failed or
-   * done): nothing more of it is written, a batch it did not await included.
+   * A scheduled run's (`exec`'s; an `onWebhook` run has none): its writes name `runId` and this
+   * `attempt` of it (refused once the run is over, or once a later attempt began), `checkpoint`
+   * is the one saved last (null: none), `report` sends the counts so far with a checkpoint to
+   * save (an object) or clear (null), or only the counts. `signal` aborts when this attempt of
+   * the run ends (handed back to another replica, failed or done): nothing more of it is
+   * written, a batch it did not await included.
    */
-  scheduled?: { runId: string; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void>; signal?: AbortSignal };
+  scheduled?: { runId: string; attempt?: number; checkpoint: SyncCheckpoint | null; report: (checkpoint?: SyncCheckpoint | null) => Promise<void>; signal?: AbortSignal };
 }
 
 /**
@@ -217,7 +218,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       variant: sync.variant,
       mode: operation === 'batchSave' ? ('save' as const) : operation === 'batchUpdate' ? ('update' as const) : ('delete' as const),
       fields: fields.map((field) => ({ name: field.name, type: field.type })),
-      ...(sync.scheduled ? { run_id: sync.scheduled.runId } : {}),
+      ...(sync.scheduled ? { run_id: sync.scheduled.runId, ...(sync.scheduled.attempt === undefined ? {} : { attempt: sync.scheduled.attempt }) } : {}),
     };
     const { parts, tooLarge } = messageSizedParts(checked, deps.bus.inlineLimit - Buffer.byteLength(JSON.stringify(request)) - REQUEST_HEADROOM_BYTES);
     const failed: RecordFailure[] = tooLarge.map((index) => ({

@@ -29,11 +29,14 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     const counts: ModelCounts = {};
     const earlier = run.results ?? {};
     const runCounts = () => addCounts(earlier, counts);
-    const progress = { environment_id: job.environment_id, run_id: job.run_id };
+    // This attempt's number names its reports, writes and end: the scheduler refuses them once
+    // another attempt of the run began (a scheduler from before attempts gives none).
+    const attempt = run.attempt === undefined ? {} : { attempt: run.attempt };
+    const progress = { environment_id: job.environment_id, run_id: job.run_id, ...attempt };
     const report = async (checkpoint?: SyncCheckpoint | null) => {
       if (checkpoint !== undefined) {
         const { recorded } = await deps.bus.request(syncContracts.reportProgress, { ...progress, results: runCounts(), checkpoint });
-        if (!recorded) throw new AppError('function_failed', 'This sync run is over (another run took its place): its checkpoint was not saved');
+        if (!recorded) throw new AppError('function_failed', 'This sync run is over, or went on in a later attempt: its checkpoint was not saved');
         return;
       }
       // Counts are for `GET /sync/status` and the run's end: a report that fails costs freshness, and the end's count of a later cut-off.
@@ -45,8 +48,8 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     const started = performance.now();
     // This attempt's writes stop when it ends, however it ends (handed back, failed, done): a
     // batch the function did not await must not go on writing beside the attempt that follows.
-    const attempt = new AbortController();
-    const handBack = () => attempt.abort(signal.reason);
+    const ended = new AbortController();
+    const handBack = () => ended.abort(signal.reason);
     signal.addEventListener('abort', handBack, { once: true });
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
@@ -55,7 +58,7 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       await deps.runner.run({
         target: { environment_id: job.environment_id, provider_config_key: run.provider_config_key, connection_id: run.connection_id },
         fn,
-        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, checkpoint: run.checkpoint ?? null, report, signal: attempt.signal } },
+        sync: { variant: run.variant, models, counts, scheduled: { runId: job.run_id, ...attempt, checkpoint: run.checkpoint ?? null, report, signal: ended.signal } },
         grants: ENVIRONMENT_GRANTS,
         signal,
       });
@@ -76,10 +79,10 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     } finally {
       signal.removeEventListener('abort', handBack);
-      attempt.abort();
+      ended.abort();
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
-    await deps.bus.request(syncContracts.finishRun, { environment_id: job.environment_id, run_id: job.run_id, results: runCounts(), ...outcome });
+    await deps.bus.request(syncContracts.finishRun, { ...progress, results: runCounts(), ...outcome });
   };
 }
 

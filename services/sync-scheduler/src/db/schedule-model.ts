@@ -80,6 +80,11 @@ export interface SyncRunDoc {
   sync_name: string;
   variant: string;
   status: 'QUEUED' | 'RUNNING' | 'SUCCESS' | 'ERROR';
+  /**
+   * How many times the run was claimed by a runner (`sync.run.begin`): the latest attempt alone
+   * may write, report and end it. Absent on runs never begun, and on runs stored before it.
+   */
+  attempt?: number;
   /** What the run wrote: reported as it goes while it runs, final once it finished. */
   results: ModelCounts;
   error: { code: string; message: string } | null;
@@ -98,6 +103,7 @@ const syncRunSchema = new Schema<SyncRunDoc>(
     sync_name: { type: String, required: true },
     variant: { type: String, required: true },
     status: { type: String, required: true },
+    attempt: { type: Number },
     results: { type: Schema.Types.Mixed, default: {} },
     error: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },

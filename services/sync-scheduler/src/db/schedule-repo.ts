@@ -30,6 +30,9 @@ export interface ScheduleRepoOptions {
   onChange?: (ids: readonly string[]) => void;
 }
 
+/** A run's states while it may still write, report and end. */
+const LIVE: SyncRunDoc['status'][] = ['QUEUED', 'RUNNING'];
+
 /** A stored checkpoint: its JSON text, or the object a schedule saved before held. */
 function checkpointOf(stored: unknown): Record<string, unknown> | null {
   if (typeof stored === 'string') return JSON.parse(stored) as Record<string, unknown>;
@@ -144,7 +147,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       if (held.length > 0) {
         await runs
           .updateMany(
-            { _id: { $in: held.map((slot) => slot.run_id) }, status: { $in: ['QUEUED', 'RUNNING'] } },
+            { _id: { $in: held.map((slot) => slot.run_id) }, status: { $in: LIVE } },
             { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'Its schedule was removed (the variant or the connection was deleted)' }, finished_at: new Date() } },
           )
           .exec();
@@ -193,7 +196,7 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           // Its job, should it still arrive, finds the run ended and does nothing.
           await runs
             .updateOne(
-              { _id: stale.run_id, status: { $in: ['QUEUED', 'RUNNING'] } },
+              { _id: stale.run_id, status: { $in: LIVE } },
               { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'The run did not report back in time; a new run took its place' }, finished_at: now } },
             )
             .exec();
@@ -251,16 +254,27 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       return true;
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
-    /** Marks a queued run begun; false when it was not queued (begun already, or over). */
-    markStarted: async (run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date): Promise<boolean> =>
-      (await runs.updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { status: 'RUNNING', started_at: at } }).exec()).matchedCount === 1,
+    /**
+     * A runner claims the run (its job delivered, or delivered again): the run is marked begun
+     * (when first claimed) and counts one more attempt. Returns the run as it now stands, whose
+     * `attempt` is this claim's; null when the run is over. Read and written under the
+     * schedule's write key (`serializedScheduleWrites`), as every write to its runs is.
+     */
+    async beginAttempt(run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date): Promise<SyncRunDoc | null> {
+      const current = await runs.findById(run._id).lean<SyncRunDoc>().exec();
+      if (!current || !LIVE.includes(current.status)) return null;
+      const begun = { status: 'RUNNING' as const, started_at: current.started_at ?? at, attempt: (current.attempt ?? 0) + 1 };
+      const written = await runs.updateOne({ _id: run._id, status: { $in: LIVE } }, { $set: begun }).exec();
+      return written.matchedCount === 1 ? { ...current, ...begun } : null;
+    },
     /**
      * A run in flight reports its counts so far (and saves or clears its schedule's checkpoint).
      * The report also renews the run's slot, so a run that keeps reporting is never taken for
-     * lost however long it runs. False when the run is over: then nothing changes.
+     * lost however long it runs. False when the run is over, or when `attempt` (the reporting
+     * attempt's number) is not the latest: then nothing changes.
      */
-    async recordProgress(run: SyncRunDoc, results: ModelCounts, checkpoint: Record<string, unknown> | null | undefined, at: Date): Promise<boolean> {
-      const live = await runs.updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { results } }).exec();
+    async recordProgress(run: SyncRunDoc, results: ModelCounts, checkpoint: Record<string, unknown> | null | undefined, at: Date, attempt?: number): Promise<boolean> {
+      const live = await runs.updateOne({ _id: run._id, status: { $in: LIVE }, ...(attempt === undefined ? {} : { attempt }) }, { $set: { results } }).exec();
       if (live.matchedCount !== 1) return false;
       await slots.updateOne({ _id: run.schedule_id, run_id: run._id }, { $set: { claimed_at: at } }).exec();
       if (checkpoint !== undefined) await schedules.updateOne({ _id: run.schedule_id }, { $set: { checkpoint: checkpoint === null ? null : JSON.stringify(checkpoint) } }).exec();
@@ -271,12 +285,18 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
     getSchedule: readSchedule,
     /**
      * Records a run's outcome and frees its schedule. The status filter keeps a repeated report
-     * from changing a finished run in the usual case; only the first report is announced.
+     * from changing a finished run in the usual case; only the first report is announced. The
+     * end of an attempt that a later one replaced (`attempt` not the latest) changes nothing,
+     * and leaves the schedule to the run still going.
      */
-    async finish(run: SyncRunDoc, outcome: { status: 'SUCCESS' | 'ERROR'; results: ModelCounts; error: { code: string; message: string } | null }, at: Date): Promise<boolean> {
+    async finish(run: SyncRunDoc, outcome: { status: 'SUCCESS' | 'ERROR'; results: ModelCounts; error: { code: string; message: string } | null }, at: Date, attempt?: number): Promise<boolean> {
       const done = await runs
-        .updateOne({ _id: run._id, status: { $in: ['QUEUED', 'RUNNING'] } }, { $set: { status: outcome.status, results: outcome.results, error: outcome.error, finished_at: at, started_at: run.started_at ?? at } })
+        .updateOne(
+          { _id: run._id, status: { $in: LIVE }, ...(attempt === undefined ? {} : { attempt }) },
+          { $set: { status: outcome.status, results: outcome.results, error: outcome.error, finished_at: at, started_at: run.started_at ?? at } },
+        )
         .exec();
+      if (done.matchedCount === 0 && attempt !== undefined && (await runs.exists({ _id: run._id, status: { $in: LIVE } }))) return false;
       await free({ ...run, ...outcome, finished_at: at });
       return done.modifiedCount === 1;
     },

@@ -45,10 +45,10 @@ export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks
     setFrequencyOverride: (id, frequency, nextRunAt) => alone(id, () => repo.setFrequencyOverride(id, frequency, nextRunAt)),
     claim: (schedule, runId, nextRunAt, now) => alone(schedule._id, () => repo.claim(schedule, runId, nextRunAt, now)),
     abandonUnqueued: (run, now) => alone(run.schedule_id, () => repo.abandonUnqueued(run, now)),
-    markStarted: (run, at) => alone(run.schedule_id, () => repo.markStarted(run, at)),
-    recordProgress: (run, results, checkpoint, at) => alone(run.schedule_id, () => repo.recordProgress(run, results, checkpoint, at)),
+    beginAttempt: (run, at) => alone(run.schedule_id, () => repo.beginAttempt(run, at)),
+    recordProgress: (run, results, checkpoint, at, attempt) => alone(run.schedule_id, () => repo.recordProgress(run, results, checkpoint, at, attempt)),
     clearCheckpoint: (scheduleId) => alone(scheduleId, () => repo.clearCheckpoint(scheduleId)),
-    finish: (run, outcome, at) => alone(run.schedule_id, () => repo.finish(run, outcome, at)),
+    finish: (run, outcome, at, attempt) => alone(run.schedule_id, () => repo.finish(run, outcome, at, attempt)),
     free: (run) => alone(run.schedule_id, () => repo.free(run)),
   };
 }

@@ -54,7 +54,7 @@ describe('writes to one schedule from two replicas at once', () => {
     const schedule = (await replicas[0]!.get(environment, target))!;
     const now = new Date();
     const run = (await replicas[0]!.claim(schedule, `run-${randomBytes(4).toString('hex')}`, new Date(now.getTime() + 3_600_000), now))!;
-    await replicas[1]!.markStarted(run, new Date());
+    await replicas[1]!.beginAttempt(run, new Date());
     const override = new Date(now.getTime() + 7_200_000);
     await Promise.all([
       ...Array.from({ length: 12 }, (_, page) => replicas[page % 2]!.recordProgress(run, { Contact: { added: page, updated: 0, deleted: 0 } }, { page }, new Date())),

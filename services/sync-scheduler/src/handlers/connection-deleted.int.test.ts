@@ -127,7 +127,7 @@ describe('a name deleted and taken again at once', () => {
     const [old] = (await schedules.list(env, 'crm', 'again')).filter((schedule) => schedule.sync_name === 'tickets');
     const claimedAt = new Date();
     const run = (await schedules.claim(old!, 'old-connection-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt))!;
-    await schedules.markStarted(run, claimedAt);
+    await schedules.beginAttempt(run, claimedAt);
     expect(await schedules.recordProgress(run, {}, { page: 40 }, new Date())).toBe(true);
 
     await connectionCreatedHandler({ schedules, deployments, logger, holderOf: async () => 28 } as unknown as Parameters<typeof connectionCreatedHandler>[0])(event(28, 'again'));

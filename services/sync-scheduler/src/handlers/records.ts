@@ -32,11 +32,16 @@ export interface WriteRecordsDeps extends RecordsDeps {
  * variant's deletion ends its run before it clears the variant's records under the same key,
  * so a write either lands before that clear (and goes with it) or finds its run over.
  */
-async function checkRunGoing(deps: WriteRecordsDeps, environment: EnvironmentId, runId: string | undefined): Promise<void> {
+async function checkRunGoing(deps: WriteRecordsDeps, environment: EnvironmentId, runId: string | undefined, attempt: number | undefined): Promise<void> {
   if (runId === undefined) return;
   const run = await deps.runs.getRun(environment, runId);
   if (!run || runIsOver(run)) {
     throw new AppError('function_failed', 'This sync run is over (its variant or connection was deleted, or another run took its place): its records were not written');
+  }
+  // The run went on in a later attempt (its job delivered again): this one's writes would land
+  // beside, or over, the newer records of the one going on.
+  if (attempt !== undefined && run.attempt !== attempt) {
+    throw new AppError('function_failed', 'This attempt of the sync run was replaced by a later one: its records were not written');
   }
 }
 
@@ -114,7 +119,7 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
     });
 
     return queue(scope, () => deps.records.writing(scope, async () => {
-      await checkRunGoing(deps, scope.environment, request.run_id);
+      await checkRunGoing(deps, scope.environment, request.run_id, request.attempt);
       const now = new Date();
       const changes: Change[] = [];
       let unchanged = 0;

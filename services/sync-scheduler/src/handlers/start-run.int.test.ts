@@ -10,7 +10,9 @@ import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/recor
 import { syncRunModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
 import { serializedScheduleWrites } from '../domain/schedule-writes.js';
-import { beginRunHandler, deleteVariantHandler, finishRunHandler, startRun, statusHandler, triggerHandler, type SyncsDeps } from './syncs.js';
+import { serializedRecordWrites } from '../domain/record-writes.js';
+import { listRecordsHandler, writeRecordsHandler } from './records.js';
+import { beginRunHandler, deleteVariantHandler, finishRunHandler, reportProgressHandler, startRun, statusHandler, triggerHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -95,7 +97,7 @@ describe('a run whose job never came', () => {
     const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
     const claimedAt = new Date();
     const begun = await shortLived.claim(schedule!, 'begun-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await shortLived.markStarted(begun!, new Date(claimedAt.getTime() + 1_000));
+    await shortLived.beginAttempt(begun!, new Date(claimedAt.getTime() + 1_000));
 
     expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 600_000))).toBe(false);
     expect((await shortLived.getRun(env, 'begun-run'))?.status).toBe('RUNNING');
@@ -114,7 +116,7 @@ describe('a schedule left claimed by a replica killed between two writes', () =>
     const deps = { bus, schedules: shortLived, minFrequencyMs: 60_000 };
     const claimedAt = new Date();
     const cut = await shortLived.claim(schedule!, 'cut-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await shortLived.markStarted(cut!, claimedAt);
+    await shortLived.beginAttempt(cut!, claimedAt);
     await finishCutShort('cut-run', new Date(claimedAt.getTime() + 1_000));
 
     expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 59_000))).toBe(false);
@@ -141,7 +143,7 @@ describe('a schedule left claimed by a replica killed between two writes', () =>
     const [schedule] = await schedules.list(env, 'crm', 'c-6');
     const claimedAt = new Date();
     const cut = await schedules.claim(schedule!, 'redelivered-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
-    await schedules.markStarted(cut!, claimedAt);
+    await schedules.beginAttempt(cut!, claimedAt);
     await finishCutShort('redelivered-run', new Date());
     expect((await schedules.getSchedule(schedule!._id))?.running).toBe('redelivered-run');
 
@@ -260,7 +262,7 @@ async function runningOn(key: { provider_config_key: string; connection_id: stri
   const schedule = (await schedules.list(env, key.provider_config_key, key.connection_id)).find((doc) => doc.variant === key.variant)!;
   const claimedAt = new Date();
   const run = (await schedules.claim(schedule, runId, new Date(claimedAt.getTime() + 3_600_000), claimedAt))!;
-  await schedules.markStarted(run, claimedAt);
+  await schedules.beginAttempt(run, claimedAt);
   return { schedule, run };
 }
 
@@ -289,6 +291,50 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: syncContracts.runFailed.subject }).catch(() => undefined);
     await observer.close();
     expect(last?.json<{ run_id: string }>().run_id).not.toBe('removed-run');
+  });
+});
+
+describe('a run whose job is delivered again while its first attempt still goes (its replica cut off from NATS past the ack wait)', () => {
+  it("refuses the first attempt's writes, progress and end once the second began: the second's newer records, checkpoint and end stand", async () => {
+    const key = { provider_config_key: 'crm', connection_id: 'c-twice', sync_name: 'tickets', variant: 'base' };
+    await schedules.ensure(env, key, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-twice');
+    const claimedAt = new Date();
+    await schedules.claim(schedule!, 'twice-run', new Date(claimedAt.getTime() + 3_600_000), claimedAt);
+    const begin = beginRunHandler({ bus, schedules });
+    const first = (await begin({ environment_id: env, run_id: 'twice-run' })).run;
+    const second = (await begin({ environment_id: env, run_id: 'twice-run' })).run;
+    expect([first?.attempt, second?.attempt]).toEqual([1, 2]);
+    expect(second?.started_at).toBe(first?.started_at);
+
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    vault.serve(vaultContracts.resolveConnection, ({ connection_id, provider_config_key }) => ({ id: 11, connection_id, provider_config_key, provider: 'crm' }));
+    await vault.flush();
+    try {
+      const locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'sync_schedule_locks', ttlMs: WRITE_KEYS.ttlMs }));
+      const write = writeRecordsHandler({ bus, records: serializedRecordWrites(records, locks), runs: schedules });
+      const batch = (attempt: number, title: string) =>
+        write({ environment_id: env, ...key, model: 'Ticket', variant: 'base', mode: 'save', records: [{ id: 't-1', title }], run_id: 'twice-run', attempt });
+      expect((await batch(2, 'newer')).added).toBe(1);
+      // The first attempt, still going, writes the older page it fetched: refused.
+      await expect(batch(1, 'older')).rejects.toMatchObject({ code: 'function_failed' });
+      const listed = await listRecordsHandler({ bus, records: serializedRecordWrites(records, locks) })({ environment_id: env, ...key, model: 'Ticket', variant: 'base', limit: 10 });
+      expect(listed.records.map((record) => record['title'])).toEqual(['newer']);
+    } finally {
+      await vault.drain();
+    }
+
+    // Its checkpoint and its end change nothing: the second attempt's stand, and end the run.
+    const progress = reportProgressHandler({ bus, schedules, operations: { record: () => undefined } } as unknown as SyncsDeps);
+    expect(await progress({ environment_id: env, run_id: 'twice-run', attempt: 2, results: {}, checkpoint: { page: 7 } })).toEqual({ recorded: true });
+    expect(await progress({ environment_id: env, run_id: 'twice-run', attempt: 1, results: {}, checkpoint: { page: 3 } })).toEqual({ recorded: false });
+    expect((await schedules.getSchedule(schedule!._id))?.checkpoint).toEqual({ page: 7 });
+    const finish = finishRunHandler({ bus, schedules, operations: { record: () => undefined } } as unknown as SyncsDeps);
+    expect(await finish({ environment_id: env, run_id: 'twice-run', attempt: 1, status: 'ERROR', results: {}, error: { code: 'function_failed', message: 'its write was refused' } })).toEqual({ recorded: false });
+    expect((await schedules.getRun(env, 'twice-run'))?.status).toBe('RUNNING');
+    expect((await schedules.getSchedule(schedule!._id))?.running).toBe('twice-run');
+    expect(await finish({ environment_id: env, run_id: 'twice-run', attempt: 2, status: 'SUCCESS', results: {} })).toEqual({ recorded: true });
+    expect((await schedules.getRun(env, 'twice-run'))?.status).toBe('SUCCESS');
   });
 });
 

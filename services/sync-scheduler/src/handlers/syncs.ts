@@ -341,25 +341,29 @@ export function deleteVariantHandler(deps: SyncsDeps) {
 export function beginRunHandler(deps: Pick<SyncsDeps, 'bus' | 'schedules'>) {
   return async (request: RequestOf<typeof syncContracts.beginRun>): Promise<ResponseOf<typeof syncContracts.beginRun>> => {
     const environment = environmentId(request.environment_id);
-    let run = await deps.schedules.getRun(environment, request.run_id);
-    const startedAt = run?.started_at ?? new Date();
-    // Ended meanwhile (abandoned as its job could not be queued): read again.
-    if (run?.status === 'QUEUED' && !(await deps.schedules.markStarted(run, startedAt))) run = await deps.schedules.getRun(environment, request.run_id);
+    const run = await deps.schedules.getRun(environment, request.run_id);
     if (!run) return { run: null };
-    if (runIsOver(run)) {
-      await settleOver(deps, run);
+    // Each claim is a new attempt, and the earlier ones' writes are refused from here on: a job
+    // delivered again may find its first attempt still going (its replica cut off from NATS
+    // past the ack wait, say).
+    const begun = runIsOver(run) ? null : await deps.schedules.beginAttempt(run, new Date());
+    if (!begun) {
+      // Over, or ended meanwhile (abandoned as its job could not be queued): read again.
+      const over = runIsOver(run) ? run : await deps.schedules.getRun(environment, request.run_id);
+      if (over && runIsOver(over)) await settleOver(deps, over);
       return { run: null };
     }
-    const schedule = await deps.schedules.getSchedule(run.schedule_id);
+    const schedule = await deps.schedules.getSchedule(begun.schedule_id);
     return {
       run: {
-        provider_config_key: run.provider_config_key,
-        connection_id: run.connection_id,
-        sync_name: run.sync_name,
-        variant: run.variant,
-        started_at: (run.started_at ?? startedAt).toISOString(),
+        provider_config_key: begun.provider_config_key,
+        connection_id: begun.connection_id,
+        sync_name: begun.sync_name,
+        variant: begun.variant,
+        started_at: (begun.started_at ?? new Date()).toISOString(),
         checkpoint: schedule?.checkpoint ?? null,
-        results: run.results ?? {},
+        results: begun.results ?? {},
+        attempt: begun.attempt,
       },
     };
   };
@@ -369,7 +373,7 @@ export function reportProgressHandler(deps: SyncsDeps) {
   return async (request: RequestOf<typeof syncContracts.reportProgress>): Promise<ResponseOf<typeof syncContracts.reportProgress>> => {
     const run = await deps.schedules.getRun(environmentId(request.environment_id), request.run_id);
     if (!run) throw new AppError('not_found', `No sync run "${request.run_id}"`);
-    return { recorded: await deps.schedules.recordProgress(run, request.results, request.checkpoint, new Date()) };
+    return { recorded: await deps.schedules.recordProgress(run, request.results, request.checkpoint, new Date(), request.attempt) };
   };
 }
 
@@ -379,11 +383,12 @@ export function finishRunHandler(deps: SyncsDeps) {
     const run = await deps.schedules.getRun(environment, request.run_id);
     if (!run) throw new AppError('not_found', `No sync run "${request.run_id}"`);
     const finishedAt = new Date();
-    const recorded = await deps.schedules.finish(run, { status: request.status, results: request.results, error: request.error ?? null }, finishedAt);
+    const recorded = await deps.schedules.finish(run, { status: request.status, results: request.results, error: request.error ?? null }, finishedAt, request.attempt);
     const finished = (await deps.schedules.getRun(environment, run._id)) ?? run;
     // A run ended as abandoned (its schedule removed, or taken over) was never announced, and is
-    // not now: its end would mark the connection's sync failed for a run nobody waits for.
-    if (isAbandoned(finished)) return { recorded };
+    // not now: its end would mark the connection's sync failed for a run nobody waits for. A
+    // run still going is a later attempt's to end.
+    if (isAbandoned(finished) || !runIsOver(finished)) return { recorded };
     const event = await announceEnd(deps, finished, finishedAt);
     if (recorded) recordRun(deps, { ...event, failed: finished.status === 'ERROR', error: finished.error });
     return { recorded };

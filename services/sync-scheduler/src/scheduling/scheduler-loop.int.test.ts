@@ -325,7 +325,7 @@ describe('a claim lost before its run was queued', () => {
     const claimed = async (id: string) => repo.claim((await repo.get(env, target(id)))!, `lost-claim-${id}`, new Date(then.getTime() + 200), then);
     const lost = (await claimed('lost'))!;
     const alive = (await claimed('alive'))!;
-    await repo.markStarted(alive, new Date());
+    await repo.beginAttempt(alive, new Date());
     const reporting = setInterval(() => void repo.recordProgress(alive, {}, undefined, new Date()), 100);
 
     const bus = await createBus({ servers: nats.url, service: 'sync-scheduler', identity: nats.credentials('observer'), logger, requestTimeoutMs: 5_000 });
