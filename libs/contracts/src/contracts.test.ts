@@ -9,6 +9,7 @@ import {
   inboxPrefixOf,
   natsPermissions,
   proxyContracts,
+  pullStreamPrefixOf,
   renderNatsAuthorization,
 } from './index.js';
 
@@ -72,6 +73,17 @@ describe('NATS access', () => {
         expect(allowed).not.toMatch(/^(>|\*|[^.]*\.>|\$JS\.API\.>|\$KV\.>|\$SYS.*)$/);
       }
     }
+  });
+
+  it("lets a service read only the pull streams of services it exchanges requests with: the proxy's provider answers are no business of the webhook-router's", () => {
+    const streamsOf = (service: (typeof SERVICE_NAMES)[number]) => natsPermissions(service).publish.filter((allowed) => /^_INBOX\.[a-z-]+\.s\.\*$/.test(allowed));
+    const proxyStreams = `${pullStreamPrefixOf(inboxPrefixOf('proxy'))}.*`;
+    expect(streamsOf('webhook-router')).not.toContain(proxyStreams);
+    expect(streamsOf('sync-scheduler')).not.toContain(proxyStreams);
+    // The proxy's callers read its answers; it reads their request bodies.
+    expect(streamsOf('gateway')).toContain(proxyStreams);
+    expect(streamsOf('action-runner')).toContain(proxyStreams);
+    expect(streamsOf('proxy')).toEqual(expect.arrayContaining([`${pullStreamPrefixOf(inboxPrefixOf('gateway'))}.*`, `${pullStreamPrefixOf(inboxPrefixOf('action-runner'))}.*`]));
   });
 
   it('pins each durable consumer to its own subject', () => {

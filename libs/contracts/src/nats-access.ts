@@ -276,6 +276,18 @@ export function streamOf(contract: EventContract | JobContract): string {
  * What one service's NATS identity may publish and subscribe. Replies to requests it serves go
  * out under the server's `allow_responses`, never through these lists.
  */
+/** The services `service` exchanges requests with, on either side (the proxy's wire included). */
+function requestPeers(service: Service): Set<Service> {
+  const peers = new Set<Service>();
+  for (const access of [...CONTRACT_ACCESS.values(), PROXY_WIRE_ACCESS]) {
+    if (access.kind !== 'request') continue;
+    if (access.server === service) for (const caller of access.callers) peers.add(caller);
+    else if (access.callers.includes(service)) peers.add(access.server);
+  }
+  peers.delete(service);
+  return peers;
+}
+
 export function natsPermissions(service: Service): NatsPermissions {
   const publish = new Set<string>();
   const subscribe = new Set<string>();
@@ -310,11 +322,11 @@ export function natsPermissions(service: Service): NatsPermissions {
   }
   requestRule(PROXY_SUBJECT, PROXY_WIRE_ACCESS, false);
 
-  // Pull streams: a service reads the bodies of services it exchanges requests with. Their
-  // subjects are random; knowing one means having been sent it.
-  for (const other of SERVICE_NAMES) {
-    if (other !== service) publish.add(`${pullStreamPrefixOf(inboxPrefixOf(other))}.*`);
-  }
+  // Pull streams: a service reads the bodies of services it exchanges requests with (a large
+  // request its caller streams, a large answer its server streams), and of no other: the
+  // proxy's streams carry providers' answers. Their subjects are random; knowing one means
+  // having been sent it, but a leaked name must not be enough.
+  for (const other of requestPeers(service)) publish.add(`${pullStreamPrefixOf(inboxPrefixOf(other))}.*`);
 
   // JetStream: every service creates the streams idempotently at start (`ensureStreams`), and
   // only their owner brings their config up to date; no service may delete or purge them.
