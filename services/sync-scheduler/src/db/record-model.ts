@@ -60,10 +60,17 @@ export interface RecordSequenceDoc {
   seq: number;
   /** Every change at or below this number is in the log and its record stored: readers stop here. */
   visible?: number;
-  /** The log blocks holding updates and deletions (numbers only added; `clear` empties them). */
+  /** The log blocks holding updates and deletions (a block leaves them once it has emptied; `clear` empties them). */
   blocks?: Partial<Record<RecordAction, number[]>>;
   /** The first log block that may hold entries: the scope was cleared below it. */
   from?: number;
+  /**
+   * The first log block, at or above `from`, that may hold entries once every block below it
+   * has emptied (each of its records written again since): pages start at the higher of the two.
+   * Kept apart from `from`, which the count is checked against (`live_from`), and which a
+   * replica without it reads as before.
+   */
+  start?: number;
   /** Every record at or below this number has had its payload pruned: prune starts above it. */
   pruned?: number;
   /** Set once the scope has a change log; a scope without it is back-filled at start. */
@@ -85,6 +92,7 @@ const recordSequenceSchema = new Schema<RecordSequenceDoc>(
     visible: { type: Number },
     blocks: { type: Schema.Types.Mixed },
     from: { type: Number },
+    start: { type: Number },
     pruned: { type: Number },
     log: { type: Number },
     live: { type: Number },
@@ -126,7 +134,9 @@ export function decodeLogEntry(text: string): RecordLogEntry {
  * whose `_id` is built from the scope and the block's number: every read of the log is an
  * `_id` lookup, which FerretDB (on SQLite and PostgreSQL, with our launcher's index) and
  * MongoDB answer from an index, so a page costs the same whatever the scope holds. Entries are
- * keyed `s<seq>`; a record written again loses its old entry (it moved to the end).
+ * keyed `s<seq>`; a record written again loses its old entry (it moved to the end). A block left
+ * with no entry once all its numbers were handed out is deleted and named in its gap list
+ * (`RecordLogGapsDoc`): readers pass over it without a lookup.
  */
 export interface RecordLogBlockDoc {
   _id: string;
@@ -153,6 +163,39 @@ const recordLogBlockSchema = new Schema<RecordLogBlockDoc>(
 );
 recordLogBlockSchema.index({ environment_id: 1, connection: 1, model: 1, variant: 1 });
 
+/** Log blocks per gap list. */
+export const GAP_LIST_BLOCKS = 500;
+
+/**
+ * A scope's blocks that emptied, by group of `GAP_LIST_BLOCKS` blocks, each group one document
+ * (`_id` built from the scope and the group's number). A block named here holds no entry and
+ * never will (no number of it is left to hand out), so a reader that meets a missing block reads
+ * its group's list and passes over every block it names: a run of emptied blocks between two
+ * records costs a lookup per 500 blocks, not one per block. Only what is known empty is listed:
+ * a block a replica without gap lists writes is never skipped by mistake.
+ */
+export interface RecordLogGapsDoc {
+  _id: string;
+  environment_id: string;
+  connection: number;
+  model: string;
+  variant: string;
+  /** The numbers of the group's blocks that emptied and were deleted. */
+  b: number[];
+}
+const recordLogGapsSchema = new Schema<RecordLogGapsDoc>(
+  {
+    _id: { type: String, required: true },
+    environment_id: { type: String, required: true },
+    connection: { type: Number, required: true },
+    model: { type: String, required: true },
+    variant: { type: String, required: true },
+    b: { type: [Number] },
+  },
+  { versionKey: false },
+);
+recordLogGapsSchema.index({ environment_id: 1, connection: 1, model: 1, variant: 1 });
+
 /** A record's `_id`: a digest of where it lives and its own id (short, whatever the id's length). */
 export function recordKey(environment: string, connection: number, model: string, variant: string, externalId: string): string {
   return createHash('sha256').update(JSON.stringify([environment, connection, model, variant, externalId])).digest('base64url');
@@ -161,8 +204,17 @@ export function recordKey(environment: string, connection: number, model: string
 export const recordModel = (connection: Connection) => connection.model<RecordDoc>('Record', recordSchema);
 export const recordSequenceModel = (connection: Connection) => connection.model<RecordSequenceDoc>('RecordSequence', recordSequenceSchema, 'record_sequences');
 export const recordLogModel = (connection: Connection) => connection.model<RecordLogBlockDoc>('RecordLogBlock', recordLogBlockSchema, 'record_log');
+export const recordLogGapsModel = (connection: Connection) => connection.model<RecordLogGapsDoc>('RecordLogGaps', recordLogGapsSchema, 'record_log_gaps');
+
+const scopeDigest = (environment: string, connection: number, model: string, variant: string) =>
+  createHash('sha256').update(JSON.stringify([environment, connection, model, variant])).digest('base64url');
 
 /** A change log block's `_id`: a digest of the scope, and the block's number. */
 export function logBlockKey(environment: string, connection: number, model: string, variant: string, block: number): string {
-  return `${createHash('sha256').update(JSON.stringify([environment, connection, model, variant])).digest('base64url')}:${block}`;
+  return `${scopeDigest(environment, connection, model, variant)}:${block}`;
+}
+
+/** A gap list's `_id`: a digest of the scope, and the group's number. */
+export function logGapsKey(environment: string, connection: number, model: string, variant: string, group: number): string {
+  return `${scopeDigest(environment, connection, model, variant)}:${group}`;
 }

@@ -2,17 +2,21 @@ import type { Connection, QueryFilter, mongo } from 'mongoose';
 import { findByIds, idListsIndexed, isDuplicateKey, type EnvironmentId } from '@latchkey/mongo';
 import type { RecordAction } from '@latchkey/contracts';
 import {
+  GAP_LIST_BLOCKS,
   LOG_BLOCK,
   decodeLogEntry,
   encodeLogEntry,
   logBlockKey,
+  logGapsKey,
   recordKey,
+  recordLogGapsModel,
   recordLogModel,
   recordModel,
   recordSequenceModel,
   type RecordDoc,
   type RecordLogBlockDoc,
   type RecordLogEntry,
+  type RecordLogGapsDoc,
   type RecordSequenceDoc,
 } from './record-model.js';
 
@@ -57,6 +61,12 @@ export function pageContinues(docs: readonly RecordDoc[], size: number, maxBytes
 const LOOKUPS_IN_FLIGHT = 50;
 /** Change log blocks a page reads at once. */
 const BLOCKS_IN_FLIGHT = 4;
+/**
+ * Change log documents a write reads at most to move its scope's `start` on. Blocks emptied by
+ * this code are passed by their gap lists, so this bounds only the catching up on blocks the
+ * code before emptied and left stored: such a scope's start moves past them over a few writes.
+ */
+const START_READS = 64;
 /** The change log's shape; a scope's head without it is back-filled at start. */
 const LOG_VERSION = 1;
 const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
@@ -93,11 +103,17 @@ interface Published {
   superseded?: readonly CountedChange[];
   /** Its entries for records it did not write, found stored (they leave the log). */
   unused?: readonly number[];
+  /**
+   * The unused numbers go back in the log next, for the same records (`insertNew` writes them
+   * as upserts): a block they leave empty is not buried, as it will hold entries again.
+   */
+  unusedAgain?: boolean;
   /** Records found stored by another writer meanwhile, whose change before is not known: the count is dropped. */
   uncounted?: boolean;
 }
 
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
+const groupOf = (block: number) => Math.floor(block / GAP_LIST_BLOCKS);
 const entryField = (seq: number) => `e.s${seq}`;
 
 /**
@@ -113,9 +129,19 @@ export const recordQueries = {
   sequence: (scope: RecordScope) => ({ _id: JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant]) }),
   /** One block of a scope's change log. */
   logBlock: (scope: RecordScope, block: number) => ({ _id: logBlockKey(scope.environment, scope.connection, scope.model, scope.variant, block) }),
+  /** The list of one group's emptied blocks. */
+  logGaps: (scope: RecordScope, group: number) => ({ _id: logGapsKey(scope.environment, scope.connection, scope.model, scope.variant, group) }),
 };
 
 type Entry = [seq: number, entry: RecordLogEntry];
+
+/** What one read knows of a scope's emptied blocks (`gapReader`). */
+interface GapReader {
+  /** Whether a gap list read names the block. */
+  has(block: number): boolean;
+  /** Reads the gap lists that say which blocks after the missing `block`, up to `last`, hold nothing; returns how many it read. */
+  learn(block: number, last: number): Promise<number>;
+}
 
 /** Block numbers of the lists, once each, in order. */
 function sortedUnion(lists: ReadonlyArray<readonly number[] | undefined>): number[] {
@@ -125,10 +151,12 @@ function sortedUnion(lists: ReadonlyArray<readonly number[] | undefined>): numbe
 /**
  * The blocks that may hold entries of these actions from block `low` to `high`: every block
  * when added records are asked for, else those the head lists; none below the head's `from`
- * (where the scope was last cleared).
+ * (where the scope was last cleared) or its `start` (below which every block emptied). So a
+ * scope whose records were all written again since they were added (an incremental sync over
+ * weeks) is read from its first block holding a record, not through the blocks they left.
  */
 function blocksFor(top: RecordSequenceDoc, actions: readonly RecordAction[], low: number, high: number): number[] {
-  const first = Math.max(low, top.from ?? 0);
+  const first = Math.max(low, top.from ?? 0, top.start ?? 0);
   if (actions.includes('ADDED')) return Array.from({ length: Math.max(0, high - first + 1) }, (_, i) => first + i);
   return sortedUnion(actions.map((action) => top.blocks?.[action])).filter((block) => block >= first && block <= high);
 }
@@ -152,9 +180,11 @@ export function createRecordRepo(mongo: Connection) {
   const records = recordModel(mongo);
   const sequences = recordSequenceModel(mongo);
   const log = recordLogModel(mongo);
+  const gapLists = recordLogGapsModel(mongo);
   const recordDocs = records.collection as unknown as mongo.Collection<RecordDoc>;
   const heads = sequences.collection as unknown as mongo.Collection<RecordSequenceDoc>;
   const blocks = log.collection as unknown as mongo.Collection<RecordLogBlockDoc>;
+  const gaps = gapLists.collection as unknown as mongo.Collection<RecordLogGapsDoc>;
   const inScope = (scope: RecordScope): QueryFilter<RecordDoc> => ({
     environment_id: scope.environment,
     connection: scope.connection,
@@ -182,7 +212,7 @@ export function createRecordRepo(mongo: Connection) {
   async function announce(scope: RecordScope, writes: readonly Pick<RecordWrite, 'seq' | 'external_id' | 'last_action' | 'last_modified_at'>[]): Promise<void> {
     if (writes.length === 0) return;
     // Only the rarer actions have lists: pages of every action, or of added records, read all
-    // the blocks from the cursor on.
+    // the blocks from the cursor on (but those emptied since, see `bury`).
     const lists: Record<string, { $each: number[] }> = {};
     for (const action of LISTED) {
       const numbers = [...new Set(writes.filter((write) => write.last_action === action).map((write) => blockOf(write.seq)))];
@@ -222,11 +252,96 @@ export function createRecordRepo(mongo: Connection) {
       { upsert: true },
     );
     const gone = [...(published.superseded ?? []).map((change) => change.seq), ...(published.unused ?? [])];
-    if (gone.length > 0) {
-      await eachWrite([...groupBy(gone, blockOf)], ([block, seqs]) =>
-        blocks.updateOne(recordQueries.logBlock(scope, block), { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) }),
+    if (gone.length === 0) return;
+    // Blocks left with no entry, whose numbers were all handed out (`top` was read after this
+    // write reserved its own): none will ever get an entry again, as writes to a scope run one
+    // at a time and each logs its numbers before it stores or publishes anything; but for the
+    // numbers `insertNew` logs again, whose blocks stay.
+    const open = blockOf((top?.seq ?? 0) + 1);
+    const again = new Set(published.unusedAgain ? (published.unused ?? []).map(blockOf) : []);
+    const emptied: number[] = [];
+    await eachWrite([...groupBy(gone, blockOf)], async ([block, seqs]) => {
+      const left = await blocks.findOneAndUpdate(
+        recordQueries.logBlock(scope, block),
+        { $unset: Object.fromEntries(seqs.map((seq) => [entryField(seq), ''])) },
+        { returnDocument: 'after' },
       );
+      if (left && Object.keys(left.e).length === 0 && block < open && !again.has(block)) emptied.push(block);
+    });
+    if (top && emptied.length > 0) await bury(scope, top, emptied);
+  }
+
+  /**
+   * Takes blocks a write emptied out of the way of readers: each is named in its gap list, leaves
+   * the head's lists and is deleted, and the head's `start` moves past the blocks before the
+   * first that holds entries. Each step alone leaves the log correct (the blocks hold nothing),
+   * so a writer stopping half-way only leaves a page a few lookups dearer.
+   */
+  async function bury(scope: RecordScope, top: RecordSequenceDoc, emptied: readonly number[]): Promise<void> {
+    await eachWrite([...groupBy(emptied, groupOf)], ([group, numbers]) =>
+      gaps.updateOne(
+        recordQueries.logGaps(scope, group),
+        {
+          $addToSet: { b: { $each: numbers } },
+          $setOnInsert: { environment_id: scope.environment, connection: scope.connection, model: scope.model, variant: scope.variant },
+        } as mongo.UpdateFilter<RecordLogGapsDoc>,
+        { upsert: true },
+      ),
+    );
+    const start = await firstHolding(scope, top, new Set(emptied));
+    await heads.updateOne(recordQueries.sequence(scope), {
+      $pullAll: Object.fromEntries(LISTED.map((action) => [`blocks.${action}`, emptied])),
+      $max: { start },
+    } as mongo.UpdateFilter<RecordSequenceDoc>);
+    await eachWrite(emptied, (block) => blocks.deleteOne(recordQueries.logBlock(scope, block)));
+  }
+
+  /**
+   * The first block, from the head's `start` on, that may hold entries: the blocks `emptied` by
+   * this write and those named in gap lists are passed without a lookup; a block missing or
+   * stored with no entry, all its numbers handed out, holds nothing either (the code before gap
+   * lists left emptied blocks stored). Reads `START_READS` documents at most; a later write that
+   * empties a block goes on from there.
+   */
+  async function firstHolding(scope: RecordScope, top: RecordSequenceDoc, emptied: ReadonlySet<number>): Promise<number> {
+    const open = blockOf(top.seq + 1);
+    const buried = gapReader(scope);
+    let block = Math.max(top.from ?? 0, top.start ?? 0);
+    for (let reads = 0; block < open && reads < START_READS; block++) {
+      if (emptied.has(block) || buried.has(block)) continue;
+      const doc = await blocks.findOne(recordQueries.logBlock(scope, block));
+      reads++;
+      if (doc && Object.keys(doc.e).length > 0) break;
+      if (!doc) reads += await buried.learn(block, open - 1);
     }
+    return block;
+  }
+
+  /**
+   * What one read learns of a scope's emptied blocks from their gap lists. On meeting a missing
+   * block it reads the block's group's list, then the next group's while every block after it up
+   * to `last` is named, and so on; the read then passes over every block named.
+   */
+  function gapReader(scope: RecordScope): GapReader {
+    const named = new Set<number>();
+    const read = new Set<number>();
+    return {
+      has: (block) => named.has(block),
+      async learn(block, last) {
+        let reads = 0;
+        for (let group = groupOf(block); group <= groupOf(last); group++) {
+          if (!read.has(group)) {
+            read.add(group);
+            reads++;
+            const list = await gaps.findOne(recordQueries.logGaps(scope, group));
+            for (const number of list?.b ?? []) named.add(number);
+          }
+          const end = Math.min((group + 1) * GAP_LIST_BLOCKS, last + 1);
+          for (let next = Math.max(block + 1, group * GAP_LIST_BLOCKS); next < end; next++) if (!named.has(next)) return reads;
+        }
+        return reads;
+      },
+    };
   }
 
   /**
@@ -282,9 +397,10 @@ export function createRecordRepo(mongo: Connection) {
    * which name each write left out by its position. An ordered insert's count says how many went
    * in, not which: FerretDB 1.24 inserts in batches of 100 and goes on past a duplicate into its
    * next batch, so "the first n" were not the ones stored (a sync run redelivered after its first
-   * page had its second page stored, its log entries dropped, and never read).
+   * page had its second page stored, its log entries dropped, and never read). `again`: the
+   * caller writes those records next under the numbers they were given (`insertNew`).
    */
-  async function insertAbsent(scope: RecordScope, writes: readonly RecordWrite[]): Promise<number[]> {
+  async function insertAbsent(scope: RecordScope, writes: readonly RecordWrite[], again = false): Promise<number[]> {
     if (writes.length === 0) return [];
     await announce(scope, writes);
     let skipped: number[] = [];
@@ -316,6 +432,7 @@ export function createRecordRepo(mongo: Connection) {
     await publish(scope, Math.max(0, ...stored.map((write) => write.seq)), {
       own: stored.map((write) => ({ seq: write.seq, action: write.last_action })),
       unused: skipped.map((index) => writes[index]!.seq),
+      ...(again ? { unusedAgain: true } : {}),
     });
     return skipped;
   }
@@ -345,7 +462,12 @@ export function createRecordRepo(mongo: Connection) {
 
   /**
    * Goes through the log's entries from `after` (exclusive) to `upTo` in the blocks listed,
-   * handing each current record to `visit` in order until it returns false.
+   * handing each current record to `visit` in order until it returns false. A missing block may
+   * be one of a run that emptied: the gap lists name the blocks on to pass over.
+   *
+   * Blocks the code before gap lists emptied are still stored, with no entry, and named in no
+   * list: a read passes them at a lookup each, as it did then, until a write that empties a block
+   * moves the scope's `start` past those before its first record (`firstHolding`).
    */
   async function walk(
     scope: RecordScope,
@@ -353,28 +475,39 @@ export function createRecordRepo(mongo: Connection) {
     keep: (seq: number, entry: RecordLogEntry) => boolean,
     wanted: () => number,
     visit: (doc: RecordDoc | null, seq: number) => boolean,
+    buried = gapReader(scope),
   ): Promise<void> {
-    for (let at = 0; at < numbers.length; at += BLOCKS_IN_FLIGHT) {
-      const entries = entriesOf(await readBlocks(scope, numbers.slice(at, at + BLOCKS_IN_FLIGHT)), keep);
+    for (let at = 0; at < numbers.length; ) {
+      const batch: number[] = [];
+      for (; at < numbers.length && batch.length < BLOCKS_IN_FLIGHT; at++) if (!buried.has(numbers[at]!)) batch.push(numbers[at]!);
+      const read = await readBlocks(scope, batch);
+      const entries = entriesOf(read, keep);
       for (let next = 0; next < entries.length; ) {
         const chunk = entries.slice(next, next + Math.min(PAGE_LOOKUPS_IN_FLIGHT, Math.max(wanted(), 1)));
         next += chunk.length;
         const docs = await current(chunk);
         for (let i = 0; i < chunk.length; i++) if (!visit(docs[i]!, chunk[i]![0])) return;
       }
+      const missing = batch.filter((_, i) => !read[i]);
+      if (missing.length > 0) await buried.learn(missing.at(-1)!, numbers.at(-1)!);
     }
   }
 
   /** The index in `numbers` of the first block with a change after `time` (changes are written in time order). */
-  async function firstBlockAfter(scope: RecordScope, numbers: readonly number[], time: Date): Promise<number> {
+  async function firstBlockAfter(scope: RecordScope, numbers: readonly number[], time: Date, buried: GapReader): Promise<number> {
     let low = 0;
     let high = numbers.length;
     while (low < high) {
       const middle = (low + high) >> 1;
-      // A block with no document holds nothing: judge by the next one that exists.
+      // A block with no document holds nothing: judge by the next one that exists, passing over
+      // those the gap lists name.
       let at = middle;
       let doc: RecordLogBlockDoc | null = null;
-      for (; at < high && !(doc = await blocks.findOne(recordQueries.logBlock(scope, numbers[at]!))); at++);
+      for (; at < high; at++) {
+        if (buried.has(numbers[at]!)) continue;
+        if ((doc = await blocks.findOne(recordQueries.logBlock(scope, numbers[at]!)))) break;
+        await buried.learn(numbers[at]!, numbers[high - 1]!);
+      }
       if (!doc || doc.t1 > time) high = middle;
       else low = at + 1;
     }
@@ -415,6 +548,7 @@ export function createRecordRepo(mongo: Connection) {
       await records.init();
       await sequences.init();
       await log.init();
+      await gapLists.init();
       await backfillLog();
     },
     /**
@@ -447,13 +581,13 @@ export function createRecordRepo(mongo: Connection) {
         }
       }
     },
-    insertAbsent,
+    insertAbsent: (scope: RecordScope, writes: readonly RecordWrite[]) => insertAbsent(scope, writes),
     /**
      * Records not stored yet, in one insert. Should another writer have stored some meanwhile,
      * those are written as upserts, which leave the same result.
      */
     async insertNew(scope: RecordScope, writes: readonly RecordWrite[]): Promise<void> {
-      const skipped = await insertAbsent(scope, writes);
+      const skipped = await insertAbsent(scope, writes, true);
       if (skipped.length > 0) await upsertMany(scope, skipped.map((index) => writes[index]!), null);
     },
     upsertMany,
@@ -469,7 +603,9 @@ export function createRecordRepo(mongo: Connection) {
     /**
      * A page in change order, from the change log: the head, then the blocks after the cursor
      * (after a binary search by time for `modified_after`; only the blocks holding the actions
-     * asked for), then each entry's record; all `_id` lookups.
+     * asked for; none below the head's `start`, and none a gap list names), then each entry's
+     * record; all `_id` lookups. Blocks that later writes emptied cost nothing before the
+     * scope's first record, and a lookup per 500 between two records.
      */
     async page(scope: RecordScope, query: PageQuery): Promise<RecordDoc[]> {
       const after = query.afterSeq ?? 0;
@@ -504,7 +640,9 @@ export function createRecordRepo(mongo: Connection) {
       if (!top) return [];
       const visible = top.visible ?? 0;
       let numbers = blocksFor(top, actions, blockOf(after + 1), blockOf(visible));
-      if (since) numbers = numbers.slice(await firstBlockAfter(scope, numbers, since));
+      // What the search by time learns of emptied blocks, the page reads on with.
+      const buried = gapReader(scope);
+      if (since) numbers = numbers.slice(await firstBlockAfter(scope, numbers, since, buried));
       const found: RecordDoc[] = [];
       await walk(
         scope,
@@ -518,6 +656,7 @@ export function createRecordRepo(mongo: Connection) {
           }
           return found.length < query.limit && bytes < maxBytes;
         },
+        buried,
       );
       return found;
     },
@@ -592,12 +731,14 @@ export function createRecordRepo(mongo: Connection) {
       const from = Math.max(top?.from ?? 0, blockOf((top?.seq ?? 0) + 1));
       await heads.updateOne(recordQueries.sequence(scope), { $set: { blocks: {}, from, live: 0, live_visible: top?.visible ?? 0, live_from: from } });
       await log.deleteMany(inScope(scope)).exec();
+      await gapLists.deleteMany(inScope(scope)).exec();
       const { deletedCount } = await records.deleteMany(inScope(scope)).exec();
       return deletedCount;
     },
     /** A deleted connection takes its records with it, and their scopes' heads (their counts). */
     async deleteConnection(environment: EnvironmentId, connection: number): Promise<number> {
       await log.deleteMany({ environment_id: environment, connection }).exec();
+      await gapLists.deleteMany({ environment_id: environment, connection }).exec();
       const { deletedCount } = await records.deleteMany({ environment_id: environment, connection }).exec();
       // A head's `_id` is its scope as a JSON array: the connection's heads start alike.
       const prefix = JSON.stringify([environment, connection]).slice(0, -1);
