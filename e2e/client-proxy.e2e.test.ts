@@ -106,7 +106,7 @@ describe('the SDK proxy', () => {
     expect(searchParams.data.query).toEqual({ q: 'ü' });
   });
 
-  it('headers reach the provider as sent, less the caller Authorization, without replacing the injected key', async () => {
+  it('headers reach the provider as sent, Authorization included, without replacing the injected key', async () => {
     const { data } = await latchkey.get<UpstreamEcho>({
       ...target,
       endpoint: '/echo',
@@ -114,9 +114,10 @@ describe('the SDK proxy', () => {
     });
     expect(data.headers['x-trace']).toBe('abc');
     expect(data.headers['x-count']).toBe('3');
-    // The caller's Authorization never goes; the key goes where the catalog places it, and only
-    // there; what is injected wins over the caller's header of the same name.
-    expect(data.headers['authorization']).toBeUndefined();
+    // The caller's Authorization goes (prefixed, it is not the Latchkey key), as the auth mode
+    // injects none; the key goes where the catalog places it, and only there; what is injected
+    // wins over the caller's header of the same name.
+    expect(data.headers['authorization']).toBe('Bearer provider-token');
     expect(data.headers['x-api-key']).toBe('upstream-key-123');
     expect(data.headers['user-agent']).toBe('my-agent/1.0');
     expect(data.headers['x-skip']).toBeUndefined();

@@ -126,6 +126,18 @@ describe('the proxy', () => {
     expect(query.query).toEqual({ x: '1', api_key: 'query-key-456' });
   });
 
+  it("passes a service-proxy-Authorization and Cookie on under their names, unless the auth mode injects that header: then only the injected one goes", async () => {
+    const headers = { 'service-proxy-authorization': 'Bearer provider-token', 'service-proxy-cookie': 'session=1', cookie: 'plain=1' };
+    const keyed = (await (await proxy('/echo', { headers })).json()) as { headers: Record<string, string> };
+    expect(keyed.headers['authorization']).toBe('Bearer provider-token');
+    expect(keyed.headers['cookie']).toBe('session=1');
+    expect(keyed.headers['x-api-key']).toBe('upstream-key-123');
+    const basic = (await (await proxy('/echo', { connection: 'basic', integration: 'basic', headers })).json()) as { headers: Record<string, string>; rawHeaders: string[] };
+    expect(basic.rawHeaders.filter((name) => name.toLowerCase() === 'authorization')).toHaveLength(1);
+    expect(basic.headers['authorization']).toBe(`Basic ${Buffer.from('ada:lovelace').toString('base64')}`);
+    expect(basic.headers['cookie']).toBe('session=1');
+  });
+
   it('passes bodies unchanged: JSON, form, binary, with every method', async () => {
     for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) {
       const json = await proxy('/echo', { method, headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
@@ -314,5 +326,22 @@ describe('the proxy', () => {
     const replayed = await proxy('/profile', { connection: 'oauth', integration: 'oauth' });
     expect(replayed.status).toBe(200);
     expect(oauth.stats.grants.refresh_token).toBe(1);
+  });
+
+  it('sends the call with the token in hand when the token endpoint fails for now (503) near its expiry', async () => {
+    const exchanged = await authorizationCodeTokens(oauth);
+    await api('POST', '/connections', {
+      provider_config_key: 'oauth',
+      connection_id: 'oauth-provider-down',
+      credentials: { type: 'OAUTH2', access_token: exchanged.access_token, refresh_token: exchanged.refresh_token, expires_at: new Date(Date.now() + 5 * 60_000).toISOString(), raw: {} },
+    });
+    oauth.stats.reset();
+    oauth.failNextToken(503, { error: 'temporarily_unavailable' });
+    const call = await proxy('/profile', { connection: 'oauth-provider-down', integration: 'oauth' });
+    expect(call.status).toBe(200);
+    expect(((await call.json()) as { token: string }).token).toBe(exchanged.access_token);
+    expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([503]);
+    const listed = await api('GET', '/connections?connectionId=oauth-provider-down');
+    expect(listed.json.connections[0].errors).toEqual([]);
   });
 });

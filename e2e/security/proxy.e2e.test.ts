@@ -31,9 +31,10 @@ const SUB_KEY = canary('subdomain-key');
 const STORE_KEY = canary('store-key');
 const ALLOWED_KEY = canary('allowed-key');
 const QUERY_KEY = canary('query-key');
+const OAUTH_TOKEN = canary('oauth-token');
 /** In every service's environment: nothing a caller sends may bring it out. */
 const ENV_SECRET = canary('environment');
-const CANARIES = [API_KEY, QUERY_KEY, SCOPED_KEY, BASIC_PASSWORD, SUB_KEY, STORE_KEY, ALLOWED_KEY, ENV_SECRET];
+const CANARIES = [API_KEY, QUERY_KEY, OAUTH_TOKEN, SCOPED_KEY, BASIC_PASSWORD, SUB_KEY, STORE_KEY, ALLOWED_KEY, ENV_SECRET];
 
 interface Answer {
   status: number;
@@ -133,6 +134,20 @@ sec-basic:
   auth_mode: BASIC
   proxy:
     base_url: ${provider.url}
+sec-oauth:
+  display_name: Security OAuth
+  categories: [test]
+  auth_mode: OAUTH2
+  authorization_url: http://127.0.0.1:9/authorize
+  token_url: http://127.0.0.1:9/token
+  proxy:
+    base_url: ${provider.url}
+sec-none:
+  display_name: Security no auth
+  categories: [test]
+  auth_mode: NONE
+  proxy:
+    base_url: ${provider.url}
 sec-subdomain:
   display_name: Security subdomain
   categories: [test]
@@ -171,6 +186,11 @@ sec-store:
   await created('/connections', { provider_config_key: 'query', connection_id: 'query', credentials: { type: 'API_KEY', apiKey: QUERY_KEY } });
   await created('/integrations', { provider: 'sec-basic', unique_key: 'basic' });
   await created('/connections', { provider_config_key: 'basic', connection_id: 'basic', credentials: { type: 'BASIC', username: 'ada', password: BASIC_PASSWORD } });
+  await created('/integrations', { provider: 'sec-oauth', unique_key: 'oauth', credentials: { client_id: 'client', client_secret: 'secret' } });
+  // No expiry: the token is never refreshed, so the token URL is never called.
+  await created('/connections', { provider_config_key: 'oauth', connection_id: 'oauth', credentials: { type: 'OAUTH2', access_token: OAUTH_TOKEN, raw: {} } });
+  await created('/integrations', { provider: 'sec-none', unique_key: 'none' });
+  await created('/connections', { provider_config_key: 'none', connection_id: 'none', credentials: { type: 'NONE' } });
   await created('/integrations', { provider: 'sec-subdomain', unique_key: 'subdomain' });
   await created('/integrations', { provider: 'sec-store', unique_key: 'store' });
 }, 90_000);
@@ -266,14 +286,17 @@ describe('what the proxy sends, and where', () => {
     expect(seen['x-forwarded-host']).toBeUndefined();
   });
 
-  test('case 9: Cookie, X-Forwarded-*, Forwarded, Proxy-* and headers named in Connection never reach the provider', async () => {
+  test('case 9: Cookie, X-Forwarded-*, Forwarded, Via, Proxy-*, transport headers and headers named in Connection never reach the provider, prefixed or not', async () => {
     provider.reset();
     const response = await proxy('/echo', 'api', [
       ['Cookie', 'session=attacker'],
-      ['service-proxy-Cookie', 'session=attacker2'],
       ['X-Forwarded-For', '10.0.0.1'],
+      ['service-proxy-X-Forwarded-For', '10.0.0.2'],
       ['service-proxy-X-Forwarded-Proto', 'http'],
       ['Forwarded', 'for=10.0.0.1'],
+      ['service-proxy-Forwarded', 'for=10.0.0.2'],
+      ['service-proxy-Via', '1.1 evil'],
+      ['service-proxy-X-Real-IP', '10.0.0.2'],
       ['service-proxy-Proxy-Authorization', 'Basic attacker'],
       ['Proxy-Foo', 'bar'],
       ['Connection', 'X-Hop-Secret'],
@@ -282,29 +305,75 @@ describe('what the proxy sends, and where', () => {
       ['service-proxy-X-Hop-Other', 'hop2'],
       ['service-proxy-Keep-Alive', 'timeout=1'],
       ['service-proxy-TE', 'trailers'],
+      ['service-proxy-Transfer-Encoding', 'chunked'],
+      ['service-proxy-Content-Length', '5'],
       ['X-Kept', 'kept'],
     ]);
     expect(response.status).toBe(200);
     answers.splice(-2);
     const seen = provider.requests[0]!.headers;
-    for (const name of ['cookie', 'x-forwarded-for', 'x-forwarded-proto', 'forwarded', 'proxy-authorization', 'proxy-foo', 'x-hop-secret', 'x-hop-other', 'keep-alive', 'te']) {
+    for (const name of ['cookie', 'x-forwarded-for', 'x-forwarded-proto', 'forwarded', 'via', 'x-real-ip', 'proxy-authorization', 'proxy-foo', 'x-hop-secret', 'x-hop-other', 'keep-alive', 'te', 'transfer-encoding', 'content-length']) {
       expect([name, seen[name]]).toEqual([name, undefined]);
     }
     expect(seen['x-kept']).toBe('kept');
     expect(seen['x-api-key']).toBe(API_KEY);
   });
 
+  test('case 9: a prefixed Authorization and Cookie reach a provider whose credentials go in another header, in the query, or nowhere; the unprefixed ones never do', async () => {
+    for (const integration of ['api', 'query', 'none']) {
+      provider.reset();
+      const response = await proxy('/echo', integration, [
+        ['service-proxy-Authorization', 'Bearer caller-token'],
+        ['Cookie', 'plain=attacker'],
+        ['service-proxy-Cookie', 'session=caller'],
+      ]);
+      expect([integration, response.status]).toEqual([integration, 200]);
+      answers.splice(-2);
+      const echo = response.json();
+      const named = (wanted: string) => (echo.rawHeaders as string[]).filter((_, i) => i % 2 === 1 && (echo.rawHeaders[i - 1] as string).toLowerCase() === wanted);
+      // Ours (the Latchkey key, sent unprefixed) never goes; the caller's own goes once.
+      expect([integration, named('authorization'), named('cookie')]).toEqual([integration, ['Bearer caller-token'], ['session=caller']]);
+      expect(response.text).not.toContain(proxyKey);
+    }
+  });
+
+  test("case 9: a prefixed Authorization or Cookie follows a redirect only to the provider's own origin", async () => {
+    provider.reset();
+    foreign.reset();
+    const response = await proxy(`/redirect?to=${encodeURIComponent(`${foreign.url}/echo`)}`, 'none', [
+      ['service-proxy-Authorization', 'Bearer caller-token'],
+      ['service-proxy-Cookie', 'session=caller'],
+    ]);
+    expect(response.status).toBe(200);
+    answers.splice(-2);
+    expect(provider.requests[0]!.headers['authorization']).toBe('Bearer caller-token');
+    expect(foreign.requests).toHaveLength(1);
+    expect(foreign.requests[0]!.headers['authorization']).toBeUndefined();
+    expect(foreign.requests[0]!.headers['cookie']).toBeUndefined();
+  });
+
   test("case 9: the caller's Authorization and headers or query parameters named like the injected credential never override it", async () => {
     provider.reset();
-    await proxy('/echo', 'api', [['service-proxy-Authorization', 'Bearer attacker'], ['service-proxy-x-api-key', 'attacker'], ['X-API-KEY', 'attacker']]);
+    await proxy('/echo', 'api', [['service-proxy-x-api-key', 'attacker'], ['X-API-KEY', 'attacker'], ['service-proxy-X-Api-Key', 'attacker']]);
     answers.splice(-2);
-    const seen = provider.requests[0]!.headers;
-    expect(seen['authorization']).toBeUndefined();
-    expect(seen['x-api-key']).toBe(API_KEY);
+    expect(provider.requests[0]!.headers['x-api-key']).toBe(API_KEY);
     provider.reset();
     await proxy('/echo', 'basic', [['service-proxy-authorization', 'Basic YXR0YWNrZXI6eA=='], ['AUTHORIZATION', 'Basic x']]);
     answers.splice(-2);
     expect(provider.requests[0]!.headers['authorization']).toBe(`Basic ${Buffer.from(`ada:${BASIC_PASSWORD}`).toString('base64')}`);
+    // An OAuth 2 bearer token likewise: one Authorization reaches the provider, ours, whatever
+    // the letter case or the number of the caller's.
+    provider.reset();
+    const oauth = await proxy('/echo', 'oauth', [
+      ['service-proxy-Authorization', 'Bearer attacker'],
+      ['SERVICE-PROXY-AUTHORIZATION', 'Bearer attacker2'],
+      ['service-proxy-authorization', 'Basic attacker3'],
+    ]);
+    expect(oauth.status).toBe(200);
+    answers.splice(-2);
+    const raw = oauth.json().rawHeaders as string[];
+    const authorizations = raw.filter((_, i) => i % 2 === 1 && raw[i - 1]!.toLowerCase() === 'authorization');
+    expect(authorizations).toEqual([`Bearer ${OAUTH_TOKEN}`]);
     // A query credential likewise: the provider sees one api_key, ours.
     provider.reset();
     await proxy('/echo?api_key=attacker&x=1', 'query');

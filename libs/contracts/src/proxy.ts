@@ -75,8 +75,17 @@ export const proxyRequestMeta = z.object({
   path: z.string(),
   /** The raw query string, without `?`. */
   query: z.string(),
-  /** Headers to send upstream, already stripped of ours and of hop-by-hop ones. */
+  /** The caller's headers, less ours; the proxy service decides which reach the provider. */
   headers: headerList,
+  /**
+   * The positions in `headers` of those the caller sent as `service-proxy-<name>` (each listed
+   * under `<name>`); absent when there is none. Only these may carry the caller's own
+   * `Authorization` or `Cookie` to the provider. A separate member rather than a prefix kept on
+   * the name, so that an older proxy (which strips a member it does not know) still forwards the
+   * header under its name, under its old rule, and an older caller's call (which has no such
+   * member) forwards none of the two.
+   */
+  explicit_headers: z.array(z.number().int().min(0)).optional(),
   retries: z.number().int().min(0).max(10),
   retry_on: z.array(z.number().int().min(RETRY_ON_STATUSES.min).max(RETRY_ON_STATUSES.max)),
   /**
@@ -139,6 +148,7 @@ function isBody(value: unknown): boolean {
 
 const methods: ReadonlySet<unknown> = new Set(proxyRequestMeta.shape.method.options);
 const isRetriedStatus = integerIn(RETRY_ON_STATUSES.min, RETRY_ON_STATUSES.max);
+const isPosition = integerIn(0, Number.MAX_SAFE_INTEGER);
 const REQUEST_CHECKS: Record<keyof ProxyRequestMeta, Check> = {
   environment_id: isString,
   key_id: isString,
@@ -148,6 +158,7 @@ const REQUEST_CHECKS: Record<keyof ProxyRequestMeta, Check> = {
   path: isString,
   query: isString,
   headers: isHeaderList,
+  explicit_headers: (value) => Array.isArray(value) && value.every(isPosition),
   retries: integerIn(0, 10),
   retry_on: (value) => Array.isArray(value) && value.every(isRetriedStatus),
   deadline_ms: integerIn(1, PROXY_DEADLINE_MAX_MS),

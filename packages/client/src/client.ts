@@ -263,9 +263,13 @@ export interface ProxyConfig {
   /** `proxy()` only; default `GET`. */
   method?: ProxyMethod | Lowercase<ProxyMethod> | undefined;
   /**
-   * Headers for the provider. Each is sent as `service-proxy-<name>` so that it reaches the
-   * provider and never replaces one of ours (the `Authorization` carrying the API key in
-   * particular). Credentials the provider's auth mode injects win over a header of the same name.
+   * Headers for the provider. Each is sent as `service-proxy-<name>`, so that it reaches the
+   * provider as `<name>` and never replaces one of ours (the `Authorization` carrying the API key
+   * in particular): your own `Authorization` or `Cookie` for the provider goes too. Credentials
+   * the provider's auth mode injects win over a header of the same name, whatever its case (an
+   * OAuth 2 or BASIC connection's `Authorization` is never replaced nor doubled); hop-by-hop,
+   * `Host`, `Content-Length` and forwarding headers (`X-Forwarded-*`, `Forwarded`, `Via`,
+   * `X-Real-IP`…) are never passed on.
    */
   headers?: Record<string, string | number | undefined> | undefined;
   /** Query parameters, added to any query already in `endpoint`. */

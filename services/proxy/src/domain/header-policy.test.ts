@@ -36,6 +36,60 @@ describe('upstreamHeaders', () => {
     expect(headers).toEqual([['X-Api-Key', 'k']]);
   });
 
+  it("passes on a prefixed Authorization and Cookie, and still drops the unprefixed ones (the caller's key to Latchkey)", () => {
+    const caller: Array<[string, string]> = [
+      ['Authorization', 'Bearer latchkey-key'],
+      ['Authorization', 'Bearer caller-token'],
+      ['Cookie', 'plain=1'],
+      ['cookie', 'session=caller'],
+      ['Accept', 'application/json'],
+    ];
+    expect(upstreamHeaders(caller, [['X-Api-Key', 'k']], new Set(['x-api-key']), [1, 3])).toEqual([
+      ['Authorization', 'Bearer caller-token'],
+      ['cookie', 'session=caller'],
+      ['Accept', 'application/json'],
+      ['X-Api-Key', 'k'],
+    ]);
+    // A call that names no prefixed header (as an older gateway's) keeps the old rule.
+    expect(upstreamHeaders(caller, [], new Set())).toEqual([['Accept', 'application/json']]);
+  });
+
+  it('never lets a prefixed header add to or replace an injected Authorization, whatever its case and however often sent', () => {
+    const caller: Array<[string, string]> = [
+      ['Authorization', 'Bearer attacker'],
+      ['AUTHORIZATION', 'Bearer attacker'],
+      ['authorization', 'Bearer attacker'],
+      ['Cookie', 'session=caller'],
+    ];
+    expect(upstreamHeaders(caller, [['Authorization', 'Bearer ours']], new Set(['authorization']), [0, 1, 2, 3])).toEqual([
+      ['Cookie', 'session=caller'],
+      ['Authorization', 'Bearer ours'],
+    ]);
+    expect(upstreamHeaders(caller, [['cookie', 'ours=1']], new Set(['cookie']), [0, 3])).toEqual([
+      ['Authorization', 'Bearer attacker'],
+      ['cookie', 'ours=1'],
+    ]);
+  });
+
+  it('drops prefixed transport, forwarding and client-address headers as it drops unprefixed ones', () => {
+    const caller: Array<[string, string]> = [
+      ['Host', 'evil.example'],
+      ['Transfer-Encoding', 'chunked'],
+      ['Content-Length', '5'],
+      ['Connection', 'X-Hidden'],
+      ['X-Hidden', 'secret'],
+      ['TE', 'trailers'],
+      ['Proxy-Authorization', 'Basic x'],
+      ['Proxy-Connection', 'keep-alive'],
+      ['X-Forwarded-For', '10.0.0.1'],
+      ['Forwarded', 'for=10.0.0.1'],
+      ['Via', '1.1 evil'],
+      ['X-Real-IP', '10.0.0.1'],
+      ['X-Trace', 'abc'],
+    ];
+    expect(upstreamHeaders(caller, [], new Set(), caller.map((_, i) => i))).toEqual([['X-Trace', 'abc']]);
+  });
+
   it('refuses a header that is not valid HTTP', () => {
     expect(() => upstreamHeaders([['X-A', 'a\r\nHost: evil']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));
     expect(() => upstreamHeaders([['X A', 'a']], [], new Set())).toThrow(expect.objectContaining({ code: 'invalid_headers' }));

@@ -4,14 +4,16 @@ import { AppError } from '@latchkey/errors';
 /**
  * The one rule for which of a caller's headers reach a provider, applied by the proxy to every
  * call whoever sent it (the gateway, the action-runner's functions): callers are not trusted to
- * have stripped anything. Never forwarded:
+ * have stripped anything. Never forwarded, whether the caller prefixed them or not:
  * - hop-by-hop headers (RFC 9110 §7.6.1) and every header the caller's `Connection` names;
  * - `Host` (the URL decides it), `Content-Length` (the body decides it), `Expect`;
- * - the caller's `Authorization` and `Cookie`: the provider sees only the connection's credentials;
  * - `Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`, `Proxy-*` and the other client-address
  *   headers (`True-Client-IP`, `CF-Connecting-IP`, `X-Client-IP`, `X-Originating-IP`,
  *   `X-Cluster-Client-IP`): they would speak for our network;
- * - any header the injected credentials set, whatever its letter case, so none can be overridden.
+ * - any header the injected credentials set, whatever its letter case, so none can be overridden
+ *   or doubled.
+ * The caller's `Authorization` and `Cookie` go only when it sent them as `service-proxy-<name>`
+ * (`CALLER_CREDENTIALS`): unprefixed, `Authorization` is the caller's key to Latchkey.
  */
 const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   ...HOP_BY_HOP_HEADERS,
@@ -29,6 +31,8 @@ const NEVER_FORWARDED: ReadonlySet<string> = new Set([
   'x-cluster-client-ip',
   'via',
 ]);
+/** Of `NEVER_FORWARDED`, those a caller may still send the provider by naming them with the prefix. */
+const CALLER_CREDENTIALS: ReadonlySet<string> = new Set(['authorization', 'cookie']);
 const NEVER_FORWARDED_PREFIXES = ['x-forwarded-', 'proxy-'];
 
 /**
@@ -63,20 +67,28 @@ export function connectionListed(headers: ReadonlyArray<readonly [string, string
 
 /**
  * The caller's headers the provider may see, followed by the injected ones. `injectedNames` are
- * lower-case. Refuses (400 `invalid_headers`) a header that is not valid HTTP, rather than let
- * the HTTP client fail on it.
+ * lower-case; `explicit` holds the positions in `caller` of the headers it sent with the
+ * `service-proxy-` prefix (the call's `explicit_headers`). Refuses (400 `invalid_headers`) a
+ * header that is not valid HTTP, rather than let the HTTP client fail on it.
  */
 export function upstreamHeaders(
   caller: ReadonlyArray<readonly [string, string]>,
   injected: ReadonlyArray<[string, string]>,
   injectedNames: ReadonlySet<string>,
+  explicit?: ReadonlyArray<number>,
 ): Array<[string, string]> {
   const listed = connectionListed(caller);
   const headers: Array<[string, string]> = [];
-  for (const [name, value] of caller) {
+  for (let i = 0; i < caller.length; i++) {
+    const header = caller[i]!;
+    const name = header[0];
+    const value = header[1];
     if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) throw new AppError('invalid_headers', 'A header to forward is not a valid HTTP header');
     const lower = name.toLowerCase();
-    if (NEVER_FORWARDED.has(lower) || listed.has(lower) || injectedNames.has(lower)) continue;
+    // The exception is looked for only among headers already dropped, and only in a call that
+    // has prefixed ones: every other header costs what it did.
+    if (NEVER_FORWARDED.has(lower) && !(explicit !== undefined && CALLER_CREDENTIALS.has(lower) && explicit.includes(i))) continue;
+    if (listed.has(lower) || injectedNames.has(lower)) continue;
     if (NEVER_FORWARDED_PREFIXES.some((prefix) => lower.startsWith(prefix))) continue;
     headers.push([name, value]);
   }

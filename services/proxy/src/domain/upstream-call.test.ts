@@ -38,6 +38,22 @@ describe('buildCall', () => {
     expect(signature).toBe(expected);
   });
 
+  it('sends only the signed Authorization when the caller prefixes one of its own', () => {
+    const meta = proxyMetaFixture('items', { headers: [['Authorization', 'Bearer attacker']], explicit_headers: [0] });
+    const call = buildCall(meta, tba({}), new Uint8Array(0));
+    expect(call.headers).toEqual([]);
+    expect(call.sign!('GET', new URL('https://api.example.com/items'))[0]).toBe('Authorization');
+  });
+
+  it("keeps a prefixed Authorization and Cookie to the provider's origin, as it keeps injected credentials", () => {
+    const apiKey: ProxyCredentials = { id: 'c', provider: 'crm', auth_mode: 'API_KEY', expires_at: null, base_url: 'https://api.example.com', headers: { 'X-Api-Key': 'k' }, query: {}, decompress: false };
+    const meta = proxyMetaFixture('items', { headers: [['authorization', 'Bearer caller'], ['Cookie', 'session=caller'], ['X-Trace', 'abc']], explicit_headers: [0, 1] });
+    const call = buildCall(meta, apiKey, new Uint8Array(0));
+    expect(call.headers).toEqual([['authorization', 'Bearer caller'], ['Cookie', 'session=caller'], ['X-Trace', 'abc'], ['X-Api-Key', 'k']]);
+    // Dropped on a redirect to another origin, as curl and fetch drop them.
+    expect([...call.secretHeaders].sort()).toEqual(['authorization', 'cookie', 'x-api-key']);
+  });
+
   it('signs with HMAC-SHA1 and no realm when the credentials name neither (as OAuth 1.0a providers want)', () => {
     const call = buildCall(proxyMetaFixture('items'), tba({}), new Uint8Array(0));
     const params = authorizationParams(call.sign!('GET', new URL('https://api.example.com/items'))[1]);

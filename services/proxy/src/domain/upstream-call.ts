@@ -12,9 +12,18 @@ export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials,
   const url = targetUrl(meta, credentials);
   const injected = Object.entries(credentials.headers);
   const names = new Set(injected.map(([name]) => name.toLowerCase()));
-  const headers = upstreamHeaders(meta.headers, injected, names);
-  let sign: UpstreamCall['sign'];
   const oauth1 = credentials.oauth1;
+  // The signature is an injected Authorization too, added to each attempt: no caller's may go beside it.
+  if (oauth1) names.add('authorization');
+  const explicit = meta.explicit_headers;
+  const headers = upstreamHeaders(meta.headers, injected, names, explicit);
+  // A caller's own Authorization or Cookie is a credential as well: like the injected ones, and
+  // as curl and browsers do, it is not sent on to another origin a redirect names.
+  if (explicit !== undefined) {
+    names.add('authorization');
+    names.add('cookie');
+  }
+  let sign: UpstreamCall['sign'];
   if (oauth1) {
     const form = headers.find(([name]) => name.toLowerCase() === 'content-type')?.[1]?.startsWith('application/x-www-form-urlencoded');
     const bodyParams = form && body instanceof Uint8Array ? formParams(Buffer.from(body).toString('utf8')) : undefined;
@@ -32,7 +41,6 @@ export function buildCall(meta: ProxyRequestMeta, credentials: ProxyCredentials,
         ...(bodyParams && method === meta.method ? { bodyParams } : {}),
       }),
     ];
-    names.add('authorization');
   }
   return { method: meta.method, url, headers, body, secretHeaders: names, ...(sign ? { sign } : {}) };
 }

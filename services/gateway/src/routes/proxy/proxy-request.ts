@@ -10,7 +10,9 @@ import { writeChunks } from '../../http/write-chunks.js';
  * Ours: the API key, the request id (it travels in the call) and the proxy's settings, read
  * here. Every other header goes as it came, `Connection`, `Host` and `Cookie` included: the proxy
  * service applies the one header policy (hop-by-hop, Host, Cookie, forwarding headers,
- * credentials) to every caller's call.
+ * credentials) to every caller's call. A `service-proxy-<name>` header goes as `<name>`, its
+ * position listed in the call's `explicit_headers`: the policy lets the caller's own
+ * `Authorization` and `Cookie` through only so.
  */
 const NOT_FORWARDED = new Set([
   'authorization',
@@ -61,16 +63,22 @@ function configuration(req: IncomingMessage) {
   };
 }
 
-/** The caller's headers, less ours; the proxy decides which reach the provider. */
-function forwardedHeaders(req: IncomingMessage): Array<[string, string]> {
-  const headers: Array<[string, string]> = [];
+/**
+ * Adds the caller's headers, less ours, to `headers` (the proxy decides which reach the
+ * provider), and returns the positions of those it sent with the prefix, or undefined when there
+ * is none (most calls: nothing more is made for them).
+ */
+function forwardHeaders(req: IncomingMessage, headers: Array<[string, string]>): number[] | undefined {
+  let explicit: number[] | undefined;
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     const name = req.rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (lower.startsWith(FORWARD_PREFIX)) headers.push([name.slice(FORWARD_PREFIX.length), req.rawHeaders[i + 1]!]);
-    else if (!NOT_FORWARDED.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
+    if (lower.startsWith(FORWARD_PREFIX)) {
+      (explicit ??= []).push(headers.length);
+      headers.push([name.slice(FORWARD_PREFIX.length), req.rawHeaders[i + 1]!]);
+    } else if (!NOT_FORWARDED.has(lower)) headers.push([name, req.rawHeaders[i + 1]!]);
   }
-  return headers;
+  return explicit;
 }
 
 /** Whether an answer of this status carries a body (RFC 9110 §6.4.1): not 1xx, 204 or 304. */
@@ -111,15 +119,18 @@ export const proxyRequest = defineBareRoute({
     const settings = configuration(req);
     const url = req.url ?? '/proxy';
     const queryAt = url.indexOf('?');
+    const headers: Array<[string, string]> = [];
+    const explicit = forwardHeaders(req, headers);
     const meta: Omit<ProxyRequestMeta, 'body'> = {
       environment_id: key.environmentId,
       key_id: key.keyId,
       method: req.method as ProxyRequestMeta['method'],
       path: (queryAt < 0 ? url : url.slice(0, queryAt)).replace(/^\/proxy\/?/, ''),
       query: queryAt < 0 ? '' : url.slice(queryAt + 1),
-      headers: forwardedHeaders(req),
+      headers,
       ...settings,
     };
+    if (explicit) meta.explicit_headers = explicit;
     const body = req.method === 'GET' || req.method === 'HEAD' ? new Uint8Array(0) : (req as AsyncIterable<Uint8Array>);
     const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.config.PROXY_TIMEOUT_MS });
 
