@@ -381,8 +381,11 @@ export function endpointAndParams(endpoint: string, params: Record<string, strin
 
 /** `ctx.proxy`: the call through the proxy client, as the gateway's `/proxy` route makes it. */
 async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: string, config: z.infer<typeof proxyConfig>) {
-  // As given, `Connection` included: the proxy service applies the one header policy to every caller's call.
+  // As given, `Connection` included: the proxy service applies the one header policy to every
+  // caller's call. Each is the function's own, as the client's `headers` are (it sends them all
+  // prefixed): its `Authorization` or `Cookie` goes too, unless the credentials inject that header.
   const headers: Array<[string, string]> = Object.entries(config.headers ?? {});
+  const explicit = headers.map((_, position) => position);
   let body: Buffer = Buffer.alloc(0);
   if (config.data !== undefined && config.method !== 'GET' && config.method !== 'HEAD') {
     if (typeof config.data === 'string') body = Buffer.from(config.data);
@@ -401,6 +404,7 @@ async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: s
     path: path.replace(/^\/+/, ''),
     query,
     headers,
+    ...(explicit.length === 0 ? {} : { explicit_headers: explicit }),
     retries: config.retries,
     retry_on: config.retryOn,
     ...(config.baseUrlOverride === undefined ? {} : { base_url_override: config.baseUrlOverride }),
