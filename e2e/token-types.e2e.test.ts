@@ -58,6 +58,8 @@ interface LoopbackProvider {
   /** Requests by route name, oldest first. */
   seen: Record<'app' | 'two-step' | 'bill' | 'signature', SeenRequest[]>;
   issued: Set<string>;
+  /** The next token request (installation, login or signature) is answered this status instead; calls queue up. */
+  failNext(status: number): void;
   close(): Promise<void>;
 }
 
@@ -77,6 +79,7 @@ function answer(response: ServerResponse, status: number, body: unknown) {
 async function startLoopbackProvider(): Promise<LoopbackProvider> {
   const seen: LoopbackProvider['seen'] = { app: [], 'two-step': [], bill: [], signature: [] };
   const issued = new Set<string>();
+  const failures: number[] = [];
   const mint = (prefix: string) => {
     const token = `${prefix}_${randomBytes(12).toString('hex')}`;
     issued.add(token);
@@ -90,10 +93,14 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
       const body = Buffer.concat(chunks).toString('utf8');
       const url = new URL(request.url ?? '/', 'http://loopback');
       const record = (route: keyof typeof seen) => seen[route].push({ method: request.method ?? '', path: url.pathname, headers: request.headers, body });
+      /** The status of a failure queued by `failNext`, to answer this token request with. */
+      const failure = () => failures.shift();
 
       const installation = /^\/app\/installations\/([^/]+)\/access_tokens$/.exec(url.pathname);
       if (installation && request.method === 'POST') {
         record('app');
+        const failed = failure();
+        if (failed !== undefined) return answer(response, failed, { error: 'temporarily_unavailable' });
         const bearer = /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1];
         try {
           const claims = jwt.verify(bearer ?? '', pem(appKeys.publicKey, 'spki'), { algorithms: ['RS256'], issuer: APP_ID });
@@ -114,6 +121,8 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
       const tenant = /^\/two-step\/([^/]+)\/login$/.exec(url.pathname);
       if (tenant && request.method === 'POST') {
         record('two-step');
+        const failed = failure();
+        if (failed !== undefined) return answer(response, failed, { error: 'temporarily_unavailable' });
         const { user, pass } = JSON.parse(body) as { user?: string; pass?: string };
         if (request.headers['x-tenant'] !== tenant[1] || !user || USERS[user as keyof typeof USERS] !== pass) {
           return answer(response, 401, { error: 'invalid_credentials', error_description: 'unknown user or wrong password' });
@@ -123,6 +132,8 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
 
       if (url.pathname === '/bill/api/v2/Login.json' && request.method === 'POST') {
         record('bill');
+        const failed = failure();
+        if (failed !== undefined) return answer(response, failed, { error: 'temporarily_unavailable' });
         const form = new URLSearchParams(body);
         const ok =
           request.headers['content-type']?.startsWith('application/x-www-form-urlencoded') &&
@@ -135,6 +146,8 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
 
       if (url.pathname === '/signature/token' && request.method === 'GET') {
         record('signature');
+        const failed = failure();
+        if (failed !== undefined) return answer(response, failed, { error: 'temporarily_unavailable' });
         const user = request.headers['x-wsse-user'];
         if (typeof user !== 'string' || USERS[user as keyof typeof USERS] !== request.headers['x-wsse-secret']) {
           return answer(response, 401, { code: 'E_AUTH', message: 'Authentication failed' });
@@ -150,6 +163,7 @@ async function startLoopbackProvider(): Promise<LoopbackProvider> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
     issued,
+    failNext: (status) => void failures.push(status),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
@@ -367,6 +381,17 @@ describe('APP connections', () => {
     expect(again.json.credentials.access_token).not.toBe(vendor.json.credentials.access_token);
   });
 
+  it('hand out the token in hand, with no auth error, when the installation token endpoint fails for now (503) near its expiry', async () => {
+    await importConnection('app', 'app-provider-down', { type: 'APP', access_token: 'ghs_in_hand', expires_at: new Date(Date.now() + 5 * MINUTE).toISOString(), raw: {} }, { installation_id: '77' });
+    const before = provider.seen.app.length;
+    provider.failNext(503);
+    const read = await fetchConnection('app-provider-down', 'app');
+    expect(read.status).toBe(200);
+    expect(read.json.credentials.access_token).toBe('ghs_in_hand');
+    expect(read.json.errors).toEqual([]);
+    expect(provider.seen.app.length).toBe(before + 1);
+  });
+
   it('answer 424 with the provider status when the installation is unknown', async () => {
     await importConnection('app', 'app-gone', { type: 'APP', access_token: 'ghs_for_a_removed_install', expires_at: new Date(Date.now() + MINUTE).toISOString(), raw: {} }, { installation_id: '404' });
     const failed = await fetchConnection('app-gone', 'app');
@@ -484,6 +509,18 @@ describe('token-request types (TWO_STEP, BILL, SIGNATURE)', () => {
       expect(read.status).toBe(200);
       expect(provider.issued.has(String(item.tokenOf(read.json.credentials)))).toBe(true);
       expect(untilIso(String(read.json.credentials.expires_at))).toBeGreaterThan(15 * MINUTE);
+    });
+
+    it('hands out the token in hand, with no auth error, when the token request fails for now (503) near its expiry', async () => {
+      const inHand = { ...item.credentials(password), ...(item.type === 'BILL' ? { session_id: 'session-in-hand' } : { token: 'token-in-hand' }) };
+      await importConnection(item.integration, `${item.route}-provider-down`, { ...inHand, expires_at: new Date(Date.now() + 5 * MINUTE).toISOString() }, item.config);
+      const before = seen().length;
+      provider.failNext(503);
+      const read = await fetchConnection(`${item.route}-provider-down`, item.integration);
+      expect(read.status).toBe(200);
+      expect(item.tokenOf(read.json.credentials)).toBe(item.type === 'BILL' ? 'session-in-hand' : 'token-in-hand');
+      expect(read.json.errors).toEqual([]);
+      expect(seen().length).toBe(before + 1);
     });
 
     it('answers 424 refresh_token_external_error with the provider status and error, never the credentials', async () => {

@@ -283,6 +283,45 @@ describe('refresh on fetch against a real OAuth 2 server', () => {
     expect(item.errors).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
   });
 
+  // A refresh ahead of expiry that met the token endpoint down for a moment was taken for a
+  // refusal: 424, an auth error and an auth webhook asking for a reconnect, though the token in
+  // hand worked for minutes more.
+  it('hands out the token in hand, with no auth error, when the token endpoint fails for now (503) near its expiry; an expired one answers 424', async () => {
+    const tokens = await importExpiring('provider-down', 5 * 60_000);
+    await importExpiring('provider-down-expired', -60_000);
+    const cc = await api('POST', '/connections', {
+      provider_config_key: 'cc',
+      connection_id: 'machine-provider-down',
+      credentials: { type: 'OAUTH2_CC', client_id: 'test-client', client_secret: 'test-secret', token: 'cc-token-in-hand', expires_at: new Date(Date.now() + 5 * 60_000).toISOString(), raw: {} },
+    });
+    expect(cc.status).toBe(201);
+    oauth.stats.reset();
+
+    oauth.failNextToken(503, { error: 'temporarily_unavailable' });
+    const read = await api('GET', '/connections/provider-down?provider_config_key=oauth', undefined, readKey);
+    expect(read.status).toBe(200);
+    expect(read.json.credentials.access_token).toBe(tokens.access_token);
+    expect(read.json.errors).toEqual([]);
+    // The vault waits a moment before asking the provider again.
+    const again = await api('GET', '/connections/provider-down?provider_config_key=oauth', undefined, readKey);
+    expect(again.json.credentials.access_token).toBe(tokens.access_token);
+    expect(oauth.stats.tokenRequests).toBe(1);
+
+    oauth.failNextToken(503, { error: 'temporarily_unavailable' });
+    const machine = await api('GET', '/connections/machine-provider-down?provider_config_key=cc', undefined, readKey);
+    expect(machine.status).toBe(200);
+    expect(machine.json.credentials.token).toBe('cc-token-in-hand');
+    expect(machine.json.errors).toEqual([]);
+
+    oauth.failNextToken(503, { error: 'temporarily_unavailable' });
+    const expired = await api('GET', '/connections/provider-down-expired?provider_config_key=oauth', undefined, readKey);
+    expect(expired.status).toBe(424);
+    expect(expired.json.error).toMatchObject({ code: 'refresh_token_external_error', payload: { status: 503 } });
+    const errorsOf = async (connectionId: string) => (await api('GET', `/connections?connectionId=${connectionId}`)).json.connections[0].errors;
+    expect(await errorsOf('provider-down')).toEqual([]);
+    expect(await errorsOf('provider-down-expired')).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
+  });
+
   it('gets client-credentials tokens', async () => {
     const created = await api('POST', '/connections', {
       provider_config_key: 'cc',

@@ -61,7 +61,7 @@ export const METRICS = {
   },
 
   // Credential vault.
-  latchkey_vault_refreshes_total: { kind: 'counter', help: 'Credential refreshes this replica made, by outcome (success, failed, superseded: a newer refresh stored first; recovered: stored the answer a replica got and died before storing).', labels: ['outcome'] },
+  latchkey_vault_refreshes_total: { kind: 'counter', help: 'Credential refreshes this replica made, by outcome (success, failed, deferred: the token endpoint failed for now and the still-valid token was handed out; superseded: a newer refresh stored first; recovered: stored the answer a replica got and died before storing).', labels: ['outcome'] },
   latchkey_vault_refresh_lock_wait_seconds: {
     kind: 'histogram',
     help: 'Time a refresh waited for the lock of its connection (another replica refreshing it).',

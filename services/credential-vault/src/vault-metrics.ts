@@ -7,9 +7,11 @@ const reads = counter('latchkey_vault_credential_reads_total');
 
 /**
  * How a refresh this replica made ended: `success`, `superseded` (a newer one stored first),
- * `failed`, or `recovered` (it stored the answer another holder of the lock got and did not store).
+ * `failed`, `deferred` (the token endpoint failed for now and the token in hand, still valid, was
+ * handed out: nothing recorded against the connection), or `recovered` (it stored the answer
+ * another holder of the lock got and did not store).
  */
-export const countRefresh = (outcome: 'success' | 'superseded' | 'failed' | 'recovered'): void => refreshes.inc({ outcome });
+export const countRefresh = (outcome: 'success' | 'superseded' | 'failed' | 'deferred' | 'recovered'): void => refreshes.inc({ outcome });
 
 /** Time spent waiting for another replica's refresh lock on a connection. */
 export const observeLockWait = (seconds: number): void => lockWait.observe(seconds);

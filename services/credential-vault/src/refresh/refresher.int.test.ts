@@ -10,6 +10,7 @@ import { connectMongo, databaseUnavailable, environmentId } from '@latchkey/mong
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
 import {
   eventually,
+  freePort,
   startMongo,
   startNats,
   startOAuthServer,
@@ -70,6 +71,7 @@ function replica(
   keys: Connection,
   log: Logger = logger,
   wrap: (repo: ConnectionRepo) => ConnectionRepo = (repo) => repo,
+  tokenUrl: string = oauth.tokenUrl,
 ): { refresher: Refresher; connections: ConnectionRepo } {
   const connection = direct;
   const connections = wrap(createConnectionRepo(connection));
@@ -82,7 +84,7 @@ function replica(
     connections,
     credentials: createConnectionCredentials({ cipher }),
     integrationService: createIntegrationService({ integrations, cipher }),
-    providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: oauth.tokenUrl }) },
+    providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: tokenUrl }) },
     locks: kv,
     logs: createRefreshLogRepo(connection),
     answers: createRefreshAnswerRepo(connection),
@@ -136,7 +138,7 @@ afterAll(async () => {
 });
 
 /** An integration and an OAUTH2 connection whose access token expires at `expiresAt` (a minute ago by default), in a fresh environment. */
-async function seedExpiredConnection(refreshToken: string, client: { client_id: string; client_secret: string }, expiresAt = new Date(Date.now() - 60_000)) {
+async function seedExpiredConnection(refreshToken: string, client: { client_id: string; client_secret: string }, expiresAt = new Date(Date.now() - 60_000), accessToken = 'expired') {
   const environment = environmentId(`env_${randomBytes(6).toString('hex')}`);
   const cipher = createKeyring({ keks, dataKeys: createDataKeyRepo(direct) });
   const integrationId = `int_${randomUUID()}`;
@@ -156,7 +158,7 @@ async function seedExpiredConnection(refreshToken: string, client: { client_id: 
     created_at: now,
     updated_at: now,
   });
-  const doc = await newConnection({ credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: 'expired', refresh_token: refreshToken, expires_at: expiresAt.toISOString(), raw: {} }, {
+  const doc = await newConnection({ credentials: createConnectionCredentials({ cipher }) }, environment, integration, { type: 'OAUTH2', access_token: accessToken, refresh_token: refreshToken, expires_at: expiresAt.toISOString(), raw: {} }, {
     connection_id: 'conn-1',
     metadata: {},
     connection_config: {},
@@ -539,3 +541,107 @@ it('announces a failed refresh once JetStream takes it again, without holding th
   );
   expect(stored.json()).toMatchObject({ connection_id: 'conn-1', error: { code: 'refresh_token_external_error' } });
 }, 60_000);
+
+/** The `connection.refresh_failed` events in the stream that name a connection of this environment. */
+async function announcedRefreshFailures(environment: string): Promise<unknown[]> {
+  const jsm = await bus.jetstreamManager();
+  const { state } = await jsm.streams.info(STREAMS.events.name);
+  const announced: unknown[] = [];
+  for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq += 1) {
+    const message = await jsm.streams.getMessage(STREAMS.events.name, { seq }).catch(() => null);
+    if (message?.subject !== vaultContracts.connectionRefreshFailed.subject) continue;
+    const event = message.json<{ environment_id: string }>();
+    if (event.environment_id === environment) announced.push(event);
+  }
+  return announced;
+}
+
+// A review: a refresh ahead of expiry that met the provider's token endpoint down for a moment
+// (503, 429, no answer) was taken for a refusal. The connection got an auth error, a back-off and
+// a day towards connection_refresh_exhausted, the customer an auth webhook telling the end user
+// to reconnect, and the fetch a 424, though the token in hand worked for up to 14 more minutes.
+it.each([
+  { failure: 'answers 503', status: 503 },
+  { failure: 'answers 429', status: 429 },
+  { failure: 'cannot be reached (a closed loopback port)', status: undefined },
+])(
+  'hands out a token near its expiry but still valid when the token endpoint $failure, recording no failure and announcing none; an expired token is refused as before',
+  async ({ status }) => {
+    const client = oauth.addClient({});
+    const tokenUrl = status === undefined ? `http://127.0.0.1:${await freePort()}/oauth/token` : oauth.tokenUrl;
+    const { refresher, connections } = replica(direct, logger, undefined, tokenUrl);
+    const failNextToken = () => (status === undefined ? undefined : oauth.failNextToken(status, { error: 'temporarily_unavailable' }));
+    const refreshToken = await issuedRefreshToken(client);
+    const nearExpiry = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000), 'still-valid');
+    const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: refreshToken, raw: {} };
+    oauth.stats.reset();
+
+    failNextToken();
+    const answer = await refresher.ensureFresh(nearExpiry, held, { force: false, vendorJwt: false });
+    expect(answer.credentials['access_token']).toBe('still-valid');
+    const kept = await connections.findById(environmentId(nearExpiry.environment_id), nearExpiry._id);
+    expect(kept?.errors).toEqual([]);
+    expect(kept?.refresh_failure).toBeNull();
+    expect(kept?.credentials_version).toBe(0);
+    // The next fetches on this replica wait out a short retry-after rather than ask again.
+    const again = await refresher.ensureFresh(nearExpiry, held, { force: false, vendorJwt: false });
+    expect(again.credentials['access_token']).toBe('still-valid');
+    expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual(status === undefined ? [] : [status]);
+
+    // A token that no longer outlives the call has nothing to fall back on: 424, as before.
+    const expired = await seedExpiredConnection('unused-refresh-token', client);
+    failNextToken();
+    await expect(refresher.ensureFresh(expired, { ...held, access_token: 'expired', refresh_token: 'unused-refresh-token' }, { force: false, vendorJwt: false })).rejects.toMatchObject({
+      code: 'refresh_token_external_error',
+    });
+    const refused = await connections.findById(environmentId(expired.environment_id), expired._id);
+    expect(refused?.errors).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
+    expect(refused?.refresh_failure?.days).toHaveLength(1);
+    await eventually(async () => ((await announcedRefreshFailures(expired.environment_id)).length === 1 ? true : undefined), 20_000, 'the expired token’s failed refresh announced');
+    // Announced later than the near-expiry one would have been: that one never was.
+    expect(await announcedRefreshFailures(nearExpiry.environment_id)).toEqual([]);
+
+    // Nothing was charged to the connection: once the provider answers, it refreshes.
+    if (status !== undefined) {
+      const refreshed = await replica(direct).refresher.ensureFresh(kept!, held, { force: false, vendorJwt: false });
+      expect(refreshed.credentials['access_token']).not.toBe('still-valid');
+    }
+  },
+  60_000,
+);
+
+// "If refreshing fails for good, the fetch answers with HTTP 424": a provider's refusal of the
+// refresh token is for good, however long the token in hand still works.
+it('refuses a token near its expiry whose refresh token the provider refuses (400 invalid_grant), records the failure, announces it and backs off', async () => {
+  const client = oauth.addClient({});
+  const doc = await seedExpiredConnection('never-issued', client, new Date(Date.now() + 5 * 60_000));
+  const { refresher, connections } = replica(direct);
+  const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: 'never-issued', raw: {} };
+  oauth.stats.reset();
+  await expect(refresher.ensureFresh(doc, held, { force: false, vendorJwt: false })).rejects.toMatchObject({
+    code: 'refresh_token_external_error',
+    payload: { status: 400, error: 'invalid_grant' },
+  });
+  const stored = await connections.findById(environmentId(doc.environment_id), doc._id);
+  expect(stored?.errors).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
+  expect(stored?.refresh_failure?.days).toHaveLength(1);
+  await eventually(async () => ((await announcedRefreshFailures(doc.environment_id)).length === 1 ? true : undefined), 20_000, 'the refusal announced');
+  await expect(refresher.ensureFresh(stored!, held, { force: false, vendorJwt: false })).rejects.toMatchObject({ code: 'connection_refresh_backoff' });
+  expect(oauth.stats.tokenRequestLog.map((record) => record.status)).toEqual([400]);
+});
+
+// A forced refresh (force_refresh, or the proxy's after a 401) comes because the provider
+// refused the token in hand: handing it out again would only fail again.
+it('refuses a forced refresh that the token endpoint fails for now, though the token has an hour left', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 60 * 60_000));
+  const { refresher, connections } = replica(direct);
+  const held = { type: 'OAUTH2' as const, access_token: 'revoked-at-the-provider', refresh_token: refreshToken, raw: {} };
+  oauth.failNextToken(503, { error: 'temporarily_unavailable' });
+  await expect(refresher.ensureFresh(doc, held, { force: true, vendorJwt: false })).rejects.toMatchObject({
+    code: 'refresh_token_external_error',
+    payload: { status: 503 },
+  });
+  expect((await connections.findById(environmentId(doc.environment_id), doc._id))?.errors).toEqual([{ type: 'auth', log_id: expect.any(String) }]);
+});

@@ -19,6 +19,7 @@ import { connectionEvent, expiryOf } from '../domain/views.js';
 import { countRefresh, observeLockWait } from '../vault-metrics.js';
 import { inBackoff, isExhausted, needsRefresh, recordFailure, shouldForce, stillValid } from './refresh-policy.js';
 import { requestFreshCredentials } from './fresh-credentials.js';
+import { failedForNow } from './token-endpoint.js';
 
 export interface RefresherDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'connections' | 'integrations' | 'providers'> {
   /** Opens and seals the connection's credentials. */
@@ -48,8 +49,14 @@ const STORE_BACKOFF_CAP_MS = 2_000;
  * to the driver's 10 s), and the store's own retries must start while the lock is still held.
  */
 const KEEP_WAIT_MS = 2_000;
-/** The fallback below is logged once per connection in this long, not on every fetch it serves. */
+/** The fallbacks below are logged once per connection in this long, not on every fetch they serve. */
 const FALLBACK_WARN_EVERY_MS = 60_000;
+/**
+ * After a refresh ahead of expiry failed only for now (the token endpoint down, overloaded,
+ * rate-limiting), how long this replica hands out the token in hand before it asks again: a
+ * provider's outage must not send every fetch of its connections to its token endpoint.
+ */
+const RETRY_AFTER_FAILED_FOR_NOW_MS = 30_000;
 /** How long a failed refresh's announcement waits for JetStream (a leader election, a restart). */
 const REFRESH_FAILED_PUBLISH_RETRY_MS = 60_000;
 
@@ -64,6 +71,17 @@ export function createRefresher(deps: RefresherDeps): Refresher {
   const locks = createKvLocks(deps.locks);
   const inFlight = new Map<string, Promise<{ doc: ConnectionDoc; credentials: StoredCredentials }>>();
   const fallbackWarned = createCache<true>({ maxEntries: 10_000, ttlMs: FALLBACK_WARN_EVERY_MS });
+  // Connections whose refresh failed for now on this replica; bounded like the other caches (a
+  // connection evicted early only asks its provider again sooner).
+  const retryLater = createCache<true>({ maxEntries: 10_000, ttlMs: RETRY_AFTER_FAILED_FOR_NOW_MS });
+
+  /** Says once per connection and fallback in FALLBACK_WARN_EVERY_MS that a fetch got the token in hand. */
+  function warnFallback(doc: ConnectionDoc, fallback: string, message: string, fields: Record<string, unknown>) {
+    const key = `${doc._id}\u0000${fallback}`;
+    if (fallbackWarned.get(key)) return;
+    fallbackWarned.set(key, true);
+    deps.logger.warn(message, { connection: doc._id, ...fields });
+  }
 
   async function reread(doc: ConnectionDoc) {
     const fresh = await deps.connections.findById(environmentId(doc.environment_id), doc._id);
@@ -94,7 +112,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
    * happened meanwhile, an older result never replaces newer credentials, and a failure is not
    * recorded against credentials that have changed since; both then answer what is stored.
    */
-  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: StoredCredentials, vendorJwt: boolean) {
+  async function refreshNow(lock: HeldLock, doc: ConnectionDoc, credentials: StoredCredentials, force: boolean, vendorJwt: boolean) {
     const environment = environmentId(doc.environment_id);
     const version = credentialsVersionOf(doc);
     const integration = await deps.integrations.findByKey(environment, doc.provider_config_key);
@@ -134,6 +152,19 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     } catch (error) {
       const appError = toAppError(error);
       logRefresh(appError);
+      // A token endpoint that failed only for now (unreachable, 5xx, 429, 408) refused nothing: while
+      // the token in hand outlives the call it is handed out, and nothing is charged to the
+      // connection (no auth error, back-off or day towards exhaustion, no refresh-failed event
+      // whose auth webhook would have the end user reconnect); this replica asks again after
+      // RETRY_AFTER_FAILED_FOR_NOW_MS. A forced refresh comes because the provider refused that
+      // token, and one about to expire has nothing to fall back on: both fail as a refusal does.
+      if (!force && failedForNow(appError) && stillValid(doc.expires_at, Date.now())) {
+        countRefresh('deferred');
+        retryLater.set(doc._id, true);
+        const { status, reason } = appError.payload ?? {};
+        warnFallback(doc, 'failed_for_now', "the provider's token endpoint failed for now; handing out the current token", { provider: doc.provider, status, reason });
+        return { doc, credentials };
+      }
       countRefresh('failed');
       const logId = randomUUID();
       const lastError = { code: appError.code, message: appError.message, ...(appError.payload ? { payload: appError.payload } : {}) };
@@ -269,7 +300,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
           if (force && renewed(current.doc) && !current.doc.refresh_failure) return current;
           const refused = force ? undefined : refusal(current.doc);
           if (refused) throw refused;
-          const done = await refreshNow(lock, current.doc, current.credentials, vendorJwt);
+          const done = await refreshNow(lock, current.doc, current.credentials, force, vendorJwt);
           if (done !== null) return done;
           deps.logger.warn('the refresh lock expired before the provider was called; reading what its new holder stores', { connection: doc._id });
         } finally {
@@ -307,6 +338,8 @@ export function createRefresher(deps: RefresherDeps): Refresher {
       if (!force) {
         const refused = refusal(doc);
         if (refused) throw refused;
+        // Its last refresh here failed for now moments ago: the token in hand, until it is time to ask again.
+        if (retryLater.has(doc._id) && stillValid(doc.expires_at, Date.now())) return { doc, credentials };
       }
       // Fetches of one connection share one attempt, but a forced one (the provider refused the
       // token) or one for the vendor's JWT never takes a plain attempt's answer: that may be the
@@ -326,10 +359,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         // has nothing to fall back on.
         const unavailable = deps.bus.toAppError(error);
         if (force || unavailable.code !== 'service_unavailable' || !stillValid(doc.expires_at, Date.now())) throw error;
-        if (!fallbackWarned.get(doc._id)) {
-          fallbackWarned.set(doc._id, true);
-          deps.logger.warn('could not refresh ahead of expiry; handing out the current token', { connection: doc._id, error: unavailable.message });
-        }
+        warnFallback(doc, 'unavailable', 'could not refresh ahead of expiry; handing out the current token', { error: unavailable.message });
         return { doc, credentials };
       }
     },

@@ -3,7 +3,8 @@ import { Writable } from 'node:stream';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createHttpClient } from '@latchkey/net';
-import { END_USER_NOT_ALLOWED, callTokenEndpoint, forEndUser } from './token-endpoint.js';
+import { providerError } from './fresh-credentials.js';
+import { END_USER_NOT_ALLOWED, callTokenEndpoint, failedForNow, forEndUser } from './token-endpoint.js';
 
 // IP-literal hosts: the policy refuses them before any lookup or socket, so nothing leaves.
 const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: [] }) });
@@ -43,5 +44,25 @@ describe('a token endpoint at an address the policy refuses', () => {
     const { logger } = capturingLogger();
     const unreachable = new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", { payload: { error: 'unreachable' } });
     expect(forEndUser(unreachable, logger)).toBe(unreachable);
+  });
+});
+
+describe('a token endpoint that failed', () => {
+  const unreachable = (reason: string) => new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", { payload: { error: 'unreachable', reason } });
+
+  it('failed for now when it was not reached, or answered 5xx, 429 or 408', () => {
+    for (const reason of ['timeout', 'connection_refused', 'connection_reset', 'dns_not_found', 'network_error']) expect(failedForNow(unreachable(reason))).toBe(true);
+    for (const status of [500, 502, 503, 504, 429, 408]) expect(failedForNow(providerError(status, '{"error":"temporarily_unavailable"}'))).toBe(true);
+    // A token-request type's answer carries its status the same way.
+    expect(failedForNow(new AppError('refresh_token_external_error', 'The provider refused the token request: http_503', { payload: { status: 503, error: 'http_503' } }))).toBe(true);
+  });
+
+  it('failed for good when the provider refused, or the request cannot be made', () => {
+    for (const status of [400, 401, 403, 404]) expect(failedForNow(providerError(status, '{"error":"invalid_grant"}'))).toBe(false);
+    expect(failedForNow(unreachable('invalid_url'))).toBe(false);
+    expect(failedForNow(new AppError('refresh_token_external_error', 'The provider answered without an installation token', { payload: { status: 200, error: 'no_token' } }))).toBe(false);
+    expect(failedForNow(new AppError('refresh_token_external_error', 'The connection has no refresh token', { payload: { error: 'no_refresh_token' } }))).toBe(false);
+    expect(failedForNow(new AppError('upstream_not_allowed', 'The provider\'s endpoint is at an address that is not allowed'))).toBe(false);
+    expect(failedForNow(new AppError('service_unavailable', 'The database is unavailable'))).toBe(false);
   });
 });

@@ -41,6 +41,28 @@ export async function callTokenEndpoint(
   }
 }
 
+/**
+ * Answers that say the token endpoint cannot serve the request now, not that it refuses it: a
+ * server error or outage (5xx), a rate limit (429), a request that timed out at the server (408).
+ */
+const isTransientStatus = (status: number) => status >= 500 || status === 429 || status === 408;
+
+/**
+ * Whether a refresh failed only for now: its token endpoint was not reached (a timeout, a refused
+ * or reset connection, a name that did not resolve: `unreachable` above) or answered 5xx, 429 or
+ * 408 (the `status` every type's provider error carries: fresh-credentials.ts,
+ * catalog-token-request.ts). Everything else fails the same way when asked again and is for
+ * good: the provider's refusal (400 `invalid_grant`, any other 4xx), an answer without a token, a
+ * request that cannot be built (an invalid URL, an address the policy refuses, a key that cannot
+ * sign).
+ */
+export function failedForNow(error: AppError): boolean {
+  if (error.code !== 'refresh_token_external_error') return false;
+  const payload = error.payload ?? {};
+  if (payload['error'] === 'unreachable') return payload['reason'] !== 'invalid_url';
+  return typeof payload['status'] === 'number' && isTransientStatus(payload['status']);
+}
+
 /** What an end user hears of a token endpoint the address policy refused, whatever the reason. */
 export const END_USER_NOT_ALLOWED = "The provider's endpoint is at an address that is not allowed; check the host you entered";
 
