@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { jetstream } from '@nats-io/jetstream';
 import { startUpstreamApi, type TestUpstreamApi } from '@latchkey/testing';
-import { eventually } from './support/functions.js';
+import { z } from 'zod';
+import { deployWithCli, eventually, FUNCTIONS_DIR } from './support/functions.js';
 import { apiKeyProviderYaml, seedApiKeyConnection, writeProvidersFile } from './support/providers.js';
 import { createScopedKey, http, startStack, type Stack } from './support/stack.js';
 
@@ -23,7 +24,9 @@ beforeAll(async () => {
     replicas: { 'credential-vault': 2 },
   });
   await seedApiKeyConnection(stack, 'api', 'c1', 'key-1');
-}, 120_000);
+  // The actions of e2e/functions/api, for the answers of POST /action/trigger and GET /action/{id}.
+  await deployWithCli(FUNCTIONS_DIR, stack);
+}, 180_000);
 
 afterAll(async () => {
   await stack?.dispose();
@@ -60,6 +63,92 @@ describe('error bodies the API document gives per endpoint', () => {
     const invalid = await api('POST', '/integrations', {});
     expect(invalid.status).toBe(400);
     expect(Object.keys(invalid.json)).toEqual(['error']);
+  });
+});
+
+describe('answers as the API document gives them', () => {
+  interface Response { content?: Record<string, { schema: Record<string, unknown> }> }
+  let document: { paths: Record<string, Record<string, { responses: Record<string, Response> }>>; components: { schemas: Record<string, Record<string, unknown>> } };
+
+  beforeAll(async () => {
+    document = (await http(`${stack.url}/openapi.json`)).json;
+  });
+
+  /**
+   * A real answer against the body the served document gives its operation and status: that
+   * status must be listed, and the body must match, with no key the document does not name.
+   */
+  function expectDocumented(operation: string, answer: { status: number; json: unknown }) {
+    const [method = '', path = ''] = operation.split(' ');
+    const response = document.paths[path]?.[method.toLowerCase()]?.responses[String(answer.status)];
+    expect([operation, answer.status, response?.content ? 'documented' : 'not documented']).toEqual([operation, answer.status, 'documented']);
+    const given = response!.content!['application/json']!.schema;
+    const ref = typeof given['$ref'] === 'string' ? given['$ref'].replace('#/components/schemas/', '') : undefined;
+    const schema = ref === undefined ? given : document.components.schemas[ref]!;
+    const checked = z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]).safeParse(answer.json);
+    expect([operation, answer.status, checked.error?.issues ?? []]).toEqual([operation, answer.status, []]);
+  }
+
+  it('GET /integrations and GET /integrations/{uniqueKey}, with and without the webhook data and credentials', async () => {
+    expectDocumented('GET /integrations', await api('GET', '/integrations'));
+    expectDocumented('GET /integrations/{uniqueKey}', await api('GET', '/integrations/api'));
+    const full = await api('GET', '/integrations/api?include=webhook,credentials');
+    expect(Object.keys(full.json.data)).toEqual(expect.arrayContaining(['webhook_url', 'webhookSecret', 'credentials']));
+    expectDocumented('GET /integrations/{uniqueKey}', full);
+    const reader = await createScopedKey(stack, ['environment:integrations:read']);
+    expectDocumented('GET /integrations/{uniqueKey}', await http(`${stack.url}/integrations/api?include=webhook`, { token: reader }));
+  });
+
+  it('the deprecated GET /connection/{connectionId}: the query parameters it lists, and its legacy 400 and 404 bodies', async () => {
+    const read = await api('GET', '/connection/c1?provider_config_key=api&force_refresh=false&refresh_token=true&refresh_vendor_app_jwt_token=false');
+    expect(read.status).toBe(200);
+    expectDocumented('GET /connection/{connectionId}', read);
+    const invalid = await api('GET', '/connection/c1');
+    expect(invalid.status).toBe(400);
+    expectDocumented('GET /connection/{connectionId}', invalid);
+    const notBoolean = await api('GET', '/connection/c1?provider_config_key=api&force_refresh=maybe');
+    expect(notBoolean.status).toBe(400);
+    expectDocumented('GET /connection/{connectionId}', notBoolean);
+    const unknown = await api('GET', '/connection/nobody?provider_config_key=api');
+    expect(unknown.status).toBe(404);
+    expectDocumented('GET /connection/{connectionId}', unknown);
+  });
+
+  it('POST /action/trigger run now (200) and queued (202), and GET /action/{id} while it runs (202) and once done (200)', async () => {
+    const trigger = async (input: unknown, headers: Record<string, string> = {}) => {
+      const response = await fetch(`${stack.url}/action/trigger`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': 'application/json', 'connection-id': 'c1', 'provider-config-key': 'api', ...headers },
+        body: JSON.stringify(input),
+      });
+      return { status: response.status, json: (await response.json()) as any };
+    };
+    const now = await trigger({ action_name: 'double', input: { n: 2 } });
+    expect(now).toEqual({ status: 200, json: { doubled: 4 } });
+    expectDocumented('POST /action/trigger', now);
+    // The upstream holds the action's one call for 3 seconds: long enough to find it running.
+    const queued = await trigger({ action_name: 'slow-echo', input: { n: 1, ms: 3000 } }, { 'x-async': 'true' });
+    expect(queued.status).toBe(202);
+    expectDocumented('POST /action/trigger', queued);
+    const pending = await api('GET', queued.json.statusUrl);
+    expect(pending.status).toBe(202);
+    expectDocumented('GET /action/{id}', pending);
+    const done = await eventually(
+      async () => {
+        const result = await api('GET', queued.json.statusUrl);
+        return result.status === 200 ? result : undefined;
+      },
+      20_000,
+      'the queued action',
+    );
+    expect(done.json).toEqual({ n: 1, waited: expect.any(Number) });
+    expectDocumented('GET /action/{id}', done);
+  }, 30_000);
+
+  it('POST /connect/sessions sent without a body', async () => {
+    const created = await fetch(`${stack.url}/connect/sessions`, { method: 'POST', headers: { authorization: `Bearer ${stack.bootstrapKey}` } });
+    expectDocumented('POST /connect/sessions', { status: created.status, json: await created.json() });
+    expect(created.status).toBe(201);
   });
 });
 

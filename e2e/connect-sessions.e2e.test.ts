@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Latchkey } from '@latchkey/client';
 import { http, startStack, type Stack } from './support/stack.js';
@@ -7,6 +8,31 @@ let latchkey: Latchkey;
 
 const api = (method: string, path: string, body?: unknown, token = stack.bootstrapKey) =>
   http(`${stack.url}${path}`, { method, token, ...(body === undefined ? {} : { body }) });
+
+/**
+ * `POST path` exactly as `curl -X POST -H 'Authorization: …'` sends it: no body and neither
+ * `Content-Length` nor `Transfer-Encoding` (fetch and node's client both add `Content-Length: 0`).
+ */
+function postWithoutBody(path: string): Promise<{ status: number; json: any }> {
+  const url = new URL(path, stack.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname, () => {
+      // Written without ending our side, as curl does: the gateway closes once it has answered.
+      socket.write(`POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${stack.bootstrapKey}\r\nConnection: close\r\n\r\n`);
+    });
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      // The gateway's JSON answers carry a Content-Length: the body is what follows the head.
+      const [head = '', body = ''] = text.split('\r\n\r\n');
+      resolve({ status: Number(head.split(' ')[1]), json: body ? JSON.parse(body) : undefined });
+    });
+  });
+}
+
+const tagsNamed = (prefix: string, count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`${prefix}${i}`, 'v']));
 
 beforeAll(async () => {
   stack = await startStack();
@@ -74,6 +100,30 @@ describe('connect sessions', () => {
     const other = (await api('POST', '/connect/sessions', {})).json.data.token as string;
     expect((await api('GET', '/connect/session', undefined, other)).status).toBe(200);
   }, 60_000);
+
+  it('are created from a request with no body at all, as from {}; a body that is there but not JSON is still refused', async () => {
+    const bare = await postWithoutBody('/connect/sessions');
+    expect(bare.status).toBe(201);
+    expect(bare.json.data.token).toMatch(/^lk_cs_/);
+    expect((await api('GET', '/connect/session', undefined, bare.json.data.token)).json.data).toMatchObject({ tags: {}, allowed_integrations: null });
+    // fetch without a body sends `Content-Length: 0`; an empty JSON body is `{}` too.
+    const empty = await fetch(`${stack.url}/connect/sessions`, { method: 'POST', headers: { authorization: `Bearer ${stack.bootstrapKey}` } });
+    expect(empty.status).toBe(201);
+    const emptyJson = await fetch(`${stack.url}/connect/sessions`, { method: 'POST', headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': 'application/json' }, body: '' });
+    expect(emptyJson.status).toBe(201);
+
+    const send = (type: string, text: string) => fetch(`${stack.url}/connect/sessions`, { method: 'POST', headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'content-type': type }, body: text });
+    const notJson = await send('application/json', 'tags=1');
+    expect([notJson.status, ((await notJson.json()) as { error: { code: string } }).error.code]).toEqual([400, 'invalid_json']);
+    const text = await send('text/plain', '{}');
+    expect([text.status, ((await text.json()) as { error: { code: string } }).error.code]).toEqual([415, 'invalid_content_type']);
+    const nullBody = await send('application/json', 'null');
+    expect([nullBody.status, ((await nullBody.json()) as { error: { code: string } }).error.code]).toEqual([400, 'invalid_body']);
+
+    // A route whose body has required fields still wants a body.
+    const reconnect = await postWithoutBody('/connect/sessions/reconnect');
+    expect([reconnect.status, reconnect.json.error.code]).toEqual([400, 'invalid_body']);
+  });
 
   it('refuse bad input with the documented codes', async () => {
     expect((await api('POST', '/connect/sessions', { allowed_integrations: ['nope'] })).json.error.code).toBe('unknown_provider_config');
@@ -159,5 +209,48 @@ describe('form flows with a session token', () => {
     const unknown = await save('/api-auth/api-key/keys', 'lk_cs_nope', { apiKey: 'k' });
     expect(unknown.status).toBe(401);
     expect(unknown.json.error.code).toBe('unknown_connect_session_token');
+  });
+});
+
+describe('reconnect sessions and tags', () => {
+  const save = (token: string, apiKey: string) => http(`${stack.url}/api-auth/api-key/keys?connect_session_token=${token}`, { method: 'POST', body: { apiKey } });
+  const read = async (connectionId: string) => (await api('GET', `/connections/${connectionId}?provider_config_key=keys`)).json;
+
+  /** A connection made through a session carrying `tags`. */
+  async function sessionConnection(tags: Record<string, string>): Promise<string> {
+    const { token } = (await api('POST', '/connect/sessions', { tags, allowed_integrations: ['keys'] })).json.data;
+    const saved = await save(token, 'first-key');
+    expect(saved.status).toBe(200);
+    return saved.json.connectionId as string;
+  }
+
+  it('are refused when their tags and the connection\'s would make more than 10, counting a key both have once', async () => {
+    const connectionId = await sessionConnection(tagsNamed('old', 6));
+    const refused = await api('POST', '/connect/sessions/reconnect', { connection_id: connectionId, integration_id: 'keys', tags: tagsNamed('new', 5) });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('invalid_body');
+    expect(refused.json.error.errors).toEqual([expect.objectContaining({ path: 'tags' })]);
+    expect(refused.json.error.message).toMatch(/11 tags, more than 10/);
+    // Keys are lower-cased before they are counted: OLD0 is the connection's old0.
+    const overlapping = await api('POST', '/connect/sessions/reconnect', { connection_id: connectionId, integration_id: 'keys', tags: { ...tagsNamed('new', 4), OLD0: 'changed' } });
+    expect(overlapping.status).toBe(201);
+    expect((await save(overlapping.json.data.token, 'second-key')).status).toBe(200);
+    expect(Object.keys((await read(connectionId)).tags)).toHaveLength(10);
+    expect((await read(connectionId)).tags.old0).toBe('changed');
+  });
+
+  it('end the flow with an error, storing nothing, when the connection gained tags since the session was made', async () => {
+    const connectionId = await sessionConnection(tagsNamed('old', 2));
+    const { token } = (await api('POST', '/connect/sessions/reconnect', { connection_id: connectionId, integration_id: 'keys', tags: tagsNamed('new', 4) })).json.data;
+    const patched = await api('PATCH', `/connections/${connectionId}?provider_config_key=keys`, { tags: tagsNamed('later', 8) });
+    expect(patched.status).toBe(200);
+
+    const refused = await save(token, 'refused-key');
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('invalid_body');
+    expect(refused.json.error.message).toMatch(/not reconnected.*more than 10/);
+    const after = await read(connectionId);
+    expect(after.tags).toEqual(tagsNamed('later', 8));
+    expect(after.credentials.apiKey).toBe('first-key');
   });
 });

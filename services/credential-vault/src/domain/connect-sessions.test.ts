@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
-import { checkKeptConfig, reconnectConnectionConfig, sessionConnectionConfig } from './connect-sessions.js';
+import { checkKeptConfig, reconnectConnectionConfig, reconnectedTags, sessionConnectionConfig } from './connect-sessions.js';
 
 const provider = {
   authorization_url: 'https://${connectionConfig.subdomain}.provider.example/authorize',
@@ -108,5 +108,20 @@ describe("a reconnect's connection config", () => {
     });
     expect(reconnectConnectionConfig(session({ host: 'sso.enduser.example' }), 'tenant', selfHosted, enduserHost, {}, { customerClient: true })).toEqual(enduserHost);
     expect(reconnectConnectionConfig(session({}), 'tenant', selfHosted, enduserHost)).toEqual(enduserHost);
+  });
+});
+
+describe("a reconnect's tags", () => {
+  const named = (prefix: string, count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`${prefix}${i}`, 'v']));
+
+  it("are the connection's with the session's over them, up to 10 in all, a key both have counted once", () => {
+    expect(reconnectedTags({ a: '1', b: '2' }, { b: 'new' }, 'flow')).toEqual({ a: '1', b: 'new' });
+    expect(Object.keys(reconnectedTags(named('old', 6), { ...named('new', 4), old0: 'x' }, 'session'))).toHaveLength(10);
+  });
+
+  it('are refused past 10, naming tags, with a message for whoever meets it', () => {
+    expect(refusal(() => reconnectedTags(named('old', 6), named('new', 5), 'session'))).toMatchObject({ code: 'too_many_tags', path: 'tags' });
+    expect(() => reconnectedTags(named('old', 6), named('new', 5), 'session')).toThrow(/has 6 tags.*11 tags, more than 10/);
+    expect(() => reconnectedTags(named('later', 8), named('new', 4), 'flow')).toThrow(/not reconnected.*12 tags, more than 10/);
   });
 });

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import { vaultContracts } from '@latchkey/contracts';
+import { TAGS_MAX, vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { environmentId } from '@latchkey/mongo';
 import { checkHostValues, freeHostKeys } from '../catalog/provider-url.js';
@@ -157,6 +157,26 @@ export function reconnectConnectionConfig(
   return { ...kept };
 }
 
+/**
+ * The tags a reconnect leaves on its connection: the connection's, with the session's over them
+ * (both lower-cased already). A connection holds at most `TAGS_MAX`, and no reconnect makes one
+ * hold more: refused when the session is created (`'session'`), and again when its flow ends
+ * (`'flow'`), since the connection's tags may have changed in between; nothing is stored then.
+ */
+export function reconnectedTags(existing: Record<string, string>, added: Record<string, string>, when: 'session' | 'flow'): Record<string, string> {
+  const tags = { ...existing, ...added };
+  const count = Object.keys(tags).length;
+  if (count <= TAGS_MAX) return tags;
+  const brings = `would bring the connection to ${count} tags, more than ${TAGS_MAX}`;
+  throw new AppError(
+    'invalid_body',
+    when === 'session'
+      ? `The connection has ${Object.keys(existing).length} tags, and this session's tags ${brings}: a connection holds at most ${TAGS_MAX}`
+      : `The connection was not reconnected: its tags changed after this session was made, and the session's tags ${brings}. Ask for a new link.`,
+    { errors: [{ code: 'too_many_tags', message: brings, path: 'tags' }] },
+  );
+}
+
 export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'providers'> {
   sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest' | 'countConnection'>;
   connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
@@ -247,7 +267,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
         for (let attempt = 1; ; attempt++) {
           const existing = await reconnected(session, session.reconnect, integration.unique_key);
           checkKeptConfig(existing.connection_config ?? {}, connectionConfig);
-          const tags = { ...existing.tags, ...session.tags };
+          const tags = reconnectedTags(existing.tags ?? {}, session.tags ?? {}, 'flow');
           const sealed = await deps.credentials.seal(existing, credentials);
           const overridden = { contract: vaultContracts.connectionCreated, payload: { ...connectionEvent(existing), operation: 'override' as const, tags, end_user: session.end_user } };
           const replaced = await deps.lifecycle.announce(existing, { when: 'present', credentialsVersionAbove: credentialsVersionOf(existing) }, [overridden], () =>

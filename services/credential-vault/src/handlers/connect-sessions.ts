@@ -7,7 +7,7 @@ import type { Provider } from '../catalog/provider-schema.js';
 import type { ConnectSessionDoc } from '../db/connect-session-model.js';
 import type { ConnectSessionRepo } from '../db/connect-session-repo.js';
 import type { StoredCredentials } from '../domain/connection-credentials.js';
-import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, checkSecretHostsNamed, digestOf } from '../domain/connect-sessions.js';
+import { SESSION_CLIENT_SECRET_PLACE, SESSION_LIFETIME_MS, SESSION_TOKEN_PREFIX, checkSecretHostsNamed, digestOf, reconnectedTags } from '../domain/connect-sessions.js';
 import { verifyCredentials } from '../domain/verify-credentials.js';
 import type { VaultDeps } from '../domain/vault-deps.js';
 import type { VaultServices } from '../domain/vault-services.js';
@@ -50,6 +50,8 @@ export function createConnectSessionHandler(deps: Deps) {
           errors: [{ code: 'not_session_connection', message: 'created by import, not by a connect session', path: 'connection_id' }],
         });
       }
+      // The flow adds these tags to the connection's: refused now, not at the end of the flow.
+      reconnectedTags(connection.tags ?? {}, normalizeTags(request.tags), 'session');
     }
     const token = `${SESSION_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
     const now = new Date();

@@ -58,6 +58,15 @@ export type RouteAccess<PS, QS, BS> =
    */
   | { auth: 'api_key_or_session'; scope: readonly Scope[]; handler: (ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>) => Promise<RouteReply> };
 
+/** A success answer a route gives instead of its main one, under a status of its own. */
+export interface OtherAnswer {
+  status: number;
+  /** When the route answers this rather than its main answer. */
+  when: string;
+  /** Its JSON body; none when it has no body. */
+  answer?: z.ZodType;
+}
+
 /**
  * What the API reference (`GET /openapi.json`, `docs/openapi.json`) says of a route beyond what
  * its declaration already tells: access, scope and input schemas are read from the route itself.
@@ -70,6 +79,18 @@ export interface RouteDoc {
   status?: number;
   /** The success answer's JSON body; a route that answers no body gives none. */
   answer?: z.ZodType;
+  /** Success answers besides the main one (an action queued with `X-Async`: 202 and its handle). */
+  otherAnswers?: readonly OtherAnswer[];
+  /**
+   * The query a route reads itself, where its declared schema takes any query so that the route
+   * answers a bad one in its own way (`GET /connection/{id}`): what the reference lists.
+   */
+  query?: z.ZodType;
+  /**
+   * Statuses whose errors the route answers with a body of its own instead of the `{error}`
+   * envelope (the deprecated `GET /connection/{id}`'s `{message}`), with that body.
+   */
+  errorBodies?: Readonly<Partial<Record<number, z.ZodType>>>;
   /** A success answer that is not JSON (a page, a script, an image). */
   contentType?: string;
   /** Error codes of the route's own work; those of its access and inputs are added for it. */

@@ -8,7 +8,7 @@ import { authorize, authorizeAdmin, authorizeSession, carriesSessionToken } from
 import type { AnyRoute } from './define-route.js';
 import type { GatewayDeps } from './deps.js';
 import { timeResponse } from './request-metrics.js';
-import { parsePart, querySchemaFor } from './validate.js';
+import { parsePart, querySchemaFor, readsNoBodyAsEmpty } from './validate.js';
 
 const METHODS_WITH_BODY = new Set(['post', 'put', 'patch']);
 
@@ -30,12 +30,14 @@ function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
   const takesBody = METHODS_WITH_BODY.has(route.method) || (route.method === 'delete' && !route.raw && route.schemas.body !== undefined);
   const json = takesBody && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
   const querySchema = querySchemaFor(route.method, route.schemas.query);
+  const noBodyIsEmpty = readsNoBodyAsEmpty(route.schemas.body);
 
   const respond = (req: Request, res: Response, key: ResolvedKey | undefined, session?: ConnectSession & { token: string }): Promise<void> => {
     const context = {
       params: route.raw ? undefined : parsePart('params', route.schemas.params, req.params),
       query: route.raw ? undefined : parsePart('query', querySchema, req.query),
-      body: route.raw ? undefined : parsePart('body', route.schemas.body, req.body),
+      // Undefined: no body was sent (a JSON `null` is a body, and stays one).
+      body: route.raw ? undefined : parsePart('body', route.schemas.body, req.body === undefined && noBodyIsEmpty ? {} : req.body),
       deps,
       req,
       res,

@@ -95,6 +95,50 @@ describe('the OpenAPI document', () => {
     expect(codes('POST /admin/environments')).not.toContain('forbidden');
   });
 
+  it('gives every success answer a route has, each with its own status and body', () => {
+    const responses = (name: string) => documented().get(name)!.responses as Record<string, { description: string; content?: Record<string, { schema?: Record<string, unknown> }> }>;
+    const json = (name: string, status: number) => responses(name)[String(status)]?.content?.['application/json']?.schema;
+    // The action's output (any JSON), or with X-Async the queued run's handle.
+    expect(json('POST /action/trigger', 200)).toEqual({});
+    expect(json('POST /action/trigger', 202)).toMatchObject({ required: ['id', 'statusUrl'], properties: { id: { type: 'string' }, statusUrl: { type: 'string' } } });
+    expect(responses('POST /action/trigger')['202']!.description).toMatch(/X-Async/);
+    expect(json('GET /action/{id}', 200)).toEqual({});
+    expect(json('GET /action/{id}', 202)).toMatchObject({
+      required: ['id', 'status', 'statusUrl'],
+      properties: { status: { type: 'string', enum: ['queued', 'running'] } },
+    });
+    expect(json('GET /integrations', 200)).toMatchObject({ required: ['data'], properties: { data: { type: 'array', items: { required: ['unique_key', 'provider', 'logo', 'created_at', 'updated_at'] } } } });
+    const integration = json('GET /integrations/{uniqueKey}', 200) as { properties: { data: { properties: Record<string, unknown>; required: string[] } } };
+    expect(Object.keys(integration.properties.data.properties)).toEqual(expect.arrayContaining(['unique_key', 'forward_webhooks', 'webhook_url', 'webhookSecret', 'credentials']));
+    expect(integration.properties.data.required).not.toContain('webhook_url');
+  });
+
+  it('refuses a route that gives two answers one status', () => {
+    const [trigger] = routes.filter((route) => route.path === '/action/trigger');
+    const twice = { ...trigger!, doc: { ...trigger!.doc, otherAnswers: [...(trigger!.doc.otherAnswers ?? []), { status: 200, when: 'again' }] } };
+    expect(() => buildOpenApiDocument([twice], [])).toThrow(/POST \/action\/trigger.*200/);
+  });
+
+  it('gives the deprecated GET /connection/{connectionId} the query it reads and the legacy bodies it answers', () => {
+    const operation = documented().get('GET /connection/{connectionId}')!;
+    const parameters = operation['parameters'] as Array<{ name: string; in: string; required: boolean }>;
+    expect(parameters.filter((parameter) => parameter.in === 'query').map(({ name, required }) => [name, required])).toEqual([
+      ['provider_config_key', true],
+      ['force_refresh', false],
+      ['refresh_token', false],
+      ['refresh_vendor_app_jwt_token', false],
+    ]);
+    const responses = operation.responses as Record<string, { content: Record<string, { schema: Record<string, unknown> }> }>;
+    for (const status of ['400', '404']) {
+      expect([status, responses[status]!.content['application/json']!.schema]).toEqual([
+        status,
+        { type: 'object', properties: { message: { type: 'string' } }, required: ['message'], additionalProperties: false },
+      ]);
+    }
+    expect(responses['424']!.content['application/json']!.schema).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(responses['401']!.content['application/json']!.schema).toEqual({ $ref: '#/components/schemas/Error' });
+  });
+
   it('is what docs/openapi.json holds (run `npm run openapi` after changing a route)', () => {
     const committed = readFileSync(new URL('../../../../docs/openapi.json', import.meta.url), 'utf8');
     expect(committed === openApiText(routes, bareRoutes)).toBe(true);

@@ -152,12 +152,22 @@ const errorBody = {
   },
 };
 
+function jsonContent(schema: JsonSchema): JsonSchema {
+  return { 'application/json': { schema } };
+}
+
 function responsesOf(operation: Operation): Record<string, JsonSchema> {
   const { doc } = operation;
   const success: JsonSchema = { description: doc.status === 202 ? 'Accepted' : doc.status === 204 ? 'No content' : 'Success' };
   if (doc.contentType) success['content'] = { [doc.contentType]: {} };
-  else if (doc.answer) success['content'] = { 'application/json': { schema: jsonSchemaOf(doc.answer, 'output') } };
+  else if (doc.answer) success['content'] = jsonContent(jsonSchemaOf(doc.answer, 'output'));
   const responses: Record<string, JsonSchema> = { [String(doc.status ?? 200)]: success };
+  for (const other of doc.otherAnswers ?? []) {
+    if (responses[String(other.status)]) {
+      throw new Error(`${operation.method.toUpperCase()} ${operation.path} gives two success answers the status ${other.status}`);
+    }
+    responses[String(other.status)] = { description: other.when, ...(other.answer ? { content: jsonContent(jsonSchemaOf(other.answer, 'output')) } : {}) };
+  }
 
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of errorCodesOf(operation)) {
@@ -166,10 +176,11 @@ function responsesOf(operation: Operation): Record<string, JsonSchema> {
   }
   const schemaRef = { $ref: operation.messageShape ? '#/components/schemas/ErrorWithMessage' : '#/components/schemas/Error' };
   for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const own = doc.errorBodies?.[status];
     responses[String(status)] = {
       description: codes.map((code) => `\`${code}\``).join(', '),
       'x-latchkey-error-codes': codes,
-      content: { 'application/json': { schema: schemaRef } },
+      content: jsonContent(own ? jsonSchemaOf(own, 'output') : schemaRef),
     };
   }
   return responses;
@@ -222,7 +233,11 @@ function operationsOf(routes: readonly AnyRoute[], bareRoutes: readonly BareRout
       scope: route.scope,
       doc: route.doc,
       ...(route.schemas.params && !route.raw ? { params: route.schemas.params as z.ZodType } : {}),
-      ...(!route.raw && querySchemaFor(method, route.schemas.query) && route.schemas.query ? { query: route.schemas.query as z.ZodType } : {}),
+      ...(route.doc.query && !route.raw
+        ? { query: route.doc.query }
+        : !route.raw && querySchemaFor(method, route.schemas.query) && route.schemas.query
+          ? { query: route.schemas.query as z.ZodType }
+          : {}),
       ...(route.schemas.body && !route.raw ? { body: route.schemas.body as z.ZodType } : {}),
       messageShape: route.errorShape === 'message',
       bare: false,
@@ -266,7 +281,8 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], bareRoutes: re
       description:
         'The HTTP API of the Latchkey gateway, generated from the routes it mounts. Each operation names its scope ' +
         '(`x-latchkey-scope`, also the role in its security requirement) and every error code it may answer ' +
-        '(`x-latchkey-error-codes` per status). Errors come as `{"error": {"code", "message", "errors"?, "payload"?}}`.',
+        '(`x-latchkey-error-codes` per status). Errors come as `{"error": {"code", "message", "errors"?, "payload"?}}`, ' +
+        'except where an operation gives a status another schema (the deprecated `GET /connection/{connectionId}`).',
     },
     tags: TAGS.map(({ name, description }) => ({ name, description })),
     paths,

@@ -31,6 +31,16 @@ export function querySchemaFor(method: string, schema: z.ZodType | undefined): z
 }
 
 /**
+ * Whether a request that sends no body (no `Content-Length` or `Transfer-Encoding`, or an empty
+ * one: express leaves `req.body` undefined) is read as `{}`: where the route's body schema takes
+ * `{}`, every field being optional, it means just that (`curl -X POST …/connect/sessions`
+ * creates a session). Where it does not, the schema refuses the missing body as any other.
+ */
+export function readsNoBodyAsEmpty(schema: z.ZodType | undefined): boolean {
+  return schema?.safeParse({}).success === true;
+}
+
+/**
  * Parses one part of a request with its schema. A route without a schema for a part accepts
  * nothing there: unknown query parameters or an unexpected body are a 400.
  */

@@ -17,6 +17,15 @@ export const getActionResult = defineRoute({
   doc: {
     summary: 'The result of an asynchronous action (202 while it runs)',
     errors: ['unknown_action_run', 'function_failed', 'function_timed_out', 'function_memory_exceeded', 'action_output_too_large'],
+    // The action's output, as the synchronous trigger answers it.
+    answer: z.unknown(),
+    otherAnswers: [
+      {
+        status: 202,
+        when: 'The run is queued or running: ask again',
+        answer: z.object({ id: z.string(), status: z.enum(['queued', 'running']), statusUrl: z.string() }),
+      },
+    ],
   },
   schemas: { params: z.strictObject({ id: z.string().min(1).max(64) }) },
   handler: async ({ deps, key, params, res }) => {

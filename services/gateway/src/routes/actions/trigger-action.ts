@@ -12,6 +12,9 @@ const body = z.strictObject({
   input: z.unknown().optional(),
 });
 
+/** An action queued with `X-Async: true`: its run and where to read the result (`GET /action/{id}`). */
+const queuedAnswer = z.object({ id: z.string(), statusUrl: z.string() });
+
 /** The action's headers, each problem listed. */
 function target(req: Request) {
   const errors: ErrorItem[] = [];
@@ -35,6 +38,9 @@ export const triggerAction = defineRoute({
     summary: 'Run an action (synchronously, or with X-Async: true as a job)',
     headers: ['Connection-Id', 'Provider-Config-Key'],
     errors: ['unknown_action', 'unknown_connection', 'unknown_provider_config', 'function_failed', 'function_timed_out', 'function_memory_exceeded', 'action_output_too_large'],
+    // The action's output: whatever JSON it returns.
+    answer: z.unknown(),
+    otherAnswers: [{ status: 202, when: 'With `X-Async: true`: the run is queued; read its result at `statusUrl`', answer: queuedAnswer }],
   },
   schemas: { body },
   handler: async ({ deps, key, body, req, res }) => {

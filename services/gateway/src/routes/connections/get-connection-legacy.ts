@@ -4,6 +4,9 @@ import { AppError, toAppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import { connectionReadRequest, getConnectionQuery } from './connection-query.js';
 
+/** What the deprecated route answers for a 400 or a 404. */
+const legacyError = z.object({ message: z.string() });
+
 /**
  * Deprecated `GET /connection/{id}`: the same read, with the legacy error bodies the API
  * document gives it: 400 and 404 `{message}`, 424 `{error: {code, message}}`.
@@ -17,6 +20,8 @@ export const getConnectionLegacy = defineRoute({
     summary: 'Get a connection (deprecated form)',
     errors: ['unknown_connection', 'unknown_provider_config', 'refresh_token_external_error', 'connection_refresh_backoff', 'connection_refresh_exhausted', 'upstream_not_allowed'],
     answer: vaultContracts.getConnection.response,
+    query: getConnectionQuery,
+    errorBodies: { 400: legacyError, 404: legacyError },
   },
   // Validated inside, so that a bad query still gets the legacy body.
   schemas: { params: z.object({ connectionId: z.string() }), query: z.record(z.string(), z.unknown()) },

@@ -16,7 +16,11 @@ export const getIntegration = defineRoute({
   path: '/integrations/:uniqueKey',
   auth: 'api_key',
   scope: 'environment:integrations:read',
-  doc: { summary: 'Get an integration', errors: ['unknown_provider_config'] },
+  doc: {
+    summary: 'Get an integration',
+    errors: ['unknown_provider_config'],
+    answer: z.object({ data: vaultContracts.getIntegration.response.extend({ webhook_url: z.string().optional() }) }),
+  },
   schemas: {
     params: uniqueKeyParams,
     query: z.strictObject({

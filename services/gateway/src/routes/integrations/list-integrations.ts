@@ -1,4 +1,5 @@
-import { vaultContracts } from '@latchkey/contracts';
+import { z } from 'zod';
+import { integrationListItem, vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 
 /**
@@ -10,7 +11,7 @@ export const listIntegrations = defineRoute({
   path: '/integrations',
   auth: 'api_key',
   scope: 'environment:integrations:list',
-  doc: { summary: 'List integrations' },
+  doc: { summary: 'List integrations', answer: z.object({ data: z.array(integrationListItem) }) },
   schemas: {},
   handler: async ({ deps, key }) => {
     const integrations = await deps.bus.request(vaultContracts.listIntegrations, { environment_id: key.environmentId });
