@@ -204,6 +204,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     const stored = await storeAnswer(lock, doc, version, fields, fresh);
     if (stored) {
       countRefresh('success');
+      retryLater.delete(doc._id);
       return stored;
     }
     deps.logger.warn('a newer refresh stored credentials first; keeping them', { connection: doc._id });

@@ -60,6 +60,8 @@ describe('a token endpoint that failed', () => {
   it('failed for good when the provider refused, or the request cannot be made', () => {
     for (const status of [400, 401, 403, 404]) expect(failedForNow(providerError(status, '{"error":"invalid_grant"}'))).toBe(false);
     expect(failedForNow(unreachable('invalid_url'))).toBe(false);
+    // A token request's refusal keeps the provider's `error` field, whatever it says.
+    expect(failedForNow(new AppError('refresh_token_external_error', 'The provider refused the token request: unreachable', { payload: { status: 400, error: 'unreachable' } }))).toBe(false);
     expect(failedForNow(new AppError('refresh_token_external_error', 'The provider answered without an installation token', { payload: { status: 200, error: 'no_token' } }))).toBe(false);
     expect(failedForNow(new AppError('refresh_token_external_error', 'The connection has no refresh token', { payload: { error: 'no_refresh_token' } }))).toBe(false);
     expect(failedForNow(new AppError('upstream_not_allowed', 'The provider\'s endpoint is at an address that is not allowed'))).toBe(false);

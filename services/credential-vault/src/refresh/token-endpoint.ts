@@ -59,8 +59,9 @@ const isTransientStatus = (status: number) => status >= 500 || status === 429 ||
 export function failedForNow(error: AppError): boolean {
   if (error.code !== 'refresh_token_external_error') return false;
   const payload = error.payload ?? {};
-  if (payload['error'] === 'unreachable') return payload['reason'] !== 'invalid_url';
-  return typeof payload['status'] === 'number' && isTransientStatus(payload['status']);
+  // An answer's status decides first: its `error` is the provider's own word, whatever it says.
+  if (typeof payload['status'] === 'number') return isTransientStatus(payload['status']);
+  return payload['error'] === 'unreachable' && payload['reason'] !== 'invalid_url';
 }
 
 /** What an end user hears of a token endpoint the address policy refused, whatever the reason. */
