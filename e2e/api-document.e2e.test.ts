@@ -149,6 +149,8 @@ describe('answers as the API document gives them', () => {
     const created = await fetch(`${stack.url}/connect/sessions`, { method: 'POST', headers: { authorization: `Bearer ${stack.bootstrapKey}` } });
     expectDocumented('POST /connect/sessions', { status: created.status, json: await created.json() });
     expect(created.status).toBe(201);
+    // And the document says the body may be left out.
+    expect((document.paths['/connect/sessions']!['post'] as unknown as { requestBody: { required: boolean } }).requestBody.required).toBe(false);
   });
 });
 

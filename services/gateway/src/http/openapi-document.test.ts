@@ -113,6 +113,14 @@ describe('the OpenAPI document', () => {
     expect(integration.properties.data.required).not.toContain('webhook_url');
   });
 
+  it('marks a request body optional where the route reads a request without one as {}, and required elsewhere', () => {
+    const body = (name: string) => (documented().get(name)!['requestBody'] as { required: boolean }).required;
+    expect(body('POST /connect/sessions')).toBe(false);
+    expect(body('PATCH /integrations/{uniqueKey}')).toBe(false);
+    expect(body('POST /connect/sessions/reconnect')).toBe(true);
+    expect(body('POST /integrations')).toBe(true);
+  });
+
   it('refuses a route that gives two answers one status', () => {
     const [trigger] = routes.filter((route) => route.path === '/action/trigger');
     const twice = { ...trigger!, doc: { ...trigger!.doc, otherAnswers: [...(trigger!.doc.otherAnswers ?? []), { status: 200, when: 'again' }] } };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from '@latchkey/errors';
 import type { AnyRoute, BareRoute, RouteDoc } from './define-route.js';
-import { querySchemaFor } from './validate.js';
+import { querySchemaFor, readsNoBodyAsEmpty } from './validate.js';
 
 /**
  * The API reference, built from the routes the gateway mounts: each route's access, scope and
@@ -215,7 +215,10 @@ function operationObject(operation: Operation): JsonSchema {
   };
   const parameters = parametersOf(operation);
   if (parameters.length > 0) object['parameters'] = parameters;
-  if (operation.body) object['requestBody'] = { required: true, content: { 'application/json': { schema: jsonSchemaOf(operation.body) } } };
+  if (operation.body) {
+    // A body whose every field is optional may be left out altogether: the route reads none as `{}`.
+    object['requestBody'] = { required: !readsNoBodyAsEmpty(operation.body), content: { 'application/json': { schema: jsonSchemaOf(operation.body) } } };
+  }
   object['responses'] = responsesOf(operation);
   return object;
 }
