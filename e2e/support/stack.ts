@@ -95,7 +95,9 @@ function startProcess(
   if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`make build\` first`);
   // isolated-vm (the action-runner's sandbox) still asks for --no-node-snapshot on Node 24.
   const flags = service === 'action-runner' ? ['--no-node-snapshot'] : [];
-  const child = spawn(process.execPath, [...flags, entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The database a process uses is the one `env` names, never one the test runner's environment holds.
+  const { MONGODB_URI: _uri, MONGODB_DB: _db, ...inherited } = process.env;
+  const child = spawn(process.execPath, [...flags, entry], { env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     const text = chunk.toString('utf8');
@@ -143,7 +145,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const bootstrapKey = `lk_sk_${randomBytes(32).toString('base64url')}`;
   const common = {
     NATS_URL: nats.url,
-    MONGODB_URI: mongo.uri,
     LOG_LEVEL: 'warn',
     ...(natsCluster ? { JETSTREAM_REPLICAS: '3' } : {}),
     ...options.env,
@@ -159,8 +160,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   for (const service of SERVICE_NAMES.filter((name) => name !== 'gateway')) {
     for (let replica = 0; replica < (options.replicas?.[service] ?? 1); replica++) {
       const port = await freePort();
-      // Each service gets only its own secrets: its NATS password, and the vault its keys.
-      const env: Record<string, string> = { ...common, NATS_PASSWORD: nats.credentials(service).password, MONGODB_DB: dbOf(service), HEALTH_PORT: String(port) };
+      // Each service gets only its own secrets: its NATS password, its database but for the
+      // proxy (which keeps none, and runs here without any MONGODB_*), and the vault its keys.
+      const database = service === 'proxy' ? {} : { MONGODB_URI: mongo.uri, MONGODB_DB: dbOf(service) };
+      const env: Record<string, string> = { ...common, NATS_PASSWORD: nats.credentials(service).password, ...database, HEALTH_PORT: String(port) };
       if (service === 'credential-vault') Object.assign(env, { ENCRYPTION_KEYS: encryptionKeys, PUBLIC_URL: publicUrl });
       services.push(startProcess(service, { ...env, ...options.serviceEnv?.[service] }, `http://127.0.0.1:${port}`, options.onOutput));
     }
@@ -173,6 +176,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         {
           ...common,
           NATS_PASSWORD: nats.credentials('gateway').password,
+          MONGODB_URI: mongo.uri,
           MONGODB_DB: dbOf('gateway'),
           PORT: String(port),
           // Several gateways run side by side here: none takes the default metrics port.
@@ -295,6 +299,7 @@ function clusterAsOne(cluster: TestNatsCluster): TestNats {
     stop: async () => void (await Promise.all(cluster.nodes.map((node) => node.kill()))),
     start: async () => void (await Promise.all(cluster.nodes.map((node) => node.restart()))),
     dispose: () => cluster.dispose(),
+    reload: () => Promise.reject(new Error('the e2e cluster does not reload its authorization')),
   };
 }
 

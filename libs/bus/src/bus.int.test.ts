@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { z } from 'zod';
-import { defineBroadcast, defineEvent, defineRequest, givenUpContractOf, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
+import { defineBroadcast, defineEvent, defineRequest, givenUpContractOf, inboxPrefixOf, natsPasswordVariable, STREAMS, type GivenUpMessage } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger, currentRequestId, runWithContext } from '@latchkey/logger';
 import { eventually, startNats, startTcpRelay, type TestNats } from '@latchkey/testing';
@@ -794,4 +794,45 @@ describe('a subscription NATS refuses', () => {
       await restricted.close();
     }
   });
+
+  it('is made again once NATS allows it, without a reconnect or a restart, and then delivers', async () => {
+    // An upgrade that adds a subject: this replica subscribed before NATS reloaded the
+    // authorization that allows it. `proxy` may read its inbox and `subjects`; `observer` anything.
+    const authorization = (subjects: string[]) =>
+      [
+        'authorization {',
+        '  users = [',
+        `    { user: "observer", password: $${natsPasswordVariable('observer')}, permissions: { publish: { allow: [">"] }, subscribe: { allow: [">"] } } }`,
+        `    { user: "proxy", password: $${natsPasswordVariable('proxy')}, permissions: { publish: { allow: [">"] }, subscribe: { allow: ${JSON.stringify([`${inboxPrefixOf('proxy')}.>`, ...subjects])} } } }`,
+        '  ]',
+        '}',
+      ].join('\n');
+    const upgraded = await startNats({ authorization: authorization([]) });
+    const teller = await createBus({ servers: upgraded.url, service: 'teller', identity: upgraded.credentials('observer'), logger, requestTimeoutMs: 5_000 });
+    const restricted = await createBus({ servers: upgraded.url, service: 'proxy', identity: upgraded.credentials('proxy'), logger, requestTimeoutMs: 5_000 });
+    try {
+      let reconnects = 0;
+      restricted.onReconnect(() => reconnects++);
+      const heard: number[] = [];
+      restricted.onBroadcast(told, ({ n }) => void heard.push(n));
+      await eventually(() => (restricted.refusedSubscriptions().length > 0 ? true : undefined), 5_000, 'the refusal to be reported', 50);
+
+      await upgraded.reload(authorization([told.subject]));
+      await eventually(() => (restricted.refusedSubscriptions().length === 0 ? true : undefined), 40_000, 'the subscription to be made again', 100);
+      expect(reconnects).toBe(0);
+      await eventually(
+        () => {
+          teller.broadcast(told, { n: 7 });
+          return heard.length > 0 ? heard : undefined;
+        },
+        5_000,
+        'the broadcast to arrive',
+        200,
+      );
+      expect(heard[0]).toBe(7);
+    } finally {
+      await Promise.all([restricted.close(), teller.close()]);
+      await upgraded.dispose();
+    }
+  }, 60_000);
 });

@@ -84,6 +84,13 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
  */
 const INLINE_CEILING_BYTES = 1024 * 1024;
 const INLINE_HEADROOM_BYTES = 64 * 1024;
+/**
+ * A subscription NATS refused is asked for again after this long, then twice as long each time
+ * up to the ceiling (and at once after a reconnect): NATS reloads its authorization without
+ * telling its clients, and an upgrade that adds a subject may reach NATS after the replicas.
+ */
+const RESUBSCRIBE_FIRST_DELAY_MS = 5_000;
+const RESUBSCRIBE_MAX_DELAY_MS = 30_000;
 
 export interface NatsIdentity {
   user: string;
@@ -117,7 +124,8 @@ export interface RawMessage {
   data: Uint8Array;
 }
 
-export interface RawSubscription {
+/** A subscription made through the bus, which makes it again while NATS refuses it. */
+export interface BusSubscription {
   /** Stops taking messages once those already received are handed over. */
   drain(): Promise<void>;
   unsubscribe(): void;
@@ -146,8 +154,9 @@ export interface Bus {
   isConnected(): boolean;
   /**
    * The subjects of subscriptions NATS refused (the identity may not read them: a permissions
-   * file out of step with the code). Such a subscription never delivers, so a service is not
-   * ready while there is one.
+   * file out of step with the code). Such a subscription delivers nothing, so a service is not
+   * ready while there is one. Each is asked for again with back-off, and leaves this list once
+   * NATS accepts it.
    */
   refusedSubscriptions(): readonly string[];
   /** The coded error a handler's failure leaves as (`classifyError` first, else `toAppError`). */
@@ -164,7 +173,7 @@ export interface Bus {
     contract: C,
     handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
     options?: ServeOptions,
-  ): Subscription;
+  ): BusSubscription;
   /**
    * Publishes a fact on the EVENTS stream and waits for JetStream to store it. With `msgId`,
    * JetStream drops a second publish of the same id within its duplicate window.
@@ -174,7 +183,7 @@ export interface Bus {
   enqueue<C extends JobContract>(contract: C, payload: PayloadOf<C>, options?: PublishOptions): Promise<void>;
   /** Tells every live replica (core NATS, best effort). */
   broadcast<C extends BroadcastContract>(contract: C, payload: PayloadOf<C>): void;
-  onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription;
+  onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): BusSubscription;
   /**
    * Hears the facts of `contract` live, as they are published (every replica hears each one,
    * best effort, no durable consumer): for what only matters while the process runs, such as
@@ -188,7 +197,7 @@ export interface Bus {
    */
   publishRaw(subject: string, data: Uint8Array, reply?: string): void;
   /** Receives bytes as they came, in a queue group when one is given (see `publishRaw`). */
-  subscribeRaw(subject: string, handler: (message: RawMessage) => void, options?: { queue?: string }): RawSubscription;
+  subscribeRaw(subject: string, handler: (message: RawMessage) => void, options?: { queue?: string }): BusSubscription;
   /** A fresh inbox subject under this identity's own prefix, which no other identity may read. */
   newInbox(): string;
   jetstreamManager(): Promise<JetStreamManager>;
@@ -228,6 +237,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   (nc as unknown as { options: ConnectionOptions }).options.ignoreAuthErrorAbort = true;
   let connected = true;
   let refusals = 0;
+  /** Subscriptions NATS refused and that are waiting for their next try; the service is not ready meanwhile. */
+  const refused = new Set<RefusedSubscription>();
   const reconnectListeners: Array<() => void> = [];
   void (async () => {
     for await (const status of nc.status()) {
@@ -241,6 +252,8 @@ export async function createBus(options: BusOptions): Promise<Bus> {
         refusals = 0;
         connected = true;
         logger.info('nats reconnected', { server: status.server });
+        // The server may have come back with another authorization: ask again for what it refused.
+        for (const subscription of refused) subscription.retryNow();
         for (const listener of reconnectListeners) {
           try {
             listener();
@@ -258,7 +271,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const outgoing = batchedPublisher(nc);
   const send = batchedRequester(nc, outgoing);
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
-  const served: Subscription[] = [];
+  const served: BusSubscription[] = [];
   const inFlight = new Set<Promise<void>>();
   // A reply too large for one message is served from its own subscription after the handler
   // has answered: drain must wait until its caller has pulled it (or it is abandoned after its
@@ -314,17 +327,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     contract: C,
     handler: (payload: RequestOf<C>, msg: Msg) => Promise<ResponseOf<C>> | ResponseOf<C>,
     serveOptions: ServeOptions = {},
-  ): Subscription {
-    const subscription = nc.subscribe(contract.perCaller ? `${contract.subject}.*` : contract.subject, {
-      queue: serveOptions.queue ?? service,
-      callback: (error, msg) => {
-        if (error) {
-          subscriptionFailed(contract.subject, error);
-          return;
-        }
-        const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
-        inFlight.add(task);
-      },
+  ): BusSubscription {
+    const subscription = subscribe(contract.subject, contract.perCaller ? `${contract.subject}.*` : contract.subject, serveOptions.queue ?? service, (msg) => {
+      const task = inMessageContext(msg.headers, contract.subject, 'server', () => answer(contract, handler, msg)).finally(() => inFlight.delete(task));
+      inFlight.add(task);
     });
     served.push(subscription);
     return subscription;
@@ -422,62 +428,122 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     nc.publish(contract.subject, encodeJson(body), { headers: outgoingHeaders() });
   }
 
-  const refused = new Set<string>();
-  /** A subscription that ended in error (NATS refused it): said once per subject, and the service is not ready. */
-  function subscriptionFailed(subject: string, error: Error): void {
-    if (!refused.has(subject)) logger.error('NATS refused a subscription; this service is not ready', { subject, error: error.message });
-    refused.add(subject);
+  /**
+   * Every subscription of the bus: `natsSubject` (in `queue`, when given) handed to `onMessage`,
+   * reported as `subject`. NATS answers a subscription it refuses with an error and drops it;
+   * the bus asks again with back-off and after each reconnect, for an authorization reloaded
+   * since (an upgrade that adds a subject) is never announced to the clients, and a replica
+   * left refused would stay unready until someone restarted it.
+   */
+  function subscribe(subject: string, natsSubject: string, queue: string | undefined, onMessage: (msg: Msg) => void): BusSubscription {
+    let current: Subscription;
+    let ended = false;
+    let trying = false;
+    let timer: NodeJS.Timeout | undefined;
+    let delayMs = RESUBSCRIBE_FIRST_DELAY_MS;
+    const open = () => {
+      current = nc.subscribe(natsSubject, {
+        ...(queue === undefined ? {} : { queue }),
+        callback: (error, msg) => (error ? wasRefused(error) : onMessage(msg)),
+      });
+    };
+    const tryLater = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => void tryAgain(), delayMs).unref();
+      delayMs = Math.min(delayMs * 2, RESUBSCRIBE_MAX_DELAY_MS);
+    };
+    const wasRefused = (error: Error) => {
+      // Said once per streak of refusals, not at every try.
+      if (!refused.has(entry)) logger.error('NATS refused a subscription; this service is not ready until it accepts it', { subject, error: error.message });
+      refused.add(entry);
+      if (!ended) tryLater();
+    };
+    const tryAgain = async () => {
+      timer = undefined;
+      // A reconnect asks again at once; a try in progress, or a connection away or closing, waits.
+      if (trying || ended || !refused.has(entry) || !connected || nc.isClosed() || nc.isDraining()) return;
+      trying = true;
+      try {
+        // A try whose answer was lost with the connection may stand: never subscribe twice.
+        if (current.isClosed()) open();
+        // The server answers a refusal before the flush's pong: a subscription still open now stands.
+        await nc.flush();
+        if (ended || current.isClosed()) return;
+        refused.delete(entry);
+        delayMs = RESUBSCRIBE_FIRST_DELAY_MS;
+        logger.info('NATS accepted a subscription it had refused', { subject, still_refused: bus.refusedSubscriptions() });
+      } catch {
+        // The connection went away during the try: its reconnect asks again.
+        if (refused.has(entry) && !ended) tryLater();
+      } finally {
+        trying = false;
+      }
+    };
+    const entry: RefusedSubscription = {
+      subject,
+      retryNow: () => {
+        clearTimeout(timer);
+        void tryAgain();
+      },
+    };
+    const end = () => {
+      ended = true;
+      clearTimeout(timer);
+      // Given up by its owner: nothing is missing any more.
+      refused.delete(entry);
+    };
+    open();
+    return {
+      drain: () => {
+        end();
+        return current.isClosed() ? Promise.resolve() : current.drain();
+      },
+      unsubscribe: () => {
+        end();
+        if (!current.isClosed()) current.unsubscribe();
+      },
+    };
   }
 
   // nats.js calls a subscription's callback from its read loop: an exception escaping one ends
   // the loop, and the connection reads nothing more (no reply, no message) until it reconnects,
   // 20 s or more later. So the callbacks below never throw.
-  function onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): Subscription {
-    return nc.subscribe(contract.subject, {
-      callback: (error, msg) => {
-        if (error) return subscriptionFailed(contract.subject, error);
-        const parsed = safeParseJson(contract.payload, msg.data);
-        if (!parsed.success) {
-          logger.warn('ignored a malformed broadcast', { subject: contract.subject });
-          return;
+  function onBroadcast<C extends BroadcastContract>(contract: C, handler: (payload: PayloadOf<C>) => void | Promise<void>): BusSubscription {
+    return subscribe(contract.subject, contract.subject, undefined, (msg) => {
+      const parsed = safeParseJson(contract.payload, msg.data);
+      if (!parsed.success) {
+        logger.warn('ignored a malformed broadcast', { subject: contract.subject });
+        return;
+      }
+      void runWithContext({ requestId: requestIdOf(msg.headers) }, async () => {
+        try {
+          await handler(parsed.data as PayloadOf<C>);
+        } catch (handlerError) {
+          logger.error('broadcast handler failed', { subject: contract.subject, error: handlerError });
         }
-        void runWithContext({ requestId: requestIdOf(msg.headers) }, async () => {
-          try {
-            await handler(parsed.data as PayloadOf<C>);
-          } catch (handlerError) {
-            logger.error('broadcast handler failed', { subject: contract.subject, error: handlerError });
-          }
-        });
-      },
+      });
     });
   }
 
   function follow<C extends EventContract>(contract: C, handler: (payload: PayloadOf<C>) => void): void {
-    nc.subscribe(contract.subject, {
-      callback: (error, msg) => {
-        if (error) return subscriptionFailed(contract.subject, error);
-        const parsed = safeParseJson(contract.payload, msg.data);
-        if (!parsed.success) return;
-        try {
-          handler(parsed.data as PayloadOf<C>);
-        } catch (handlerError) {
-          logger.error('a follower of facts failed', { subject: contract.subject, error: handlerError });
-        }
-      },
+    subscribe(contract.subject, contract.subject, undefined, (msg) => {
+      const parsed = safeParseJson(contract.payload, msg.data);
+      if (!parsed.success) return;
+      try {
+        handler(parsed.data as PayloadOf<C>);
+      } catch (handlerError) {
+        logger.error('a follower of facts failed', { subject: contract.subject, error: handlerError });
+      }
     });
   }
 
-  function subscribeRaw(subject: string, handler: (message: RawMessage) => void, rawOptions: { queue?: string } = {}): RawSubscription {
-    return nc.subscribe(subject, {
-      ...(rawOptions.queue === undefined ? {} : { queue: rawOptions.queue }),
-      callback: (error, msg) => {
-        if (error) return subscriptionFailed(subject, error);
-        try {
-          handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
-        } catch (handlerError) {
-          logger.error('a raw message handler failed', { subject: msg.subject, error: handlerError });
-        }
-      },
+  function subscribeRaw(subject: string, handler: (message: RawMessage) => void, rawOptions: { queue?: string } = {}): BusSubscription {
+    return subscribe(subject, subject, rawOptions.queue, (msg) => {
+      try {
+        handler({ subject: msg.subject, reply: msg.reply || undefined, data: msg.data });
+      } catch (handlerError) {
+        logger.error('a raw message handler failed', { subject: msg.subject, error: handlerError });
+      }
     });
   }
 
@@ -493,7 +559,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     jetstreamReplicas: options.jetstreamReplicas ?? 1,
     toAppError: appErrorOf,
     isConnected: () => connected && !nc.isClosed(),
-    refusedSubscriptions: () => [...refused],
+    refusedSubscriptions: () => [...new Set([...refused].map((subscription) => subscription.subject))],
     onReconnect: (listener) => void reconnectListeners.push(listener),
     request,
     serve,
@@ -521,6 +587,12 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   };
   registerConnection(bus, { nc, js, observer, setup: { logger, timeoutMs: options.jetstreamSetupTimeoutMs ?? 0 } });
   return bus;
+}
+
+/** A subscription NATS refused: what it is reported as, and how to ask for it again at once. */
+interface RefusedSubscription {
+  readonly subject: string;
+  retryNow(): void;
 }
 
 /**

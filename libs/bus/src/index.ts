@@ -5,10 +5,10 @@ export {
   type Bus,
   type BusMessage,
   type BusOptions,
+  type BusSubscription,
   type NatsIdentity,
   type PublishOptions,
   type RawMessage,
-  type RawSubscription,
   type RequestOptions,
   type ServeOptions,
 } from './create-bus.js';

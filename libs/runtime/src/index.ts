@@ -1,1 +1,11 @@
-export { runMain, runService, type BaseConfig, type RunningService, type Runtime, type ServiceDefinition } from './run-service.js';
+export {
+  runMain,
+  runService,
+  type BaseConfig,
+  type DatabaseConfig,
+  type RunningService,
+  type Runtime,
+  type RuntimeWithoutDatabase,
+  type ServiceDefinition,
+  type ServiceDefinitionWithoutDatabase,
+} from './run-service.js';

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+import { freePort, logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
+import { runService } from './index.js';
 
 // A running service in which a callback throws ends as Node would end it (exit 1), but says why
 // in one JSON line, as every other line it writes, where Node printed a bare stack trace. The
@@ -47,3 +48,28 @@ await runMain({
   expect(records.at(-1)?.error?.stack).toContain('throws.mjs');
   expect(code).toBe(1);
 }, 60_000);
+
+it('a service that declares no database neither connects to one nor waits for one to be ready', async () => {
+  // Nothing listens where MONGODB_URI points (a database outage): a service that connected, or
+  // whose readiness counted the database, would never be ready here.
+  const nowhere = `mongodb://127.0.0.1:${await freePort()}/?directConnection=true`;
+  const healthPort = await freePort();
+  let given: object | undefined;
+  const running = await runService({
+    service: 'proxy',
+    database: false,
+    config: { NATS_URL: nats.url, NATS_PASSWORD: nats.credentials('proxy').password, MONGODB_URI: nowhere, LOG_LEVEL: 'error', REQUEST_TIMEOUT_MS: 5000, SHUTDOWN_TIMEOUT_MS: 5000, HEALTH_PORT: healthPort },
+    handleSignals: false,
+    start: async (runtime) => {
+      given = runtime;
+    },
+  });
+  try {
+    expect(given).not.toHaveProperty('mongo');
+    expect(running.runtime.isReady()).toBe(true);
+    const ready = await fetch(`http://127.0.0.1:${healthPort}/ready`);
+    expect(ready.status).toBe(200);
+  } finally {
+    await running.shutdown();
+  }
+}, 30_000);

@@ -12,16 +12,9 @@ import { startTracing } from '@latchkey/tracing';
 export interface BaseConfig {
   NATS_URL: string;
   NATS_PASSWORD: string;
-  MONGODB_URI: string;
-  MONGODB_DB: string;
   LOG_LEVEL: string;
   REQUEST_TIMEOUT_MS: number;
   SHUTDOWN_TIMEOUT_MS: number;
-  /**
-   * Set by a service that must fail fast while its database is unreachable: operations wait at
-   * most this long for a server and are never buffered while disconnected.
-   */
-  MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
   /** Port of the probe server (/health, /ready, /metrics); 0 turns it off. */
   HEALTH_PORT?: number;
   /** Copies of each JetStream stream and KV bucket the service creates (1 by default). */
@@ -30,13 +23,24 @@ export interface BaseConfig {
   JETSTREAM_SETUP_TIMEOUT_MS?: number;
 }
 
-export interface Runtime {
+/** What the config of a service that keeps a database adds (every service but the proxy). */
+export interface DatabaseConfig {
+  MONGODB_URI: string;
+  MONGODB_DB: string;
+  /**
+   * Set by a service that must fail fast while its database is unreachable: operations wait at
+   * most this long for a server and are never buffered while disconnected.
+   */
+  MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
+}
+
+/** What a service is given to wire itself: the runtime of a service that keeps no database. */
+export interface RuntimeWithoutDatabase {
   readonly service: ServiceName;
   readonly instance: string;
   readonly logger: Logger;
   readonly bus: Bus;
-  readonly mongo: Connection;
-  /** Ready: started, subscribed, and connected to NATS and MongoDB right now. */
+  /** Ready: started, subscribed, and connected to NATS (and MongoDB, with a database) right now. */
   isReady(): boolean;
   /** Runs before NATS drains on shutdown, in reverse order of registration. */
   onShutdown(hook: () => Promise<void> | void): void;
@@ -48,23 +52,44 @@ export interface Runtime {
   serveHttp(handler: RequestListener, port: number): Promise<Server>;
 }
 
-export interface ServiceDefinition<C extends BaseConfig, T> {
+/** The runtime of a service that keeps a database: its own MongoDB connection besides. */
+export interface Runtime extends RuntimeWithoutDatabase {
+  readonly mongo: Connection;
+}
+
+interface DefinitionBase {
   service: ServiceName;
-  config: C;
-  /** Wires handlers, consumers and servers. The service is ready when this resolves. */
-  start(runtime: Runtime, config: C): Promise<T>;
   /** Exit the process on SIGTERM / SIGINT after shutting down (default true; tests pass false). */
   handleSignals?: boolean;
   /**
    * The port the service serves its own HTTP on (the gateway's PORT), when its probes live
-   * there: bound at once, answering `/health` 200 and `/ready` 503 while NATS, JetStream and
-   * MongoDB are awaited, until `start` takes it over with `runtime.serveHttp`.
+   * there: bound at once, answering `/health` 200, `/ready` and `/ready/self` 503 while NATS,
+   * JetStream and MongoDB are awaited, until `start` takes it over with `runtime.serveHttp`.
    */
   httpPort?: number;
 }
 
-export interface RunningService<T> {
-  runtime: Runtime;
+/** A service with its own database: connected before `start`, and needed to be ready. */
+export interface ServiceDefinition<C extends BaseConfig & DatabaseConfig, T> extends DefinitionBase {
+  config: C;
+  database?: true;
+  /** Wires handlers, consumers and servers. The service is ready when this resolves. */
+  start(runtime: Runtime, config: C): Promise<T>;
+}
+
+/**
+ * A service that stores nothing (the proxy): it reads no MONGODB_* setting, holds no database
+ * credential, never connects, and stays ready through a database outage.
+ */
+export interface ServiceDefinitionWithoutDatabase<C extends BaseConfig, T> extends DefinitionBase {
+  config: C;
+  database: false;
+  /** Wires handlers, consumers and servers. The service is ready when this resolves. */
+  start(runtime: RuntimeWithoutDatabase, config: C): Promise<T>;
+}
+
+export interface RunningService<T, R extends RuntimeWithoutDatabase = Runtime> {
+  runtime: R;
   /** What `start` returned (a server address, for example). */
   started: T;
   /** Stops taking work, finishes in-flight work, drains NATS, closes MongoDB. */
@@ -72,12 +97,24 @@ export interface RunningService<T> {
 }
 
 /**
- * The lifecycle every service shares: connect NATS and the service's own database, wire, answer
- * `<service>.ping`, report ready; on SIGTERM or SIGINT stop taking work, let in-flight work
- * finish, drain NATS, close MongoDB and exit, or exit non-zero past SHUTDOWN_TIMEOUT_MS.
+ * The lifecycle every service shares: connect NATS and the service's own database (if it keeps
+ * one), wire, answer `<service>.ping`, report ready; on SIGTERM or SIGINT stop taking work, let
+ * in-flight work finish, drain NATS, close MongoDB and exit, or exit non-zero past
+ * SHUTDOWN_TIMEOUT_MS.
  */
-export async function runService<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
+export function runService<C extends BaseConfig & DatabaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>>;
+export function runService<C extends BaseConfig, T>(definition: ServiceDefinitionWithoutDatabase<C, T>): Promise<RunningService<T, RuntimeWithoutDatabase>>;
+export function runService<C extends BaseConfig, T>(definition: AnyDefinition<C, T>): Promise<RunningService<T, RuntimeWithoutDatabase>> {
+  return startService(definition);
+}
+
+/** Either kind of definition, as the two signatures of `runService` and `runMain` take them. */
+type AnyDefinition<C extends BaseConfig, T> = ServiceDefinition<C & DatabaseConfig, T> | ServiceDefinitionWithoutDatabase<C, T>;
+
+async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C, T>): Promise<RunningService<T, RuntimeWithoutDatabase>> {
   const { service, config } = definition;
+  // Only a service that keeps a database reads its settings: the proxy's config has none.
+  const database = definition.database === false ? undefined : definition.config;
   const logger = createLogger({ service, level: config.LOG_LEVEL });
   const instance = randomUUID();
   // Before any connection, so the first message and query are traced (off without OTEL_* endpoint).
@@ -88,10 +125,14 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
   let stopping = false;
 
   collectProcessMetrics();
-  logger.info('starting', { node: process.version, nats: redactUri(config.NATS_URL), mongodb: redactUri(config.MONGODB_URI), db: config.MONGODB_DB });
+  logger.info('starting', {
+    node: process.version,
+    nats: redactUri(config.NATS_URL),
+    ...(database ? { mongodb: redactUri(database.MONGODB_URI), db: database.MONGODB_DB } : { mongodb: 'none' }),
+  });
   // The probes answer from the first moment: /ready says 503 while NATS, JetStream (a cluster
   // still electing its leader) and MongoDB are awaited below.
-  let runtime: Runtime | undefined;
+  let runtime: RuntimeWithoutDatabase | undefined;
   let probes: Server | undefined;
   if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, { isReady: () => runtime?.isReady() ?? false });
   let early = definition.httpPort === undefined ? undefined : await startProbeServer(definition.httpPort, { isReady: () => false }, { starting: true });
@@ -108,21 +149,23 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });
   await ensureStreams(bus);
-  const failFast = config.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
-  const mongo = await connectMongo({
-    uri: config.MONGODB_URI,
-    dbName: config.MONGODB_DB,
-    logger,
-    ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
-  });
+  const failFast = database?.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
+  const mongo = database
+    ? await connectMongo({
+        uri: database.MONGODB_URI,
+        dbName: database.MONGODB_DB,
+        logger,
+        ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
+      })
+    : undefined;
 
   runtime = {
     service,
     instance,
     logger,
     bus,
-    mongo,
-    isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && isMongoConnected(mongo),
+    ...(mongo ? { mongo } : {}),
+    isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && (mongo === undefined || isMongoConnected(mongo)),
     onShutdown: (hook) => hooks.push(hook),
     async serveHttp(handler, port) {
       if (early) {
@@ -141,7 +184,8 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
     },
   };
 
-  const started = await definition.start(runtime, config);
+  // Each definition is handed the runtime its kind declares: `mongo` is there when `database` is.
+  const started = await definition.start(runtime as Runtime, config as C & DatabaseConfig);
   bus.serve(ping[service], () => ({ service, instance, uptime_ms: Date.now() - startedAt }));
   // Ready means subscribed: wait until the server has every subscription made above.
   await bus.flush();
@@ -158,7 +202,7 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
       step = 'draining NATS';
       await bus.drain();
       step = 'closing MongoDB';
-      await mongo.close();
+      await mongo?.close();
       step = 'closing the probe port';
       await new Promise<void>((resolve) => (probes ? probes.close(() => resolve()) : resolve()));
       await new Promise<void>((resolve) => (early ? early.close(() => resolve()) : resolve()));
@@ -197,7 +241,9 @@ export async function runService<C extends BaseConfig, T>(definition: ServiceDef
  * the configuration lacks), and, once running, a throw no code caught (in a callback), which
  * Node would print as a bare stack trace. Tests call `runService` itself, which throws instead.
  */
-export async function runMain<C extends BaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>> {
+export function runMain<C extends BaseConfig & DatabaseConfig, T>(definition: ServiceDefinition<C, T>): Promise<RunningService<T>>;
+export function runMain<C extends BaseConfig, T>(definition: ServiceDefinitionWithoutDatabase<C, T>): Promise<RunningService<T, RuntimeWithoutDatabase>>;
+export async function runMain<C extends BaseConfig, T>(definition: AnyDefinition<C, T>): Promise<RunningService<T, RuntimeWithoutDatabase>> {
   const logger = createLogger({ service: definition.service, level: definition.config.LOG_LEVEL });
   let failing = false;
   const fail = (message: string, error: unknown) => {
@@ -212,7 +258,7 @@ export async function runMain<C extends BaseConfig, T>(definition: ServiceDefini
   };
   process.on('uncaughtException', (error) => fail('uncaught exception; exiting', error));
   try {
-    return await runService(definition);
+    return await startService(definition);
   } catch (error) {
     fail('could not start', error);
     return new Promise<never>(() => undefined);
@@ -220,8 +266,9 @@ export async function runMain<C extends BaseConfig, T>(definition: ServiceDefini
 }
 
 /**
- * /health answers while the process lives; /ready only while the service can do its work;
- * /metrics is the Prometheus scrape (never behind a key: the probe port stays in the cluster).
+ * /health answers while the process lives; /ready (and /ready/self) only while the service can
+ * do its work; /metrics is the Prometheus scrape (never behind a key: the probe port stays in
+ * the cluster).
  */
 async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>, options: { starting?: boolean } = {}): Promise<Server> {
   const server = createServer((req, res) => {
@@ -232,7 +279,9 @@ async function startProbeServer(port: number, runtime: Pick<Runtime, 'isReady'>,
       res.end(JSON.stringify(body));
     };
     if (path === '/health') send(200, { status: 'ok' });
-    else if (path === '/ready') send(runtime.isReady() ? 200 : 503, { status: runtime.isReady() ? 'ready' : 'not_ready' });
+    // Here both say this process alone; /ready/self is the gateway's name for it (its own /ready
+    // also asks every service), answered from the start as its /ready is.
+    else if (path === '/ready' || path === '/ready/self') send(runtime.isReady() ? 200 : 503, { status: runtime.isReady() ? 'ready' : 'not_ready' });
     // On a service's own port before it is wired, every other route is "not yet".
     else if (options.starting) send(503, { error: { code: 'service_unavailable', message: 'Starting; try again shortly' } });
     else send(404, { error: { code: 'route_not_found', message: 'Not found' } });

@@ -26,6 +26,12 @@ export interface TestNats {
   start(): Promise<void>;
   /** Stops it and removes its data. */
   dispose(): Promise<void>;
+  /**
+   * Puts another `authorization` block in force as an operator does: the config is rewritten and
+   * the server reloads it, clients staying connected. Resolves once the server has been told;
+   * it applies the block moments later.
+   */
+  reload(authorization: string): Promise<void>;
 }
 
 /**
@@ -52,8 +58,13 @@ export function testIdentities() {
   return { environment, credentials, authorization: renderNatsAuthorization({ testIdentities: true }) };
 }
 
-export async function startNats(): Promise<TestNats> {
-  const { environment, credentials, authorization } = testIdentities();
+/**
+ * `authorization` replaces the contracts' block (a test of what a service does while NATS
+ * refuses it something); it reads the same passwords, `$LATCHKEY_NATS_PASSWORD_<IDENTITY>`.
+ */
+export async function startNats(options: { authorization?: string } = {}): Promise<TestNats> {
+  const { environment, credentials, authorization: standard } = testIdentities();
+  const authorization = options.authorization ?? standard;
   if (await dockerAvailable()) return { ...(await startNatsContainer(authorization, environment)), credentials };
   return { ...(await startNatsProcess(authorization, environment)), credentials };
 }
@@ -62,7 +73,8 @@ async function startNatsProcess(authorization: string, environment: Record<strin
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'latchkey-nats-'));
   const configFile = join(dataDir, 'nats.conf');
-  writeFileSync(configFile, `${authorization}\njetstream { store_dir: ${JSON.stringify(join(dataDir, 'js'))} }\n`, { mode: 0o600 });
+  const writeConfig = (block: string) => writeFileSync(configFile, `${block}\njetstream { store_dir: ${JSON.stringify(join(dataDir, 'js'))} }\n`, { mode: 0o600 });
+  writeConfig(authorization);
   const binary = process.env['NATS_SERVER_BIN'] ?? 'nats-server';
   let child: ChildProcess | undefined;
 
@@ -90,6 +102,10 @@ async function startNatsProcess(authorization: string, environment: Record<strin
       await stop();
       rmSync(dataDir, { recursive: true, force: true });
     },
+    reload: async (block) => {
+      writeConfig(block);
+      if (child?.exitCode === null) child.kill('SIGHUP');
+    },
   };
 }
 
@@ -112,6 +128,11 @@ async function startNatsContainer(authorization: string, environment: Record<str
     },
     dispose: async () => {
       await container.stop();
+    },
+    reload: async (block) => {
+      await container.copyContentToContainer([{ content: `${block}\njetstream { store_dir: "/data" }\n`, target: '/etc/nats/test.conf' }]);
+      // The server is the container's first process; the image holds no shell or kill.
+      await container.exec(['nats-server', '--signal', 'reload=1']);
     },
   };
 }

@@ -336,6 +336,17 @@ describe('requests', () => {
     expect(ready.json.services.gateway).toBe(true);
     expect(ready.json.services['credential-vault']).toBe(false);
   });
+
+  it('report this gateway ready on /ready/self while a service does not answer its ping', async () => {
+    // The credential vault (like every other service) is not running here: /ready says so,
+    // while /ready/self, the probe that decides whether this pod takes traffic, does not care.
+    const ready = await call('GET', '/ready');
+    expect(ready.status).toBe(503);
+    expect(ready.json.services['credential-vault']).toBe(false);
+    const self = await call('GET', '/ready/self');
+    expect(self.status).toBe(200);
+    expect(self.json).toEqual({ status: 'ready' });
+  });
 });
 
 describe('provider webhooks (served before express)', () => {

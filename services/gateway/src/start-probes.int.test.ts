@@ -54,6 +54,7 @@ describe('gateway start', () => {
 
     expect(await eventually(() => answer(port, '/health'), 10_000, 'the port to answer')).toEqual({ status: 200, body: { status: 'ok' } });
     expect(await answer(port, '/ready')).toEqual({ status: 503, body: { status: 'not_ready' } });
+    expect(await answer(port, '/ready/self')).toEqual({ status: 503, body: { status: 'not_ready' } });
     const early = await answer(port, '/connections');
     expect(early?.status).toBe(503);
     expect(early?.body.error?.code).toBe('service_unavailable');
@@ -69,5 +70,6 @@ describe('gateway start', () => {
     const api = await answer(port, '/connections');
     expect(api?.status).toBe(401);
     expect((await answer(port, '/health'))?.status).toBe(200);
+    expect(await answer(port, '/ready/self')).toEqual({ status: 200, body: { status: 'ready' } });
   }, 60_000);
 });

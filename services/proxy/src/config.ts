@@ -1,7 +1,8 @@
 import { baseServiceSchema, booleanFlag, durationMs, loadConfig } from '@latchkey/config';
 import { z } from 'zod';
 
-export const configSchema = baseServiceSchema('proxy', 3011).extend({
+// The proxy stores nothing: it reads no MONGODB_* setting, so it holds no database credential.
+export const configSchema = baseServiceSchema('proxy', 3011).omit({ MONGODB_URI: true, MONGODB_DB: true }).extend({
   /** One upstream attempt may take this long (to the response headers, and between body chunks). */
   PROXY_TIMEOUT_MS: durationMs(30_000),
   /** CIDRs the proxy may reach although they are private, loopback…: `10.0.0.0/8,127.0.0.1/32`. */

@@ -1,6 +1,6 @@
 import { busOperationLog } from '@latchkey/bus';
 import { proxyContracts, vaultContracts } from '@latchkey/contracts';
-import type { Runtime } from '@latchkey/runtime';
+import type { RuntimeWithoutDatabase } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createCredentialCache } from './domain/credential-cache.js';
 import { proxyRequestHandler } from './handlers/proxy-request.js';
@@ -14,7 +14,7 @@ import { createUpstreamDispatcher } from './upstream/call-upstream.js';
  * policy, and `proxy.request` in queue group `proxy`, so replicas share the load; `proxy.verify`
  * tries an end user's credentials before the vault saves them.
  */
-export async function startProxy(runtime: Runtime, config: Config): Promise<void> {
+export async function startProxy(runtime: RuntimeWithoutDatabase, config: Config): Promise<void> {
   const { bus, logger } = runtime;
   const policy = createAddressPolicy({ allowCidrs: parseCidrList(config.PROXY_ALLOW_CIDRS) });
   const cache = createCredentialCache({ ttlMs: config.PROXY_CREDENTIAL_CACHE_MS, maxEntries: 100_000 });

@@ -59,6 +59,7 @@ import { pruneRecords } from './records/prune-records.js';
 import { getHealth } from './health/get-health.js';
 import { receiveWebhook } from './webhooks/receive-webhook.js';
 import { getReady } from './health/get-ready.js';
+import { getReadySelf } from './health/get-ready-self.js';
 import { mcpDelete, mcpEndpoint, mcpGet } from './mcp/mcp-endpoint.js';
 import { buildOpenApiDocument } from '../http/openapi-document.js';
 import { getOpenApiDocument } from './reference/get-openapi-document.js';
@@ -70,6 +71,7 @@ export const routes: readonly AnyRoute[] = [
   // probes
   getHealth,
   getReady,
+  getReadySelf,
   // customer API: catalog
   listProviders,
   getProvider,

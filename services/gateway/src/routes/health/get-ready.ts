@@ -5,8 +5,9 @@ import { defineRoute } from '../../http/define-route.js';
 const PING_TIMEOUT_MS = 1500;
 
 /**
- * Readiness: this gateway is connected to NATS and MongoDB, and every service answers its ping
- * within the deadline. 503 with what failed otherwise.
+ * Readiness of the whole system: this gateway is connected to NATS and MongoDB, and every service
+ * answers its ping within the deadline. 503 with what failed otherwise. What waits for the whole
+ * system uses it; a pod's readiness probe uses `/ready/self`, which one service down cannot fail.
  */
 export const getReady = defineRoute({
   method: 'get',
@@ -15,6 +16,7 @@ export const getReady = defineRoute({
   scope: null,
   doc: {
     summary: 'Readiness: NATS and MongoDB connected, every service answering',
+    description: 'Of the whole system: `503` while any service does not answer its ping within 1.5 s. The probe for this gateway alone is `/ready/self`.',
     answer: z.object({ status: z.enum(['ready', 'not_ready']), services: z.record(z.string(), z.boolean()) }),
   },
   schemas: {},
