@@ -20,7 +20,10 @@ interface ComposeService {
 }
 
 interface HelmValues {
-  services: Record<string, { replicas?: unknown; port?: unknown; secretEnv?: Array<{ name: string; key?: string }> }>;
+  services: Record<
+    string,
+    { replicas?: unknown; port?: unknown; env?: Record<string, string>; secretEnv?: Array<{ name: string; key?: string }>; resources?: { requests?: { memory?: string }; limits?: { memory?: string } } }
+  >;
 }
 
 function readYaml<T>(relativePath: string): T {
@@ -32,7 +35,15 @@ const compose = readYaml<{ services: Record<string, ComposeService> }>('../docke
 const helmValues = readYaml<HelmValues>('./helm/latchkey/values.yaml');
 
 const SERVICES = ['gateway', 'credential-vault', 'proxy', 'sync-scheduler', 'action-runner', 'webhook-router'];
-const COMMON = ['NATS_URL', 'NATS_PASSWORD', 'MONGODB_URI', 'MONGODB_DB', 'LOG_LEVEL', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS'];
+const COMMON = ['NATS_URL', 'NATS_PASSWORD', 'LOG_LEVEL', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_TIMEOUT_MS'];
+/** Services with a database of their own; the proxy stores nothing. */
+const DATABASE_USERS = SERVICES.filter((name) => name !== 'proxy');
+/** Settings several services read and must agree on → the services that read each. */
+const SHARED_SETTINGS: Record<string, string[]> = {
+  FUNCTION_TIMEOUT_MS: ['gateway', 'action-runner'],
+  PROXY_TIMEOUT_MS: ['gateway', 'proxy', 'action-runner'],
+  PROXY_ALLOW_CIDRS: ['proxy', 'credential-vault'],
+};
 const HEALTH_PORTS: Record<string, string> = {
   'credential-vault': '3010',
   proxy: '3011',
@@ -65,8 +76,10 @@ function environment(name: string): Record<string, string | null> {
 function expectedVariables(name: string): string[] {
   const own = name === 'gateway' ? GATEWAY_SETTINGS : ['HEALTH_PORT'];
   const publicUrl = PUBLIC_URL_READERS.includes(name) ? ['PUBLIC_URL'] : [];
+  const database = DATABASE_USERS.includes(name) ? ['MONGODB_URI', 'MONGODB_DB'] : [];
+  const shared = Object.keys(SHARED_SETTINGS).filter((setting) => SHARED_SETTINGS[setting]?.includes(name));
   const secrets = Object.keys(SECRETS).filter((secret) => SECRETS[secret]?.service === name);
-  return [...COMMON, ...own, ...publicUrl, ...secrets];
+  return [...COMMON, ...own, ...database, ...publicUrl, ...shared, ...secrets];
 }
 
 describe('docker-compose.yml', () => {
@@ -83,14 +96,37 @@ describe('docker-compose.yml', () => {
   it.each(SERVICES)('gives %s every variable it reads', (name) => {
     const env = environment(name);
     expect(Object.keys(env).sort()).toEqual(expect.arrayContaining(expectedVariables(name).sort()));
-    expect(env['MONGODB_DB']).toBe(`latchkey_${name.replace(/-/g, '_')}`);
-    expect(env['MONGODB_URI']).toMatch(/^mongodb:\/\/mongo:27017\/.*directConnection=true/);
+    if (DATABASE_USERS.includes(name)) {
+      expect(env['MONGODB_DB']).toBe(`latchkey_${name.replace(/-/g, '_')}`);
+      expect(env['MONGODB_URI']).toMatch(/^mongodb:\/\/mongo:27017\/.*directConnection=true/);
+    }
     expect(env['NATS_URL']).toBe('nats://nats:4222');
     if (name !== 'gateway') expect(env['HEALTH_PORT']).toBe(HEALTH_PORTS[name]);
   });
 
   it('gives every service that builds public links the same PUBLIC_URL', () => {
     for (const name of PUBLIC_URL_READERS) expect(environment(name)['PUBLIC_URL']).toBe('${PUBLIC_URL:-http://localhost:3003}');
+  });
+
+  it('gives the proxy, which stores nothing, no MongoDB URI or database, and does not wait for MongoDB to start it', () => {
+    expect(Object.keys(environment('proxy'))).not.toContain('MONGODB_URI');
+    expect(Object.keys(environment('proxy'))).not.toContain('MONGODB_DB');
+    expect(service('proxy').depends_on).toEqual({ nats: { condition: 'service_healthy' } });
+  });
+
+  it.each(Object.entries(SHARED_SETTINGS))('gives %s, which its readers must agree on, to each of them from one variable', (setting, readers) => {
+    const values = SERVICES.map((name) => environment(name)[setting]);
+    expect(values).toEqual(SERVICES.map((name) => (readers.includes(name) ? expect.stringMatching(new RegExp(`^\\$\\{${setting}:-[^}]*\\}$`)) : undefined)));
+    expect(new Set(values.filter((value) => value !== undefined)).size).toBe(1);
+  });
+
+  it('lets a started async action of the action-runner finish within its drain, and the proxy its upstream call', () => {
+    const runner = environment('action-runner');
+    const functionTimeoutMs = Number(/^\$\{FUNCTION_TIMEOUT_MS:-(\d+)\}$/.exec(runner['FUNCTION_TIMEOUT_MS'] ?? '')?.[1]);
+    // Async actions still running 3 s before the drain ends are handed back and run again.
+    expect(Number(runner['SHUTDOWN_TIMEOUT_MS'])).toBeGreaterThanOrEqual(functionTimeoutMs + 3000 + 5000);
+    const proxyTimeoutMs = Number(/^\$\{PROXY_TIMEOUT_MS:-(\d+)\}$/.exec(environment('proxy')['PROXY_TIMEOUT_MS'] ?? '')?.[1]);
+    expect(Number(environment('proxy')['SHUTDOWN_TIMEOUT_MS'])).toBeGreaterThanOrEqual(proxyTimeoutMs + 10_000);
   });
 
   it.each(Object.entries(SECRETS))('only references %s, in its own service', (secret, { service: owner, required }) => {
@@ -124,9 +160,10 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it.each(SERVICES)('starts %s after healthy MongoDB and NATS, restarts it, and lets it drain', (name) => {
+  it.each(SERVICES)('starts %s after healthy NATS (and MongoDB, if it has a database), restarts it, and lets it drain', (name) => {
     const { depends_on: dependsOn, restart, stop_grace_period: grace } = service(name);
-    expect(dependsOn).toEqual({ mongo: { condition: 'service_healthy' }, nats: { condition: 'service_healthy' } });
+    const mongo = DATABASE_USERS.includes(name) ? { mongo: { condition: 'service_healthy' } } : {};
+    expect(dependsOn).toEqual({ ...mongo, nats: { condition: 'service_healthy' } });
     expect(restart).toBe('unless-stopped');
     const graceSeconds = Number(/^(\d+)s$/.exec(grace ?? '')?.[1]);
     expect(graceSeconds * 1000).toBeGreaterThan(Number(environment(name)['SHUTDOWN_TIMEOUT_MS']));
@@ -144,6 +181,20 @@ describe('helm values.yaml', () => {
   it.each(SERVICES)('gives %s its own NATS password and no other', (name) => {
     const entries = (helmValues.services[name]?.secretEnv ?? []).filter((entry) => entry.name === 'NATS_PASSWORD' || entry.key?.startsWith('LATCHKEY_NATS_PASSWORD_'));
     expect(entries).toEqual([{ name: 'NATS_PASSWORD', key: natsPasswordVariable(name) }]);
+  });
+
+  it('requests for the action-runner the memory its runs take at full concurrency', () => {
+    // Scheduled on less, a node fills up with runners that each grow to their limit, and the
+    // kernel kills them mid-run.
+    const mebibytes = (quantity: string | undefined) => {
+      const [, amount, unit] = /^(\d+)(Mi|Gi)$/.exec(quantity ?? '') ?? [];
+      return Number(amount) * (unit === 'Gi' ? 1024 : 1);
+    };
+    const runner = helmValues.services['action-runner'];
+    const heapMb = Number(/--max-old-space-size=(\d+)/.exec(runner?.env?.['NODE_OPTIONS'] ?? '')?.[1]);
+    const runsMb = Number(runner?.env?.['FUNCTION_MEMORY_MB']) * Number(runner?.env?.['FUNCTION_CONCURRENCY']);
+    expect(mebibytes(runner?.resources?.requests?.memory)).toBeGreaterThanOrEqual(heapMb + runsMb);
+    expect(mebibytes(runner?.resources?.limits?.memory)).toBeGreaterThanOrEqual(mebibytes(runner?.resources?.requests?.memory));
   });
 
   it('lists the six services, each with a replica count and its port', () => {

@@ -60,6 +60,19 @@ describe('metrics in deploy/ and docs/', () => {
     }
   });
 
+  it('the chart\'s README names only exported metrics', async () => {
+    const exported = await exportedNames();
+    // `latchkey_<service>`, `-` written `_`, also names each service's database.
+    const databases = new Set(['gateway', 'credential-vault', 'sync-scheduler', 'action-runner', 'webhook-router'].map((name) => `latchkey_${name.replace(/-/g, '_')}`));
+    const readme = read('helm/latchkey/README.md');
+    const named = [...new Set([...readme.matchAll(/\b(latchkey|messaging|http_server|process|nodejs)_[a-z0-9_]+/g)].map((match) => match[0]))];
+    const labels = new Set<string>(Object.values(METRICS).flatMap((spec) => [...spec.labels]));
+    const metrics = named.filter((name) => !databases.has(name) && !labels.has(name));
+    // The autoscaling example reads one.
+    expect(metrics.length).toBeGreaterThan(0);
+    expect(metrics.filter((name) => !exported.has(name))).toEqual([]);
+  });
+
   it('docs/operations.md names every alert of the rules file, and no other', () => {
     const rules = parse(read('prometheus/alerts.yml')) as { groups: Array<{ rules: Array<{ alert: string }> }> };
     const alerts = rules.groups.flatMap((group) => group.rules.map((rule) => rule.alert));

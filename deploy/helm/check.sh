@@ -39,4 +39,6 @@ refuse 'a mistyped value' --set-string services.proxy.replicas=three
 refuse 'a JetStream replica count NATS cannot hold' --set nats.jetstreamReplicas=0
 refuse 'an unknown scheduling mode' --set scheduling.podAntiAffinity=always
 refuse 'a scrape interval that is not a duration' --set metrics.serviceMonitor.interval=often
+refuse 'an allow list that is not CIDRs' --set-string proxyAllowCidrs=10.0.0.1
+refuse 'a drain of no time' --set services.action-runner.shutdownTimeoutMs=0
 echo "chart-check: ok"

@@ -78,10 +78,12 @@ load_secrets() { # file
 
 # The environment changes for one process, one `env` argument per line: every secret unset,
 # then this process's own set. `service_env nats` gives the NATS server the services' passwords,
-# `service_env none` nothing.
+# `service_env none` nothing. The proxy stores nothing, so it gets no MongoDB URI either (one
+# the caller gave may carry a password).
 service_env() { # service | nats
   local name
   for name in "${SECRET_NAMES[@]}" NATS_PASSWORD; do echo "-u"; echo "$name"; done
+  if [ "$1" = proxy ]; then printf '%s\n' -u MONGODB_URI -u MONGODB_DB; fi
   [ "$1" = none ] && return 0
   if [ "$1" = nats ]; then
     for name in "${SECRET_NAMES[@]}"; do

@@ -91,6 +91,14 @@ describe('make up secrets', () => {
     expect(Object.keys(environmentOf('none', file, generated)).filter((name) => name in generated)).toEqual([]);
   });
 
+  it('gives the MongoDB URI, which may carry a password, to every service but the proxy, which stores nothing', () => {
+    const database = { MONGODB_URI: 'mongodb://user:password@127.0.0.1:27018/?directConnection=true', MONGODB_DB: 'chosen' };
+    for (const service of SERVICES) {
+      const env = environmentOf(service, file, database);
+      expect({ service, uri: env['MONGODB_URI'], db: env['MONGODB_DB'] }).toEqual(service === 'proxy' ? { service } : { service, uri: database.MONGODB_URI, db: database.MONGODB_DB });
+    }
+  });
+
   it('lets the caller’s environment win over the file', () => {
     expect(environmentOf('gateway', file, { ADMIN_TOKEN: 'from-the-shell-0123456789abcdefghijklmnopq' })['ADMIN_TOKEN']).toBe(
       'from-the-shell-0123456789abcdefghijklmnopq',

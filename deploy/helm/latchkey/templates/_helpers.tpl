@@ -60,10 +60,44 @@ app.kubernetes.io/component: {{ . }}
 {{- printf "MONGODB_URI_%s" (. | upper | replace "-" "_") }}
 {{- end }}
 
+{{/* A service's drain deadline (SHUTDOWN_TIMEOUT_MS): its own, else the top-level one. Call with (dict "root" $ "service" $svc). */}}
+{{- define "latchkey.shutdownTimeoutMs" -}}
+{{- .service.shutdownTimeoutMs | default .root.Values.shutdownTimeoutMs | int }}
+{{- end }}
+
 {{/* Seconds a pod may take to stop: its preStop pause, the service's drain deadline, a margin. */}}
 {{- define "latchkey.terminationGracePeriod" -}}
-{{- $drain := divf .root.Values.shutdownTimeoutMs 1000 | ceil | int }}
+{{- $drain := divf (include "latchkey.shutdownTimeoutMs" . | int) 1000 | ceil | int }}
 {{- add $drain (.service.preStopSleepSeconds | default 0 | int) 5 }}
+{{- end }}
+
+{{/* True ("true") for a service with a database of its own: every one but the proxy, which stores nothing. */}}
+{{- define "latchkey.hasDatabase" -}}
+{{- if ne . "proxy" }}true{{ end }}
+{{- end }}
+
+{{/*
+The gateway's public address: publicUrl, else the Ingress's host (https when an ingress.tls entry
+covers it, or names no hosts and so covers every one), else a port-forward's.
+*/}}
+{{- define "latchkey.publicUrl" -}}
+{{- if .Values.publicUrl }}
+{{- .Values.publicUrl }}
+{{- else if .Values.ingress.enabled }}
+{{- $host := .Values.ingress.host }}
+{{- $tls := false }}
+{{- range .Values.ingress.tls }}
+{{- if or (not .hosts) (has $host .hosts) }}{{ $tls = true }}{{ end }}
+{{- end }}
+{{- printf "%s://%s" (ternary "https" "http" $tls) $host }}
+{{- else }}
+{{- "http://localhost:3003" }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace NATS runs in, where its ConfigMap and passwords Secret go. */}}
+{{- define "latchkey.natsNamespace" -}}
+{{- .Values.nats.namespace | default .Release.Namespace }}
 {{- end }}
 
 {{/* True ("true") when a HorizontalPodAutoscaler owns the service's replica count. */}}
