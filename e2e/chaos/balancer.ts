@@ -2,9 +2,9 @@ import type { StackProcess } from '../support/stack.js';
 
 /**
  * What a load balancer in front of the gateways does, on the client side: it sends each request
- * to the next gateway whose `/ready` answered 200 at its last check (every `checkMs`), and tries
- * the next gateway when a connection is refused (nothing was sent, so that is safe). With no
- * gateway ready it tries them all.
+ * to the next gateway whose `/ready/self` (the Helm chart's probe of a gateway pod) answered 200
+ * at its last check (every `checkMs`), and tries the next gateway when a connection is refused
+ * (nothing was sent, so that is safe). With no gateway ready it tries them all.
  */
 export interface Balancer {
   fetch(path: string, init?: RequestInit): Promise<Response>;
@@ -20,7 +20,7 @@ export function startBalancer(gateways: () => readonly StackProcess[], checkMs =
       await Promise.all(
         gateways().map(async (gateway) => {
           try {
-            const response = await fetch(`${gateway.url}/ready`, { signal: AbortSignal.timeout(2000) });
+            const response = await fetch(`${gateway.url}/ready/self`, { signal: AbortSignal.timeout(2000) });
             await response.arrayBuffer();
             ready.set(gateway.url, response.status === 200);
           } catch {
