@@ -5,7 +5,8 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo, type WatchedConnection } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
 import { LOG_BLOCK, logBlockKey, recordLogGapsModel, recordLogModel, recordSequenceModel, type RecordDoc, type RecordLogBlockDoc, type RecordLogGapsDoc } from './record-model.js';
-import { createRecordRepo, pageContinues, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
+import { readAllPages } from './record-pages-fixture.js';
+import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
 
 /**
  * A scope whose records have all been written again since they were added (an incremental CRM
@@ -59,17 +60,7 @@ async function save(target: RecordScope, externalIds: readonly string[], action:
 }
 
 /** Every page from a cursor on, as a client reads them. */
-async function readAll(target: RecordScope, limit: number, query: { actions?: RecordAction[]; modifiedAfter?: Date } = {}, afterSeq?: number) {
-  const seen: RecordDoc[] = [];
-  let cursor = afterSeq;
-  for (;;) {
-    const docs = await repo.page(target, { ...query, ...(cursor === undefined ? {} : { afterSeq: cursor }), limit: limit + 1 });
-    const page = docs.slice(0, limit);
-    seen.push(...page);
-    if (!pageContinues(docs, limit)) return seen;
-    cursor = page.at(-1)!.seq;
-  }
-}
+const readAll = (target: RecordScope, limit: number, query: Parameters<typeof readAllPages>[3] = {}, afterSeq?: number) => readAllPages(repo, target, limit, query, afterSeq);
 
 /**
  * What one read through the watched repository fetches of the change log: the numbers of the

@@ -5,6 +5,7 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
 import { LOG_BLOCK, recordKey, recordLogModel, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
+import { readAllPages } from './record-pages-fixture.js';
 import { createRecordRepo, pageContinues, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
 
 let mongo: TestMongo;
@@ -64,18 +65,8 @@ async function insertFirst(target: RecordScope, externalIds: readonly string[]):
   return externalIds.filter((_, index) => !skipped.has(index));
 }
 
-/** Every page from a cursor on, as a client reads them (as the records handler pages). */
-async function readAll(target: RecordScope, limit: number, query: { actions?: RecordAction[]; modifiedAfter?: Date; ids?: string[]; maxBytes?: number } = {}, afterSeq?: number) {
-  const seen: RecordDoc[] = [];
-  let cursor = afterSeq;
-  for (;;) {
-    const docs = await repo.page(target, { ...query, ...(cursor === undefined ? {} : { afterSeq: cursor }), limit: limit + 1 });
-    const page = docs.slice(0, limit);
-    seen.push(...page);
-    if (!pageContinues(docs, limit, query.maxBytes)) return seen;
-    cursor = page.at(-1)!.seq;
-  }
-}
+/** Every page from a cursor on, as a client reads them. */
+const readAll = (target: RecordScope, limit: number, query: Parameters<typeof readAllPages>[3] = {}, afterSeq?: number) => readAllPages(repo, target, limit, query, afterSeq);
 
 beforeAll(async () => {
   mongo = await startMongo();
