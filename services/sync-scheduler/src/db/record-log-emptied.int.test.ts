@@ -4,9 +4,9 @@ import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo, type WatchedConnection } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
-import { LOG_BLOCK, logBlockKey, recordLogGapsModel, recordLogModel, recordSequenceModel, type RecordDoc, type RecordLogBlockDoc, type RecordLogGapsDoc } from './record-model.js';
-import { readAllPages } from './record-pages-fixture.js';
-import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
+import { LOG_BLOCK, logBlockKey, recordLogGapsModel, recordLogModel, recordSequenceModel, type RecordLogBlockDoc, type RecordLogGapsDoc } from './record-model.js';
+import { externalIdsOf, idRange, readAllPages, recordWrite, saveBatch } from './record-pages-fixture.js';
+import { createRecordRepo, recordQueries, type RecordRepo, type RecordScope } from './record-repo.js';
 
 /**
  * A scope whose records have all been written again since they were added (an incremental CRM
@@ -26,38 +26,16 @@ let watchedRepo: RecordRepo;
 
 const base: RecordScope = { environment: environmentId('env_emptied'), connection: 3, model: 'Contact', variant: 'base' };
 const scopeNamed = (model: string): RecordScope => ({ ...base, model });
-const write = (id: string, seq: number, action: RecordAction = 'ADDED', at = new Date()): RecordWrite => ({
-  external_id: id,
-  payload: JSON.stringify({ id }),
-  hash: id,
-  first_seen_at: at,
-  last_modified_at: at,
-  last_action: action,
-  deleted_at: null,
-  pruned_at: null,
-  seq,
-});
-const ids = (docs: readonly RecordDoc[]) => docs.map((doc) => doc.external_id);
-const range = (from: number, to: number, prefix = 'r') => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
+const write = recordWrite;
+const ids = externalIdsOf;
+const range = idRange;
 const blockOf = (seq: number) => Math.floor(seq / LOG_BLOCK);
 const logBlocks = () => recordLogModel(connection).collection as unknown as driver.Collection<RecordLogBlockDoc>;
 const gapLists = () => recordLogGapsModel(connection).collection as unknown as driver.Collection<RecordLogGapsDoc>;
 const heads = () => recordSequenceModel(connection).collection as unknown as driver.Collection<{ _id: string; seq: number; start?: number }>;
 
-/** A batch as the records handler writes it: new records inserted, stored ones written again with new numbers. */
-async function save(target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date(), writer = repo): Promise<void> {
-  const existing = new Map((await writer.findByIds(target, externalIds)).map((doc) => [doc.external_id, doc]));
-  const fresh = externalIds.filter((id) => !existing.has(id));
-  const known = externalIds.filter((id) => existing.has(id));
-  const first = await writer.reserve(target, externalIds.length);
-  const writes = [...fresh, ...known].map((id, offset) => write(id, first + offset, existing.has(id) ? action : 'ADDED', at));
-  await writer.insertNew(target, writes.slice(0, fresh.length));
-  await writer.upsertMany(
-    target,
-    writes.slice(fresh.length),
-    known.map((id) => ({ seq: existing.get(id)!.seq, action: existing.get(id)!.last_action })),
-  );
-}
+/** A batch as the records handler writes it, by this repository or another. */
+const save = (target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date(), writer = repo) => saveBatch(writer, target, externalIds, action, at);
 
 /** Every page from a cursor on, as a client reads them. */
 const readAll = (target: RecordScope, limit: number, query: Parameters<typeof readAllPages>[3] = {}, afterSeq?: number) => readAllPages(repo, target, limit, query, afterSeq);

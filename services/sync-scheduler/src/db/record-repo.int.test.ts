@@ -5,8 +5,8 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import type { RecordAction } from '@latchkey/contracts';
 import { LOG_BLOCK, recordKey, recordLogModel, recordModel, recordSequenceModel, type RecordDoc } from './record-model.js';
-import { readAllPages } from './record-pages-fixture.js';
-import { createRecordRepo, pageContinues, recordQueries, type RecordRepo, type RecordScope, type RecordWrite } from './record-repo.js';
+import { externalIdsOf, idRange, readAllPages, recordWrite, saveBatch } from './record-pages-fixture.js';
+import { createRecordRepo, pageContinues, recordQueries, type RecordRepo, type RecordScope } from './record-repo.js';
 
 let mongo: TestMongo;
 let dbName: string;
@@ -14,33 +14,10 @@ let connection: Connection;
 let repo: RecordRepo;
 
 const scope: RecordScope = { environment: environmentId('env_a'), connection: 7, model: 'Contact', variant: 'base' };
-const write = (id: string, seq: number, action: RecordAction = 'ADDED', at = new Date()) => {
-  return { external_id: id, payload: JSON.stringify({ id }), hash: id, first_seen_at: at, last_modified_at: at, last_action: action, deleted_at: null, pruned_at: null, seq };
-};
-const ids = (docs: readonly RecordDoc[]) => docs.map((doc) => doc.external_id);
-const range = (from: number, to: number, prefix = 'r') => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
-
-/**
- * A batch as the records handler writes it: a lookup, then new records inserted and stored
- * ones written again (each with a new, higher sequence number; its old one leaves the log).
- */
-async function save(target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date(), padding = 0): Promise<void> {
-  const existing = new Map((await repo.findByIds(target, externalIds)).map((doc) => [doc.external_id, doc]));
-  const fresh = externalIds.filter((id) => !existing.has(id));
-  const known = externalIds.filter((id) => existing.has(id));
-  const first = await repo.reserve(target, externalIds.length);
-  const writes: RecordWrite[] = [...fresh, ...known].map((id, offset) => ({
-    ...write(id, first + offset, existing.has(id) ? action : 'ADDED', at),
-    payload: JSON.stringify({ id, at: at.toISOString(), ...(padding > 0 ? { padding: 'x'.repeat(padding) } : {}) }),
-    ...(action === 'DELETED' && existing.has(id) ? { deleted_at: at } : {}),
-  }));
-  await repo.insertNew(target, writes.slice(0, fresh.length));
-  await repo.upsertMany(
-    target,
-    writes.slice(fresh.length),
-    known.map((id) => ({ seq: existing.get(id)!.seq, action: existing.get(id)!.last_action })),
-  );
-}
+const write = recordWrite;
+const ids = externalIdsOf;
+const range = idRange;
+const save = (target: RecordScope, externalIds: readonly string[], action: RecordAction = 'UPDATED', at = new Date(), padding = 0) => saveBatch(repo, target, externalIds, action, at, padding);
 
 /**
  * A save as the records handler first tries it in a scope that met no stored record last time:
