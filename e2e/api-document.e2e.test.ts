@@ -100,18 +100,17 @@ describe('answers as the API document gives them', () => {
   });
 
   it('the deprecated GET /connection/{connectionId}: the query parameters it lists, and its legacy 400 and 404 bodies', async () => {
-    const read = await api('GET', '/connection/c1?provider_config_key=api&force_refresh=false&refresh_token=true&refresh_vendor_app_jwt_token=false');
-    expect(read.status).toBe(200);
-    expectDocumented('GET /connection/{connectionId}', read);
-    const invalid = await api('GET', '/connection/c1');
-    expect(invalid.status).toBe(400);
-    expectDocumented('GET /connection/{connectionId}', invalid);
-    const notBoolean = await api('GET', '/connection/c1?provider_config_key=api&force_refresh=maybe');
-    expect(notBoolean.status).toBe(400);
-    expectDocumented('GET /connection/{connectionId}', notBoolean);
-    const unknown = await api('GET', '/connection/nobody?provider_config_key=api');
-    expect(unknown.status).toBe(404);
-    expectDocumented('GET /connection/{connectionId}', unknown);
+    const cases: Array<[path: string, status: number]> = [
+      ['/connection/c1?provider_config_key=api&force_refresh=false&refresh_token=true&refresh_vendor_app_jwt_token=false', 200],
+      ['/connection/c1', 400],
+      ['/connection/c1?provider_config_key=api&force_refresh=maybe', 400],
+      ['/connection/nobody?provider_config_key=api', 404],
+    ];
+    for (const [path, status] of cases) {
+      const answer = await api('GET', path);
+      expect([path, answer.status]).toEqual([path, status]);
+      expectDocumented('GET /connection/{connectionId}', answer);
+    }
   });
 
   it('POST /action/trigger run now (200) and queued (202), and GET /action/{id} while it runs (202) and once done (200)', async () => {
