@@ -179,6 +179,9 @@ const ROUTES: Record<string, Case[]> = {
     ['connection_config an array', importing({ connection_config: [] }), body('connection_config')],
     ['connection_id a number', importing({ connection_id: 7 }), body('connection_id')],
     ['connection_id too long', importing({ connection_id: long(256) }), body('connection_id')],
+    // A URL's path resolves these away (`/connections/.` is `/connections/`): never addressable.
+    ['connection_id "."', importing({ connection_id: '.' }), body('connection_id')],
+    ['connection_id ".."', importing({ connection_id: '..' }), body('connection_id')],
     ['11 tags', importing({ tags: tooManyTags }), body('tags')],
     ['tag value over 255', importing({ tags: { team: long(256) } }), body('tags.team')],
     ['tag key over 64', importing({ tags: { [long(65)]: 'v' } }), body(`tags.${long(65)}`)],

@@ -177,6 +177,11 @@ export const connection = z.object({
 export type Connection = z.infer<typeof connection>;
 
 export const connectionId = z.string().min(1).max(255);
+/**
+ * The id a new connection may take: not `.` or `..`, which a URL's path resolves away
+ * (`/connections/.` is `/connections/`), so such a connection could never be read or deleted.
+ */
+export const newConnectionId = connectionId.refine((id) => id !== '.' && id !== '..', { message: 'not "." or ".."' });
 
 /** A connect session as its end-user flow sees it: never the token or its digest. */
 export const connectSession = z.object({
@@ -257,7 +262,7 @@ export const vaultContracts = {
       include_credentials: z.boolean(),
       reads_client_secrets: readsClientSecrets,
       provider_config_key: z.string(),
-      connection_id: connectionId.optional(),
+      connection_id: newConnectionId.optional(),
       credentials: anyCredentials,
       metadata: metadataSchema.optional(),
       connection_config: metadataSchema.optional(),
