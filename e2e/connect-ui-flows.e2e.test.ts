@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Browser, Page } from 'playwright-core';
-import { startOAuth1Server, startOAuthServer, type TestOAuth1Server, type TestOAuthServer } from '@latchkey/testing';
+import { freePort, startOAuth1Server, startOAuthServer, type TestOAuth1Server, type TestOAuthServer } from '@latchkey/testing';
 import { artifactPath, launchBrowser } from './support/browser.js';
 import { writeProvidersFile } from './support/providers.js';
 import { http, startStack, type Stack } from './support/stack.js';
@@ -42,6 +42,8 @@ beforeAll(async () => {
       `loopback-cc:\n  display_name: Loopback Machine API\n  categories: [test]\n  auth_mode: OAUTH2_CC\n  token_url: ${oauth.tokenUrl}\n  proxy:\n    base_url: ${oauth.url}\n`,
       `loopback-tenant:\n  display_name: Tenant API\n  categories: [test]\n  auth_mode: API_KEY\n  connection_configuration: [account_id]\n  proxy:\n    base_url: ${oauth.url}\n    headers:\n      Authorization: Bearer \${apiKey}\n      X-Account: \${connectionConfig.account_id}\n`,
       `loopback-verified:\n  display_name: Verified API\n  categories: [test]\n  auth_mode: API_KEY\n  proxy:\n    base_url: ${oauth.url}\n    headers:\n      Authorization: Bearer \${apiKey}\n  verification:\n    method: GET\n    endpoints: [/userinfo]\n`,
+      // Self-hosted: the end user names the host the key is tried at.
+      `hosted-verified:\n  display_name: Self-hosted API\n  categories: [test]\n  auth_mode: API_KEY\n  connection_configuration: [host]\n  connection_config:\n    host: { type: string, pattern: '^[A-Za-z0-9.-]+(:[0-9]+)?$' }\n  proxy:\n    base_url: http://\${connectionConfig.host}\n    headers:\n      Authorization: Bearer \${apiKey}\n  verification:\n    method: GET\n    endpoints: [/userinfo]\n`,
     ].join(''),
   );
   [stack, browser] = await Promise.all([startStack({ env: { PROVIDERS_FILE: providersFile, PROXY_ALLOW_CIDRS: '127.0.0.1/32' } }), launchBrowser()]);
@@ -50,6 +52,7 @@ beforeAll(async () => {
   await api('POST', '/integrations', { provider: 'loopback-oauth1', unique_key: 'oauth1', display_name: 'Loopback OAuth 1', credentials: { client_id: 'consumer-key', client_secret: 'consumer-secret' } });
   await api('POST', '/integrations', { provider: 'loopback-cc', unique_key: 'machine', display_name: 'Loopback Machine API' });
   await api('POST', '/integrations', { provider: 'loopback-verified', unique_key: 'verified', display_name: 'Verified API' });
+  await api('POST', '/integrations', { provider: 'hosted-verified', unique_key: 'hosted', display_name: 'Self-hosted API' });
   await api('POST', '/integrations', { provider: 'loopback-tenant', unique_key: 'tenant', display_name: 'Tenant API' });
 }, 90_000);
 
@@ -169,6 +172,26 @@ describe('verification requests', () => {
     expect(refused.json.error.code).toBe('connection_test_failed');
     expect(refused.json.error.payload).toEqual({ results: [{ endpoint: '/userinfo', status: 401 }] });
     expect(JSON.stringify(refused.json)).not.toContain('secret-wrong-key');
+  });
+
+  it('tells an end user the same of a host they named whether its address is refused, or it does not resolve or answer', async () => {
+    // Were a refused address told apart, the end user could map our internal DNS: which names
+    // exist, and which resolve to private ranges. The stack allows 127.0.0.1 only: the other
+    // literals are refused before any socket, `.invalid` resolves nowhere, the free port refuses.
+    const { token } = (await api('POST', '/connect/sessions', { tags: { end_user_id: 'hosted-user' }, allowed_integrations: ['hosted'] })).json.data;
+    const hosts = ['127.0.0.2:4701', '169.254.169.254:80', 'nowhere.invalid', 'sso.latchkey.invalid:8443', `127.0.0.1:${await freePort()}`];
+    const told: Record<string, unknown> = {};
+    for (const host of hosts) {
+      const answer = await http(`${stack.url}/api-auth/api-key/hosted?connect_session_token=${token}`, { method: 'POST', body: { apiKey: 'a-key', connection_config: { host } } });
+      told[host] = { status: answer.status, body: answer.json };
+    }
+    const first = told[hosts[0]!];
+    expect(first).toEqual({
+      status: 400,
+      body: { error: { code: 'connection_test_failed', message: expect.any(String), payload: { results: [{ endpoint: '/userinfo', error: 'unreachable' }] } } },
+    });
+    expect(told).toEqual(Object.fromEntries(hosts.map((host) => [host, first])));
+    expect(await connectionsTagged('hosted-user')).toHaveLength(0);
   });
 });
 

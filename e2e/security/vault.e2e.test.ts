@@ -268,8 +268,10 @@ test('case 3: a code exchange with a token endpoint on an address the operator d
   expect(started.status).toBe(302);
   const consent = await get(started.location!);
   const callback = await get(consent.location!);
-  expect(callback.status).toBe(400);
-  expect(callback.text).toContain('not allowed');
+  // The end user hears what an endpoint that could not be reached says: nothing of the address.
+  expect(callback.status).toBe(424);
+  expect(callback.text).toContain('could not be reached');
+  expect(callback.text).not.toContain('not allowed');
   expect(trapSeen.connections).toBe(0);
 });
 
@@ -296,15 +298,15 @@ test('case 3: client credentials with a token endpoint on an address the operato
   const saved = await http(`${stack.url}/auth/oauth2_cc/trap-cc?connect_session_token=${token}`, { method: 'POST', body: { client_id: 'sec-client', client_secret: CC_CLIENT_SECRET } });
   answers.push(JSON.stringify(saved.json));
   expect(saved.status).toBe(400);
-  expect(saved.json.error.code).toBe('upstream_not_allowed');
+  expect(saved.json.error).toMatchObject({ code: 'connection_test_failed', payload: { error: 'unreachable' } });
   expect(trapSeen.connections).toBe(0);
 });
 
 test('case 3: an OAuth 1 temporary-token request to an address the operator did not allow is refused before any socket opens', async () => {
   const token = await session({ allowed_integrations: ['trap-oauth1'] });
   const started = await get(`${stack.url}/oauth/connect/trap-oauth1?connect_session_token=${token}`);
-  expect(started.status).toBe(400);
-  expect(started.text).toContain('upstream_not_allowed');
+  expect(started.status).toBe(424);
+  expect(JSON.parse(started.text).error).toEqual({ code: 'refresh_token_external_error', message: expect.any(String), payload: { error: 'unreachable' } });
   expect(trapSeen.connections).toBe(0);
 });
 

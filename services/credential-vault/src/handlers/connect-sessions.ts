@@ -157,7 +157,9 @@ export function connectWithSessionHandler(deps: FormDeps) {
 /**
  * `vault.sessions.client_credentials`: an OAUTH2_CC connection from a connect flow. The end
  * user's client buys a token at the provider's token endpoint first; a refusal is 400
- * `connection_test_failed` with the provider's error code only, and nothing is stored.
+ * `connection_test_failed` with the provider's error code only, and nothing is stored. An
+ * endpoint that gave no answer, or is at an address the policy refuses, is the same code with
+ * one payload, `{error: 'unreachable'}`, whatever the reason (`forEndUser`).
  */
 export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers' | 'sessionService' | 'logger'> & { timeoutMs: number; http: HttpClient }) {
   return async (request: RequestOf<typeof vaultContracts.connectClientCredentials>) => {
@@ -184,13 +186,13 @@ export function connectClientCredentialsHandler(deps: Pick<FormDeps, 'providers'
       const appError = toAppError(forEndUser(error, deps.logger));
       if (appError.code !== 'refresh_token_external_error') throw appError;
       const payload = appError.payload ?? {};
+      // An endpoint that gave no answer, refused address included: `forEndUser`'s one payload, and one message.
+      if (payload['error'] === 'unreachable' && typeof payload['status'] !== 'number') {
+        throw new AppError('connection_test_failed', "The provider's token endpoint could not be reached; try again later", { payload });
+      }
       const reason = typeof payload['error'] === 'string' ? payload['error'] : 'refused';
       const description = typeof payload['error_description'] === 'string' ? ` (${payload['error_description']})` : '';
-      throw new AppError(
-        'connection_test_failed',
-        reason === 'unreachable' ? "The provider's token endpoint could not be reached; try again later" : `The provider refused these client credentials: ${reason}${description}`,
-        { payload },
-      );
+      throw new AppError('connection_test_failed', `The provider refused these client credentials: ${reason}${description}`, { payload });
     }
     return deps.sessionService.saveConnection(session, integration.unique_key, credentials, request.connection_config);
   };

@@ -179,7 +179,8 @@ function refusedAuthorization(error: unknown): AppError {
   const appError = toAppError(error);
   if (appError.code !== 'refresh_token_external_error') return appError;
   const payload = appError.payload ?? {};
-  if (payload['error'] === 'unreachable') return new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached; please try again", { payload });
+  // No answer at all is no refusal: `forEndUser` says it, as one answer whatever the reason.
+  if (payload['error'] === 'unreachable' && typeof payload['status'] !== 'number') return appError;
   const description = typeof payload['error_description'] === 'string' ? ` (${payload['error_description']})` : '';
   return new AppError('refresh_token_external_error', `The provider refused the authorization: ${String(payload['error'] ?? 'refused')}${description}`, { payload });
 }

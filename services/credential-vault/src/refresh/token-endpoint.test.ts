@@ -2,19 +2,36 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { Writable } from 'node:stream';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
-import { createAddressPolicy, createHttpClient } from '@latchkey/net';
+import { createAddressPolicy, createHttpClient, type ResolveAll } from '@latchkey/net';
 import { providerError } from './fresh-credentials.js';
-import { END_USER_NOT_ALLOWED, callTokenEndpoint, failedForNow, forEndUser } from './token-endpoint.js';
+import { END_USER_UNREACHABLE, callTokenEndpoint, failedForNow, forEndUser } from './token-endpoint.js';
 
-// IP-literal hosts: the policy refuses them before any lookup or socket, so nothing leaves.
-const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: [] }) });
+/**
+ * A stand-in DNS: `*.internal.test` names resolve to a private address, every other name to
+ * nothing. IP-literal hosts and names the policy refuses are refused before any socket, and a
+ * name that does not resolve never gets one, so nothing leaves.
+ */
+const resolve: ResolveAll = (hostname, _options, callback) => {
+  if (hostname.endsWith('.internal.test')) callback(null, [{ address: '10.1.2.3', family: 4 }]);
+  else callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), []);
+};
+const http = createHttpClient({ policy: createAddressPolicy({ allowCidrs: [] }), resolve });
 afterAll(() => http.close());
 
-async function refusedAt(url: string): Promise<AppError> {
+async function failedAt(url: string): Promise<AppError> {
   const error = await callTokenEndpoint(http, url, { form: { grant_type: 'authorization_code' }, headers: {}, timeoutMs: 1_000 }).catch((thrown: unknown) => thrown);
   expect(error).toBeInstanceOf(AppError);
   return error as AppError;
 }
+
+/** A token endpoint that was not reached, as `callTokenEndpoint` says it. */
+const unreachable = (reason: string) => new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", { payload: { error: 'unreachable', reason } });
+
+/** Everything of an error that reaches the end user: its wire body and status. */
+const heard = (error: unknown) => {
+  expect(error).toBeInstanceOf(AppError);
+  return { ...(error as AppError).toBody(), status: (error as AppError).status };
+};
 
 function capturingLogger() {
   const lines: string[] = [];
@@ -24,32 +41,56 @@ function capturingLogger() {
 
 describe('a token endpoint at an address the policy refuses', () => {
   it("tells the customer's backend the range, as the proxy does", async () => {
-    expect((await refusedAt('http://10.0.0.1/token')).message).toContain('private range');
+    expect((await failedAt('http://10.0.0.1/token')).message).toContain('private range');
   });
 
-  it('tells an end user one message whatever the reason, and the log why', async () => {
+  it("keeps the range for the customer's backend when the name resolved to it", async () => {
+    const refused = await failedAt('http://sso.internal.test/token');
+    expect(refused).toMatchObject({ code: 'upstream_not_allowed', status: 400 });
+    expect(refused.message).toContain('private range');
+  });
+});
+
+describe('a token endpoint as an end user hears of it', () => {
+  // The end user may have typed the host. A refused address and one that could not be reached
+  // must read the same, or the answers map our internal DNS: which names exist, and which of
+  // them resolve to private ranges.
+  const refusedUrls = ['http://10.0.0.1/token', 'http://127.0.0.2:8080/token', 'http://169.254.169.254/token', 'http://[64:ff9b::a00:1]/token', 'http://sso.internal.test/token?code=a-code'];
+
+  it('is one answer for a refused address and for one that was not reached, whatever the reason, and the log says why', async () => {
     const { logger, lines } = capturingLogger();
-    // A NAT64 address's reason names the IPv4 address it carries.
-    const urls = ['http://10.0.0.1/token', 'http://127.0.0.2:8080/token', 'http://169.254.169.254/token', 'http://[64:ff9b::a00:1]/token'];
-    const told = [];
-    for (const url of urls) told.push(forEndUser(await refusedAt(url), logger) as AppError);
-    for (const error of told) expect(error).toMatchObject({ code: 'upstream_not_allowed', message: END_USER_NOT_ALLOWED, payload: undefined });
-    expect(END_USER_NOT_ALLOWED).not.toMatch(/range|loopback|private|metadata|\d+\.\d+/);
+    const notFound = await failedAt('http://nowhere.invalid/token?code=a-code');
+    expect(notFound.payload).toEqual({ error: 'unreachable', reason: 'dns_not_found' });
+    const errors = [...(await Promise.all(refusedUrls.map(failedAt))), notFound, unreachable('connection_refused'), unreachable('timeout'), unreachable('invalid_url')];
+    const told = errors.map((error) => heard(forEndUser(error, logger)));
+    for (const answer of told) {
+      expect(answer).toEqual({ code: 'refresh_token_external_error', status: 424, message: END_USER_UNREACHABLE, payload: { error: 'unreachable' } });
+    }
+    expect(END_USER_UNREACHABLE).not.toMatch(/range|loopback|private|metadata|allowed|resolve|\d+\.\d+/);
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.join('')).toContain('NAT64 address of 10.0.0.1: private range');
-    expect(lines.join('')).toContain('cloud metadata address');
+    const log = lines.join('');
+    expect(log).toContain('NAT64 address of 10.0.0.1: private range');
+    expect(log).toContain('cloud metadata address');
+    expect(log).toContain('sso.internal.test');
+    expect(log).toContain('dns_not_found');
+    expect(log).toContain('connection_refused');
+    // The host is the operator's to see; the path and query may carry a code or a secret.
+    expect(log).not.toMatch(/\/token|a-code/);
   });
 
-  it("leaves every other error as it is: the provider's refusal or an unreachable endpoint says what it says", () => {
+  it("passes the provider's answers as they are, even one whose own error reads unreachable", () => {
     const { logger } = capturingLogger();
-    const unreachable = new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", { payload: { error: 'unreachable' } });
-    expect(forEndUser(unreachable, logger)).toBe(unreachable);
+    const answers = [
+      providerError(400, '{"error":"invalid_grant"}'),
+      providerError(503, '{"error":"temporarily_unavailable"}'),
+      new AppError('refresh_token_external_error', 'The provider refused the token request: unreachable', { payload: { status: 400, error: 'unreachable' } }),
+      new AppError('invalid_body', 'connection_config.host is needed by the provider\'s URL'),
+    ];
+    for (const answer of answers) expect(forEndUser(answer, logger)).toBe(answer);
   });
 });
 
 describe('a token endpoint that failed', () => {
-  const unreachable = (reason: string) => new AppError('refresh_token_external_error', "The provider's token endpoint could not be reached", { payload: { error: 'unreachable', reason } });
-
   it('failed for now when it was not reached, or answered 5xx, 429 or 408', () => {
     for (const reason of ['timeout', 'connection_refused', 'connection_reset', 'dns_not_found', 'network_error']) expect(failedForNow(unreachable(reason))).toBe(true);
     for (const status of [500, 502, 503, 504, 429, 408]) expect(failedForNow(providerError(status, '{"error":"temporarily_unavailable"}'))).toBe(true);

@@ -64,18 +64,32 @@ export function failedForNow(error: AppError): boolean {
   return payload['error'] === 'unreachable' && payload['reason'] !== 'invalid_url';
 }
 
-/** What an end user hears of a token endpoint the address policy refused, whatever the reason. */
-export const END_USER_NOT_ALLOWED = "The provider's endpoint is at an address that is not allowed; check the host you entered";
+/**
+ * What an end user hears of a token endpoint that gave no answer, whatever kept it from one: an
+ * address the policy refused, a name that did not resolve, a port that refused, a timeout.
+ */
+export const END_USER_UNREACHABLE = "The provider's token endpoint could not be reached; check the host you entered, or try again later";
 
 /**
- * A token endpoint's failure as an end user's connect flow may tell it. A refused address is one
- * message whatever the reason: the end user may have named the host (a self-hosted provider with
- * their own OAuth client), and the range or address it resolved to would map our internal DNS
- * for them. The reason goes to the log only. Other errors pass as they are.
+ * A token endpoint's failure as an end user's connect flow may tell it. The end user may have
+ * named the host (a self-hosted provider with their own OAuth client), and the vault resolves it
+ * in our network: if a refused address (the range, or the code itself) read otherwise than a name
+ * that does not resolve or a port that does not answer, their answers would map our internal DNS,
+ * which names exist and which resolve to private ranges. So every endpoint that gave no answer is
+ * one error, identical in code, status, message and payload; why goes to the log only (the host
+ * and address, never the URL's path or query). The provider's answers (a `status`, its own
+ * `error`) and every other error pass as they are.
  */
 export function forEndUser(error: unknown, logger: Pick<Logger, 'warn'>): unknown {
-  if (!(error instanceof AppError) || error.code !== 'upstream_not_allowed') return error;
-  const refusal = error.cause instanceof UpstreamNotAllowedError ? error.cause : undefined;
-  logger.warn("a connect flow's provider endpoint is at an address that is not allowed", refusal ? { host: refusal.hostname, address: refusal.address, reason: refusal.reason } : { reason: error.message });
-  return new AppError('upstream_not_allowed', END_USER_NOT_ALLOWED);
+  if (!(error instanceof AppError)) return error;
+  const payload = error.payload ?? {};
+  if (error.code === 'upstream_not_allowed') {
+    const refusal = error.cause instanceof UpstreamNotAllowedError ? error.cause : undefined;
+    logger.warn("a connect flow's provider endpoint is at an address that is not allowed", refusal ? { host: refusal.hostname, address: refusal.address, reason: refusal.reason } : { reason: error.message });
+  } else if (error.code === 'refresh_token_external_error' && payload['error'] === 'unreachable' && typeof payload['status'] !== 'number') {
+    logger.warn("a connect flow's provider endpoint could not be reached", { reason: payload['reason'] });
+  } else {
+    return error;
+  }
+  return new AppError('refresh_token_external_error', END_USER_UNREACHABLE, { payload: { error: 'unreachable' } });
 }

@@ -93,6 +93,13 @@ describe('the OpenAPI document', () => {
     expect(codes('GET /proxy/{path}')).toEqual(expect.arrayContaining(['invalid_headers', 'upstream_not_allowed', 'forbidden']));
     expect(codes('POST /admin/environments')).toEqual(expect.arrayContaining(['unknown_admin_token', 'duplicate_environment']));
     expect(codes('POST /admin/environments')).not.toContain('forbidden');
+    // An end user's OAuth start hears a refused token-endpoint address as one that gave no answer
+    // (the vault's forEndUser); the customer's own read still names the refusal.
+    for (const name of ['GET /oauth/connect/{integration}', 'POST /oauth/connect/{integration}']) {
+      expect(codes(name)).toContain('refresh_token_external_error');
+      expect(codes(name)).not.toContain('upstream_not_allowed');
+    }
+    expect(codes('GET /connections/{connectionId}')).toEqual(expect.arrayContaining(['refresh_token_external_error', 'upstream_not_allowed']));
   });
 
   it('gives every success answer a route has, each with its own status and body', () => {

@@ -13,7 +13,9 @@ export async function redirectUri(deps: { config: { PUBLIC_URL: string }; enviro
 /**
  * `GET /oauth/connect/{integration}?connect_session_token=…`: sends the end user's browser to
  * the provider's authorization page. `params[k]=v` fill connection config; `authorization_params[k]=v`
- * are added to the authorization URL.
+ * are added to the authorization URL. An OAuth 1.0a start asks the provider for temporary
+ * credentials first: its refusal, or a request URL that gave no answer (refused address
+ * included, told as one: the vault's `forEndUser`), is 424 `refresh_token_external_error`.
  */
 export const connectOAuth = defineRoute({
   method: 'get',
@@ -23,7 +25,7 @@ export const connectOAuth = defineRoute({
   doc: {
     summary: "Start an OAuth flow: redirects to the provider's authorization page",
     status: 302,
-    errors: ['unknown_provider_config', 'upstream_not_allowed', 'upstream_unreachable', 'upstream_timeout'],
+    errors: ['unknown_provider_config', 'refresh_token_external_error'],
   },
   schemas: {
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
@@ -58,7 +60,7 @@ export const startOAuthFromPage = defineRoute({
   scope: null,
   doc: {
     summary: "Start an OAuth flow from the page (the end user's own client in the body)",
-    errors: ['unknown_provider_config', 'upstream_not_allowed', 'upstream_unreachable', 'upstream_timeout'],
+    errors: ['unknown_provider_config', 'refresh_token_external_error'],
     answer: z.object({ url: z.string() }),
   },
   schemas: {
