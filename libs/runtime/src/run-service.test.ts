@@ -17,4 +17,12 @@ describe('redactUri', () => {
     expect(redacted).toBe('mongodb://db-0/latchkey?replicaSet=rs0&proxyPassword=***&tlsCertificateKeyFilePassword=***&authMechanismProperties=***&authSource=admin');
     expect(redactUri('mongodb://u:p@db/x?authMechanismProperties=A:b@c')).toBe('mongodb://***@db/x?authMechanismProperties=***');
   });
+
+  it('hides a password holding a comma, a space, a question mark or an @', () => {
+    // The MongoDB driver takes a password up to the first `@`, whatever it holds before it.
+    expect(redactUri('mongodb://user:pa,ss@db-0,db-1/latchkey')).toBe('mongodb://***@db-0,db-1/latchkey');
+    expect(redactUri('mongodb://user:pa ss@db-0/latchkey')).toBe('mongodb://***@db-0/latchkey');
+    expect(redactUri('mongodb://user:pa?ss@db-0/latchkey?replicaSet=rs0')).toBe('mongodb://***@db-0/latchkey?replicaSet=rs0');
+    expect(redactUri('nats://gateway:p@ss@nats-0:4222,nats://gateway:q@nats-1:4222')).toBe('nats://***@nats-0:4222,nats://***@nats-1:4222');
+  });
 });

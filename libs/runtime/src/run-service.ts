@@ -301,12 +301,13 @@ const SECRET_OPTION = /pass|secret|token|cred|properties/i;
 
 /**
  * Connection strings may hold passwords: log hosts, path and harmless options only. A list (a
- * NATS cluster) may carry one in each of its URLs, so every one is hidden, up to its last `@`
- * before the list's next URL or the query (a password may hold a `/`); so are the values of
- * options that carry secrets. Exported for its test.
+ * NATS cluster) may carry one in each of its URLs, so every one is hidden: from `//` to the first
+ * `@`, as the MongoDB driver reads a password (which may hold a `/`, `,`, `?` or a space), and on
+ * past any `@` that follows before a `/`, `,`, `?` or space (an `@` in a password, as a URL
+ * parser reads one). So are the values of options that carry secrets. Exported for its test.
  */
 export function redactUri(uri: string): string {
   return uri
-    .replace(/\/\/[^\s,?]*@/g, '//***@')
+    .replace(/\/\/[^@]*@(?:[^@/,?\s]*@)*/g, '//***@')
     .replace(/([?&])([^=&]*)=([^&]*)/g, (option, separator: string, name: string) => (SECRET_OPTION.test(name) ? `${separator}${name}=***` : option));
 }
