@@ -34,6 +34,17 @@ describe('createLogger', () => {
     expect(lines[0]).toMatchObject({ headers: { accept: 'json' }, connection: { id: 'c1' } });
   });
 
+  it("masks a header's hyphenated names and a password's short names, and leaves look-alikes", async () => {
+    const { stream, lines } = capture();
+    const logger = createLogger({ service: 'test', stream });
+    const secrets = { 'x-api-key': 's1', 'api-key': 's2', 'private-key': 's3', 'signing-key': 's4', pass: 's5', passphrase: 's6', pwd: 's7' };
+    logger.info('call', { headers: secrets, bypass: 'kept', passthrough: 'kept' });
+    await new Promise((resolve) => setImmediate(resolve));
+    const text = JSON.stringify(lines[0]);
+    for (const secret of Object.values(secrets)) expect(text).not.toContain(`"${secret}"`);
+    expect(lines[0]).toMatchObject({ bypass: 'kept', passthrough: 'kept' });
+  });
+
   it('adds trace_id and span_id of the active span while tracing is on, and none otherwise', async () => {
     const { stream, lines } = capture();
     const logger = createLogger({ service: 'test', stream });

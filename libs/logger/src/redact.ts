@@ -1,8 +1,9 @@
 /**
  * Keys whose values never reach a log line, whatever their nesting. Patterns follow the house
- * style list: `authorization`, `*.secret`, `*.token`, `credentials.*`, plus their usual variants.
+ * style list: `authorization`, `*.secret`, `*.token`, `credentials.*`, plus their usual variants
+ * (a header's `x-api-key` as a config's `api_key`).
  */
-const SECRET_KEY = /authorization|cookie|secret|token|password|passwd|api_?key|private_?key|signing_?key/i;
+const SECRET_KEY = /authorization|cookie|secret|token|password|passwd|passphrase|^pass$|^pwd$|api[-_]?key|private[-_]?key|signing[-_]?key/i;
 const SECRET_CONTAINER = /^credentials$/i;
 export const REDACTED = '[redacted]';
 const MAX_DEPTH = 8;
