@@ -99,6 +99,22 @@ describe('the outbound HTTP client', () => {
     expect(forbidden.bodies.join()).not.toContain(CANARY);
   });
 
+  it('follows a redirect within its origin, and none to another origin, whose headers and body would go along', async () => {
+    const within = await startUpstream('127.0.0.1', (url) => (url === '/token' ? { status: 307, location: '/moved' } : { status: 200 }));
+    const across = await startUpstream('127.0.0.1', () => ({ status: 307, location: `${allowed.url}/token` }));
+    try {
+      const followed = await client.request(`${within.url}/token`, { method: 'POST', form: { a: 'b' }, timeoutMs: 2000, followRedirects: true });
+      expect(followed).toMatchObject({ statusCode: 200 });
+      expect(within.bodies).toEqual(['a=b', 'a=b']);
+      const request = client.request(`${across.url}/token`, { method: 'POST', headers: { 'x-api-key': CANARY }, form: { client_secret: CANARY }, timeoutMs: 2000, followRedirects: true });
+      expect((await refusal(request)).reason).toBe('cross_origin_redirect');
+      expect(allowed.connections).toBe(0);
+    } finally {
+      within.server.close();
+      across.server.close();
+    }
+  });
+
   it('keeps the status but not a body larger than the limit', async () => {
     const response = await client.request(`${allowed.url}/big`, { timeoutMs: 2000, maxResponseBytes: 1024 });
     expect(response).toMatchObject({ statusCode: 200, body: '', truncated: true });

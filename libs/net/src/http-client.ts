@@ -23,7 +23,11 @@ export interface OutboundRequest {
   json?: unknown;
   /** The whole exchange, to the end of the answer's body. */
   timeoutMs: number;
-  /** Off by default: a redirect would carry secrets wherever the answer points. On: each hop is checked. */
+  /**
+   * Off by default: a redirect would carry secrets wherever the answer points. On: each hop is
+   * checked, and one to another origin (scheme, host or port) ends the request
+   * (`cross_origin_redirect`), since its headers and body would go with it.
+   */
   followRedirects?: boolean;
   /** The most of the answer's body kept in memory (default 1 MiB); past it the rest is dropped and `truncated` set. */
   maxResponseBytes?: number;
@@ -41,7 +45,8 @@ const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /**
  * Why no answer came. `reason` is a short code (upstream_not_allowed, invalid_url, timeout,
- * connection_refused, dns_not_found, connection_reset, too_many_redirects, network_error); the
+ * connection_refused, dns_not_found, connection_reset, too_many_redirects, cross_origin_redirect,
+ * network_error); the
  * message names no URL, since paths and queries may carry secrets.
  */
 export class OutboundRequestError extends Error {
@@ -72,9 +77,10 @@ export interface HttpClientOptions {
   resolve?: ResolveAll;
 }
 
-function refusalIn(error: unknown): UpstreamNotAllowedError | undefined {
+/** The first error of `type` in `error`'s causes: got wraps what a hook or the lookup throws. */
+function causeOf<T extends Error>(error: unknown, type: abstract new (...args: never[]) => T): T | undefined {
   for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    if (current instanceof UpstreamNotAllowedError) return current;
+    if (current instanceof type) return current;
   }
   return undefined;
 }
@@ -108,10 +114,13 @@ export function createHttpClient(options: HttpClientOptions): HttpClient {
     hooks: {
       beforeRequest: [(request) => checkUrlHost(request.url as URL, policy)],
       beforeRedirect: [
-        (request) => {
+        (request, answer) => {
           const next = request.url as URL;
           if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new OutboundRequestError('invalid_url');
+          // got drops only `authorization` and `cookie` on a hop to another origin: an
+          // `x-api-key`, or a form a 307 sends again, would go along. Only the same origin then.
           checkUrlHost(next, policy);
+          if (next.origin !== new URL(answer.url).origin) throw new OutboundRequestError('cross_origin_redirect');
         },
       ],
     },
@@ -163,9 +172,10 @@ export function createHttpClient(options: HttpClientOptions): HttpClient {
         return { statusCode: response.statusCode, headers: response.headers, body: response.body, truncated: false };
       } catch (error) {
         if (tooLarge && head) return { ...head, body: '', truncated: true };
-        const refusal = refusalIn(error);
+        const refusal = causeOf(error, UpstreamNotAllowedError);
         if (refusal) throw new OutboundRequestError('upstream_not_allowed', refusal);
-        if (error instanceof OutboundRequestError) throw error;
+        const ours = causeOf(error, OutboundRequestError);
+        if (ours) throw ours;
         if ((error as { name?: unknown }).name === 'TimeoutError') throw new OutboundRequestError('timeout');
         throw new OutboundRequestError(reasonOf(error));
       }
