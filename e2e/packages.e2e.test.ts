@@ -99,7 +99,8 @@ describe('the published packages', () => {
     // The project's own dependencies; the SDK and the CLI are not on the registry, so from the packed files.
     timings['install project'] = (await run('npm', [...INSTALL, tarball('functions'), tarball('cli')], app)).ms;
 
-    const deployed = await run('npx', ['--no-install', 'latchkey', 'deploy', '--environment', 'dev', '--host', stack.url], app, { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey });
+    // The scaffold's own deploy script, as its README says to run it.
+    const deployed = await run('npm', ['run', '--silent', 'deploy'], app, { SERVICE_SECRET_KEY_DEV: stack.bootstrapKey, LATCHKEY_HOST: stack.url });
     timings['latchkey deploy'] = deployed.ms;
     expect(deployed.stdout).toContain('example: action hello');
     expect(deployed.stdout).toContain('example: version 1 deployed');

@@ -69,7 +69,10 @@ integration's functions, one per file: \`functions/example/hello.ts\` is an acti
 Deploy every integration's functions to an environment (the key needs the \`environment:deploy\`
 scope and those deployed functions run with, as a full-access key has; the host is \`--host\`, else \`LATCHKEY_HOST\`, else http://localhost:3003):
 
-    SERVICE_SECRET_KEY_DEV=<secret key> npx latchkey deploy --environment dev
+    SERVICE_SECRET_KEY_DEV=<secret key> npm run deploy
+
+The \`deploy\` script of \`package.json\` deploys to the \`dev\` environment: change it there, or
+name another for one run (\`SERVICE_SECRET_KEY_PROD=<secret key> npm run deploy -- --environment prod\`).
 `;
 
 /**
@@ -95,7 +98,8 @@ function projectFiles(dir: string): Record<string, string> {
     version: '0.1.0',
     private: true,
     type: 'module',
-    scripts: { deploy: 'latchkey deploy' },
+    // `latchkey deploy` needs an environment: `dev`, as the README's example, for the user to change.
+    scripts: { deploy: 'latchkey deploy --environment dev' },
     dependencies: { '@latchkey/functions': sources.sdk },
     devDependencies: { '@latchkey/cli': sources.cli },
   };

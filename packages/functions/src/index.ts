@@ -92,8 +92,11 @@ export interface FunctionContext {
   put<T = unknown>(config: Omit<ProxyConfig, 'method'>): Promise<ProxyResponse<T>>;
   patch<T = unknown>(config: Omit<ProxyConfig, 'method'>): Promise<ProxyResponse<T>>;
   delete<T = unknown>(config: Omit<ProxyConfig, 'method'>): Promise<ProxyResponse<T>>;
-  /** Every page of a list endpoint, driven by the provider's `proxy.paginate` settings. */
-  paginate<T = unknown>(config: ProxyConfig & { paginate?: PaginateConfig }): AsyncGenerator<T[], void, undefined>;
+  /**
+   * Every page of a list endpoint, driven by the provider's `proxy.paginate` settings. A page is
+   * records (JSON objects) unless `T` says otherwise, so it goes to `batchSave` as it is.
+   */
+  paginate<T = Record<string, unknown>>(config: ProxyConfig & { paginate?: PaginateConfig }): AsyncGenerator<T[], void, undefined>;
   /** The connection, with its credentials. */
   getConnection(): Promise<ConnectionInfo>;
   /** The integration, with its webhook URL and secret. */
@@ -217,11 +220,22 @@ export type FunctionDescription =
   | { type: 'sync'; name: string; description?: string; frequency: string; models: ModelDescription[]; webhook_subscriptions: string[] }
   | { type: 'on-event'; name: string; event: LifecycleEvent };
 
-/** Field types of a zod object (read from its definition), or of a plain field map. */
-function describeModel(name: string, model: Model): ModelDescription {
-  const shape = 'shape' in model && typeof model.shape === 'object' ? (model.shape as Record<string, unknown>) : undefined;
-  if (!shape) return { name, fields: Object.entries(model as Record<string, string>).map(([field, type]) => ({ name: field, type: String(type) })) };
-  return { name, fields: Object.entries(shape).map(([field, schema]) => ({ name: field, type: zodTypeName(schema) })) };
+/**
+ * Field types of a zod object (read from its definition), or of a plain field map. Anything else
+ * (another library's schema, which has no `shape`) is refused: read as a field map, its own
+ * properties would become fields that every record then lacks.
+ */
+function describeModel(sync: string, name: string, model: Model): ModelDescription {
+  const value = model as unknown;
+  const shape = (value as { shape?: unknown } | null)?.shape;
+  if (shape !== null && typeof shape === 'object') {
+    return { name, fields: Object.entries(shape).map(([field, schema]) => ({ name: field, type: zodTypeName(schema) })) };
+  }
+  const plainMap = value !== null && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((type) => typeof type === 'string');
+  if (!plainMap) {
+    throw new Error(`sync ${sync}: model ${name} is neither a zod object (z.object(…)) nor a plain map of field name to type name ({ id: 'string' })`);
+  }
+  return { name, fields: Object.entries(value as Record<string, string>).map(([field, type]) => ({ name: field, type })) };
 }
 
 function zodTypeName(schema: unknown): string {
@@ -280,7 +294,7 @@ export function describeFunction(value: unknown): FunctionDescription {
         name: definition.name!,
         ...optional(definition.description),
         frequency: definition.frequency!,
-        models: Object.entries(definition.models ?? {}).map(([name, model]) => describeModel(name, model)),
+        models: Object.entries(definition.models ?? {}).map(([name, model]) => describeModel(definition.name!, name, model)),
         webhook_subscriptions: [...(definition.webhookSubscriptions ?? [])],
       };
     case 'on-event':

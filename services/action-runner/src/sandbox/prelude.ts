@@ -143,6 +143,9 @@ function makeContext(info) {
       if (settings.limit !== undefined && settings.limit_name_in_request) params[settings.limit_name_in_request] = settings.limit;
       let request = { ...base, params };
       let offset = Number(params[settings.offset_name_in_request || 'offset'] || 0);
+      // A provider that answers with the cursor or link it was just given has no next page: asked
+      // again, it would answer the same page until the page limit.
+      let currentLink;
       for (let page = 0; page < 10000; page++) {
         const response = await proxy(request);
         if (response.status >= 400) throw new Error('paginate: the provider answered ' + response.status);
@@ -153,12 +156,15 @@ function makeContext(info) {
         if (type === 'cursor') {
           const cursor = pathGet(response.data, settings.cursor_path_in_response);
           if (cursor === undefined || cursor === null || cursor === '') return;
-          params = { ...params, [settings.cursor_name_in_request || 'cursor']: cursor };
+          const cursorName = settings.cursor_name_in_request || 'cursor';
+          if (params[cursorName] !== undefined && NativeString(cursor) === NativeString(params[cursorName])) return;
+          params = { ...params, [cursorName]: cursor };
           request = { ...base, params };
         } else if (type === 'link') {
           const link = settings.link_path_in_response_body ? pathGet(response.data, settings.link_path_in_response_body) : nextLink(response.headers, settings.link_rel_in_response_header);
-          if (!link) return;
-          const next = splitUrl(NativeString(link));
+          if (!link || NativeString(link) === currentLink) return;
+          currentLink = NativeString(link);
+          const next = splitUrl(currentLink);
           request = { ...base, endpoint: next.endpoint, params: next.params, ...(next.baseUrlOverride ? { baseUrlOverride: next.baseUrlOverride } : {}) };
         } else {
           offset += list.length;

@@ -322,6 +322,32 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async () => {
     expect(error.code).toBe('function_memory_exceeded');
   });
 
+  it('ends ctx.paginate when the provider answers with the cursor or link it was just given, instead of asking for that page again and again', async () => {
+    const asked: string[] = [];
+    const page = (data: unknown, headers: Record<string, string> = {}) => ({ status: 200, headers, data: JSON.stringify(data), parse: true as const });
+    const host = {
+      paginateSettings: async () => null,
+      proxy: async (config: { endpoint: string; params?: Record<string, unknown> }) => {
+        asked.push(`${config.endpoint} ${JSON.stringify(config.params ?? {})}`);
+        // A cursor that moves once, then comes back the same; a link to the page itself, in the body and in the header.
+        if (config.endpoint === '/cursor') return page({ items: [{ id: asked.length }], next: 'c1' });
+        if (config.endpoint === '/body-link') return page({ items: [{ id: asked.length }], next: 'https://api.example.com/body-link?page=2' });
+        return page([{ id: asked.length }], { link: '<https://api.example.com/header-link?page=2>; rel="next"' });
+      },
+    };
+    const pages = (endpoint: string, paginate: string) =>
+      run(action(`async (ctx) => { const seen = []; for await (const page of ctx.paginate({ endpoint: '${endpoint}', paginate: ${paginate} })) seen.push(page); return seen.length; }`), { host });
+
+    expect(JSON.parse((await pages('/cursor', `{ type: 'cursor', response_path: 'items', cursor_path_in_response: 'next' }`))!)).toBe(2);
+    expect(asked).toEqual(['/cursor {}', '/cursor {"cursor":"c1"}']);
+    asked.length = 0;
+    expect(JSON.parse((await pages('/body-link', `{ type: 'link', response_path: 'items', link_path_in_response_body: 'next' }`))!)).toBe(2);
+    expect(asked).toEqual(['/body-link {}', '/body-link {"page":"2"}']);
+    asked.length = 0;
+    expect(JSON.parse((await pages('/header-link', `{ type: 'link' }`))!)).toBe(2);
+    expect(asked).toEqual(['/header-link {}', '/header-link {"page":"2"}']);
+  });
+
   it('has no WebAssembly, whose memories would grow outside the memory limit', async () => {
     expect(JSON.parse((await run(action(`async () => typeof WebAssembly`)))!)).toBe('undefined');
     const grow = await failure(run(action(`async () => { const memory = new globalThis.WebAssembly.Memory({ initial: 1, maximum: 65536 }); memory.grow(65535); }`)));
@@ -356,13 +382,14 @@ module.exports = { default: { kind: 'action', name: 'a', exec: async () => {
     // isolate, were they cut in the host.
     await run(action(`async (ctx) => { const big = 'x'.repeat(16 * 1024 * 1024); for (let i = 0; i < 100; i++) console.log(big); for (let i = 0; i < 100; i++) ctx.log('fields', { big }); }`), {
       onLog: (_level, message, fields) => void lines.push({ message, fields }),
-      limits: { ...limits, memoryMb: 64, timeoutMs: 20_000 },
+      // Writing 100 fields of 16 MB as JSON takes the isolate some 10 s, more on a loaded machine.
+      limits: { ...limits, memoryMb: 64, timeoutMs: 50_000 },
     });
     expect(process.memoryUsage().rss - before).toBeLessThan(400 * 1024 * 1024);
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.every((line) => line.message.length <= 4096)).toBe(true);
     expect(lines.at(-1)?.fields).toEqual({ truncated: expect.stringContaining('characters of fields') });
-  });
+  }, 60_000);
 
   it('caps the output', async () => {
     const error = await failure(run(action(`async () => 'x'.repeat(2 * 1024 * 1024)`), { limits: { ...limits, timeoutMs: 5000 } }));
