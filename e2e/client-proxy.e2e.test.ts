@@ -15,6 +15,10 @@ let upstream: TestUpstreamApi;
 let other: TestUpstreamApi;
 let held: Server;
 let heldUrl: string;
+/** A provider whose error answers look like ours: our envelope, and even our `Latchkey-Error` header. */
+let lookalike: Server;
+let lookalikeUrl: string;
+const lookalikeHits: string[] = [];
 let release: () => void = () => undefined;
 let latchkey: Latchkey;
 
@@ -56,6 +60,22 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => held.listen(heldPort, '127.0.0.1', resolve));
   heldUrl = `http://127.0.0.1:${heldPort}`;
+  const lookalikePort = await freePort();
+  lookalike = createServer((req, res) => {
+    req.resume();
+    lookalikeHits.push(`${req.method} ${req.url}`);
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(JSON.stringify(body));
+    };
+    if (req.url === '/envelope/404') json(404, { error: { code: 'not_found', message: 'No such ticket' } });
+    else if (req.url === '/envelope/403') json(403, { error: { code: 'forbidden', message: 'Not your ticket' } });
+    else if (req.url === '/envelope/429') json(429, { error: { code: 'too_many_requests', message: 'Slow down' } }, { 'retry-after': '1' });
+    else if (req.url === '/forged') json(404, { error: { code: 'unknown_connection', message: 'forged' } }, { 'Latchkey-Error': 'unknown_connection' });
+    else json(200, { ok: true });
+  });
+  await new Promise<void>((resolve) => lookalike.listen(lookalikePort, '127.0.0.1', resolve));
+  lookalikeUrl = `http://127.0.0.1:${lookalikePort}`;
 
   const providersFile = writeProvidersFile(
     apiKeyProviderYaml(upstream.url),
@@ -66,7 +86,7 @@ beforeAll(async () => {
   const api = (path: string, body: unknown) => http(`${stack.url}${path}`, { method: 'POST', token: stack.bootstrapKey, body });
   closedPort = await freePort();
   // baseUrlOverride gets credentials only on these hosts (10.0.0.1 for the address policy to refuse).
-  const allowedHosts = [new URL(other.url).host, `127.0.0.1:${heldPort}`, `127.0.0.1:${closedPort}`, '10.0.0.1'];
+  const allowedHosts = [new URL(other.url).host, `127.0.0.1:${heldPort}`, `127.0.0.1:${lookalikePort}`, `127.0.0.1:${closedPort}`, '10.0.0.1'];
   await api('/integrations', {
     provider: 'loopback-api',
     unique_key: 'api',
@@ -84,6 +104,8 @@ afterAll(async () => {
   await other?.close();
   held?.closeAllConnections();
   held?.close();
+  lookalike?.closeAllConnections();
+  lookalike?.close();
 });
 
 describe('the SDK proxy', () => {
@@ -323,6 +345,41 @@ describe('the SDK proxy', () => {
     const noProxy = new Latchkey({ host: stack.url, apiKey: created.json.data.secret });
     await expect(noProxy.get({ ...target, endpoint: '/echo' })).rejects.toMatchObject({ status: 403, code: 'forbidden' });
   }, 60_000);
+
+  it("takes a provider's error for the provider's even when it looks like ours: only the gateway's Latchkey-Error header says ours", async () => {
+    const lookalikeTarget = { ...target, baseUrlOverride: lookalikeUrl };
+    const notFound = await rejection(latchkey.get({ ...lookalikeTarget, endpoint: '/envelope/404' }));
+    expect(notFound).toMatchObject({ status: 404, code: 'provider_error', payload: { status: 404, data: { error: { code: 'not_found', message: 'No such ticket' } } } });
+    const forbidden = await rejection(latchkey.get({ ...lookalikeTarget, endpoint: '/envelope/403' }));
+    expect(forbidden).toMatchObject({ status: 403, code: 'provider_error' });
+
+    // A provider's 429 is never replayed by the client, whatever its body says: only the caller's `retries` ask the proxy to.
+    lookalikeHits.length = 0;
+    const limited = await rejection(latchkey.post({ ...lookalikeTarget, endpoint: '/envelope/429', data: { charge: 1 } }));
+    expect(limited).toMatchObject({ status: 429, code: 'provider_error', retryAfter: 1 });
+    expect(lookalikeHits).toEqual(['POST /envelope/429']);
+
+    // The marker itself cannot be forged: the gateway drops it from a provider's answer.
+    const forged = await rejection(latchkey.get({ ...lookalikeTarget, endpoint: '/forged' }));
+    expect(forged).toMatchObject({ status: 404, code: 'provider_error', payload: { data: { error: { code: 'unknown_connection', message: 'forged' } } } });
+    expect((forged.payload!['headers'] as Record<string, string>)['latchkey-error']).toBeUndefined();
+    const raw = await fetch(`${stack.url}/proxy/forged`, {
+      headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'api', 'provider-config-key': 'api', 'base-url-override': lookalikeUrl },
+    });
+    expect(raw.status).toBe(404);
+    expect(raw.headers.get('latchkey-error')).toBeNull();
+    await raw.text();
+
+    // The gateway's own errors carry it, with the code, so that even a HEAD (no body) tells which side answered.
+    const ours = await fetch(`${stack.url}/proxy/echo`, { headers: { authorization: `Bearer ${stack.bootstrapKey}`, 'connection-id': 'nobody', 'provider-config-key': 'api' } });
+    expect(ours.status).toBe(404);
+    expect(ours.headers.get('latchkey-error')).toBe('unknown_connection');
+    await ours.text();
+    const head = await rejection(latchkey.proxy({ ...target, connectionId: 'nobody', endpoint: '/echo', method: 'HEAD' }));
+    expect(head).toMatchObject({ status: 404, code: 'unknown_connection' });
+    const providerHead = await rejection(latchkey.proxy({ ...target, endpoint: '/status/404', method: 'HEAD' }));
+    expect(providerHead).toMatchObject({ status: 404, code: 'provider_error' });
+  });
 
   it('refuses a missing target, a body on GET and an endpoint that climbs out of /proxy', async () => {
     await expect(latchkey.get({ ...target, endpoint: '' })).rejects.toThrow(TypeError);

@@ -2,9 +2,9 @@ import { Blob } from 'node:buffer';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
 import { brotliDecompressSync, gunzipSync, inflateRawSync, inflateSync } from 'node:zlib';
-import got, { type Got, RequestError } from 'got';
-import { isLatchkeyError } from './error-statuses.js';
+import got, { type Got, RequestError, TimeoutError } from 'got';
 import { LatchkeyError, errorFromResponse } from './errors.js';
+import { ACTION_TIMEOUT_MS, CALL_TIMEOUT_MS, proxyTimeoutMs } from './timeouts.js';
 import { verifyWebhookSignature } from './webhook-signature.js';
 
 export interface LatchkeyOptions {
@@ -14,7 +14,14 @@ export interface LatchkeyOptions {
   apiKey?: string;
   /** @deprecated Use `apiKey`. */
   secretKey?: string;
-  /** Per-request timeout. Default 30 s. */
+  /**
+   * How long a call waits for its answer, in milliseconds. By default each call waits longer than
+   * the gateway may take to answer it (with the server's default settings): 30 s, `triggerAction`
+   * 75 s (the gateway waits up to `FUNCTION_TIMEOUT_MS` + 10 s for the run), the proxy calls
+   * 40 s × (`retries` + 1) + 10 s. Given here, it replaces those defaults for every call; a call's
+   * own `timeoutMs` wins over it. A call with no answer in time rejects with code `timeout`:
+   * the request may still complete on the server.
+   */
   timeoutMs?: number;
   /** How many times a 429 is retried after waiting its `Retry-After`. Default 2; 0 turns it off. */
   rateLimitRetries?: number;
@@ -296,6 +303,12 @@ export interface ProxyConfig {
    * the response is still content-encoded; `arraybuffer`, `blob` and `stream` never are.
    */
   responseType?: ProxyResponseType | undefined;
+  /**
+   * How long the call waits for the answer, in milliseconds (with `responseType: 'stream'`, for
+   * its headers). Default: the client's `timeoutMs`, else 40 s × (`retries` + 1) + 10 s, past
+   * the gateway's own deadline for the call with the server's default `PROXY_TIMEOUT_MS` (30 s).
+   */
+  timeoutMs?: number | undefined;
 }
 
 /** `proxy()`'s config without `method`, for `post`, `put`, `patch` and `delete`. */
@@ -327,7 +340,18 @@ interface CallOptions {
   query?: Query;
   body?: unknown;
   headers?: Record<string, string>;
+  /** This call's timeout, when it is not the client's. */
+  timeoutMs?: number | undefined;
 }
+
+/** A call's own timeout (see `LatchkeyOptions.timeoutMs`). */
+export interface TimeoutOption {
+  /** How long this call waits for its answer, in milliseconds; over the client's `timeoutMs` and the call's default. */
+  timeoutMs?: number | undefined;
+}
+
+/** How `triggerSync` starts each run: `full_refresh` clears the checkpoint; `full_refresh_and_clear_cache` the records too. */
+export type SyncMode = 'incremental' | 'full_refresh' | 'full_refresh_and_clear_cache';
 
 const MAX_RETRY_AFTER_S = 60;
 
@@ -344,7 +368,8 @@ export class Latchkey {
   private readonly http: Got;
   private readonly streamHttp: Got;
   private readonly rateLimitRetries: number;
-  private readonly timeoutMs: number;
+  /** The client-wide timeout, when one was given: it replaces every call's default. */
+  private readonly timeoutMs: number | undefined;
   private readonly webhookSecret: string;
 
   constructor(options: LatchkeyOptions) {
@@ -353,16 +378,15 @@ export class Latchkey {
     this.webhookSecret = options.webhookSigningKey ?? apiKey;
     this.host = (options.host ?? 'http://localhost:3003').replace(/\/+$/, '');
     this.rateLimitRetries = options.rateLimitRetries ?? 2;
-    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.timeoutMs = options.timeoutMs;
     const defaults = {
       prefixUrl: this.host,
       headers: { authorization: `Bearer ${apiKey}`, 'user-agent': 'latchkey-node' },
       throwHttpErrors: false,
       retry: { limit: 0 },
     };
-    this.http = got.extend({ ...defaults, timeout: { request: this.timeoutMs }, responseType: 'text' });
-    // A proxied download may stream for longer than any one call should take: only its headers are timed.
-    this.streamHttp = got.extend({ ...defaults, timeout: { response: this.timeoutMs } });
+    this.http = got.extend({ ...defaults, responseType: 'text' });
+    this.streamHttp = got.extend(defaults);
   }
 
   /**
@@ -375,16 +399,37 @@ export class Latchkey {
     return verifyWebhookSignature({ body: raw, headers, secret: this.webhookSecret });
   }
 
+  /** A call's timeout: its own, else the client's, else the call's default. */
+  private timeoutFor(own: number | undefined, byDefault: number): number {
+    return own ?? this.timeoutMs ?? byDefault;
+  }
+
+  /** How a request that got no answer fails: a timeout (the call may still complete), or no connection at all. */
+  private transportError(error: unknown, timeoutMs: number): LatchkeyError {
+    if (error instanceof TimeoutError) {
+      return new LatchkeyError({
+        status: 0,
+        code: 'timeout',
+        message: `No answer from Latchkey at ${this.host} within ${timeoutMs} ms; the request may still complete on the server`,
+      });
+    }
+    const code = error instanceof RequestError && error.code ? error.code : 'network_error';
+    return new LatchkeyError({ status: 0, code, message: `Cannot reach Latchkey at ${this.host}: ${(error as Error).message}` });
+  }
+
   // ---- actions and functions
 
   /**
    * Runs a deployed action for a connection and resolves with what it returned.
-   * Scope `environment:actions:execute`.
+   * Scope `environment:actions:execute`. Waits 75 s by default, past the gateway's own wait for
+   * the run (`FUNCTION_TIMEOUT_MS` + 10 s); a server with a longer `FUNCTION_TIMEOUT_MS` needs a
+   * longer `timeoutMs`. A timeout (code `timeout`) does not mean the action did not run.
    */
-  async triggerAction<T = unknown>(providerConfigKey: string, connectionId: string, actionName: string, input?: unknown): Promise<T> {
+  async triggerAction<T = unknown>(providerConfigKey: string, connectionId: string, actionName: string, input?: unknown, options: TimeoutOption = {}): Promise<T> {
     return this.call<T>('POST', 'action/trigger', {
       headers: { 'connection-id': connectionId, 'provider-config-key': providerConfigKey },
       body: { action_name: actionName, ...(input === undefined ? {} : { input }) },
+      timeoutMs: this.timeoutFor(options.timeoutMs, ACTION_TIMEOUT_MS),
     });
   }
 
@@ -496,10 +541,23 @@ export class Latchkey {
   /**
    * A connection in full; its token is refreshed first when it expires within 15 minutes.
    * Credentials are present only for a key with `connections:read_credentials`.
+   * `refreshVendorAppJwtToken` renews the JWT of a vendor-app connection (a GitHub App's) first.
    */
-  async getConnection(providerConfigKey: string, connectionId: string, forceRefresh = false, refreshToken = false): Promise<Connection> {
+  async getConnection(
+    providerConfigKey: string,
+    connectionId: string,
+    forceRefresh = false,
+    refreshToken = false,
+    options: TimeoutOption & { refreshVendorAppJwtToken?: boolean } = {},
+  ): Promise<Connection> {
     return this.call('GET', `connections/${encodeURIComponent(connectionId)}`, {
-      query: { provider_config_key: providerConfigKey, force_refresh: forceRefresh || undefined, refresh_token: refreshToken || undefined },
+      query: {
+        provider_config_key: providerConfigKey,
+        force_refresh: forceRefresh || undefined,
+        refresh_token: refreshToken || undefined,
+        refresh_vendor_app_jwt_token: options.refreshVendorAppJwtToken || undefined,
+      },
+      timeoutMs: options.timeoutMs,
     });
   }
 
@@ -647,13 +705,16 @@ export class Latchkey {
 
   /**
    * One run now of each named sync (all when empty), unless one is running; `fullResync`
-   * clears the sync's records first. `syncVariant` runs that variant instead of the base.
+   * clears the sync's records and checkpoint first. `syncMode` says the same and more:
+   * `full_refresh` clears the checkpoint only (the run reads everything again and keeps the
+   * records), `full_refresh_and_clear_cache` is `fullResync`, `incremental` (the default) goes on
+   * from the checkpoint. `syncVariant` runs that variant instead of the base.
    */
   async triggerSync(
     providerConfigKey: string,
     syncs: string[],
     connectionId?: string,
-    options: { fullResync?: boolean; syncVariant?: string } = {},
+    options: TimeoutOption & { fullResync?: boolean; syncMode?: SyncMode; syncVariant?: string } = {},
   ): Promise<{ success: boolean }> {
     return this.call('POST', 'sync/trigger', {
       body: {
@@ -661,8 +722,10 @@ export class Latchkey {
         syncs,
         ...(connectionId === undefined ? {} : { connection_id: connectionId }),
         ...(options.fullResync === undefined ? {} : { full_resync: options.fullResync }),
+        ...(options.syncMode === undefined ? {} : { sync_mode: options.syncMode }),
         ...(options.syncVariant === undefined ? {} : { sync_variant: options.syncVariant }),
       },
+      timeoutMs: options.timeoutMs,
     });
   }
 
@@ -701,21 +764,23 @@ export class Latchkey {
    * connection's credentials injected, and resolves with the provider's answer.
    *
    * Errors: the proxy returns the provider's status unchanged, so a status of 400 or more rejects
-   * with a LatchkeyError, and which side answered is told apart like this. When the body is our
-   * error envelope (`{"error": {"code": …}}`) with a code of ours whose status is the response's
-   * (`invalid_headers`/`upstream_not_allowed` 400, `unknown_api_key` 401, `forbidden` 403,
-   * `unknown_connection` 404, `too_many_requests` 429, `upstream_unreachable` 502,
-   * `service_unavailable` 503, `upstream_timeout` 504, …), the error is ours, read as every other
-   * call reads it (code, message, errors, payload). Anything else is the provider's: code
-   * `provider_error`, `status` the provider's, `payload: { status, headers, data }` with `data`
-   * parsed as JSON when it is JSON, else text, and `retryAfter` from its `Retry-After`. A provider
-   * answering with an envelope exactly like ours cannot be told apart. Any status below 400
-   * resolves; the SDK follows no redirect (the proxy follows the provider's, so a 3xx reaching
-   * the SDK is the provider's final answer). A network failure rejects with status 0.
+   * with a LatchkeyError, and which side answered is told apart like this. An answer with the
+   * `Latchkey-Error` header is the gateway's own error (`invalid_headers`/`upstream_not_allowed`
+   * 400, `unknown_api_key` 401, `forbidden` 403, `unknown_connection` 404, `too_many_requests`
+   * 429, `upstream_unreachable` 502, `service_unavailable` 503, `upstream_timeout` 504, …), read
+   * as every other call reads it (code, message, errors, payload; the header's code when there is
+   * no body, as for HEAD). The gateway drops that header from providers' answers, so anything
+   * else is the provider's, whatever its body: code `provider_error`, `status` the provider's,
+   * `payload: { status, headers, data }` with `data` parsed as JSON when it is JSON, else text,
+   * and `retryAfter` from its `Retry-After`. Any status below 400 resolves; the SDK follows no
+   * redirect (the proxy follows the provider's, so a 3xx reaching the SDK is the provider's final
+   * answer). A network failure rejects with status 0, and no answer within `timeoutMs` with code
+   * `timeout` (the provider may still have been called).
    *
    * Our own 429 is waited out and replayed like any other call's (`rateLimitRetries`), unless
-   * `data` is a stream. The client's `timeoutMs` bounds the whole call, or with `responseType:
-   * 'stream'` only the wait for the response's headers.
+   * `data` is a stream; a provider's 429 never is (`retries` asks the proxy to retry it).
+   * `timeoutMs` bounds the whole call, or with `responseType: 'stream'` only the wait for the
+   * response's headers.
    *
    * ```ts
    * const { data } = await latchkey.get<{ id: string }>({ endpoint: '/v1/me', providerConfigKey: 'github', connectionId: 'u-1' });
@@ -756,13 +821,13 @@ export class Latchkey {
     const { url, headers, body } = proxyRequestParts(method, config);
     const replayable = !(body instanceof Readable);
     const stream = config.responseType === 'stream';
+    const timeoutMs = this.timeoutFor(config.timeoutMs, proxyTimeoutMs(config.retries ?? 0));
     for (let attempt = 0; ; attempt++) {
       let received: { status: number; statusText: string; headers: IncomingHttpHeaders; body: Buffer | Readable };
       try {
-        received = stream ? await this.proxyStream(method, url, headers, body) : await this.proxyBuffered(method, url, headers, body);
+        received = stream ? await this.proxyStream(method, url, headers, body, timeoutMs) : await this.proxyBuffered(method, url, headers, body, timeoutMs);
       } catch (error) {
-        const code = error instanceof RequestError && error.code ? error.code : 'network_error';
-        throw new LatchkeyError({ status: 0, code, message: `Cannot reach Latchkey at ${this.host}: ${(error as Error).message}` });
+        throw this.transportError(error, timeoutMs);
       }
       const responseHeaders = plainHeaders(received.headers);
       if (received.status < 400) {
@@ -785,11 +850,12 @@ export class Latchkey {
     }
   }
 
-  private async proxyBuffered(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody) {
+  private async proxyBuffered(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody, timeoutMs: number) {
     const response = await this.http(url, {
       method,
       headers,
       ...(body === undefined ? {} : { body }),
+      timeout: { request: timeoutMs },
       responseType: 'buffer',
       decompress: false,
       followRedirect: false,
@@ -800,11 +866,13 @@ export class Latchkey {
   }
 
   /** Resolves once the response's headers are in; the body stays unread in the returned stream. */
-  private proxyStream(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody) {
+  private proxyStream(method: ProxyMethod, url: string, headers: Record<string, string | undefined>, body: ProxyBody, timeoutMs: number) {
     const request = this.streamHttp.stream(url, {
       method,
       headers,
       ...(body === undefined ? {} : { body }),
+      // A proxied download may stream for longer than any one call should take: only its headers are timed.
+      timeout: { response: timeoutMs },
       decompress: false,
       followRedirect: false,
       throwHttpErrors: false,
@@ -832,18 +900,19 @@ export class Latchkey {
     const searchParams = Object.fromEntries(
       Object.entries(options.query ?? {}).filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined),
     );
+    const timeoutMs = this.timeoutFor(options.timeoutMs, CALL_TIMEOUT_MS);
     for (let attempt = 0; ; attempt++) {
       let response;
       try {
         response = await this.http(path.replace(/^\//, ''), {
           method,
           searchParams,
+          timeout: { request: timeoutMs },
           ...(options.headers ? { headers: options.headers } : {}),
           ...(options.body === undefined ? {} : { json: options.body }),
         });
       } catch (error) {
-        const code = error instanceof RequestError && error.code ? error.code : 'network_error';
-        throw new LatchkeyError({ status: 0, code, message: `Cannot reach Latchkey at ${this.host}: ${(error as Error).message}` });
+        throw this.transportError(error, timeoutMs);
       }
       const body: unknown = response.body ? safeJson(response.body) : undefined;
       if (response.statusCode < 400) return { status: response.statusCode, body: body as T };
@@ -869,6 +938,8 @@ function safeJson(text: string): unknown {
 
 const PROXY_METHODS = new Set<string>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const FORWARD_PREFIX = 'service-proxy-';
+/** The gateway's mark on its own error answers (lower case, as node gives header names); its value is the code. */
+const OWN_ERROR_HEADER = 'latchkey-error';
 /** An error body bigger than this is cut short: an error is not a download. */
 const MAX_ERROR_BODY_BYTES = 1024 * 1024;
 
@@ -1023,12 +1094,22 @@ async function drain(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** Ours when the body is our envelope with a code whose status is this one; else the provider's. */
+/**
+ * Ours when the gateway marked it with `Latchkey-Error` (it drops that header from providers'
+ * answers); else the provider's, whatever the body says: a provider's API may well answer
+ * `{"error": {"code": "not_found"}}` itself.
+ */
 function proxyError(status: number, statusText: string, headers: IncomingHttpHeaders, body: Buffer): LatchkeyError {
   const data = autoBody(body, headers);
-  const code = (data as { error?: { code?: unknown } } | null | undefined)?.error?.code;
   const retryAfterHeader = header(headers, 'retry-after');
-  if (typeof data === 'object' && isLatchkeyError(code, status)) return errorFromResponse(status, data, retryAfterHeader);
+  const ownCode = header(headers, OWN_ERROR_HEADER);
+  if (ownCode !== undefined) {
+    // A HEAD answer has no body: the header's code is all there is.
+    const error = errorFromResponse(status, typeof data === 'object' ? data : undefined, retryAfterHeader);
+    return error.code === 'unknown_error' && ownCode !== ''
+      ? new LatchkeyError({ status, code: ownCode, message: `Latchkey answered HTTP ${status} (${ownCode})`, retryAfter: error.retryAfter })
+      : error;
+  }
   const retryAfter = retryAfterHeader === undefined ? undefined : Number(retryAfterHeader);
   return new LatchkeyError({
     status,

@@ -27,9 +27,11 @@ export {
   type ProxyResponseType,
   type RecordAction,
   type SyncedRecord,
+  type SyncMode,
   type SyncModelCounts,
   type SyncRef,
   type SyncStatus,
+  type TimeoutOption,
 } from './client.js';
 export { LatchkeyError, type LatchkeyErrorItem } from './errors.js';
 export { verifyWebhookSignature, WEBHOOK_TOLERANCE_SECONDS } from './webhook-signature.js';

@@ -180,6 +180,8 @@ function responsesOf(operation: Operation): Record<string, JsonSchema> {
     responses[String(status)] = {
       description: codes.map((code) => `\`${code}\``).join(', '),
       'x-latchkey-error-codes': codes,
+      // A body of the route's own is written by the route, not as the gateway's error: no marker.
+      ...(own ? {} : { headers: { 'Latchkey-Error': { $ref: '#/components/headers/LatchkeyError' } } }),
       content: jsonContent(own ? jsonSchemaOf(own, 'output') : schemaRef),
     };
   }
@@ -285,7 +287,9 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], bareRoutes: re
         'The HTTP API of the Latchkey gateway, generated from the routes it mounts. Each operation names its scope ' +
         '(`x-latchkey-scope`, also the role in its security requirement) and every error code it may answer ' +
         '(`x-latchkey-error-codes` per status). Errors come as `{"error": {"code", "message", "errors"?, "payload"?}}`, ' +
-        'except where an operation gives a status another schema (the deprecated `GET /connection/{connectionId}`).',
+        'except where an operation gives a status another schema (the deprecated `GET /connection/{connectionId}`); ' +
+        "those in the envelope carry a `Latchkey-Error` header with the code, which tells the gateway's own errors " +
+        "from a provider's answers on `/proxy`.",
     },
     tags: TAGS.map(({ name, description }) => ({ name, description })),
     paths,
@@ -302,6 +306,14 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], bareRoutes: re
           description: "An end user's connect-session token (`lk_cs_…`), as a bearer header or `connect_session_token`.",
         },
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token, `ADMIN_TOKEN`.' },
+      },
+      headers: {
+        LatchkeyError: {
+          description:
+            "The error's code. Only the gateway's own errors carry it: on `/proxy`, an answer without it is the provider's, " +
+            'whatever its status and body (the gateway drops this header from providers\' answers).',
+          schema: { type: 'string', enum: Object.keys(ERROR_CODES) },
+        },
       },
       schemas: {
         Error: { type: 'object', required: ['error'], properties: { error: errorBody } },
