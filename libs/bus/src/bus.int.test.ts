@@ -28,6 +28,8 @@ const bulky = defineEvent('test.bulky', z.object({ n: z.number(), pad: z.string(
 const garbled = defineEvent('test.garbled', z.object({ n: z.number() }));
 const garbledBatch = defineEvent('test.garbled_batch', z.object({ n: z.number() }));
 const followed = defineEvent('test.followed', z.object({ n: z.number() }));
+const rescheduled = defineEvent('test.rescheduled', z.object({ n: z.number() }));
+const stoppedEarly = defineEvent('test.stopped_early', z.object({ n: z.number() }));
 const told = defineBroadcast('test.told', z.object({ n: z.number() }));
 
 const logger = createLogger({ service: 'test', silent: true });
@@ -159,6 +161,31 @@ describe('a consumer that stops', () => {
     while (first.length + second.length < 8 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     await next.stop();
     expect([...first, ...second].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+});
+
+describe('a consumer stopped as it starts', () => {
+  it('stops at once, not when its first pull expires', async () => {
+    for (const start of [
+      () => consume({ bus: server, logger, stream: STREAMS.events.name, durable: 'test-stopped-early', contract: stoppedEarly, concurrency: 2, handler: async () => undefined }),
+      () =>
+        consumeBatches({
+          bus: server,
+          logger,
+          stream: STREAMS.events.name,
+          durable: 'test-stopped-early-batches',
+          contract: stoppedEarly,
+          batchSize: 4,
+          concurrency: 1,
+          handler: async (items) => items.map(() => ({ ok: true as const })),
+        }),
+    ]) {
+      const running = await start();
+      const stopping = Date.now();
+      await running.stop();
+      // The first pull is on its way as consume() returns; it waits 30 s for messages.
+      expect(Date.now() - stopping).toBeLessThan(5_000);
+    }
   });
 });
 
@@ -391,6 +418,47 @@ describe('messages that always fail', () => {
     expect(byReason['final_error']).toMatchObject({ deliveries: 1, error: { code: 'unknown_connection', message: 'No such connection' } });
     expect(byReason['malformed']).toMatchObject({ deliveries: 1, error: { code: 'invalid_body' } });
     expect(JSON.stringify(records)).not.toContain('hunter2');
+  });
+});
+
+describe('messages whose handler asks for them again', () => {
+  it('come back after the delay asked for, and at the delivery cap are given up and recorded as any other failure', async () => {
+    const given: GivenUpMessage[] = [];
+    const recorder = natsOf(client).subscribe(givenUpContractOf('server').subject, {
+      callback: (_error, msg) => {
+        const record = msg.json<GivenUpMessage>();
+        if (record.durable === 'test-rescheduled') given.push(record);
+      },
+    });
+    await natsOf(client).flush();
+    let deliveries = 0;
+    const running = await consume({
+      bus: server,
+      logger,
+      stream: STREAMS.events.name,
+      durable: 'test-rescheduled',
+      contract: rescheduled,
+      deliverPolicy: 'new',
+      concurrency: 2,
+      maxDeliveries: 3,
+      handler: async () => {
+        deliveries += 1;
+        return { retryInMs: 20 };
+      },
+    });
+    try {
+      await client.publish(rescheduled, { n: 1 });
+      await eventually(() => (given.length > 0 ? given : undefined), 10_000, 'a given-up record');
+      // Anything more would be a delivery past the cap (JetStream's own stops at 3 + 5).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(deliveries).toBe(3);
+      expect(given).toEqual([expect.objectContaining({ reason: 'delivery_cap', deliveries: 3, subject: rescheduled.subject, error: expect.objectContaining({ code: 'service_unavailable' }) })]);
+      const jsm = await server.jetstreamManager();
+      expect(await jsm.consumers.info(STREAMS.events.name, 'test-rescheduled')).toMatchObject({ num_ack_pending: 0, num_pending: 0 });
+    } finally {
+      await running.stop();
+      recorder.unsubscribe();
+    }
   });
 });
 

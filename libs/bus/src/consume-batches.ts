@@ -143,6 +143,8 @@ export async function consumeBatches<C extends EventContract | JobContract>(opti
       }
       try {
         pulling = await consumer.fetch({ max_messages: Math.min(room, maxAckPending), expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
+        // Stopped while the pull was being set up (right after start): stop() found none to end.
+        if (stopping) pulling.stop();
         for await (const msg of pulling) {
           // Delivered as the consumer stops: back to JetStream at once, for another replica.
           if (stopping) {

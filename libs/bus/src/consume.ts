@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy, type JsMsg } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, JetStreamApiError, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { givenUpContractOf, type EventContract, type GivenUpMessage, type JobContract, type PayloadOf } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
@@ -46,7 +46,9 @@ export interface ConsumeOptions<C extends EventContract | JobContract> {
    * Deliveries after which a message that still fails is given up (terminated and recorded as
    * `message.given_up`), however retryable its error: a message that always fails must not come
    * back for days. Default 20, which the default back-off spreads over about a quarter of an
-   * hour. A consumer that schedules retries itself (`{ retryInMs }`) counts those deliveries too.
+   * hour. A consumer that schedules retries itself (`{ retryInMs }`) counts those deliveries too:
+   * asking for a message again at its last delivery gives it up. A fraction counts as the next
+   * whole delivery (a cap computed from hours, say).
    */
   maxDeliveries?: number;
   /**
@@ -93,6 +95,13 @@ export interface Settler {
   /** A payload that failed its schema: no delivery can fix it. */
   malformed(msg: JsMsg): void;
   failed(msg: JsMsg, error: unknown): void;
+  /** The handler asked for the message again after `delayMs` (`{ retryInMs }`): a failure that asks its own delay. */
+  retryLater(msg: JsMsg, delayMs: number): void;
+}
+
+/** The deliveries after which a message that still fails is given up: `maxDeliveries`, a whole number. */
+export function deliveryCapOf(options: Pick<ConsumeOptions<EventContract | JobContract>, 'maxDeliveries'>): number {
+  return Math.ceil(options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES);
 }
 
 /**
@@ -105,7 +114,7 @@ export function settlerFor(
 ): Settler {
   const { bus, logger, stream, durable } = options;
   const delayOf = options.retryDelayMs ?? defaultDelay;
-  const cap = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
+  const cap = deliveryCapOf(options);
   const giveUp = (msg: JsMsg, reason: GivenUpMessage['reason'], error: AppError) => {
     msg.term();
     logger.error('gave up on a message', { subject: msg.subject, seq: msg.seq, deliveries: msg.info.deliveryCount, reason, code: error.code, error: error.cause ?? error });
@@ -132,6 +141,14 @@ export function settlerFor(
       if (!appError.retryable) return giveUp(msg, 'final_error', appError);
       if (msg.info.deliveryCount >= cap) return giveUp(msg, 'delivery_cap', appError);
       msg.nak(delayOf(msg.info.deliveryCount));
+    },
+    // Asked for again at its last delivery, a message is given up as a failure would be (logged
+    // and recorded): JetStream would deliver it a few times more, then stop without a word.
+    retryLater: (msg, delayMs) => {
+      if (msg.info.deliveryCount >= cap) {
+        return giveUp(msg, 'delivery_cap', new AppError('service_unavailable', 'The handler asked for the message again after its last delivery'));
+      }
+      msg.nak(Math.max(0, Math.round(delayMs)));
     },
   };
 }
@@ -199,7 +216,7 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       if (settled) return;
       settled = true;
       observer.consumed(contract.subject, secondsSince(start), outcome ? 'retry_later' : undefined);
-      if (outcome) msg.nak(Math.max(0, Math.round(outcome.retryInMs)));
+      if (outcome) settle.retryLater(msg, outcome.retryInMs);
       else msg.ack();
     } catch (error) {
       // Given up because the consumer stops: another replica takes it now, from where it resumes.
@@ -226,6 +243,8 @@ export async function consume<C extends EventContract | JobContract>(options: Co
       }
       try {
         pulling = await consumer.fetch({ max_messages: free, expires: FETCH_EXPIRES_MS, idle_heartbeat: FETCH_HEARTBEAT_MS });
+        // Stopped while the pull was being set up (right after start): stop() found none to end.
+        if (stopping) pulling.stop();
         for await (const msg of pulling) {
           // Delivered as the consumer stops: back to JetStream at once, for another replica.
           if (stopping) {
@@ -276,29 +295,50 @@ export async function consume<C extends EventContract | JobContract>(options: Co
   };
 }
 
+/** JetStream's answer to creating a durable that exists with other settings (since NATS 2.10). */
+const CONSUMER_EXISTS = 10148;
+
 /**
  * Creates (or updates) the durable pull consumer of `options` and returns it, waiting
  * (`retryJetStreamSetup`) while a clustered JetStream settles.
+ *
+ * A durable that exists with other settings (the ack wait, the cap or the messages pending came
+ * from configuration or a default that changed) is updated to these: since 2.10 NATS refuses to
+ * create it again, and every replica would fail its start until an operator deleted the durable
+ * (and its position). Where it started (`deliverPolicy`) stays, as the server cannot change it.
+ * During a rolling upgrade, replicas of both releases update it as each starts: the last one
+ * started sets the durable they share. A message is then held or capped by either release's
+ * settings for a while, which both tolerate; the settler's cap is each replica's own.
  */
 export async function durableConsumer(
   options: Pick<ConsumeOptions<EventContract | JobContract>, 'bus' | 'stream' | 'durable' | 'contract' | 'deliverPolicy' | 'ackWaitMs' | 'maxDeliveries'>,
   maxAckPending: number,
 ) {
   const { bus, stream, durable, contract } = options;
+  // What the server stores as integers: a fraction (a cap computed from hours, 1.1 × 3600) is
+  // refused as invalid JSON. Counts round up; the ack wait in nanoseconds too.
+  const changeable = {
+    filter_subject: contract.subject,
+    max_ack_pending: Math.ceil(maxAckPending),
+    ack_wait: Math.ceil(nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS)),
+    // The server's own cap, past the settler's: a message that takes its process down every
+    // time it is handled is never settled by us, and must still stop coming back.
+    max_deliver: deliveryCapOf(options) + 5,
+  };
   return retryJetStreamSetup(bus, `consumer ${durable}`, async () => {
     const jsm = await bus.jetstreamManager();
-    await jsm.consumers.add(stream, {
-      durable_name: durable,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
-      filter_subject: contract.subject,
-      max_ack_pending: maxAckPending,
-      ack_wait: nanos(options.ackWaitMs ?? DEFAULT_ACK_WAIT_MS),
-      // The server's own cap, past the settler's: a message that takes its process down every
-      // time it is handled is never settled by us, and must still stop coming back.
-      max_deliver: (options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES) + 5,
-    });
+    try {
+      await jsm.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: options.deliverPolicy === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+        ...changeable,
+      });
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError && error.code === CONSUMER_EXISTS)) throw error;
+      // The client's update reads the stored settings and sends them with these changed.
+      await jsm.consumers.update(stream, durable, changeable);
+    }
     return connectionOf(bus).js.consumers.get(stream, durable);
   });
 }
-
