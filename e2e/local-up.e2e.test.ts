@@ -63,4 +63,16 @@ describe('make up and make down', () => {
     expect(local.recorded('run')).toEqual([]);
     expect(pids.filter((proc) => isAlive(proc.pid))).toEqual([]);
   }, 180_000);
+
+  it('says at once which service could not start, and why, rather than waiting out the minute', async () => {
+    const started = Date.now();
+    const up = await local.run('up', { ...env, PROVIDERS_FILE: join(local.root, 'no-such-providers.yaml') });
+    expect(up.code).toBe(1);
+    expect(up.stderr).toContain('credential-vault exited while starting');
+    expect(up.stderr).toContain('no-such-providers.yaml');
+    expect(up.stderr).not.toContain('did not become ready within 60 s');
+    expect(Date.now() - started).toBeLessThan(50_000);
+    expect((await local.run('down', env)).code).toBe(0);
+    expect(local.recorded('run')).toEqual([]);
+  }, 120_000);
 });

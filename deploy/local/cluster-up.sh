@@ -100,8 +100,17 @@ for replica in 1 2; do
   done
 done
 
+services=()
+for replica in 1 2; do
+  for service in credential-vault proxy sync-scheduler action-runner webhook-router; do services+=("$service-$replica"); done
+  services+=("gateway-$replica")
+done
 for port in "${gateway_ports[@]}"; do
-  for _ in $(seq 1 600); do
+  for attempt in $(seq 1 600); do
+    if [ $((attempt % 5)) -eq 0 ] && exited "${services[@]}"; then
+      echo "The cluster did not start (make cluster-down stops what started)." >&2
+      exit 1
+    fi
     curl -fsS "http://127.0.0.1:$port/ready" > /dev/null 2>&1 && continue 2
     sleep 0.2
   done

@@ -21,6 +21,18 @@ wait_for_port() { # port, what
   exit 1
 }
 
+exited() { # names...: true, with the end of its log on stderr, when one of them is no longer running
+  local name pid
+  for name in "$@"; do
+    pid=$(cat "$data/run/$name.pid" 2>/dev/null) || continue
+    kill -0 "$pid" 2>/dev/null && continue
+    echo "$name exited while starting; the end of $data/logs/$name.log:" >&2
+    tail -n 20 "$data/logs/$name.log" | sed 's/^/  /' >&2
+    return 0
+  done
+  return 1
+}
+
 stop() { # name: SIGTERM, then SIGKILL after 15 s
   local pidfile=$run/$1.pid
   [ -f "$pidfile" ] || return 0

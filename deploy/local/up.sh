@@ -86,7 +86,12 @@ for service in credential-vault proxy sync-scheduler action-runner webhook-route
 done
 
 port=${PORT:-3003}
-for _ in $(seq 1 300); do
+for attempt in $(seq 1 300); do
+  # A service that cannot start (a PROVIDERS_FILE it refuses, a port in use) says why in its log.
+  if [ $((attempt % 5)) -eq 0 ] && exited credential-vault proxy sync-scheduler action-runner webhook-router gateway; then
+    echo "Latchkey did not start (make down stops what started)." >&2
+    exit 1
+  fi
   if curl -fsS "http://127.0.0.1:$port/ready" > /dev/null 2>&1; then
     # The key webhooks to the customer are signed with, for verifyIncomingWebhookRequest.
     signing_key=$(curl -fsS -H "Authorization: Bearer ${SECRETS[ADMIN_TOKEN]}" \
