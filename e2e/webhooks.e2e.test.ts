@@ -109,6 +109,15 @@ describe('provider webhooks in, customer webhooks out', () => {
     expect(delivery!.json).toStrictEqual({ from: 'acme', providerConfigKey: 'acme', type: 'forward', payload: { marker: 'unmatched', account: { id: 'nobody' } } });
   });
 
+  it("name the provider in `from` and the integration in `providerConfigKey`, when the integration's key is its own", async () => {
+    await env.api('POST', '/integrations', { provider: 'acme', unique_key: 'acme-eu', forward_webhooks: true });
+    const secret = (await env.api('GET', '/integrations/acme-eu?include=webhook')).json.data.webhookSecret as string;
+    const sent = await sendProviderWebhook(stack, env.publicId, { marker: 'second-integration' }, { secret, integration: 'acme-eu' });
+    expect(sent.status).toBe(200);
+    const [delivery] = await receiver.waitFor(marked('second-integration'));
+    expect(delivery!.json).toStrictEqual({ from: 'acme', providerConfigKey: 'acme-eu', type: 'forward', payload: { marker: 'second-integration' } });
+  });
+
   it('reject a bad or missing signature and forward nothing', async () => {
     expect((await sendProviderWebhook(stack, env.publicId, { marker: 'forged' }, { secret: 'not-the-secret' })).status).toBe(200);
     expect((await sendProviderWebhook(stack, env.publicId, { marker: 'unsigned' })).status).toBe(200);

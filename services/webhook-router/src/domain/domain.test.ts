@@ -115,8 +115,8 @@ describe('routing', () => {
   });
 
   it('forward exactly the spec fields, without connectionId when unmatched', () => {
-    const forwarded = (body: string, connectionId: string | null) => forwardBody({ integration: 'i', connectionId, payload: providerPayload(Buffer.from(body)) });
-    expect(JSON.parse(forwarded('{"a":1}', 'c'))).toEqual({ from: 'i', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
+    const forwarded = (body: string, connectionId: string | null) => forwardBody({ provider: 'p', integration: 'i', connectionId, payload: providerPayload(Buffer.from(body)) });
+    expect(JSON.parse(forwarded('{"a":1}', 'c'))).toEqual({ from: 'p', providerConfigKey: 'i', type: 'forward', connectionId: 'c', payload: { a: 1 } });
     expect(Object.keys(JSON.parse(forwarded('1', null)))).toEqual(['from', 'providerConfigKey', 'type', 'payload']);
     // A body that is no JSON goes as its text.
     expect(JSON.parse(forwarded('a=1&b=2', null)).payload).toBe('a=1&b=2');
@@ -126,8 +126,8 @@ describe('routing', () => {
     // Parsed and written again, 9007199254740993 became ...992 and 1.50 became 1.5: a numeric id
     // named another record, and the provider's own signature over its body no longer matched.
     const body = '{"id": 9007199254740993, "amount": 1.50, "tags": ["a"] , "id2":"x\\u00e9"}';
-    const forward = forwardBody({ integration: 'i', connectionId: 'c', payload: providerPayload(Buffer.from(body)) });
-    expect(forward).toBe(`{"from":"i","providerConfigKey":"i","type":"forward","connectionId":"c","payload":${body}}`);
+    const forward = forwardBody({ provider: 'p', integration: 'i', connectionId: 'c', payload: providerPayload(Buffer.from(body)) });
+    expect(forward).toBe(`{"from":"p","providerConfigKey":"i","type":"forward","connectionId":"c","payload":${body}}`);
     expect(JSON.parse(forward)).toMatchObject({ type: 'forward', payload: { tags: ['a'] } });
   });
 });

@@ -1,12 +1,13 @@
 /**
- * The body of a forwarded webhook. The provider's body is written in as it came (JSON is
- * spliced in as its own text, which parsed as one JSON value), not parsed and written again:
- * numbers past 2^53, decimals as written and the provider's own signature over its body survive.
- * A body that is not JSON goes as a string.
+ * The body of a forwarded webhook: `from` is the provider that sent it (its catalog name,
+ * `hubspot`), `providerConfigKey` the integration it came in on. The provider's body is written
+ * in as it came (JSON is spliced in as its own text, which parsed as one JSON value), not parsed
+ * and written again: numbers past 2^53, decimals as written and the provider's own signature over
+ * its body survive. A body that is not JSON goes as a string.
  */
-export function forwardBody(input: { integration: string; connectionId: string | null; payload: ProviderPayload }): string {
+export function forwardBody(input: { provider: string; integration: string; connectionId: string | null; payload: ProviderPayload }): string {
   const head = JSON.stringify({
-    from: input.integration,
+    from: input.provider,
     providerConfigKey: input.integration,
     type: 'forward',
     ...(input.connectionId !== null && { connectionId: input.connectionId }),

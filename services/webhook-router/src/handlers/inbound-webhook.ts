@@ -192,7 +192,7 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
     let reason: string | null = integration.forward_webhooks ? 'no_webhook_url' : 'forward_webhooks_off';
     let webhookId: string | null = null;
     if (integration.forward_webhooks) {
-      const forward = forwardBody({ integration: job.integration, connectionId, payload: provided });
+      const forward = forwardBody({ provider: integration.provider, integration: job.integration, connectionId, payload: provided });
       if (fitsDelivery(deps.bus, forward)) {
         webhookId = forwardWebhookId(job.id);
         const made = await enqueueDeliveries(deps.bus, environment, { webhookId, kind: 'forward', body: forward });
