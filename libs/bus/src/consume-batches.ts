@@ -9,8 +9,12 @@ import { safeParseJson } from './wire.js';
 /** What became of one message of a batch: done (acked), or the error that decides nak or term. */
 export type BatchOutcome = { ok: true } | { ok: false; error: unknown };
 
+/**
+ * A batch is never handed back as `consume` hands back a slow message (`handBackAfterMs`): its
+ * items share one handler call, so `stop()` waits for the running batches to end.
+ */
 export interface ConsumeBatchesOptions<C extends EventContract | JobContract>
-  extends Omit<ConsumeOptions<C>, 'handler' | 'concurrency' | 'heartbeatMs'> {
+  extends Omit<ConsumeOptions<C>, 'handler' | 'concurrency' | 'heartbeatMs' | 'handBackAfterMs'> {
   /** The most messages handed to one call of the handler. */
   batchSize: number;
   /** Batches one replica handles at a time. */
