@@ -203,7 +203,14 @@ export interface Bus {
   jetstreamManager(): Promise<JetStreamManager>;
   /** Resolves once the server has processed everything sent so far (subscriptions included). */
   flush(): Promise<void>;
-  /** Stops taking messages, lets in-flight handlers finish, flushes, closes. */
+  /**
+   * Stops taking requests (`serve`) and waits for the handlers already running to answer;
+   * requests made from here on, events, `subscribeRaw` and JetStream still work.
+   * A service stops taking work so before it closes what its handlers use (an HTTP client, a
+   * compiler, its operations log).
+   */
+  stopServing(): Promise<void>;
+  /** Stops taking messages (`stopServing` first, if not done), flushes, closes. */
   drain(): Promise<void>;
   /** Closes the connection at once, as a crash would: nothing is drained or finished. */
   close(): Promise<void>;
@@ -277,6 +284,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   // has answered: drain must wait until its caller has pulled it (or it is abandoned after its
   // idle timeout), or the caller's first pull finds no one and fails a request that already ran.
   const streaming = new Set<Promise<void>>();
+  let servingStopped: Promise<void> | undefined;
+  /** Drains the served subscriptions, then waits for their handlers' answers (once, however often asked). */
+  const stopServing = () =>
+    (servingStopped ??= (async () => {
+      if (nc.isClosed()) return;
+      await Promise.allSettled(served.map((subscription) => subscription.drain()));
+      await Promise.allSettled([...inFlight]);
+    })());
   const observer = options.observer ?? noObserver;
   const classify = options.classifyError;
   const appErrorOf = (error: unknown): AppError => (error instanceof AppError ? error : (classify?.(error) ?? toAppError(error)));
@@ -574,9 +589,10 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     jetstreamManager: () => jetstreamManager(nc, { timeout: requestTimeoutMs }),
     flush: () => nc.flush(),
     close: () => nc.close(),
+    stopServing,
     drain: async () => {
       if (nc.isClosed()) return;
-      await Promise.allSettled(served.map((subscription) => subscription.drain()));
+      await stopServing();
       await Promise.allSettled([...inFlight]);
       // Sends the replies queued, those naming a stream among them, before waiting for their pulls.
       outgoing.flush();

@@ -3,6 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { createBus } from '@latchkey/bus';
+import { proxyContracts } from '@latchkey/contracts';
+import { createLogger } from '@latchkey/logger';
 import { freePort, logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 import { runService } from './index.js';
 
@@ -71,5 +74,44 @@ it('a service that declares no database neither connects to one nor waits for on
     expect(ready.status).toBe(200);
   } finally {
     await running.shutdown();
+  }
+}, 30_000);
+
+it('answers the requests it took before its shutdown hooks close what their handlers use', async () => {
+  // The vault's case: a token request the provider has received, whose HTTP client a shutdown
+  // hook closes. Here the hook marks the resource closed; the handler still running reads it.
+  let closed = false;
+  let taken!: () => void;
+  const started = new Promise<void>((resolve) => (taken = resolve));
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const running = await runService({
+    service: 'proxy',
+    database: false,
+    config: { NATS_URL: nats.url, NATS_PASSWORD: nats.credentials('proxy').password, MONGODB_URI: mongo.uri, LOG_LEVEL: 'error', REQUEST_TIMEOUT_MS: 5000, SHUTDOWN_TIMEOUT_MS: 5000 },
+    handleSignals: false,
+    start: async (runtime) => {
+      runtime.bus.serve(proxyContracts.verifyCredentials, async () => {
+        taken();
+        await held;
+        return { results: [{ endpoint: '/me', ...(closed ? { error: 'client_closed' } : { status: 200 }) }] };
+      });
+      runtime.onShutdown(() => {
+        closed = true;
+      });
+    },
+  });
+  const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
+  try {
+    const credentials = { id: 'c', provider: 'p', auth_mode: 'API_KEY', expires_at: null, headers: {}, query: {}, decompress: false };
+    const answer = vault.request(proxyContracts.verifyCredentials, { credentials, method: 'GET', endpoints: ['/me'], headers: {}, timeout_ms: 1000 });
+    await started;
+    const stopping = running.shutdown();
+    setTimeout(release, 200);
+    expect(await answer).toEqual({ results: [{ endpoint: '/me', status: 200 }] });
+    await stopping;
+    expect(closed).toBe(true);
+  } finally {
+    await vault.close();
   }
 }, 30_000);

@@ -42,7 +42,10 @@ export interface RuntimeWithoutDatabase {
   readonly bus: Bus;
   /** Ready: started, subscribed, and connected to NATS (and MongoDB, with a database) right now. */
   isReady(): boolean;
-  /** Runs before NATS drains on shutdown, in reverse order of registration. */
+  /**
+   * Runs on shutdown, in reverse order of registration: after the requests the service had taken
+   * (`bus.serve`) are answered, before NATS drains.
+   */
   onShutdown(hook: () => Promise<void> | void): void;
   /**
    * Serves `handler` on `port` and returns the listening server. With the definition's
@@ -194,10 +197,15 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
 
   let stopped: Promise<void> | undefined;
   // Where the shutdown is, for the log line of a deadline that passes.
-  let step = 'running the shutdown hooks';
+  let step = 'answering the requests taken';
   const shutdown = () =>
     (stopped ??= (async () => {
       stopping = true;
+      // Requests already taken are answered before the hooks close what their handlers use: a
+      // token request a provider has received must not lose its HTTP client, nor a finished
+      // handler its operations log.
+      await bus.stopServing();
+      step = 'running the shutdown hooks';
       for (const hook of [...hooks].reverse()) await hook();
       step = 'draining NATS';
       await bus.drain();
