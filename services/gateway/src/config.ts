@@ -45,6 +45,12 @@ export const configSchema = baseServiceSchema('gateway', 0)
      */
     WEBHOOK_INGEST_BYTES_PER_MINUTE: z.coerce.number().int().min(1024 * 1024).default(128 * 1024 * 1024),
     /**
+     * Bytes of provider webhook bodies one gateway replica holds while they arrive, all
+     * environments together; past it, 503, which providers retry. A sender that declares a body
+     * and trickles it (or never sends it) holds no more than this of the replica's memory.
+     */
+    WEBHOOK_BODIES_HELD_BYTES: positiveInt(64 * 1024 * 1024),
+    /**
      * Requests one connect session (its end user) may make per minute, across replicas, before a
      * 429: a person connecting makes a handful; each flow started writes and may call a provider.
      */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import mongoose from 'mongoose';
 import { createBus, type Bus } from '@latchkey/bus';
 import { parseConfig } from '@latchkey/config';
@@ -34,6 +35,24 @@ async function call(method: string, path: string, options: { token?: string; bod
   return { status: response.status, headers: response.headers, json: text ? (JSON.parse(text) as any) : undefined };
 }
 
+/**
+ * A POST that declares a `length`-byte body and sends none of it: `answer` is what the gateway
+ * says without waiting for it (or never settles, while the gateway waits); `abort` drops it.
+ */
+async function startUpload(path: string, length: number) {
+  const request = httpRequest(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'text/plain', 'content-length': String(length) } });
+  request.on('error', () => undefined);
+  request.flushHeaders();
+  const answer = new Promise<{ status: number; code?: string }>((resolve) => {
+    request.once('response', (response) => {
+      let text = '';
+      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      response.once('end', () => resolve({ status: response.statusCode ?? 0, code: text ? JSON.parse(text).error?.code : undefined }));
+    });
+  });
+  return { answer, abort: () => request.destroy() };
+}
+
 const admin = (method: string, path: string, body?: unknown) =>
   call(method, `/admin${path}`, { token: ADMIN_TOKEN, ...(body === undefined ? {} : { body }) });
 
@@ -59,6 +78,7 @@ beforeAll(async () => {
     BOOTSTRAP_SECRET_KEY,
     MAX_BODY_BYTES: '2048',
     WEBHOOK_INGEST_BYTES_PER_MINUTE: String(1024 * 1024),
+    WEBHOOK_BODIES_HELD_BYTES: '5000',
   });
   gateway = await runService({ service: 'gateway', config, start: startGateway, handleSignals: false });
   base = `http://127.0.0.1:${gateway.started.port}`;
@@ -417,6 +437,26 @@ describe('provider webhooks (served before express)', () => {
     expect(accepted).toBeLessThan(700);
     expect([refused?.status, refused?.json.error.code]).toEqual([429, 'too_many_requests']);
     expect(Number(refused?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // A body declared past the budget is refused before it is sent: this one never is.
+    const declaredOnly = await startUpload(`/webhook/${flooded}/any-name`, 2000);
+    expect(await declaredOnly.answer).toMatchObject({ status: 429 });
+    declaredOnly.abort();
     expect((await call('POST', `/webhook/${await devPublicId()}/my-hooks`, { body: '{}' })).status).toBe(200);
   }, 60_000);
+
+  it('hold no more than WEBHOOK_BODIES_HELD_BYTES of bodies on their way (5,000 here): past it, 503 before a byte is read', async () => {
+    const publicId = await devPublicId();
+    // Two uploads that declare 2,000 bytes each and send none: 4,000 set aside.
+    const first = await startUpload(`/webhook/${publicId}/held-1`, 2000);
+    const second = await startUpload(`/webhook/${publicId}/held-2`, 2000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const third = await startUpload(`/webhook/${publicId}/held-3`, 2000);
+    expect(await third.answer).toMatchObject({ status: 503, code: 'service_unavailable' });
+    third.abort();
+    // Senders gone: what they held is given back, and a webhook gets in again.
+    first.abort();
+    second.abort();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await call('POST', `/webhook/${publicId}/my-hooks`, { body: 'x'.repeat(1500), headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+  });
 });

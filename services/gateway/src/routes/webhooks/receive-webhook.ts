@@ -22,24 +22,55 @@ const ACCEPTED = Buffer.from(JSON.stringify({ success: true }));
 /** What a webhook costs of its environment's budget besides its body: headers, query, the job's envelope. */
 const WEBHOOK_OVERHEAD_BYTES = 1024;
 
-/** The raw body, up to `limit` bytes (413 beyond). */
-function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
+/** Bytes of webhook bodies this replica holds or has set aside for bodies on their way (`WEBHOOK_BODIES_HELD_BYTES`). */
+let heldBytes = 0;
+
+const tooLarge = (limit: number) => new AppError('payload_too_large', `Webhook bodies are limited to ${limit} bytes`);
+
+/**
+ * The raw body, up to `limit` bytes (413 beyond), within the replica's `heldLimit` of bodies on
+ * their way (503 beyond). What its `Content-Length` declares is set aside before a byte is read,
+ * so a sender that declares a body and never sends it holds its share, not more; a body sent
+ * without one is counted as it arrives.
+ */
+function readRawBody(req: IncomingMessage, declared: number | undefined, limit: number, heldLimit: number): Promise<Buffer> {
+  if (declared !== undefined && declared > limit) return Promise.reject(tooLarge(limit));
+  let held = 0;
+  const hold = (bytes: number) => {
+    if (heldBytes + bytes > heldLimit) return false;
+    heldBytes += bytes;
+    held += bytes;
+    return true;
+  };
+  const busy = () => new AppError('service_unavailable', 'Too many webhook bodies are arriving at once; retry');
+  if (declared !== undefined && !hold(declared)) return Promise.reject(busy());
+  return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const fail = (error: AppError) => {
+      req.removeAllListeners('data');
+      req.resume();
+      reject(error);
+    };
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(new AppError('payload_too_large', `Webhook bodies are limited to ${limit} bytes`));
-        return;
-      }
+      if (size > limit) return fail(tooLarge(limit));
+      if (size > held && !hold(size - held)) return fail(busy());
       chunks.push(chunk);
     });
     req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
     req.once('error', reject);
+    // A sender gone before its body ended: what it held is given back (a settled promise ignores this).
+    req.once('close', () => reject(new AppError('invalid_body', 'The webhook body ended early')));
+  }).finally(() => {
+    heldBytes -= held;
   });
+}
+
+/** The body's declared length: undefined when absent (a chunked body) or not a plain number. */
+function declaredLength(req: IncomingMessage): number | undefined {
+  const value = req.headers['content-length'];
+  return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : undefined;
 }
 
 function firstValues(record: Record<string, unknown>, skip: ReadonlySet<string> = new Set()): Record<string, string> {
@@ -102,13 +133,19 @@ export const receiveWebhook = defineBareRoute({
     if (!(await deps.knownEnvironments.has(environmentPublicId))) throw new AppError('unknown_environment', 'No such environment');
     // The job is one JetStream message (it cannot stream), with the body in base64 (4 bytes per 3).
     const limit = Math.min(deps.config.MAX_BODY_BYTES, Math.floor(deps.bus.inlineLimit * 0.75));
-    const body = await readRawBody(req, limit);
-    const budget = await deps.webhookIngest.take(`webhook-ingest.${environmentPublicId}`, body.length + WEBHOOK_OVERHEAD_BYTES);
-    if (!budget.allowed) {
+    // A declared length is charged to the environment's budget before the body is read: past
+    // the budget, the upload is refused before it costs the replica anything.
+    const declared = declaredLength(req);
+    const charge = async (bytes: number) => {
+      const budget = await deps.webhookIngest.take(`webhook-ingest.${environmentPublicId}`, bytes + WEBHOOK_OVERHEAD_BYTES);
+      if (budget.allowed) return;
       countRateLimited();
       ownHeaders.setHeader('Retry-After', budget.retryAfter);
       throw new AppError('too_many_requests', `This environment's webhooks passed ${budget.limit} bytes this minute; retry in ${budget.retryAfter} s`);
-    }
+    };
+    if (declared !== undefined && declared <= limit) await charge(declared);
+    const body = await readRawBody(req, declared, limit, deps.config.WEBHOOK_BODIES_HELD_BYTES);
+    if (declared === undefined) await charge(body.length);
     const id = `iwh_${randomUUID().replace(/-/g, '')}`;
     await deps.bus.enqueue(webhookContracts.inbound, {
       id,
