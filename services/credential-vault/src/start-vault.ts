@@ -216,7 +216,7 @@ export async function startVault(runtime: Runtime, config: Config): Promise<void
   bus.serve(vaultWebhookContracts.webhookIntegration, webhookIntegrationHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnection, matchConnectionHandler(deps));
   bus.serve(vaultWebhookContracts.matchConnections, matchConnectionsHandler(deps));
-  bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring }));
+  bus.serve(vaultContracts.rotateKeys, rotateKeysHandler({ connections, integrations, logger, keyring, locks: writeLocks }));
   // Sync runs mark (and clear) a connection's sync errors; facts from now on, not the history.
   const syncRuns = await Promise.all(
     (['failed', 'completed'] as const).map((outcome) =>

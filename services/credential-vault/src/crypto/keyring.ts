@@ -38,7 +38,10 @@ export interface KekRotationReport {
   rewrapped: number;
   /** Already under the sealing KEK, or moved by a rotation running at the same time. */
   unchanged: number;
-  /** Keys this process cannot move: their KEK is not configured, or their wrap does not verify. */
+  /**
+   * Keys this process cannot move (their KEK is not configured, or their wrap does not verify),
+   * and any key found under another KEK once the pass is over (another writer moved it meanwhile).
+   */
   failed: Array<{ id: string; reason: string }>;
 }
 
@@ -191,9 +194,12 @@ export function createKeyring(deps: KeyringDeps) {
     /**
      * Re-wraps every data key not under the sealing KEK, one at a time, without a transaction:
      * each re-wrap is a single-document compare-and-set, and both the old and the new wrap hold
-     * the same key, so serving continues throughout and a rerun (or a concurrent run) only
-     * finishes what is left. Once `failed` is empty and no key is under an old KEK, that KEK
-     * can be removed from `ENCRYPTION_KEYS`.
+     * the same key, so serving continues throughout and a rerun only finishes what is left.
+     * Then every key is read again, and one not under the sealing KEK is reported failed: a
+     * concurrent writer (a rotation on a replica of an older release, which does not take the
+     * rotation lock, sealing with another version) can undo a re-wrap counted here, since on
+     * FerretDB a compare-and-set is a read and a rewrite. Once `failed` is empty, no key is
+     * under an old KEK, and that KEK can be removed from `ENCRYPTION_KEYS`.
      */
     async rotate(): Promise<KekRotationReport> {
       const report: KekRotationReport = { rewrapped: 0, unchanged: 0, failed: [] };
@@ -218,6 +224,11 @@ export function createKeyring(deps: KeyringDeps) {
         const wrapped = wrapDataKey(sealing, doc.environment_id, doc.version, key);
         if (await deps.dataKeys.rewrap(doc._id, wrapped, sealing.version, doc.kek_version)) report.rewrapped += 1;
         else report.unchanged += 1;
+      }
+      const reported = new Set(report.failed.map((failure) => failure.id));
+      for await (const doc of deps.dataKeys.listAll()) {
+        if (doc.kek_version === sealing.version || reported.has(doc._id)) continue;
+        report.failed.push({ id: doc._id, reason: `under KEK ${doc.kek_version} after the pass (another writer moved it meanwhile); rotate again` });
       }
       return report;
     },

@@ -19,8 +19,6 @@ export interface ConnectSessionDoc {
   created_at: Date;
   /** Checked on every use; expired sessions are deleted when next touched, or by the vault's sweep. */
   expires_at: Date;
-  /** Connections the session has created (`SESSION_CONNECTIONS_MAX` at most); absent: none yet. */
-  connections_made?: number;
 }
 
 const connectSessionSchema = new Schema<ConnectSessionDoc>(
@@ -38,7 +36,6 @@ const connectSessionSchema = new Schema<ConnectSessionDoc>(
     reconnect: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
     expires_at: { type: Date, required: true },
-    connections_made: { type: Number },
   },
   { collection: 'connect_sessions', versionKey: false, minimize: false },
 );
@@ -46,3 +43,26 @@ connectSessionSchema.index({ digest: 1 }, { unique: true });
 connectSessionSchema.index({ expires_at: 1 });
 
 export const connectSessionModel = (connection: Connection) => connection.model<ConnectSessionDoc>('ConnectSession', connectSessionSchema);
+
+/**
+ * One connection a session created: `_id` is `<session digest>:<n>`, n from 1 to the session's
+ * cap, and a connect flow takes the first n free by inserting it. An insert with a unique `_id`
+ * is the one write FerretDB decides atomically (an update there reads the document and writes
+ * it back, so concurrent counts on the session document lose each other). Swept with the session.
+ */
+export interface ConnectSessionSlotDoc {
+  _id: string;
+  /** The session's: the sweep deletes the slots with it. */
+  expires_at: Date;
+}
+
+const connectSessionSlotSchema = new Schema<ConnectSessionSlotDoc>(
+  {
+    _id: { type: String, required: true },
+    expires_at: { type: Date, required: true },
+  },
+  { collection: 'connect_session_slots', versionKey: false },
+);
+connectSessionSlotSchema.index({ expires_at: 1 });
+
+export const connectSessionSlotModel = (connection: Connection) => connection.model<ConnectSessionSlotDoc>('ConnectSessionSlot', connectSessionSlotSchema);

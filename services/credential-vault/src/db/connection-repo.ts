@@ -51,6 +51,11 @@ export function createConnectionRepo(connection: Connection) {
     if (!(await findById(environment, id))) return false;
     return (await model.updateOne(connectionQueries.byId(id), { $set: { searchable: true } }).exec()).matchedCount > 0;
   };
+  /** Notes that the connection is in the lists of its fields (see `markSearchable`). */
+  const markListed = async (environment: EnvironmentId, id: string): Promise<boolean> => {
+    if (!(await findById(environment, id))) return false;
+    return (await model.updateOne(connectionQueries.byId(id), { $set: { listed: true } }).exec()).matchedCount > 0;
+  };
   /** A write of fields that may move the connection into lists (`tags`, `end_user`): see `joining`. */
   const listing = async (environment: EnvironmentId, id: string, fields: ConnectionFields, write: () => Promise<boolean>): Promise<boolean> => {
     if (!('tags' in fields) && !('end_user' in fields)) return write();
@@ -89,15 +94,18 @@ export function createConnectionRepo(connection: Connection) {
      * Lists every connection stored before the lists (or by a replica that did not list yet),
      * oldest first, in the lists of its fields, and marks it listed (its search lists are
      * `indexGrams`'s). Two replicas starting together may both list one connection: a reader
-     * skips the second entry. Returns how many it listed.
+     * skips the second entry. `mark` writes `listed` (the vault runs it under the connection's
+     * write key, as `indexGrams`' mark: a connection not yet listed may be refreshed meanwhile by
+     * a replica already serving). Returns how many it listed.
      */
-    async indexLists(): Promise<number> {
+    async indexLists(options: { mark?: (environment: EnvironmentId, id: string) => Promise<unknown> } = {}): Promise<number> {
+      const mark = options.mark ?? markListed;
       const docs = (await model.find({}, { _id: 1, environment_id: 1, provider_config_key: 1, connection_id: 1, tags: 1, end_user: 1, listed: 1, created_at: 1 }).lean<ConnectionDoc[]>().exec())
         .filter((doc) => doc.listed !== true)
         .sort((a, b) => a.created_at.getTime() - b.created_at.getTime());
       for (const doc of docs) {
         await lists.enterFieldLists(doc);
-        await model.updateOne(connectionQueries.byId(doc._id), { $set: { listed: true } }).exec();
+        await mark(doc.environment_id as EnvironmentId, doc._id);
       }
       return docs.length;
     },
@@ -128,6 +136,7 @@ export function createConnectionRepo(connection: Connection) {
       return entered;
     },
     markSearchable,
+    markListed,
     find: findByKey,
     findById,
     /**
@@ -204,10 +213,24 @@ export function createConnectionRepo(connection: Connection) {
      * `readVersion`, bumping it: a compare-and-set on one document. MongoDB 7 does it atomically;
      * FerretDB reads and writes back the whole document, so the vault runs every write to a
      * connection alone (domain/serialized-writes.ts). False when another writer got there first;
-     * its credentials stay.
+     * its credentials stay. With `unchangedSince`, also only if `updated_at` is still that: a
+     * writer whose fields derive from others it read (a reconnect's tags) loses to any write
+     * since, a tags PATCH included, which leaves the credentials version alone.
      */
-    replaceCredentials: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>) =>
-      listing(environment, id, fields, () => scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: { ...fields, credentials_version: readVersion + 1 } })),
+    replaceCredentials: (
+      environment: EnvironmentId,
+      id: string,
+      readVersion: number,
+      fields: ConnectionFields & Pick<ConnectionDoc, 'credentials'>,
+      unchangedSince?: Date,
+    ) =>
+      listing(environment, id, fields, () =>
+        scoped.updateOne(
+          environment,
+          { _id: id, ...atVersion(readVersion), ...(unchangedSince === undefined ? {} : { updated_at: unchangedSince }) },
+          { $set: { ...fields, credentials_version: readVersion + 1 } },
+        ),
+      ),
     /** Fields written only while the connection still holds `readVersion` (a refresh failure must not mark newer tokens). */
     updateAtVersion: (environment: EnvironmentId, id: string, readVersion: number, fields: ConnectionFields) =>
       listing(environment, id, fields, () => scoped.updateOne(environment, { _id: id, ...atVersion(readVersion) }, { $set: fields })),

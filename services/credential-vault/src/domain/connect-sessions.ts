@@ -263,7 +263,9 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
       const now = new Date();
       if (session.reconnect) {
         // The end user's new credentials replace whatever is stored, a refresh that lands meanwhile
-        // included: the compare-and-set on the credentials version is retried on a fresh read.
+        // included. The tags written are the ones read here joined with the session's, so the
+        // compare-and-set requires the connection unchanged since this read (its credentials
+        // version, and `updated_at`, which a tags PATCH moves), and is retried on a fresh read.
         for (let attempt = 1; ; attempt++) {
           const existing = await reconnected(session, session.reconnect, integration.unique_key);
           checkKeptConfig(existing.connection_config ?? {}, connectionConfig);
@@ -280,7 +282,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
               refresh_failure: null,
               tags,
               updated_at: now,
-            }),
+            }, existing.updated_at),
           );
           if (!replaced) {
             if (attempt >= RECONNECT_ATTEMPTS) throw new AppError('service_unavailable', 'The connection kept changing while it was reconnected; try again');
@@ -290,7 +292,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
         }
       }
       // A link in the wrong hands, replayed for its half hour, must not fill the environment.
-      if (!(await deps.sessions.countConnection(session.digest, SESSION_CONNECTIONS_MAX))) {
+      if (!(await deps.sessions.countConnection(session, SESSION_CONNECTIONS_MAX))) {
         throw new AppError('too_many_requests', `This connect session has created its ${SESSION_CONNECTIONS_MAX} connections; create a new session`);
       }
       const doc = await insertConnection(

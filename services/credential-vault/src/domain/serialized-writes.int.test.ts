@@ -91,6 +91,22 @@ describe('writes to one connection from two replicas at once', () => {
   }, 30_000);
 });
 
+describe('the start-up backfill of the lists', () => {
+  it("keeps a refresh's new credentials stored while it marks the connection listed", async () => {
+    // Connections an older replica stored (not `listed`), refreshed by a serving replica while a
+    // starting one lists them: on FerretDB an unserialized mark writes back the copy it read.
+    for (let round = 0; round < 5; round++) {
+      const ids = await Promise.all(Array.from({ length: 8 }, () => stored()));
+      await connection.db!.collection<{ _id: string }>('connections').updateMany({ _id: { $in: ids } }, { $unset: { listed: '' } });
+      await Promise.all([
+        replicas[0]!.indexLists(),
+        ...ids.map((id) => replicas[1]!.replaceCredentials(environment, id, 0, { credentials: 'refreshed', updated_at: new Date() })),
+      ]);
+      for (const id of ids) expect(await replicas[0]!.findById(environment, id)).toMatchObject({ credentials: 'refreshed', credentials_version: 1, listed: true });
+    }
+  }, 60_000);
+});
+
 describe('writes to one integration from two replicas at once', () => {
   it('give an older integration one webhook secret, and keep an edit made while its client secret is re-encrypted', async () => {
     const now = new Date();

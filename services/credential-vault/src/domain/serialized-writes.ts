@@ -27,12 +27,14 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
   return {
     ...repo,
     update: (environment, id, fields) => alone(id, () => repo.update(environment, id, fields)),
-    replaceCredentials: (environment, id, version, fields) => alone(id, () => repo.replaceCredentials(environment, id, version, fields)),
+    replaceCredentials: (environment, id, version, fields, unchangedSince) => alone(id, () => repo.replaceCredentials(environment, id, version, fields, unchangedSince)),
     updateAtVersion: (environment, id, version, fields) => alone(id, () => repo.updateAtVersion(environment, id, version, fields)),
     swapCredentials: (environment, id, previous, next) => alone(id, () => repo.swapCredentials(environment, id, previous, next)),
     recordSyncRun: (environment, id, key, state) => alone(id, () => repo.recordSyncRun(environment, id, key, state)),
     markSearchable: (environment, id) => alone(id, () => repo.markSearchable(environment, id)),
-    // The backfill's marks are writes to connections that may be in use meanwhile.
+    markListed: (environment, id) => alone(id, () => repo.markListed(environment, id)),
+    // The backfills' marks are writes to connections that may be in use meanwhile.
+    indexLists: () => repo.indexLists({ mark: (environment, id) => alone(id, () => repo.markListed(environment, id)) }),
     indexGrams: (options = {}) => repo.indexGrams({ ...options, mark: (environment, id) => alone(id, () => repo.markSearchable(environment, id)) }),
   };
 }

@@ -1,3 +1,4 @@
+import { kvLockKey, oneAtATime, WRITE_KEYS, type KvLocks } from '@latchkey/bus';
 import type { RequestOf, ResponseOf, vaultContracts } from '@latchkey/contracts';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import type { Keyring } from '../crypto/keyring.js';
@@ -5,7 +6,14 @@ import type { VaultDeps } from '../domain/vault-deps.js';
 import { CREDENTIALS_PLACE } from '../domain/connection-credentials.js';
 import { INTEGRATION_PLACES } from '../domain/integrations.js';
 
-type Deps = Pick<VaultDeps, 'connections' | 'integrations' | 'logger'> & { keyring: Keyring };
+type Deps = Pick<VaultDeps, 'connections' | 'integrations' | 'logger'> & {
+  keyring: Keyring;
+  /** The vault's write keys (`vault_write_locks`): one of them is the rotation's. */
+  locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>;
+};
+
+/** The one key every rotation holds, on every replica, renewed while it runs. */
+const ROTATION_KEY = kvLockKey('rotation', 'keys');
 
 /**
  * `vault.keys.rotate`. Step one re-wraps data keys (after it, an old KEK can leave
@@ -14,16 +22,28 @@ type Deps = Pick<VaultDeps, 'connections' | 'integrations' | 'logger'> & { keyri
  * meanwhile (a refresh) are never overwritten with older values.
  */
 export function rotateKeysHandler(deps: Deps) {
-  return async ({ data_keys }: RequestOf<typeof vaultContracts.rotateKeys>): Promise<ResponseOf<typeof vaultContracts.rotateKeys>> => {
-    const report = await deps.keyring.rotate();
-    let reencrypted = 0;
-    if (data_keys) {
-      const environments = new Set([...(await deps.connections.environments()), ...(await deps.integrations.environments())]);
-      for (const id of environments) reencrypted += await reencryptEnvironment(deps, environmentId(id));
-    }
-    deps.logger.info('keys rotated', { rewrapped: report.rewrapped, failed: report.failed.length, reencrypted });
-    return { ...report, reencrypted };
-  };
+  // One rotation at a time, across replicas: an operator retrying after the gateway timed out
+  // while the first run goes on elsewhere. On FerretDB a data key's re-wrap and its retirement by
+  // the other run (or the other run's re-wrap, to another sealing version) are each a read and
+  // a rewrite, and one can undo the other after it was counted. The second run is refused at
+  // once rather than queued: the first is doing its work, and running it again after is cheap.
+  const busy = 'Another key rotation is still running; try again once it has finished';
+  return ({ data_keys }: RequestOf<typeof vaultContracts.rotateKeys>): Promise<ResponseOf<typeof vaultContracts.rotateKeys>> =>
+    oneAtATime(
+      deps.locks,
+      ROTATION_KEY,
+      async () => {
+        const report = await deps.keyring.rotate();
+        let reencrypted = 0;
+        if (data_keys) {
+          const environments = new Set([...(await deps.connections.environments()), ...(await deps.integrations.environments())]);
+          for (const id of environments) reencrypted += await reencryptEnvironment(deps, environmentId(id));
+        }
+        deps.logger.info('keys rotated', { rewrapped: report.rewrapped, failed: report.failed.length, reencrypted });
+        return { ...report, reencrypted };
+      },
+      { waitMs: 0, busy, renewEveryMs: WRITE_KEYS.renewEveryMs },
+    );
 }
 
 async function reencryptEnvironment(deps: Deps, environment: EnvironmentId): Promise<number> {
