@@ -40,6 +40,16 @@ describe('rate limiter on NATS KV', () => {
     expect(refused?.retryAfter).toBeLessThanOrEqual(60);
   });
 
+  it("forgets the accounts of windows that are over: one a connect session must not stay for the replica's life", async () => {
+    let at = 1_000;
+    const limiter = await replica(5, 'rl_forget', () => at);
+    for (let i = 0; i < 200; i++) await limiter.take(`session_${i}`);
+    expect(limiter.tracked()).toBe(200);
+    at += 60_000;
+    await limiter.take('session_still_here');
+    expect(limiter.tracked()).toBe(1);
+  });
+
   it('keeps accounts apart', async () => {
     // One window throughout, as above.
     const limiter = await replica(3, 'rl_accounts', () => 1_000);

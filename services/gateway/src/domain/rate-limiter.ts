@@ -65,7 +65,21 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
 
   const freshWindow = (start: number): AccountWindow => ({ start, tokens: 0, knownReserved: 0, exhausted: false, reserving: undefined });
 
+  /**
+   * The window start the accounts were last swept at. Each account has a window here, and one
+   * per connect session is a new account: without a sweep, a replica would keep every one it
+   * ever saw. On the first request of each window, the accounts not heard from in it go (their
+   * windows are over; one that comes back starts afresh, as it would).
+   */
+  let sweptAt = Number.NEGATIVE_INFINITY;
+  function sweep(start: number): void {
+    sweptAt = start;
+    for (const [accountId, window] of windows) if (window.start < start) windows.delete(accountId);
+    for (const [accountId, window] of upcoming) if (window.start < start) upcoming.delete(accountId);
+  }
+
   function windowOf(accountId: string, start: number): AccountWindow {
+    if (start > sweptAt) sweep(start);
     let window = windows.get(accountId);
     if (!window || window.start !== start) {
       const ahead = upcoming.get(accountId);
@@ -160,6 +174,8 @@ export function createRateLimiter(deps: { store: WindowStore; now?: () => number
 
   return {
     limit,
+    /** Accounts this replica holds a window for (its memory): the current window's, and those reserved ahead. */
+    tracked: () => windows.size + upcoming.size,
     /**
      * Spends `cost` (one request, by default) of the account's budget: synchronously while this
      * replica holds enough reserved tokens (the hot path), otherwise after reserving more.
