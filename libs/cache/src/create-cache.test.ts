@@ -14,6 +14,18 @@ function deferred<T>() {
 }
 
 describe('createCache', () => {
+  it('holds at most maxWeight, dropping the least recently used first, and stores nothing heavier than the bound', () => {
+    const cache = createCache<string>({ maxEntries: 100, ttlMs: 60_000, maxWeight: { total: 10, weigh: (value) => value.length } });
+    cache.set('a', 'xxxx');
+    cache.set('b', 'xxxx');
+    cache.get('a');
+    cache.set('c', 'xxxx');
+    expect([cache.has('a'), cache.has('b'), cache.has('c')]).toEqual([true, false, true]);
+    cache.set('d', 'x'.repeat(11));
+    expect(cache.has('d')).toBe(false);
+    expect([cache.has('a'), cache.has('c')]).toEqual([true, true]);
+  });
+
   it('holds at most maxEntries, dropping the least recently used first', () => {
     const cache = createCache<string>({ maxEntries: 2, ttlMs: 60_000 });
     cache.set('a', 'A');

@@ -1,8 +1,13 @@
 import { LRUCache } from 'lru-cache';
 
-export interface CacheOptions {
+export interface CacheOptions<V = unknown> {
   /** Bound on entries: past it, the least recently used entry goes. */
   maxEntries: number;
+  /**
+   * A bound on what the entries weigh together (bytes, say), each weighed by `weigh`: past it,
+   * the least recently used go too, and an entry heavier than the whole bound is not stored.
+   */
+  maxWeight?: { total: number; weigh: (value: V) => number };
   /** How long an entry lives unless its `set` says otherwise; without it, until evicted. */
   ttlMs?: number;
   /** The clock, in milliseconds; tests pass their own. */
@@ -56,10 +61,12 @@ interface Entry<V> {
  * load. A read that an invalidation overtook is never stored: `stamp()` before reading, and
  * `set(…, { since })` after.
  */
-export function createCache<V extends NonNullable<unknown>>(options: CacheOptions) {
+export function createCache<V extends NonNullable<unknown>>(options: CacheOptions<V>) {
   const byTag = new Map<string, Set<string>>();
+  const { maxWeight } = options;
   const lru = new LRUCache<string, Entry<V>>({
     max: options.maxEntries,
+    ...(maxWeight ? { maxSize: maxWeight.total, sizeCalculation: (entry: Entry<V>) => Math.max(1, Math.ceil(maxWeight.weigh(entry.value))) } : {}),
     ...(options.ttlMs === undefined ? {} : { ttl: Math.max(1, lifetime(options.ttlMs)) }),
     // The clock is read on every check. lru-cache would otherwise keep a reading for a
     // millisecond and set a timer to forget it: under load, a timer per read of the cache.

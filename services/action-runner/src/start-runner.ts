@@ -45,7 +45,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
   await runs.init();
   const lifecycleRuns = createLifecycleRunRepo(mongo);
   await lifecycleRuns.init();
-  const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000 });
+  const cache = createFunctionCache({ ttlMs: config.FUNCTION_CACHE_MS, maxEntries: 5000, maxBytes: 64 * 1024 * 1024 });
   bus.onBroadcast(functionsContracts.deploymentChanged, ({ environment_id, provider_config_key }) => cache.invalidate(environment_id, provider_config_key));
   const connections = createKnownConnections({ ttlMs: 60_000, maxEntries: 100_000 });
   // Followed live (every replica hears every deletion), not as a durable consumer.

@@ -7,7 +7,7 @@ const fn = (version: number) => ({ version, description: { type: 'action' as con
 describe('function cache', () => {
   it('serves until a deploy drops the integration, and never stores a fetch that began before the drop', () => {
     let now = 0;
-    const cache = createFunctionCache({ ttlMs: 1000, maxEntries: 10, now: () => now });
+    const cache = createFunctionCache({ ttlMs: 1000, maxEntries: 10, maxBytes: 1024 * 1024, now: () => now });
     const before = cache.generation('env', 'crm');
     cache.set('env', 'crm', 'action', 'a', fn(1), before);
     expect(cache.get('env', 'crm', 'action', 'a')?.version).toBe(1);
@@ -23,7 +23,7 @@ describe('function cache', () => {
   });
 
   it('keeps other integrations when one is dropped, and forgets all on clear', () => {
-    const cache = createFunctionCache({ ttlMs: 1000, maxEntries: 10 });
+    const cache = createFunctionCache({ ttlMs: 1000, maxEntries: 10, maxBytes: 1024 * 1024 });
     cache.set('env', 'crm', 'action', 'a', fn(1), cache.generation('env', 'crm'));
     cache.set('env', 'erp', 'action', 'a', fn(1), cache.generation('env', 'erp'));
     cache.invalidate('env', 'crm');
@@ -33,6 +33,15 @@ describe('function cache', () => {
     expect(cache.get('env', 'erp', 'action', 'a')).toBeUndefined();
     cache.set('env', 'erp', 'action', 'a', fn(1), racing);
     expect(cache.get('env', 'erp', 'action', 'a')).toBeUndefined();
+  });
+});
+
+describe('function cache bounds', () => {
+  it('holds bundles up to its bytes, the least recently used going first', () => {
+    const cache = createFunctionCache({ ttlMs: 60_000, maxEntries: 5000, maxBytes: 3 * (700 * 1024 + 4096) });
+    const large = (version: number) => ({ ...fn(version), bundle: 'x'.repeat(700 * 1024) });
+    for (const name of ['a', 'b', 'c', 'd']) cache.set('env', 'crm', 'action', name, large(1), cache.generation('env', 'crm'));
+    expect(['a', 'b', 'c', 'd'].map((name) => cache.get('env', 'crm', 'action', name) !== undefined)).toEqual([false, true, true, true]);
   });
 });
 

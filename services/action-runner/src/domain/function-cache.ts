@@ -13,8 +13,12 @@ export interface CachedFunction {
  * that integration's entries (each is tagged with its integration); a fetch that began before
  * the drop is not stored.
  */
-export function createFunctionCache(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
-  const cache = createCache<CachedFunction>(options);
+export function createFunctionCache(options: { ttlMs: number; maxEntries: number; maxBytes: number; now?: () => number }) {
+  // Bundles weigh up to 768 KiB each: a bound on entries alone would let a replica's heap hold
+  // thousands of the largest. Weighed by their text (one byte a character for the ASCII bundles
+  // esbuild writes) and what each entry carries besides.
+  const { maxBytes, ...rest } = options;
+  const cache = createCache<CachedFunction>({ ...rest, maxWeight: { total: maxBytes, weigh: (fn) => fn.bundle.length + 4096 } });
   const integrationKey = (environmentId: string, providerConfigKey: string) => `${environmentId}\u0000${providerConfigKey}`;
   const keyOf = (environmentId: string, providerConfigKey: string, type: FunctionType, name: string) =>
     `${integrationKey(environmentId, providerConfigKey)}\u0000${type}\u0000${name}`;

@@ -10,7 +10,7 @@ function runner() {
   return createRunner({
     bus: {} as Bus,
     logger: createLogger({ service: 'test', silent: true }),
-    cache: createFunctionCache({ ttlMs: 60_000, maxEntries: 10 }),
+    cache: createFunctionCache({ ttlMs: 60_000, maxEntries: 10, maxBytes: 1024 * 1024 }),
     limits: { memoryMb: 32, timeoutMs: 20_000 },
     syncLimits: { timeoutMs: 20_000 },
     warmIsolates: 2,
