@@ -45,13 +45,17 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const givenUp = createGivenUpRepo(mongo);
   const operations = createOperationRepo(mongo, { onInvalid: (entries) => logger.warn('left out operations a recorder sent malformed', { entries }) });
   await Promise.all([accounts.init(), environmentRepo.init(), apiKeys.init(), givenUp.init(), operations.init()]);
-  const resealed = await environmentRepo.sealAtRest();
+  // Changes to one environment go one at a time across replicas (see environment-writes),
+  // this start's own among them: other replicas may be serving meanwhile.
+  const environmentLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'environment_locks', ttlMs: WRITE_KEYS.ttlMs }));
+  const serializedEnvironments = serializedEnvironmentWrites(environmentRepo, environmentLocks);
+  const resealed = await serializedEnvironments.sealAtRest();
   if (resealed > 0) logger.info('sealed environment settings at rest', { environments: resealed });
   // Keys stored before authentication looked digests up by _id get their entry (see api-key-repo).
   await apiKeys.indexDigests();
 
   await bootstrap(
-    { accounts, environments: environmentRepo, apiKeys, logger },
+    { accounts, environments: serializedEnvironments, apiKeys, logger },
     { environmentName: config.BOOTSTRAP_ENVIRONMENT, secretKey: config.BOOTSTRAP_SECRET_KEY, digestSecret: config.API_KEY_DIGEST_SECRET },
   );
 
@@ -62,13 +66,11 @@ export async function startGateway(runtime: Runtime, config: Config): Promise<{ 
   const authFailures = createAuthFailureLimiter({ limit: config.AUTH_FAILURES_PER_MINUTE, windowMs: 60_000, maxAddresses: 50_000 });
   const authenticateKey = createKeyAuthenticator({ keys: keyCache, isWellFormed: keyFormat(config.BOOTSTRAP_SECRET_KEY), failures: authFailures });
   bus.onBroadcast(gatewayContracts.apiKeyChanged, ({ digest }) => keyCache.invalidate(digest));
-  // Changes to one environment go one at a time across replicas (see environment-writes).
-  const environmentLocks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'environment_locks', ttlMs: WRITE_KEYS.ttlMs }));
   const environmentCache = createEnvironmentCache(
-    { repo: serializedEnvironmentWrites(environmentRepo, environmentLocks), announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
+    { repo: serializedEnvironments, announce: (environmentId) => bus.broadcast(gatewayContracts.environmentChanged, { environment_id: environmentId }) },
     { ttlMs: 60_000, maxEntries: 10_000 },
   );
-  const environments = { ...environmentRepo, findById: environmentCache.findById, update: environmentCache.update, rotateSigningKeys: environmentCache.rotateSigningKeys };
+  const environments = { ...serializedEnvironments, findById: environmentCache.findById, update: environmentCache.update, rotateSigningKeys: environmentCache.rotateSigningKeys };
   bus.onBroadcast(gatewayContracts.environmentChanged, ({ environment_id }) => environmentCache.invalidate(environment_id));
   // Broadcasts sent while this replica was cut off are lost: forget everything on reconnect.
   bus.onReconnect(() => {

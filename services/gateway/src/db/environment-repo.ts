@@ -46,31 +46,45 @@ export function createEnvironmentRepo(connection: Connection, cipher: SettingsCi
     return cipher.open(environmentId, field, stored);
   };
 
+  /** Whether a stored secret of this environment is in plaintext, or sealed under another key than the sealing one. */
+  const isStale = (doc: EnvironmentDoc) =>
+    [...doc.signing_keys.map((key) => key.secret), ...doc.variables.map((variable) => variable.value)].some((stored) => !cipher.isCurrent(stored));
+
+  /**
+   * Reseals one environment's secrets, read afresh: a compare-and-set on `updated_at`, retried, which
+   * moves it. On FerretDB the compare-and-set does not guard (an update reads and writes back the
+   * whole document), so the gateway runs this under the environment's write key, as every other
+   * write (environment-writes.ts). Answers whether it rewrote the environment.
+   */
+  async function sealOne(id: string): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const doc = await model.findById(id).lean<EnvironmentDoc>().exec();
+      if (!doc || !isStale(doc)) return false;
+      const signingKeys = doc.signing_keys.map((key) => ({ ...key, secret: plaintextOf(doc._id, signingKeyField(key.created_at), key.secret) }));
+      const variables = doc.variables.map(({ name, value }) => ({ name, value: plaintextOf(doc._id, variableField(name), value) }));
+      const result = await model
+        .updateOne({ _id: id, updated_at: doc.updated_at }, { $set: { signing_keys: sealKeys(id, signingKeys), variables: sealVariables(id, variables), updated_at: new Date() } })
+        .exec();
+      if (result.matchedCount === 1) return true;
+    }
+    return false;
+  }
+
   return {
     init: () => model.init(),
+    sealOne,
     /**
      * Seals what an earlier version stored in plaintext, and reseals what an older key sealed, in
-     * every environment. Run at start, before serving; replicas may race (each write is a
-     * compare-and-set on `updated_at`, retried). Returns how many environments it rewrote.
+     * every environment. Run at start, before serving, while other replicas may serve and write:
+     * `seal` rewrites one environment (the gateway's takes its write key; `sealOne` by default).
+     * Only the environments read stale are rewritten. Returns how many it rewrote.
      */
-    async sealAtRest(): Promise<number> {
+    async sealAtRest(options: { seal?: (id: string) => Promise<boolean> } = {}): Promise<number> {
+      const seal = options.seal ?? sealOne;
       let rewritten = 0;
       for (const { _id: id } of await model.find({}, { _id: 1 }).lean<Array<{ _id: string }>>().exec()) {
-        for (let attempt = 0; attempt < 5; attempt++) {
-          const doc = await model.findById(id).lean<EnvironmentDoc>().exec();
-          if (!doc) break;
-          const stale = [...doc.signing_keys.map((key) => key.secret), ...doc.variables.map((variable) => variable.value)].some((stored) => !cipher.isCurrent(stored));
-          if (!stale) break;
-          const signingKeys = doc.signing_keys.map((key) => ({ ...key, secret: plaintextOf(doc._id, signingKeyField(key.created_at), key.secret) }));
-          const variables = doc.variables.map(({ name, value }) => ({ name, value: plaintextOf(doc._id, variableField(name), value) }));
-          const result = await model
-            .updateOne({ _id: id, updated_at: doc.updated_at }, { $set: { signing_keys: sealKeys(id, signingKeys), variables: sealVariables(id, variables) } })
-            .exec();
-          if (result.matchedCount === 1) {
-            rewritten++;
-            break;
-          }
-        }
+        const doc = await model.findById(id).lean<EnvironmentDoc>().exec();
+        if (doc && isStale(doc) && (await seal(id))) rewritten++;
       }
       return rewritten;
     },
@@ -111,7 +125,7 @@ export function createEnvironmentRepo(connection: Connection, cipher: SettingsCi
       if (result.matchedCount === 0) return null;
       return reveal(await model.findById(id).lean<EnvironmentDoc>().exec());
     },
-    /** Records that the bootstrap key of this digest was made (see `bootstrap_key_digest`). */
+    /** Records that the bootstrap key of this digest was made (see `bootstrap_key_digest`); run under the environment's write key. */
     async markBootstrapKey(id: string, digest: string): Promise<void> {
       await model.updateOne({ _id: id }, { $set: { bootstrap_key_digest: digest } }).exec();
     },

@@ -7,7 +7,8 @@ import type { EnvironmentRepo } from '../db/environment-repo.js';
  * signing-key rotation lost one of them, and two rotations at once (each reading the keys, then
  * writing its list) kept one new key while both callers were shown theirs. Each write holds the
  * environment's key in the `environment_locks` KV bucket (one holder, renewed while it writes; the
- * short TTL frees a dead holder's key).
+ * short TTL frees a dead holder's key). A starting replica's writes too: its reseal at rest wrote
+ * back the signing keys it had read over a rotation made meanwhile, and its bootstrap mark could.
  */
 export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
   const alone = writesOneAtATime(locks, 'environment', 'Another change to this environment is still under way; try again', options.waitMs);
@@ -15,5 +16,8 @@ export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<K
     ...repo,
     update: (id, patch) => alone(id, () => repo.update(id, patch)),
     rotateSigningKeys: (id, at) => alone(id, () => repo.rotateSigningKeys(id, at)),
+    markBootstrapKey: (id, digest) => alone(id, () => repo.markBootstrapKey(id, digest)),
+    sealOne: (id) => alone(id, () => repo.sealOne(id)),
+    sealAtRest: () => repo.sealAtRest({ seal: (id) => alone(id, () => repo.sealOne(id)) }),
   };
 }
