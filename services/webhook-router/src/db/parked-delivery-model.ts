@@ -33,16 +33,22 @@ export interface ParkMarkDoc {
 
 /**
  * `webhook_parked_counts`: how many deliveries each collection of parked deliveries holds (by its
- * due time), added to as they are parked and taken from as they are returned: what the metrics
- * read, where a count of the collections would read every delivery (FerretDB counts by reading).
- * A replica that dies between the two steps leaves its slot off by what it was doing, until the
- * slot's collection is dropped.
+ * due time), as one tally per replica, added to as it parks and taken from as it returns, which
+ * the metrics sum: a count of the collections would read every delivery (FerretDB counts by
+ * reading), and replicas adding to one shared document lost each other's changes there (an
+ * update reads and writes back the document). A replica that dies between the two steps leaves
+ * its slot off by what it was doing, until the slot's collection is dropped.
  */
 export interface ParkedCountDoc {
-  /** The due time of the collection (`webhook_parked_<_id>`). */
-  _id: number;
+  /** `<by>:<replica>` (`tallyId`); an earlier version's count of all replicas is the due time alone. */
+  _id: string | number;
+  /** The due time of the collection (`webhook_parked_<by>`); absent from an earlier version's count. */
+  by?: number;
   n: number;
 }
+
+/** The `_id` of one replica's tally of the collection due by `by`. */
+export const tallyId = (by: number, replica: string) => `${by}:${replica}`;
 
 export const PARKED_COUNTS = 'webhook_parked_counts';
 

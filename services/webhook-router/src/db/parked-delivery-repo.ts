@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Connection } from 'mongoose';
 import type { WebhookDelivery } from '@latchkey/contracts';
 import type { EnvironmentId } from '@latchkey/mongo';
@@ -10,6 +11,7 @@ import {
   markWindowOf,
   parkedCollectionName,
   parkedDueBy,
+  tallyId,
   type ParkMarkDoc,
   type ParkedCountDoc,
   type ParkedDeliveryDoc,
@@ -45,9 +47,22 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
   const marks = (window: number) => database().collection<ParkMarkDoc>(markCollectionName(window));
   const counts = () => database().collection<ParkedCountDoc>(PARKED_COUNTS);
   const windowOf = (at: Date) => Math.floor(at.getTime() / MARK_WINDOW_MS);
-  /** Adds `change` to the count of the collection due by `by`: one write by `_id`, for the metrics only, so a failure is let go. */
-  const tally = async (by: number, change: number) => {
-    if (change !== 0) await counts().updateOne({ _id: by }, { $inc: { n: change } }, { upsert: true }).catch(() => undefined);
+  // Each replica keeps its own tally of each collection, one document (`<by>:<replica>`) only it
+  // writes, one write at a time, with the total it holds: replicas adding to one document with
+  // `$inc` lost each other's changes on FerretDB, which applies an update by reading and writing
+  // back the document. A replica's tally may go below zero (it returned what another parked);
+  // the sum over the replicas is the count. A new process is a new replica.
+  const replica = randomBytes(6).toString('hex');
+  const tallies = new Map<number, number>();
+  let tallying: Promise<unknown> = Promise.resolve();
+  /** Adds `change` to this replica's tally of the collection due by `by`: for the metrics only, so a failed write is let go (the next one writes the total). */
+  const tally = (by: number, change: number): Promise<unknown> => {
+    if (change === 0) return Promise.resolve();
+    tallies.set(by, (tallies.get(by) ?? 0) + change);
+    tallying = tallying
+      .then(() => counts().updateOne({ _id: tallyId(by, replica) }, { $set: { by, n: tallies.get(by) ?? 0 } }, { upsert: true }))
+      .catch(() => undefined);
+    return tallying;
   };
   /** The end of the slot `at` falls in: when a delivery due at `at` is returned, at the latest. */
   const slotEnd = (at: Date) => (Math.floor(at.getTime() / slotMs) + 1) * slotMs;
@@ -88,14 +103,23 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
       return found.some((mark) => mark !== null);
     },
     /**
-     * How many deliveries are parked, due or not, from the collections' counts: one read of a
-     * document per collection, never of the deliveries. The counts of collections dropped are
-     * left out (a return counted after the drop).
+     * How many deliveries are parked, due or not, from the replicas' tallies: one read of a
+     * document per replica and collection, never of the deliveries. The tallies of collections
+     * dropped are left out (a return counted after the drop).
      */
     async countParked(): Promise<number> {
-      const [collections, tallies] = await Promise.all([database().listCollections({}, { nameOnly: true }).toArray(), counts().find({}).toArray()]);
-      const parked = new Set(collections.map(({ name }) => parkedDueBy(name)));
-      return tallies.reduce((sum, { _id, n }) => (parked.has(_id) ? sum + Math.max(0, n) : sum), 0);
+      const [collections, tallyDocs] = await Promise.all([database().listCollections({}, { nameOnly: true }).toArray(), counts().find({}).toArray()]);
+      const parked = new Map<number, number>();
+      for (const { name } of collections) {
+        const by = parkedDueBy(name);
+        if (by !== undefined) parked.set(by, 0);
+      }
+      for (const doc of tallyDocs) {
+        // A count an earlier version kept, `_id` its collection's time, is one more tally.
+        const by = typeof doc._id === 'number' ? doc._id : doc.by;
+        if (by !== undefined && parked.has(by)) parked.set(by, parked.get(by)! + doc.n);
+      }
+      return [...parked.values()].reduce((sum, n) => sum + Math.max(0, n), 0);
     },
     /** The times of the collections whose deliveries are all due at `now`, oldest first. */
     async dueCollections(now: Date): Promise<number[]> {
@@ -127,12 +151,14 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
       if (now.getTime() < by + dropAfterMs) return false;
       if ((await dueBy(by).findOne({})) !== null) return false;
       const dropped = await dropIfThere(parkedCollectionName(by));
-      await counts().deleteOne({ _id: by });
+      // This replica's tally (and an earlier version's count); the others' go with the marks' sweep.
+      tallies.delete(by);
+      await Promise.all([counts().deleteOne({ _id: tallyId(by, replica) }), counts().deleteOne({ _id: by })]);
       return dropped;
     },
     /**
-     * Drops the marks no one looks for any more (windows two or more behind), and the counts of
-     * collections long dropped; answers how many collections of marks.
+     * Drops the marks no one looks for any more (windows two or more behind), and every replica's
+     * tallies of collections long dropped; answers how many collections of marks.
      */
     async sweepMarks(now = new Date()): Promise<number> {
       const current = windowOf(now);
@@ -143,8 +169,10 @@ export function createParkedDeliveryRepo(connection: Connection, options: { slot
         if (window !== undefined && window < current - 1 && (await dropIfThere(name))) dropped++;
       }
       const parked = new Set(collections.map(({ name }) => parkedDueBy(name)));
-      for (const { _id } of await counts().find({}).toArray()) {
-        if (!parked.has(_id) && _id + dropAfterMs < now.getTime()) await counts().deleteOne({ _id });
+      for (const { _id, by = _id } of await counts().find({}).toArray()) {
+        if (typeof by !== 'number' || parked.has(by) || by + dropAfterMs >= now.getTime()) continue;
+        tallies.delete(by);
+        await counts().deleteOne({ _id });
       }
       return dropped;
     },

@@ -5,6 +5,8 @@ import { connectMongo, environmentId } from '@latchkey/mongo';
 import { explainUntilIndexed, startMongo, uniqueDbName, watchCommands, type TestMongo } from '@latchkey/testing';
 import { deliveryQueries, createDeliveryRepo } from './delivery-repo.js';
 import { createInboundWebhookRepo } from './inbound-webhook-repo.js';
+import { parkedDeliveryId } from './parked-delivery-model.js';
+import { createParkedDeliveryRepo } from './parked-delivery-repo.js';
 import { claimQueries, createWebhookClaimRepo } from './webhook-claim-repo.js';
 
 let mongo: TestMongo;
@@ -349,3 +351,34 @@ function interleaved(connection: Connection, id: string, around: () => Promise<(
   };
   return bound(connection, { db: bound(database, { collection }) });
 }
+
+describe('the parked deliveries gauge', () => {
+  // Every replica added to one count document per slot with `$inc`; FerretDB applies an update by
+  // reading and writing back the document, so replicas parking at once lost each other's counts.
+  it('counts what two replicas park and return at once', async () => {
+    const slotMs = 60_000;
+    const [one, two] = [createParkedDeliveryRepo(connection, { slotMs }), createParkedDeliveryRepo(connection, { slotMs })];
+    const dueAt = new Date(Date.now() + 5 * 60_000);
+    const by = (Math.floor(dueAt.getTime() / slotMs) + 1) * slotMs;
+    const request = (replica: string, i: number) => {
+      const webhookId = `msg_gauge_${replica}_${i}`;
+      return {
+        id: parkedDeliveryId(`${webhookId}:primary`, 1),
+        dueAt,
+        job: { webhook_id: webhookId, environment_id: env, target: 'primary' as const, url: 'https://hooks.example.com/x', kind: 'forward' as const, body: '{}', created_at: new Date().toISOString(), attempts: 3, holds: 0, revision: 1 },
+      };
+    };
+    // One parking at a time on each replica: each is its own write of the count.
+    const parkEach = async (parked: typeof one, replica: string) => {
+      for (let i = 0; i < 30; i++) await parked.park(env, request(replica, i));
+    };
+    await Promise.all([parkEach(one, 'one'), parkEach(two, 'two')]);
+    expect(await one.countParked()).toBe(60);
+    // Each returns ten of what the other parked, one at a time.
+    const releaseEach = async (parked: typeof one, replica: string) => {
+      for (let i = 0; i < 10; i++) await parked.release(by, [request(replica, i).id]);
+    };
+    await Promise.all([releaseEach(one, 'two'), releaseEach(two, 'one'), parkEach(createParkedDeliveryRepo(connection, { slotMs }), 'three')]);
+    expect(await two.countParked()).toBe(70);
+  });
+});

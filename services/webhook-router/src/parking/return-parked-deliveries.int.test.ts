@@ -103,7 +103,7 @@ describe('parked deliveries', () => {
       expect(await one.countParked()).toBe(1);
 
       // Reads by `_id`, or of a whole collection of due deliveries (or of the counts, one per
-      // collection): no filter FerretDB would read every waiting delivery for. The counts are
+      // collection): no filter FerretDB would read every waiting delivery for. The tallies are
       // written by `_id` only.
       for (const { name, body } of commands.filter((command) => ['find', 'delete', 'update'].includes(command.name))) {
         const filters = name === 'find' ? [body['filter']] : (body[name === 'delete' ? 'deletes' : 'updates'] as Array<{ q: unknown }>).map((item) => item.q);
@@ -115,7 +115,8 @@ describe('parked deliveries', () => {
             continue;
           }
           expect(Object.keys(filter)).toEqual(['_id']);
-          if (ferretDb) expect(typeof filter['_id']).toBe(counts ? 'number' : 'string');
+          // A replica's tally is `<by>:<replica>`; an earlier version's count, deleted with its collection, is `by`.
+          if (ferretDb) expect(counts ? ['number', 'string'] : ['string']).toContain(typeof filter['_id']);
         }
       }
       expect(commands.map((command) => command.name).filter((name) => ['aggregate', 'count', 'distinct'].includes(name))).toEqual([]);
