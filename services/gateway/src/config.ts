@@ -62,7 +62,13 @@ export const configSchema = baseServiceSchema('gateway', 0)
      * client address is the socket's peer and X-Forwarded-For is ignored, since clients can write it.
      */
     TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
+    /** The largest body of the routes that carry functions' code (deploy, compile, dry run). */
     MAX_BODY_BYTES: positiveInt(10 * 1024 * 1024),
+    /**
+     * The largest JSON body of every other route (at most MAX_BODY_BYTES): parsed JSON weighs
+     * some twenty times its text, and a connection, a session or an action's input is small.
+     */
+    MAX_JSON_BODY_BYTES: positiveInt(1024 * 1024),
     /** The proxy's upstream timeout (as configured on the proxy): bounds how long a proxied call may wait. */
     PROXY_TIMEOUT_MS: durationMs(30_000),
     /** A function run's limit (as configured on the action-runner): bounds how long a sync action may wait. */

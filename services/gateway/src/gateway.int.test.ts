@@ -77,6 +77,7 @@ beforeAll(async () => {
     SETTINGS_ENCRYPTION_KEYS: SETTINGS_KEYS,
     BOOTSTRAP_SECRET_KEY,
     MAX_BODY_BYTES: '2048',
+    MAX_JSON_BODY_BYTES: '1024',
     WEBHOOK_INGEST_BYTES_PER_MINUTE: String(1024 * 1024),
     WEBHOOK_BODIES_HELD_BYTES: '5000',
   });
@@ -159,6 +160,15 @@ describe('API keys', () => {
     expect(response.headers.get('x-ratelimit-limit')).toBe('6000');
     expect(Number(response.headers.get('x-ratelimit-remaining'))).toBeLessThan(6000);
     expect(Number(response.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000);
+  });
+
+  it('hold JSON bodies to MAX_JSON_BODY_BYTES (1 KiB here), and only the routes that carry code to MAX_BODY_BYTES (2 KiB)', async () => {
+    const padded = { provider: 'github', unique_key: 'padded', display_name: 'x'.repeat(1200) };
+    const plain = await call('POST', '/integrations', { token: BOOTSTRAP_SECRET_KEY, body: padded });
+    expect([plain.status, plain.json.error.code]).toEqual([413, 'payload_too_large']);
+    // The same size reaches a code route's own checks (its fields are wrong: 400, not 413).
+    const code = await call('POST', '/functions/compile', { token: BOOTSTRAP_SECRET_KEY, body: { pad: 'x'.repeat(1200) } });
+    expect([code.status, code.json.error.code]).toEqual([400, 'invalid_body']);
   });
 });
 

@@ -106,6 +106,8 @@ export type RouteDefinition<PS = unknown, QS = unknown, BS = unknown> = {
   doc: RouteDoc;
   /** Path, query and body pass through untouched, unparsed and unvalidated. */
   raw?: true;
+  /** The body carries functions' code: up to MAX_BODY_BYTES, not MAX_JSON_BODY_BYTES. */
+  largeBody?: true;
   /**
    * `message`: the API document gives this endpoint's errors as an object with `message`; its
    * errors carry it beside the usual `error` envelope (every error, from access to the handler).

@@ -28,7 +28,9 @@ function requireJson(req: Request): void {
 function handlerFor(route: AnyRoute, deps: GatewayDeps): RequestHandler {
   // A DELETE reads a body only where the route declares one (`DELETE /sync/{name}/variant/{variant}`).
   const takesBody = METHODS_WITH_BODY.has(route.method) || (route.method === 'delete' && !route.raw && route.schemas.body !== undefined);
-  const json = takesBody && !route.raw ? express.json({ limit: deps.config.MAX_BODY_BYTES, strict: false }) : undefined;
+  const { MAX_BODY_BYTES, MAX_JSON_BODY_BYTES } = deps.config;
+  const limit = route.largeBody ? MAX_BODY_BYTES : Math.min(MAX_JSON_BODY_BYTES, MAX_BODY_BYTES);
+  const json = takesBody && !route.raw ? express.json({ limit, strict: false }) : undefined;
   const querySchema = querySchemaFor(route.method, route.schemas.query);
   const noBodyIsEmpty = readsNoBodyAsEmpty(route.schemas.body);
 

@@ -31,7 +31,7 @@ function documented(): Map<string, Operation> {
 function mounted(): string[] {
   const app = express();
   // Mounting reads only the body limit; nothing is called until a request comes.
-  mountRoutes(app, routes, { config: { MAX_BODY_BYTES: 1024 } } as GatewayDeps);
+  mountRoutes(app, routes, { config: { MAX_BODY_BYTES: 1024, MAX_JSON_BODY_BYTES: 1024 } } as GatewayDeps);
   const stack = (app as unknown as { router: { stack: Array<{ route?: { path: string; methods: Record<string, boolean> } }> } }).router.stack;
   return stack.flatMap((layer) =>
     layer.route

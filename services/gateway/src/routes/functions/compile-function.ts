@@ -12,6 +12,7 @@ const COMPILE_TIMEOUT_MS = 30_000;
 export const compileFunction = defineRoute({
   method: 'post',
   path: '/functions/compile',
+  largeBody: true,
   auth: 'api_key',
   scope: 'environment:functions:compile',
   doc: { summary: 'Bundle and type-check function source, storing nothing' },

@@ -16,6 +16,7 @@ const DEPLOY_TIMEOUT_MS = 60_000;
 export const deployFunctions = defineRoute({
   method: 'post',
   path: '/functions/deployments',
+  largeBody: true,
   auth: 'api_key',
   scope: 'environment:deploy',
   doc: {

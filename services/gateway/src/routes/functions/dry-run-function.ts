@@ -27,6 +27,7 @@ const DRY_RUN_SCOPES: readonly Scope[] = ['environment:connections:read', 'envir
 export const dryRunFunction = defineRoute({
   method: 'post',
   path: '/functions/dryruns',
+  largeBody: true,
   auth: 'api_key',
   scope: 'environment:functions:dryrun',
   doc: {
