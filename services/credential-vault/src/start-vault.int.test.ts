@@ -104,4 +104,25 @@ describe('writes to one connection at once', () => {
     expect(stored.metadata).toEqual(Object.fromEntries(keys.map((key, i) => [key, i])));
     expect(stored.tags).toEqual({ team: 'green' });
   }, 30_000);
+
+  it('hold metadata to 64 KiB of JSON however many merges add to it, refusing before anything changes', async () => {
+    const environment_id = 'env_metadata_size';
+    const provider_config_key = 'llm';
+    await gateway.request(vaultContracts.createIntegration, { environment_id, provider: 'anthropic', unique_key: provider_config_key });
+    for (const connection_id of ['a', 'b']) {
+      await gateway.request(vaultContracts.createConnection, { environment_id, reader: { key_id: 'key-1' }, include_credentials: false, provider_config_key, connection_id, credentials: { type: 'API_KEY', apiKey: 'k' } });
+    }
+    const write = (connection_ids: string[], metadata: Record<string, unknown>) =>
+      gateway.request(vaultContracts.writeMetadata, { environment_id, provider_config_key, connection_ids, mode: 'merge', metadata });
+    await write(['a'], { first: 'x'.repeat(40 * 1024) });
+    // 40 KiB more fits b, not a: neither changes.
+    const refused = await write(['a', 'b'], { second: 'y'.repeat(40 * 1024) }).then(() => undefined, (error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'invalid_body', errors: [{ path: 'metadata' }] });
+    const read = (connection_id: string) =>
+      gateway.request(vaultContracts.getConnection, { environment_id, reader: { key_id: 'key-1' }, connection_id, provider_config_key, include_credentials: false, include_refresh_token: false, force_refresh: false, refresh_vendor_app_jwt_token: false });
+    expect(Object.keys((await read('a')).metadata)).toEqual(['first']);
+    expect((await read('b')).metadata).toEqual({});
+    await write(['b'], { second: 'y'.repeat(40 * 1024) });
+    expect(Object.keys((await read('b')).metadata)).toEqual(['second']);
+  }, 30_000);
 });

@@ -47,6 +47,7 @@ export function createConnectionHandler(deps: Pick<VaultDeps, 'bus' | 'providers
       const own = credentials.type === 'OAUTH2' ? credentials.config_override : undefined;
       if (credentials.type === 'APP' || (credentials.type === 'OAUTH2' && !(own?.client_id && own.client_secret))) checkSecretHostsNamed(provider, connectionConfig);
     }
+    if (request.metadata) checkMetadataSize(request.metadata);
     const doc = await deps.connectionService.insert(environment, integration, credentials, {
       connection_id: request.connection_id ?? randomUUID(),
       metadata: request.metadata ?? {},
@@ -156,9 +157,25 @@ export function deleteConnectionHandler(deps: Pick<VaultServices, 'connectionSer
   };
 }
 
+/** What one connection's metadata may weigh, as JSON text. */
+export const MAX_METADATA_BYTES = 64 * 1024;
+
+/**
+ * Refuses metadata past `MAX_METADATA_BYTES`. Merges add keys one write at a time: without a
+ * bound on the result, a connection's document would grow to the database's 16 MiB, and a page
+ * of 1,000 such connections would load 16 GiB into a vault replica that serves every tenant.
+ */
+function checkMetadataSize(metadata: Record<string, unknown>): void {
+  const bytes = Buffer.byteLength(JSON.stringify(metadata));
+  if (bytes <= MAX_METADATA_BYTES) return;
+  throw new AppError('invalid_body', `A connection's metadata may be at most ${MAX_METADATA_BYTES} bytes of JSON (this would be ${bytes})`, {
+    errors: [{ code: 'too_big', message: `at most ${MAX_METADATA_BYTES} bytes of JSON`, path: 'metadata' }],
+  });
+}
+
 /**
  * Sets (replace) or updates (shallow merge) metadata of one or many connections. Every
- * connection must exist before anything changes.
+ * connection must exist, and every result fit `MAX_METADATA_BYTES`, before anything changes.
  */
 export function writeMetadataHandler(deps: Pick<VaultDeps, 'connections' | 'bus'> & Pick<VaultServices, 'integrationService'>) {
   return async (request: RequestOf<typeof vaultContracts.writeMetadata>) => {
@@ -169,6 +186,7 @@ export function writeMetadataHandler(deps: Pick<VaultDeps, 'connections' | 'bus'
     const found = new Set(docs.map((doc) => doc.connection_id));
     const missing = ids.filter((id) => !found.has(id));
     if (missing.length > 0) throw new AppError('unknown_connection', `No connection ${missing.map((id) => `"${id}"`).join(', ')} in "${request.provider_config_key}"`);
+    for (const doc of docs) checkMetadataSize(request.mode === 'replace' ? request.metadata : { ...doc.metadata, ...request.metadata });
     for (const doc of docs) {
       // Merge sets each key on its own path; writes to one connection run one at a time (serialized-writes).
       const update =
