@@ -48,6 +48,11 @@ export interface RuntimeWithoutDatabase {
    */
   onShutdown(hook: () => Promise<void> | void): void;
   /**
+   * Runs as shutdown begins, before the requests taken are waited for: for what makes long work
+   * end in time (a run handed back past a deadline), not for closing what handlers use.
+   */
+  onStopping(hook: () => void): void;
+  /**
    * Serves `handler` on `port` and returns the listening server. With the definition's
    * `httpPort`, that port has been answering the probes since the start: the server is handed
    * over, never closed and reopened, so the port stays open throughout.
@@ -124,6 +129,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
   const tracing = await startTracing({ service, instance });
   const startedAt = Date.now();
   const hooks: Array<() => Promise<void> | void> = [];
+  const stoppingHooks: Array<() => void> = [];
   let ready = false;
   let stopping = false;
 
@@ -170,6 +176,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
     ...(mongo ? { mongo } : {}),
     isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && (mongo === undefined || isMongoConnected(mongo)),
     onShutdown: (hook) => hooks.push(hook),
+    onStopping: (hook) => stoppingHooks.push(hook),
     async serveHttp(handler, port) {
       if (early) {
         const server = early;
@@ -201,6 +208,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
   const shutdown = () =>
     (stopped ??= (async () => {
       stopping = true;
+      for (const hook of stoppingHooks) hook();
       // Requests already taken are answered before the hooks close what their handlers use: a
       // token request a provider has received must not lose its HTTP client, nor a finished
       // handler its operations log.

@@ -147,11 +147,15 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     lifecycleRuns.removeBefore(new Date(now - LIFECYCLE_RUN_RETENTION_MS)).catch((error: unknown) => logger.warn('could not remove old lifecycle run marks', { error }));
   }, SWEEP_INTERVAL_MS);
   sweep.unref();
+  // From the moment shutdown begins: synchronous actions are served requests, which the runtime
+  // waits for before the hooks below, so their deadline must already be running then.
+  let started = Date.now();
+  runtime.onStopping(() => {
+    started = Date.now();
+    setTimeout(() => stopping.abort(), delivery.handBackAfterMs);
+  });
   runtime.onShutdown(async () => {
     clearInterval(sweep);
-    const started = Date.now();
-    // Served requests are waited for when NATS drains, after this hook: the timer outlives it.
-    setTimeout(() => stopping.abort(), delivery.handBackAfterMs);
     const consumers = { actions: asyncActions, syncs: syncRuns, post_creation: postCreation, webhooks };
     const took: Record<string, number> = {};
     await Promise.all(Object.entries(consumers).map(async ([name, consumer]) => {
