@@ -20,6 +20,13 @@ export function proxyDeadlineMs(upstreamTimeoutMs: number, retries: number): num
   return (upstreamTimeoutMs + 10_000) * (retries + 1) + 5_000;
 }
 
+/**
+ * The header the gateway marks its own error answers with (its value the error code), so that a
+ * client tells them from a provider's answers passed on by the proxy. The proxy drops it from
+ * providers' answers: no provider can pass its answer off as the gateway's error.
+ */
+export const OWN_ERROR_HEADER = 'Latchkey-Error';
+
 /** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, not the message, and never cross the proxy. */
 export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   'connection',

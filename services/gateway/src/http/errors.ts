@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
+import { OWN_ERROR_HEADER } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { fromDatabase } from '../db/unavailable.js';
@@ -21,9 +22,6 @@ function fromBodyParser(error: unknown): AppError | undefined {
   }
   return undefined;
 }
-
-/** The header that marks an error answer as the gateway's own; its value is the error code. */
-export const OWN_ERROR_HEADER = 'Latchkey-Error';
 
 export function notFound(req: Request): never {
   throw new AppError('route_not_found', `No route for ${req.method} ${req.path}`);
@@ -49,8 +47,8 @@ export function sendError(logger: Logger, error: unknown, req: IncomingMessage, 
   res.statusCode = appError.status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
   // Says the error is the gateway's own, not a provider's answer passed on by the proxy (whose
-  // body may be an envelope just like ours, or none at all for a HEAD). The proxy route drops
-  // this header from providers' answers, so only the gateway can set it.
+  // body may be an envelope just like ours, or none at all for a HEAD). The proxy drops this
+  // header from providers' answers, so only the gateway can set it.
   res.setHeader(OWN_ERROR_HEADER, appError.code);
   const body = appError.toBody();
   // Routes whose errors the API document gives as `{message}` (express keeps the mark in locals).

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { isoTime, pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
-import { HOP_BY_HOP_HEADERS, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
+import { HOP_BY_HOP_HEADERS, OWN_ERROR_HEADER, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
@@ -275,6 +275,12 @@ export function proxyRequestHandler(deps: ProxyDeps) {
 }
 
 /**
+ * A provider's answer headers that never reach the caller: hop-by-hop ones, and the gateway's
+ * error marker (a provider sending it would pass its answer off as the gateway's own error).
+ */
+const ANSWER_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, OWN_ERROR_HEADER.toLowerCase()]);
+
+/**
  * Sends the answer. A body that had ended within the inline limit by the time the headers were
  * read (most do) goes at once, and nothing is returned: no promise made or awaited for it.
  * Otherwise the promise of the rest, read ahead, inline or streamed.
@@ -286,7 +292,7 @@ function reply(deps: ProxyDeps, call: IncomingProxyCall, credentials: ProxyCrede
   const listed = connectionListed(response.headers);
   const headers = response.headers.filter(([name]) => {
     const lower = name.toLowerCase();
-    return !HOP_BY_HOP_HEADERS.has(lower) && !listed.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
+    return !ANSWER_DROPPED.has(lower) && !listed.has(lower) && !(decoder && (lower === 'content-encoding' || lower === 'content-length'));
   });
   if (meta.method === 'HEAD') {
     call.respond({ ok: true, status: response.status, headers, body: 'inline' }, new Uint8Array(0));

@@ -4,7 +4,6 @@ import { AppError, type ErrorItem } from '@latchkey/errors';
 import { callProxy } from '@latchkey/proxy-hop';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
-import { OWN_ERROR_HEADER } from '../../http/errors.js';
 import { writeChunks } from '../../http/write-chunks.js';
 
 /**
@@ -82,17 +81,6 @@ function forwardHeaders(req: IncomingMessage, headers: Array<[string, string]>):
   return explicit;
 }
 
-const OWN_ERROR_NAME = OWN_ERROR_HEADER.toLowerCase();
-
-/**
- * The provider's headers less our error marker: a provider that sent one would pass its answer
- * off as the gateway's own error. Most answers have none, and are returned as they came.
- */
-function withoutOwnErrorMarker(headers: Array<[string, string]>): Array<[string, string]> {
-  const forged = (name: string) => name.length === OWN_ERROR_NAME.length && name.toLowerCase() === OWN_ERROR_NAME;
-  return headers.some(([name]) => forged(name)) ? headers.filter(([name]) => !forged(name)) : headers;
-}
-
 /** Whether an answer of this status carries a body (RFC 9110 §6.4.1): not 1xx, 204 or 304. */
 const hasBody = (status: number) => status >= 200 && status !== 204 && status !== 304;
 
@@ -151,7 +139,7 @@ export const proxyRequest = defineBareRoute({
     // (not for HEAD, whose headers describe the body a GET would have).
     const { inline } = reply;
     const bodyLength = inline && req.method !== 'HEAD' && hasBody(reply.status) ? inline.length : undefined;
-    res.writeHead(reply.status, ownHeaders.with(withoutOwnErrorMarker(reply.headers), bodyLength));
+    res.writeHead(reply.status, ownHeaders.with(reply.headers, bodyLength));
     if (inline) {
       res.end(inline);
     } else {
