@@ -46,16 +46,17 @@ export function createConnectionRepo(connection: Connection) {
     const doc = await findById(environment, entry.connection);
     return doc && doc.provider_config_key === providerConfigKey && doc.connection_id === connectionId ? doc : null;
   };
-  /** Notes that the connection has its search lists: by `_id` alone, once it is the environment's (see `update`). */
-  const markSearchable = async (environment: EnvironmentId, id: string): Promise<boolean> => {
-    if (!(await findById(environment, id))) return false;
-    return (await model.updateOne(connectionQueries.byId(id), { $set: { searchable: true } }).exec()).matchedCount > 0;
-  };
-  /** Notes that the connection is in the lists of its fields (see `markSearchable`). */
-  const markListed = async (environment: EnvironmentId, id: string): Promise<boolean> => {
-    if (!(await findById(environment, id))) return false;
-    return (await model.updateOne(connectionQueries.byId(id), { $set: { listed: true } }).exec()).matchedCount > 0;
-  };
+  /** A backfill's note on a connection (`flag` set): by `_id` alone, once it is the environment's (see `update`). */
+  const marker =
+    (flag: 'searchable' | 'listed') =>
+    async (environment: EnvironmentId, id: string): Promise<boolean> => {
+      if (!(await findById(environment, id))) return false;
+      return (await model.updateOne(connectionQueries.byId(id), { $set: { [flag]: true } }).exec()).matchedCount > 0;
+    };
+  /** Notes that the connection has its search lists. */
+  const markSearchable = marker('searchable');
+  /** Notes that the connection is in the lists of its fields. */
+  const markListed = marker('listed');
   /** A write of fields that may move the connection into lists (`tags`, `end_user`): see `joining`. */
   const listing = async (environment: EnvironmentId, id: string, fields: ConnectionFields, write: () => Promise<boolean>): Promise<boolean> => {
     if (!('tags' in fields) && !('end_user' in fields)) return write();
