@@ -7,6 +7,7 @@ import { runInSandbox, type LogLevel, type SandboxLimits } from '../sandbox/run-
 import { observeFunctionRun } from '../run-metrics.js';
 import type { CachedFunction, FunctionCache } from './function-cache.js';
 import { createHost, type CtxGrants, type HostDeps, type RecordedWrite, type RunTarget, type SyncWrites } from './host.js';
+import type { Limited } from './limiter.js';
 
 export interface RunnerDeps extends HostDeps {
   bus: Bus;
@@ -17,8 +18,8 @@ export interface RunnerDeps extends HostDeps {
   syncLimits: Pick<SandboxLimits, 'timeoutMs' | 'cpuTimeMs'>;
   /** Loaded isolates kept per deployed function between runs; 0 loads a fresh one for every run. */
   warmIsolates: number;
-  /** Bounds the runs of this replica (`createLimiter`). */
-  limited: <T>(work: () => Promise<T>, signal?: AbortSignal, maxWaitMs?: number) => Promise<T>;
+  /** Bounds the runs of this replica, each environment taking its turn (`createLimiter`). */
+  limited: Limited;
 }
 
 export interface LogEntry {
@@ -112,9 +113,12 @@ export function createRunner(deps: RunnerDeps) {
           throw error;
         },
       )),
-      // A run waiting for a free slot when its replica hands it back leaves the line at once.
-      options.signal,
-      options.maxWaitMs,
+      {
+        owner: target.environment_id,
+        // A run waiting for a free slot when its replica hands it back leaves the line at once.
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.maxWaitMs !== undefined ? { maxWaitMs: options.maxWaitMs } : {}),
+      },
     );
     return { output: result.output, definition: result.definition, logs, writes };
   }
