@@ -18,6 +18,7 @@ import { AppError } from '@latchkey/errors';
 import { callProxy } from '@latchkey/proxy-hop';
 import { z } from 'zod';
 import type { HostMethods } from '../sandbox/run-in-sandbox.js';
+import { createAnswerBudget } from './answer-budget.js';
 
 export interface HostDeps {
   bus: Bus;
@@ -93,6 +94,8 @@ export function recordWriteTimeoutMs(count: number): number {
 
 /** A provider answer larger than this fails the call instead of filling the replica's memory. */
 const MAX_PROXY_RESPONSE_BYTES = 25 * 1024 * 1024;
+/** The answers `ctx.proxy` holds in this replica at once, all runs together. */
+const answers = createAnswerBudget();
 /** Never sent upstream from a function (the proxy injects credentials itself). */
 const proxyConfig = z.object({
   endpoint: z.string().min(1).max(8192),
@@ -411,7 +414,7 @@ async function proxyFromFunction(deps: HostDeps, target: RunTarget, readerKey: s
     ...(config.decompress === undefined ? {} : { decompress: config.decompress }),
   };
   const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.proxyTimeoutMs });
-  return proxyAnswer(reply.status, reply.headers, await reply.read(MAX_PROXY_RESPONSE_BYTES), config.responseType);
+  return answers.read(reply, MAX_PROXY_RESPONSE_BYTES, (bytes) => proxyAnswer(reply.status, reply.headers, bytes, config.responseType));
 }
 
 /**
