@@ -1,25 +1,12 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { AppError } from '@latchkey/errors';
 import type { CompileResult } from './compile-source.js';
 import { sdkLocation } from './sdk-location.js';
 
 const WARM_SOURCE = `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'warm', exec: () => null });\n`;
 
-export interface CompilerOptions {
-  /** A compile taking longer than this kills the child (and fails every compile in it). */
-  timeoutMs?: number;
-  /** The child's V8 heap limit. */
-  maxOldSpaceMb?: number;
-}
-
-/**
- * Compiles submitted source (esbuild, then TypeScript) in a child process started with an
- * empty environment, in the SDK's folder: whatever the bundler or the compiler could be made to
- * read, the server's environment (secrets included) is not in that process, and a compile that
- * hangs or swells costs only the child. Compiling takes a few hundred milliseconds of CPU, off
- * the service's event loop. The child starts on first use and is kept.
- */
 /**
  * The child's entry: beside this module once built; when this module runs from its sources (a
  * service's tests), the built one (`make build` precedes the tests).
@@ -29,70 +16,125 @@ function childEntry(): string {
   return existsSync(beside) ? beside : fileURLToPath(new URL('../dist/compiler-process.js', import.meta.url));
 }
 
+export interface CompilerOptions {
+  /** A compile taking longer than this, once the child has it, kills the child and fails that compile only. */
+  timeoutMs?: number;
+  /** The child's V8 heap limit. */
+  maxOldSpaceMb?: number;
+  /** Compiles waiting for the child at most; past it, a compile is refused at once (503). */
+  maxWaiting?: number;
+  /** The longest a compile waits for the child (503 past it): its caller waits 30 s in all. */
+  maxWaitMs?: number;
+  /** The child's module: the built `compiler-process.js` unless a test gives its own. */
+  entry?: string;
+}
+
+interface Job {
+  source: string;
+  filename: string | undefined;
+  resolve(value: CompileResult): void;
+  reject(error: Error): void;
+  /** Ends a wait past `maxWaitMs`: its caller would give up before it compiled. */
+  waitTimer: NodeJS.Timeout;
+}
+
+/**
+ * Compiles submitted source (esbuild, then TypeScript) in a child process started with an
+ * empty environment, in the SDK's folder: whatever the bundler or the compiler could be made to
+ * read, the server's environment (secrets included) is not in that process, and a compile that
+ * hangs or swells costs only the child. Compiling takes a few hundred milliseconds of CPU, off
+ * the service's event loop. The child starts on first use and is kept.
+ *
+ * Every environment's compiles share the child, so one at a time goes to it, and the rest wait
+ * in a bounded line: a compile that hangs or kills the child fails alone (its timeout counts
+ * from when the child took it), and the next one gets a fresh child.
+ */
 export function createCompiler(options: CompilerOptions = {}) {
   const timeoutMs = options.timeoutMs ?? 25_000;
+  const maxWaiting = options.maxWaiting ?? 16;
+  const maxWaitMs = options.maxWaitMs ?? 20_000;
   let child: ChildProcess | undefined;
-  let nextId = 1;
-  const pending = new Map<number, { resolve(value: CompileResult): void; reject(error: Error): void; timer: NodeJS.Timeout }>();
+  const waiting: Job[] = [];
+  let current: { job: Job; child: ChildProcess; timer: NodeJS.Timeout } | undefined;
+  let closed = false;
 
-  function failAll(error: Error) {
-    for (const call of pending.values()) {
-      clearTimeout(call.timer);
-      call.reject(error);
-    }
-    pending.clear();
+  /** Ends the compile the child has, and hands the child the next one. */
+  function finish(settle: (job: Job) => void) {
+    const ended = current;
+    if (!ended) return;
+    current = undefined;
+    clearTimeout(ended.timer);
+    settle(ended.job);
+    next();
   }
 
   function start(): ChildProcess {
-    const started = fork(childEntry(), [], {
+    const started = fork(options.entry ?? childEntry(), [], {
       env: {},
       cwd: sdkLocation().dir,
       execArgv: [`--max-old-space-size=${options.maxOldSpaceMb ?? 256}`],
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
-    started.on('message', (reply: { id: number; result?: CompileResult; error?: string }) => {
-      const call = pending.get(reply.id);
-      if (!call) return;
-      pending.delete(reply.id);
-      clearTimeout(call.timer);
-      if (reply.result) call.resolve(reply.result);
-      else call.reject(new Error(reply.error ?? 'the compiler failed'));
+    started.on('message', (reply: { result?: CompileResult; error?: string }) => {
+      if (current?.child !== started) return;
+      finish((job) => (reply.result ? job.resolve(reply.result) : job.reject(new Error(reply.error ?? 'the compiler failed'))));
     });
-    started.on('exit', (code, signal) => {
+    const gone = (error: Error) => {
       if (child === started) child = undefined;
-      failAll(new Error(`the compiler process exited (${signal ?? code})`));
-    });
-    started.on('error', (error) => {
-      if (child === started) child = undefined;
-      failAll(error);
-    });
+      if (current?.child === started) finish((job) => job.reject(error));
+    };
+    started.on('exit', (code, signal) => gone(new Error(`the compiler process exited (${signal ?? code})`)));
+    started.on('error', gone);
     // The service may exit while the child idles.
     started.unref();
     started.channel?.unref();
     return started;
   }
 
-  function compile(source: string, filename?: string): Promise<CompileResult> {
+  /** Hands the first waiting compile to the child (a fresh one if the last was killed). */
+  function next() {
+    if (current || closed) return;
+    const job = waiting.shift();
+    if (!job) {
+      child?.channel?.unref();
+      return;
+    }
+    clearTimeout(job.waitTimer);
     const running = (child ??= start());
-    const id = nextId++;
+    const timer = setTimeout(() => {
+      // Let go of the child before the next compile is handed one.
+      if (child === running) child = undefined;
+      running.kill('SIGKILL');
+      finish((timedOut) =>
+        timedOut.reject(new AppError('function_compilation_failed', `Compiling took longer than ${timeoutMs} ms; the compile was stopped`)),
+      );
+    }, timeoutMs);
+    current = { job, child: running, timer };
+    running.channel?.ref();
+    running.send({ id: 1, source: job.source, ...(job.filename ? { filename: job.filename } : {}) }, (error) => {
+      if (error && current?.job === job) finish((failed) => failed.reject(error));
+    });
+  }
+
+  function compile(source: string, filename?: string): Promise<CompileResult> {
+    if (closed) return Promise.reject(new AppError('service_unavailable', 'This replica is stopping; try again'));
+    if (waiting.length >= maxWaiting) {
+      return Promise.reject(new AppError('service_unavailable', 'Too many compiles are waiting for this replica\'s compiler; try again'));
+    }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        pending.delete(id);
-        reject(new Error(`compiling took longer than ${timeoutMs} ms`));
-        running.kill('SIGKILL');
-      }, timeoutMs);
-      pending.set(id, { resolve, reject, timer });
-      running.channel?.ref();
-      running.send({ id, source, ...(filename ? { filename } : {}) }, (error) => {
-        if (error) {
-          clearTimeout(timer);
-          pending.delete(id);
-          reject(error);
-        }
-      });
-    }).finally(() => {
-      if (pending.size === 0) running.channel?.unref();
-    }) as Promise<CompileResult>;
+      const job: Job = {
+        source,
+        filename,
+        resolve,
+        reject,
+        waitTimer: setTimeout(() => {
+          waiting.splice(waiting.indexOf(job), 1);
+          reject(new AppError('service_unavailable', 'This replica\'s compiler stayed busy; try again'));
+        }, maxWaitMs),
+      };
+      waiting.push(job);
+      next();
+    });
   }
 
   return {
@@ -104,7 +146,13 @@ export function createCompiler(options: CompilerOptions = {}) {
     warm(): void {
       compile(WARM_SOURCE).catch(() => undefined);
     },
+    /** Stops the child; the compile it has and those waiting fail. */
     async close(): Promise<void> {
+      closed = true;
+      for (const job of waiting.splice(0)) {
+        clearTimeout(job.waitTimer);
+        job.reject(new AppError('service_unavailable', 'This replica is stopping; try again'));
+      }
       const running = child;
       child = undefined;
       if (!running || running.exitCode !== null) return;

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCompiler } from './compiler.js';
+
+/**
+ * A stand-in for the compiler's child, so that a compile can hang or kill its process on cue:
+ * `hang` never answers, `crash` exits, anything else comes back as its bundle. It answers one
+ * message at a time, in order, as the real child does for one compile.
+ */
+const STAND_IN = `
+process.on('message', ({ id, source }) => {
+  if (source === 'hang') return;
+  if (source === 'crash') process.exit(3);
+  process.send({ id, result: { ok: true, bundle: source, diagnostics: [] } });
+});
+process.on('disconnect', () => process.exit(0));
+`;
+
+describe('createCompiler', () => {
+  let dir: string;
+  let entry: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'compiler-'));
+    entry = join(dir, 'stand-in.mjs');
+    writeFileSync(entry, STAND_IN);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('fails a compile that hangs alone, with its own code, and the compiles waiting behind it still compile', async () => {
+    const compiler = createCompiler({ entry, timeoutMs: 1_500, maxWaitMs: 10_000 });
+    try {
+      const hanging = compiler.compile('hang');
+      const behind = [compiler.compile('a'), compiler.compile('b')];
+      await expect(hanging).rejects.toMatchObject({ code: 'function_compilation_failed' });
+      await expect(Promise.all(behind)).resolves.toMatchObject([{ bundle: 'a' }, { bundle: 'b' }]);
+    } finally {
+      await compiler.close();
+    }
+  });
+
+  it('fails a compile whose child dies alone, and starts a fresh child for the next', async () => {
+    const compiler = createCompiler({ entry, timeoutMs: 5_000 });
+    try {
+      const crashing = compiler.compile('crash');
+      const behind = compiler.compile('after');
+      await expect(crashing).rejects.toThrow('the compiler process exited');
+      await expect(behind).resolves.toMatchObject({ bundle: 'after' });
+    } finally {
+      await compiler.close();
+    }
+  });
+
+  it('refuses a compile at once with 503 when its line is full, and one that waited too long', async () => {
+    const compiler = createCompiler({ entry, timeoutMs: 1_500, maxWaiting: 2, maxWaitMs: 10_000 });
+    try {
+      const running = compiler.compile('hang');
+      const waiting = [compiler.compile('a'), compiler.compile('b')];
+      await expect(compiler.compile('c')).rejects.toMatchObject({ code: 'service_unavailable' });
+      await expect(running).rejects.toMatchObject({ code: 'function_compilation_failed' });
+      await expect(Promise.all(waiting)).resolves.toHaveLength(2);
+    } finally {
+      await compiler.close();
+    }
+    const impatient = createCompiler({ entry, timeoutMs: 2_000, maxWaitMs: 500 });
+    try {
+      const running = impatient.compile('hang');
+      await expect(impatient.compile('late')).rejects.toMatchObject({ code: 'service_unavailable' });
+      await expect(running).rejects.toMatchObject({ code: 'function_compilation_failed' });
+    } finally {
+      await impatient.close();
+    }
+  });
+});
