@@ -16,7 +16,7 @@ export { consume, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, type ConsumeOptions, typ
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
 export { ensureStreams } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
-export { createKvLocks, kvLockKey, oneAtATime, WRITE_KEYS, writesOneAtATime, type HeldLock, type KvLocks, type OneAtATimeOptions } from './kv-locks.js';
+export { createKvLocks, kvLockKey, oneAtATime, WRITE_KEYS, writesOneAtATime, type HeldLock, type Holding, type KvLocks, type OneAtATimeOptions } from './kv-locks.js';
 export { REQUEST_ID_HEADER, decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
 export { batchedPublisher, type BatchedPublisher } from './batched-publish.js';
 export { jetStreamPublisher, PublishNotAcknowledged, type JetStreamPublisher } from './jetstream-publish.js';

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
 import { eventually, startNats, type TestNats } from '@latchkey/testing';
 import { createBus, type Bus } from './create-bus.js';
@@ -15,7 +17,7 @@ beforeAll(async () => {
   nats = await startNats();
   // The services' 5 s deadline: the bucket's answers are not what is checked (2 s is a bet on a loaded machine).
   bus = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
-  locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: 'write_keys_test', ttlMs: TTL_MS }));
+  locks = createKvLocks(await openKv<{ owner: string }>(bus, { name: `write_keys_${randomBytes(4).toString('hex')}`, ttlMs: TTL_MS }));
 }, 60_000);
 
 afterAll(async () => {
@@ -23,7 +25,7 @@ afterAll(async () => {
   await nats?.dispose();
 });
 
-const options = { waitMs: 10_000, busy: 'busy', renewEveryMs: TTL_MS / 4 };
+const options = { waitMs: 10_000, busy: 'busy', renewEveryMs: TTL_MS / 4, ttlMs: TTL_MS };
 
 describe('one write at a time', () => {
   it('keeps the key for work that outlasts the TTL: nobody else enters meanwhile', async () => {
@@ -31,9 +33,11 @@ describe('one write at a time', () => {
     const long = oneAtATime(
       locks,
       'write_long',
-      async () => {
+      async (holding) => {
         order.push('long begins');
         await new Promise((resolve) => setTimeout(resolve, TTL_MS * 2.5));
+        // Renewed all along: still surely held, and the work may write.
+        expect(holding.held()).toBe(true);
         order.push('long ends');
       },
       options,
@@ -65,5 +69,56 @@ describe('one write at a time', () => {
     const counted = { ...locks, acquire: (key: string) => ((acquires += 1), locks.acquire(key)) };
     await oneAtATime(counted, 'write_renewed', async () => undefined, options);
     expect(acquires).toBe(1);
+  }, 30_000);
+
+  it('refuses the renewal of a key that expired, so that its holder learns it lost it', async () => {
+    const lock = await locks.acquire('write_expired');
+    expect(lock).not.toBeNull();
+    await eventually(async () => ((await locks.isHeld('write_expired')) ? undefined : true), 10_000, 'the key to expire', 50);
+    expect(await locks.renew(lock!)).toBe(false);
+  }, 30_000);
+
+  it('keeps a holder stalled past the TTL from writing while another replica holds the key', async () => {
+    let written = false;
+    let other: Awaited<ReturnType<KvLocks['acquire']>> = null;
+    const stalled = oneAtATime(
+      locks,
+      'write_stalled',
+      async (holding) => {
+        // A long GC pause or a blocked event loop: no renewal runs, and the bucket expires the key.
+        const until = performance.now() + TTL_MS * 2;
+        while (performance.now() < until);
+        expect(holding.held()).toBe(false);
+        // Another replica takes the key meanwhile, and may be writing the same document.
+        other = await eventually(async () => (await locks.acquire('write_stalled')) ?? undefined, 10_000, 'another replica to take the key', 20);
+        holding.assertHeld();
+        written = true;
+      },
+      options,
+    );
+    await expect(stalled).rejects.toBeInstanceOf(AppError);
+    await expect(stalled).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect(written).toBe(false);
+    // Its release left the other replica's key alone.
+    expect(await locks.isHeld('write_stalled')).toBe(true);
+    expect(await locks.release(other!)).toBe(true);
+  }, 30_000);
+
+  it('reports the work of a holder stalled past the TTL as failed, not done, though it wrote without looking', async () => {
+    // A write sent before the stall cannot be taken back: its caller is told to try again.
+    let other: Awaited<ReturnType<KvLocks['acquire']>> = null;
+    const stalled = oneAtATime(
+      locks,
+      'write_stalled_blind',
+      async () => {
+        const until = performance.now() + TTL_MS * 2;
+        while (performance.now() < until);
+        other = await eventually(async () => (await locks.acquire('write_stalled_blind')) ?? undefined, 10_000, 'another replica to take the key', 20);
+        return 'written';
+      },
+      options,
+    );
+    await expect(stalled).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect(await locks.release(other!)).toBe(true);
   }, 30_000);
 });

@@ -19,7 +19,11 @@ export const writeLockKey = (id: string) => kvLockKey(WRITE_KEY_PREFIX, id);
  * Its compare-and-set on the credentials version is as weak. Each write here first creates the
  * connection's write key in NATS KV (only if absent: one holder), renewed while the write runs,
  * which the bucket's short TTL frees should its holder die (`WRITE_KEYS`); on MongoDB 7 the key costs two KV calls per write and changes
- * nothing else. Reads take no lock; inserts are decided by the unique `_id`.
+ * nothing else. Reads take no lock; inserts are decided by the unique `_id`. A holder that stalled
+ * past the TTL, or could not renew, may have lost the key to another replica: its write is then
+ * not sent, or, if it was already under way, answered service_unavailable (`Holding`). A refresh's
+ * store tries again, and its compare-and-set on the credentials version tells whether the first
+ * try landed: the rotated tokens are kept either way.
  */
 export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): ConnectionRepo {
   const alone = writesOneAtATime(locks, WRITE_KEY_PREFIX, 'Another write to this connection is still under way; try again', options.waitMs);

@@ -9,6 +9,8 @@ import type { EnvironmentRepo } from '../db/environment-repo.js';
  * environment's key in the `environment_locks` KV bucket (one holder, renewed while it writes; the
  * short TTL frees a dead holder's key). A starting replica's writes too: its reseal at rest wrote
  * back the signing keys it had read over a rotation made meanwhile, and its bootstrap mark could.
+ * A write whose key is no longer surely held (its replica stalled past the TTL, or could not renew
+ * it) is not sent, or, if under way, answered service_unavailable: the caller tries again.
  */
 export function serializedEnvironmentWrites(repo: EnvironmentRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: { waitMs?: number } = {}): EnvironmentRepo {
   const alone = writesOneAtATime(locks, 'environment', 'Another change to this environment is still under way; try again', options.waitMs);

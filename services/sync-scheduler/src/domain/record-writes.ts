@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { writesOneAtATime, type KvLocks } from '@latchkey/bus';
+import { writesOneAtATime, type Holding, type KvLocks } from '@latchkey/bus';
 import type { RecordRepo, RecordScope } from '../db/record-repo.js';
 
 export interface RecordWritesOptions {
@@ -30,8 +30,11 @@ export function serializedRecordWrites(repo: RecordRepo, locks: Pick<KvLocks, 'a
     createHash('sha256').update(JSON.stringify([scope.environment, scope.connection, scope.model, scope.variant])).digest('base64url').slice(0, 32);
   return {
     ...repo,
-    /** Runs the steps of one write (reserve, insert, update, reveal) as the scope's only writer. */
-    writing: <T>(scope: RecordScope, work: () => Promise<T>): Promise<T> => alone(keyOf(scope), work),
+    /**
+     * Runs the steps of one write (reserve, insert, update, reveal) as the scope's only writer;
+     * `work` checks its holding before each step that writes (a stall can lose the key between them).
+     */
+    writing: <T>(scope: RecordScope, work: (holding: Holding) => Promise<T>): Promise<T> => alone(keyOf(scope), work),
     clear: (scope: RecordScope) => alone(keyOf(scope), () => repo.clear(scope)),
     prune: (scope: RecordScope, untilSeq: number, limit: number, now: Date) => alone(keyOf(scope), () => repo.prune(scope, untilSeq, limit, now)),
     /**

@@ -118,7 +118,7 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
       else accepted.set(id, { index, record });
     });
 
-    return queue(scope, () => deps.records.writing(scope, async () => {
+    return queue(scope, () => deps.records.writing(scope, async (holding) => {
       await checkRunGoing(deps, scope.environment, request.run_id, request.attempt);
       const now = new Date();
       const changes: Change[] = [];
@@ -129,7 +129,11 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
       // stored are left out of it, and take the path below.
       if (request.mode === 'save' && !meetsStored.has(scopeKey(scope))) {
         const candidates = rest.map(([id, { record }]) => upsert(request, id, record, undefined, now) as Change);
+        // Each step that writes goes only while the scope's key is surely held: a replica stalled
+        // past its TTL between two steps may find another writer in the scope.
+        holding.assertHeld();
         const first = await deps.records.reserve(scope, candidates.length);
+        holding.assertHeld();
         const skipped = new Set(
           await deps.records.insertAbsent(
             scope,
@@ -152,6 +156,7 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
           else if ('unchanged' in change) unchanged++;
           else looked.push(change);
         }
+        holding.assertHeld();
         // Records never stored before go first, in one insert; then the rest, as updates. Sequence
         // numbers follow that order, so a reader still sees every lower number of the batch first.
         // Nothing to write: records found stored may be a stopped writer's, never published.
@@ -160,7 +165,9 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
         const known = looked.filter((change) => existing.has(change.write.external_id));
         const first = looked.length > 0 ? await deps.records.reserve(scope, looked.length) : 0;
         const numbered = [...fresh, ...known].map((change, offset) => ({ ...change.write, seq: first + offset }));
+        holding.assertHeld();
         await deps.records.insertNew(scope, numbered.slice(0, fresh.length));
+        holding.assertHeld();
         // Their earlier changes leave the change log: each record is read once, at its newest.
         await deps.records.upsertMany(
           scope,
