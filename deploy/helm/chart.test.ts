@@ -147,6 +147,17 @@ describe.each([existsSync(helm) && existsSync(validator) ? 'built' : 'absent'])(
     }
   });
 
+  test('passes nats.jobsStreamMaxBytes to every service as JOBS_STREAM_MAX_BYTES, whole, 8 GiB by default', () => {
+    for (const [args, bytes] of [[[], '8589934592'], [['--set', 'nats.jobsStreamMaxBytes=21474836480'], '21474836480']] as const) {
+      const deployments = render('existing-secret.yaml', ...args).filter((manifest) => manifest.kind === 'Deployment');
+      expect(deployments).toHaveLength(6);
+      for (const deployment of deployments) {
+        const [container] = (deployment.spec as { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } }).template.spec.containers;
+        expect(container?.env).toContainEqual({ name: 'JOBS_STREAM_MAX_BYTES', value: bytes });
+      }
+    }
+  });
+
   test('gives each service its own MongoDB credential with mongodb.perServiceUris: MONGODB_URI from its own key', () => {
     type Env = Array<{ name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
     const deployments = render('existing-secret.yaml', '--set', 'mongodb.uri=', '--set', 'mongodb.perServiceUris=true').filter((manifest) => manifest.kind === 'Deployment');

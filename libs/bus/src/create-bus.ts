@@ -27,7 +27,7 @@ import { runWithContext, type Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
 import { batchedRequester } from './batched-request.js';
-import { jetStreamPublisher } from './jetstream-publish.js';
+import { jetStreamPublisher, StreamFull } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
 import { pullAllFrom, serveBytesOn } from './pull-stream.js';
@@ -628,6 +628,10 @@ export function unavailable(subject: string, error: unknown): AppError {
   // The client's own refusal of a message over the server's max_payload: no retry sends it.
   if (error instanceof Error && error.message.includes('max_payload size exceeded')) {
     return new AppError('payload_too_large', `${subject}: the message is larger than the message bus takes`, { cause: error });
+  }
+  // A bounded stream at its bound: nothing is wrong with the bus, and a retry waits for room.
+  if (error instanceof StreamFull) {
+    return new AppError('service_unavailable', `${subject}: ${error.message}; try again later`, { cause: error });
   }
   const reason =
     error instanceof NoRespondersError || (error instanceof RequestError && error.isNoResponders())

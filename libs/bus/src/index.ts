@@ -14,7 +14,7 @@ export {
 } from './create-bus.js';
 export { consume, DAY_OF_DELIVERIES, HAND_BACK_WAIT_MS, type ConsumeOptions, type JobMessage, type RunningConsumer } from './consume.js';
 export { consumeBatches, type BatchOutcome, type ConsumeBatchesOptions } from './consume-batches.js';
-export { ensureStreams } from './streams.js';
+export { ensureStreams, type StreamLimits } from './streams.js';
 export { openKv, type JsonKv, type KvEntryOf } from './kv.js';
 export { createKvLocks, kvLockKey, oneAtATime, WRITE_KEYS, writesOneAtATime, type HeldLock, type Holding, type KvLocks, type OneAtATimeOptions } from './kv-locks.js';
 export { REQUEST_ID_HEADER, decodeJson, encodeJson, inMessageContext, inSendSpan, isInboxSubject, outgoingHeaders, parseOrThrow, requestIdOf } from './wire.js';
@@ -34,4 +34,4 @@ export {
   type RecordedOperation,
 } from './operation-recorder.js';
 export { recordedHandler, type OperationScope } from './recorded-handler.js';
-export { type BusObserver } from './observer.js';
+export { type BusObserver, type OperationDropReason } from './observer.js';

@@ -11,8 +11,22 @@ export interface JetStreamPublisher {
 
 /** Why JetStream did not store a message: the caller maps it to `service_unavailable`. */
 export class PublishNotAcknowledged extends Error {
-  override readonly name = 'PublishNotAcknowledged';
+  override readonly name: string = 'PublishNotAcknowledged';
 }
+
+/**
+ * The stream that takes the subject holds its bound of bytes and refuses new messages (discard
+ * `new`, as JOBS does) until old ones age out: said apart, so the caller's 503 names it.
+ */
+export class StreamFull extends PublishNotAcknowledged {
+  override readonly name = 'StreamFull';
+  constructor(readonly stream: string) {
+    super(`the ${stream} stream is full`);
+  }
+}
+
+/** JetStream's answer to a message past a stream's `max_bytes` with discard `new` ("maximum bytes exceeded"). */
+const STREAM_STORE_FAILED = 10077;
 
 const decoder = new TextDecoder();
 
@@ -49,11 +63,14 @@ export function jetStreamPublisher(nc: NatsConnection, timeoutMs: number): JetSt
       const token = msg.subject.slice(inbox.length + 1);
       // A status message (503: no stream takes the subject) carries no acknowledgement.
       if (msg.headers?.hasError) return settle(token, new PublishNotAcknowledged(`JetStream answered ${msg.headers.code} ${msg.headers.description}`));
-      let ack: { stream?: unknown; error?: { description?: unknown } };
+      let ack: { stream?: unknown; error?: { err_code?: unknown; description?: unknown } };
       try {
         ack = JSON.parse(decoder.decode(msg.data)) as typeof ack;
       } catch {
         return settle(token, new PublishNotAcknowledged('JetStream answered something other than an acknowledgement'));
+      }
+      if (ack.error?.err_code === STREAM_STORE_FAILED && /maximum bytes/i.test(String(ack.error.description)) && typeof ack.stream === 'string') {
+        return settle(token, new StreamFull(ack.stream));
       }
       if (ack.error) return settle(token, new PublishNotAcknowledged(`JetStream refused the message: ${String(ack.error.description)}`));
       if (typeof ack.stream !== 'string' || ack.stream === '') return settle(token, new PublishNotAcknowledged('JetStream answered an empty acknowledgement'));

@@ -176,4 +176,21 @@ describe('recordFields', () => {
     expect([...ids].sort()).toEqual(ids);
     expect(new Set(ids).size).toBe(50);
   });
+
+  it('tells its observer what it sent and what it dropped, and why', async () => {
+    const told: string[] = [];
+    const observer = { operationsSent: (count: number) => void told.push(`sent ${count}`), operationsDropped: (reason: string, count: number) => void told.push(`${reason} ${count}`) };
+    let release: () => void = () => undefined;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    const held = createOperationLog({ logger: quiet, observer, flushMs: 60_000, maxBatch: 2, maxBuffered: 2, send: () => stuck });
+    for (let n = 0; n < 3; n++) held.record(proxyCall(n));
+    held.record({ ...proxyCall(4), environment_id: 'env:1' });
+    release();
+    await held.flush();
+    const refused = createOperationLog({ logger: quiet, observer, send: () => Promise.reject(new Error('no stream')) });
+    refused.record(proxyCall(1));
+    refused.record(proxyCall(2));
+    await refused.flush();
+    expect(told).toEqual(['buffer_full 1', 'buffer_full 1', 'sent 2', 'send_failed 2']);
+  });
 });

@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRawSync } from 'node:zlib';
 import { OPERATION_PAGE_BYTES_MAX, OPERATION_PAGE_ENVIRONMENT, OPERATIONS_PER_BATCH_MAX, operationsContracts, type Operation, type OperationPage, type OperationRecorder } from '@latchkey/contracts';
+import { connectionOf } from './bus-connection.js';
 import type { Bus } from './create-bus.js';
+import type { BusObserver } from './observer.js';
 
 /** Where the log says it dropped operations (once a minute at most). */
 export interface OperationLogLogger {
@@ -16,6 +18,8 @@ export interface OperationRecorderOptions {
   /** Sends one batch of pages; a rejection drops the batch (counted), it is never retried in memory. */
   send: (pages: OperationPage[]) => Promise<void>;
   logger: OperationLogLogger;
+  /** Told what was sent and what was dropped, and why (the metrics: the log only warns once a minute). */
+  observer?: Pick<BusObserver, 'operationsSent' | 'operationsDropped'>;
   /** A batch leaves this long after its first operation at most. */
   flushMs?: number;
   /** A batch leaves as soon as it holds this many. */
@@ -32,7 +36,7 @@ export interface OperationRecorderOptions {
 export interface OperationRecorderStats {
   /** Operations handed to `send` whose batch was acknowledged. */
   sent: number;
-  /** Dropped because the buffer was full. */
+  /** Dropped on arrival: the buffer was full, or the environment id is one no page may hold. */
   dropped: number;
   /** Lost with a batch that could not be sent. */
   failed: number;
@@ -195,6 +199,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
   const stats: OperationRecorderStats = { sent: 0, dropped: 0, failed: 0 };
+  const observer = options.observer;
   let lastWarning = 0;
 
   const warn = (message: string) => {
@@ -229,8 +234,10 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
         );
         await options.send(batch);
         stats.sent += count;
+        observer?.operationsSent(count);
       } catch {
         stats.failed += count;
+        observer?.operationsDropped('send_failed', count);
         warn('could not send operations; dropped them');
       } finally {
         sending -= count;
@@ -243,6 +250,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   const recordFields = (environmentId: string, startedAt: number, fields: string) => {
     if (waiting + sending >= maxBuffered) {
       stats.dropped += 1;
+      observer?.operationsDropped('buffer_full', 1);
       warn('the operations buffer is full; dropping operations');
       return;
     }
@@ -256,6 +264,7 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
     if (page === undefined) {
       if (!OPERATION_PAGE_ENVIRONMENT.test(environmentId)) {
         stats.dropped += 1;
+        observer?.operationsDropped('invalid_environment', 1);
         warn('an operation names no environment a page may hold; dropped it');
         return;
       }
@@ -296,8 +305,11 @@ export function createOperationLog(options: OperationRecorderOptions): Operation
   };
 }
 
-/** The operation log of one service, sending its batches on its own OPERATIONS subject. */
+/**
+ * The operation log of one service, sending its batches on its own OPERATIONS subject and telling
+ * the bus's observer (the service's metrics) what it sent and dropped.
+ */
 export function busOperationLog(bus: Bus, logger: OperationLogLogger, service: OperationRecorder, options: Omit<OperationRecorderOptions, 'send' | 'logger'> = {}): OperationLog {
   const contract = operationsContracts[service];
-  return createOperationLog({ ...options, logger, send: (pages) => bus.enqueue(contract, { pages }) });
+  return createOperationLog({ observer: connectionOf(bus).observer, ...options, logger, send: (pages) => bus.enqueue(contract, { pages }) });
 }

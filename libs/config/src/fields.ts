@@ -57,6 +57,17 @@ export function baseServiceSchema(service: string, healthPort: number) {
      */
     JETSTREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
     /**
+     * The JOBS stream's bound in bytes; unset: 8 GiB (`STREAMS.jobs.maxBytes` in
+     * @latchkey/contracts). Past it a new job is refused (503) rather than an old one dropped.
+     * NATS reserves it in its JetStream store when it takes the stream, so it must fit there.
+     * Every service must be given the same value: whichever starts first creates the stream.
+     */
+    JOBS_STREAM_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(64 * 1024 ** 2, 'must be at least 67108864 (64 MiB)')
+      .optional(),
+    /**
      * How long the service waits at start, retrying with back-off, while a clustered JetStream
      * is still electing its leader ("temporarily unavailable"), before it gives up and exits;
      * 0: not at all (the first such error stops the start).

@@ -40,6 +40,15 @@ describe('parseConfig', () => {
     }
   });
 
+  it('reads JOBS_STREAM_MAX_BYTES, unset by default (the contracts\' bound), and refuses one too small to hold a few webhooks', () => {
+    const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
+    expect(parseConfig(schema, base).JOBS_STREAM_MAX_BYTES).toBeUndefined();
+    expect(parseConfig(schema, { ...base, JOBS_STREAM_MAX_BYTES: '21474836480' }).JOBS_STREAM_MAX_BYTES).toBe(20 * 1024 ** 3);
+    for (const bytes of ['0', '1048576', 'abc', '1e9.5']) {
+      expect(() => parseConfig(schema, { ...base, JOBS_STREAM_MAX_BYTES: bytes })).toThrow(/JOBS_STREAM_MAX_BYTES/);
+    }
+  });
+
   it('takes a comma-separated NATS_URL (a cluster) as it is, and waits for JetStream 5 minutes by default', () => {
     const base = { ENCRYPTION_KEYS: 'x'.repeat(32), NATS_PASSWORD: 'n'.repeat(32), PORT: '80' };
     const servers = 'nats://10.0.0.1:4222,nats://10.0.0.2:4222,nats://10.0.0.3:4222';

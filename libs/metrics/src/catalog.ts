@@ -107,6 +107,14 @@ export const METRICS = {
   latchkey_sandbox_timeouts_total: { kind: 'counter', help: 'Function runs stopped at their time limit.', labels: [] },
   latchkey_sandbox_memory_kills_total: { kind: 'counter', help: 'Function runs stopped at their memory limit.', labels: [] },
 
+  // Every service's operations log.
+  latchkey_operations_log_sent_total: { kind: 'counter', help: 'Operations of the operations log that JetStream stored, on their way to the gateway.', labels: [] },
+  latchkey_operations_log_dropped_total: {
+    kind: 'counter',
+    help: 'Operations the operations log dropped, by reason (buffer_full: the bus slow or away; send_failed: their batch was not stored; invalid_environment: an environment id no page may hold).',
+    labels: ['reason'],
+  },
+
   // Gateway.
   latchkey_gateway_rate_limited_total: { kind: 'counter', help: 'API requests refused by the per-account rate limit.', labels: [] },
   latchkey_gateway_auth_failures_total: {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { z } from 'zod';
-import { consume, createBus, ensureStreams, type Bus } from '@latchkey/bus';
+import { busOperationLog, consume, createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { STREAMS, defineEvent, defineRequest } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { createLogger } from '@latchkey/logger';
@@ -75,5 +75,18 @@ describe('bus metrics', () => {
     expect(count(handled, { messaging_destination_name: lookup.subject, error_type: 'unknown_connection' })).toBe(1);
     expect(families.get(sent)?.type).toBe('histogram');
     expect(idOrSecretLabels(families)).toEqual([]);
+  });
+});
+
+describe('operations log metrics', () => {
+  it('count what a service\'s operations log stored, through its bus\'s observer', async () => {
+    const log = busOperationLog(bus, { warn: () => undefined }, 'proxy');
+    for (let n = 0; n < 3; n++) {
+      log.record({ type: 'proxy', environment_id: 'env-1', status: 'success', started_at: new Date().toISOString(), duration_ms: 3, proxy: { method: 'GET', path: `/items/${n}`, upstream_status: 200 } });
+    }
+    await log.flush();
+    const families = await scrape();
+    expect(sampleSum(families, 'latchkey_operations_log_sent_total')).toBe(3);
+    expect(sampleSum(families, 'latchkey_operations_log_dropped_total')).toBe(0);
   });
 });

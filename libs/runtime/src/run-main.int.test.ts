@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createBus } from '@latchkey/bus';
-import { proxyContracts } from '@latchkey/contracts';
+import { proxyContracts, STREAMS } from '@latchkey/contracts';
 import { createLogger } from '@latchkey/logger';
 import { freePort, logRecords, repoRoot, runToExit, serviceEnvironment, startMongo, startNats, type TestMongo, type TestNats } from '@latchkey/testing';
 import { runService } from './index.js';
@@ -113,5 +113,19 @@ it('answers the requests it took before its shutdown hooks close what their hand
     expect(closed).toBe(true);
   } finally {
     await vault.close();
+  }
+}, 30_000);
+
+it('bounds the JOBS stream by JOBS_STREAM_MAX_BYTES, which the gateway applies to the stream there already', async () => {
+  const bound = 128 * 1024 ** 2;
+  const config = { NATS_URL: nats.url, NATS_PASSWORD: nats.credentials('gateway').password, MONGODB_URI: mongo.uri, LOG_LEVEL: 'error', REQUEST_TIMEOUT_MS: 5000, SHUTDOWN_TIMEOUT_MS: 5000 };
+  const running = await runService({ service: 'gateway', database: false, config: { ...config, JOBS_STREAM_MAX_BYTES: bound }, handleSignals: false, start: async () => undefined });
+  const observer = await createBus({ servers: nats.url, service: 'test', identity: nats.credentials('observer'), logger: createLogger({ service: 'test', level: 'error' }), requestTimeoutMs: 5_000 });
+  try {
+    const jsm = await observer.jetstreamManager();
+    expect((await jsm.streams.info(STREAMS.jobs.name)).config).toMatchObject({ max_bytes: bound, discard: 'new' });
+  } finally {
+    await running.shutdown();
+    await observer.close();
   }
 }, 30_000);

@@ -21,6 +21,8 @@ export interface BaseConfig {
   JETSTREAM_REPLICAS?: number;
   /** How long start waits for a clustered JetStream that is still electing its leader (0: not at all). */
   JETSTREAM_SETUP_TIMEOUT_MS?: number;
+  /** The JOBS stream's bound in bytes (unset: the contracts' default). */
+  JOBS_STREAM_MAX_BYTES?: number | undefined;
 }
 
 /** What the config of a service that keeps a database adds (every service but the proxy). */
@@ -157,7 +159,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
     ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });
-  await ensureStreams(bus);
+  await ensureStreams(bus, config.JOBS_STREAM_MAX_BYTES === undefined ? {} : { jobsMaxBytes: config.JOBS_STREAM_MAX_BYTES });
   const failFast = database?.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
   const mongo = database
     ? await connectMongo({
