@@ -59,6 +59,11 @@ export const METRICS = {
     help: 'Upstream calls refused because the address is not public, by the kind of address range.',
     labels: ['range'],
   },
+  latchkey_proxy_calls_shed_total: {
+    kind: 'counter',
+    help: 'Proxy calls a replica answered with an error of its own rather than carrying them through, by reason (in_flight_limit: refused at once, PROXY_MAX_IN_FLIGHT calls held; shutdown_deadline: still unanswered when a stopping replica could wait no longer).',
+    labels: ['reason'],
+  },
 
   // Credential vault.
   latchkey_vault_refreshes_total: { kind: 'counter', help: 'Credential refreshes this replica made, by outcome (success, failed, deferred: the token endpoint failed for now and the still-valid token was handed out; superseded: a newer refresh stored first; recovered: stored the answer a replica got and died before storing).', labels: ['outcome'] },

@@ -377,6 +377,15 @@ describe('requests', () => {
     expect(self.status).toBe(200);
     expect(self.json).toEqual({ status: 'ready' });
   });
+
+  it('answer a proxied call no proxy replica carries through with 503 service_unavailable and Retry-After', async () => {
+    // No proxy replica runs here: the call is given up at the hop's silence limit, as one a full
+    // or stopping replica refuses is answered at once; either way another may take it soon.
+    const refused = await call('GET', '/proxy/contacts', { token: BOOTSTRAP_SECRET_KEY, headers: { 'connection-id': 'c1', 'provider-config-key': 'crm' } });
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('service_unavailable');
+    expect(refused.headers.get('retry-after')).toBe('1');
+  }, 15_000);
 });
 
 describe('provider webhooks (served before express)', () => {

@@ -13,5 +13,7 @@ describe('proxy config', () => {
     expect(config).not.toHaveProperty('MONGODB_URI');
     expect(config).not.toHaveProperty('MONGODB_DB');
     expect(config.HEALTH_PORT).toBe(3011);
+    // Bounded by default: a burst cannot grow a replica's memory without limit.
+    expect(config.PROXY_MAX_IN_FLIGHT).toBe(2_048);
   });
 });

@@ -10,6 +10,14 @@ export const configSchema = baseServiceSchema('proxy', 3011).omit({ MONGODB_URI:
   PROXY_MAX_REDIRECTS: z.coerce.number().int().min(0).max(20).default(5),
   /** The longest wait between retries, whatever the provider's Retry-After says. */
   PROXY_RETRY_CAP_MS: durationMs(10_000),
+  /**
+   * Calls one replica holds at once, from when it takes one until its answer's last byte has
+   * gone. Past it, a call is answered at once with 503 `service_unavailable`, never sent: a burst,
+   * or a provider holding its answers, cannot grow the replica's memory without bound. Each call
+   * holds at most about 2 MiB (a body near the inline limit each way; larger ones stream), most
+   * far less.
+   */
+  PROXY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(1_000_000).default(2_048),
   /** How long credentials are kept in memory; connection writes drop them at once. */
   PROXY_CREDENTIAL_CACHE_MS: durationMs(60_000),
   /**

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { isoTime, pullStream, servePullStream, traceIdOf, type OperationLog } from '@latchkey/bus';
 import { HOP_BY_HOP_HEADERS, OWN_ERROR_HEADER, proxyContracts, type ProxyCredentials, type ProxyRequestMeta } from '@latchkey/contracts';
@@ -41,6 +42,11 @@ export interface ProxyDeps {
   operations: Pick<OperationLog, 'recordFields'>;
   /** False: only failed calls are logged (`PROXY_LOG_SUCCESSES`). */
   logSuccesses: boolean;
+  /**
+   * Aborted as the replica begins to stop: no retry (nor a 401's replay) starts after it, and a
+   * wait for one ends at once, so the calls held end within the replica's drain.
+   */
+  stopping?: AbortSignal;
 }
 
 /** The path the caller asked for, as the log keeps it: no query (the gateway passes it apart), bounded. */
@@ -146,7 +152,8 @@ function withinDeadline(upstream: UpstreamOptions, leftMs: number): UpstreamOpti
 /**
  * Sends with retries: network errors, 5xx, 429 and Retry-On codes, when the body can be
  * replayed. No attempt waits for its head past `deadlineAt` (`performance.now()` time), and no
- * retry is taken whose wait would end past it: the last answer, or failure, is the call's.
+ * retry is taken whose wait would end past it, nor once the replica begins to stop: the last
+ * answer, or failure, is the call's.
  */
 async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: UpstreamCall, provider: string, deadlineAt: number): Promise<UpstreamResponse> {
   const replayable = !(call.body !== null && !(call.body instanceof Uint8Array));
@@ -156,24 +163,49 @@ async function sendWithRetries(deps: ProxyDeps, meta: ProxyRequestMeta, call: Up
     if (attempt > 1) countRetry(provider);
     const start = performance.now();
     const upstream = withinDeadline(deps.upstream, deadlineAt - start);
+    let response: UpstreamResponse;
     try {
-      const response = await (tracingEnabled() ? tracedCall(call, upstream, attempt) : callUpstream(call, upstream));
-      observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
-      if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
-      const delay = retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs);
-      if (performance.now() + delay >= deadlineAt) return response;
-      response.discard();
-      await sleep(delay);
+      response = await (tracingEnabled() ? tracedCall(call, upstream, attempt) : callUpstream(call, upstream));
     } catch (error) {
       observeUpstream(provider, call.method, 0, (performance.now() - start) / 1000);
       if (!(error instanceof UpstreamNetworkError)) throw error;
       if (last || !RETRYABLE_NETWORK_CODES.has(error.code)) throw finalNetworkError(error);
-      const delay = retryDelayMs(attempt, undefined, deps.retryCapMs);
-      if (performance.now() + delay >= deadlineAt) throw finalNetworkError(error);
-      await sleep(delay);
+      const wait = retryDelayMs(attempt, undefined, deps.retryCapMs);
+      if (performance.now() + wait >= deadlineAt || deps.stopping?.aborted) throw finalNetworkError(error);
+      if (!(await waitForRetry(wait, deps.stopping))) throw finalNetworkError(error);
+      continue;
     }
+    observeUpstream(provider, call.method, response.status, (performance.now() - start) / 1000);
+    if (last || !isRetryableStatus(response.status, meta.retry_on)) return response;
+    const wait = retryDelayMs(attempt, response.header('retry-after'), deps.retryCapMs);
+    if (performance.now() + wait >= deadlineAt || deps.stopping?.aborted) return response;
+    response.discard();
+    // The answer is let go for the wait: a stop during it leaves only its status to tell.
+    if (!(await waitForRetry(wait, deps.stopping))) throw stoppedBeforeRetry(response.status);
   }
 }
+
+/**
+ * Waits `ms` before a retry, or less when the replica begins to stop: true when the whole wait
+ * passed and the retry may go.
+ */
+async function waitForRetry(ms: number, stopping: AbortSignal | undefined): Promise<boolean> {
+  try {
+    await delay(ms, undefined, stopping === undefined ? {} : { signal: stopping });
+    return true;
+  } catch {
+    // Only an abort rejects.
+    return false;
+  }
+}
+
+/**
+ * A call whose retry a stopping replica did not take. The provider refused it with a status the
+ * caller asked to have retried (5xx, 429, `Retry-On`), and that answer was let go for the wait:
+ * the caller is told so, to retry the call itself.
+ */
+const stoppedBeforeRetry = (status: number) =>
+  new AppError('service_unavailable', `The provider answered ${status}, and the proxy replica handling the call began to stop before it could retry; retry the call`);
 
 /**
  * One attempt as a client span: method, host, port and scheme of the provider, the attempt and
@@ -194,8 +226,6 @@ function tracedCall(call: UpstreamCall, upstream: UpstreamOptions, attempt: numb
     return response;
   });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function decoderFor(encoding: string | undefined) {
   switch (encoding?.toLowerCase()) {
@@ -250,8 +280,8 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       // From memory when cached, without a turn of the event loop.
       let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
-      // The replay, only while the caller still waits: past its deadline the 401 is the answer.
-      if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt) {
+      // The replay, only while the caller still waits and the replica is not stopping: else the 401 is the answer.
+      if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt && !deps.stopping?.aborted) {
         const fresh = await renewed(meta, credentials);
         if (fresh !== undefined) {
           response.discard();

@@ -25,7 +25,7 @@ beforeAll(async () => {
   // The two ends log in as the services that play them, with their own inboxes, as in production.
   caller = await login('gateway');
   replica = await login('proxy');
-  serveProxyCalls(replica, async (call) => behaviour(call));
+  serveProxyCalls(replica, async (call) => behaviour(call), { maxInFlight: 100 });
   await replica.flush();
 });
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { RETRY_ON_STATUSES, type ProxyRequestMeta } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
-import { callProxy } from '@latchkey/proxy-hop';
+import { callProxy, type ProxyResponse } from '@latchkey/proxy-hop';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineBareRoute } from '../../http/define-route.js';
 import { writeChunks } from '../../http/write-chunks.js';
@@ -81,6 +81,9 @@ function forwardHeaders(req: IncomingMessage, headers: Array<[string, string]>):
   return explicit;
 }
 
+/** The `Retry-After` (seconds) of a 503 from the proxy hop: replicas come and go within seconds. */
+const PROXY_RETRY_AFTER_S = 1;
+
 /** Whether an answer of this status carries a body (RFC 9110 §6.4.1): not 1xx, 204 or 304. */
 const hasBody = (status: number) => status >= 200 && status !== 204 && status !== 304;
 
@@ -133,7 +136,15 @@ export const proxyRequest = defineBareRoute({
     };
     if (explicit) meta.explicit_headers = explicit;
     const body = req.method === 'GET' || req.method === 'HEAD' ? new Uint8Array(0) : (req as AsyncIterable<Uint8Array>);
-    const reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.config.PROXY_TIMEOUT_MS });
+    let reply: ProxyResponse;
+    try {
+      reply = await callProxy(deps.bus, { meta, body, timeoutMs: deps.config.PROXY_TIMEOUT_MS });
+    } catch (error) {
+      // A replica that holds all the calls it may, or stopped, or went silent: another one takes
+      // the call a moment later.
+      if (error instanceof AppError && error.code === 'service_unavailable') ownHeaders.setHeader('Retry-After', PROXY_RETRY_AFTER_S);
+      throw error;
+    }
 
     // The provider's headers as they came, after ours; a whole body's length as node would add it
     // (not for HEAD, whose headers describe the body a GET would have).
