@@ -119,6 +119,21 @@ describe('connection lookups are index lookups', () => {
     await expect(repo.insert(environment, { ...doc(20), _id: 'conn_20b', id: 5001 })).rejects.toMatchObject({ code: 'invalid_body' });
     expect(await repo.find(environment, 'github', 'c20')).toMatchObject({ _id: 'conn_20' });
   }, 30_000);
+
+  it('leaves nothing stored when what it stores under fails after the insert, and the id can be taken again', async () => {
+    // The vault's inserts run under the integration's members key: a key lost while the insert
+    // ran fails the insert, which another holder (a rename, a deletion) may have missed.
+    const lost = new Error('the key was lost while the insert ran');
+    await expect(
+      repo.insert(environment, { ...doc(400), _id: 'conn_400' }, async (store) => {
+        await store();
+        throw lost;
+      }),
+    ).rejects.toBe(lost);
+    expect(await repo.findById(environment, 'conn_400')).toBeNull();
+    expect(await repo.insert(environment, { ...doc(400), _id: 'conn_400b' })).toMatchObject({ _id: 'conn_400b' });
+    expect(await repo.find(environment, 'github', 'c400')).toMatchObject({ _id: 'conn_400b' });
+  }, 30_000);
 });
 
 const listed = environmentId('env_lists');

@@ -142,14 +142,24 @@ export function createConnectionRepo(connection: Connection) {
     findById,
     /**
      * Its list entries first (an entry without its connection lists nothing), then the connection
-     * (its unique index refuses a duplicate), then its key entry.
+     * (its unique index refuses a duplicate), then its key entry. `storing` runs the insert of the
+     * connection itself, the moment it exists (the vault's checks its integration still holds its
+     * key, under the integration's members key: `IntegrationService.storing`). An insert that
+     * fails leaves nothing stored but list entries (which list nothing), even when `storing`
+     * fails once the connection is stored (that key lost meanwhile).
      */
-    async insert(environment: EnvironmentId, doc: Omit<ConnectionDoc, 'environment_id'>): Promise<ConnectionDoc> {
+    async insert(
+      environment: EnvironmentId,
+      doc: Omit<ConnectionDoc, 'environment_id'>,
+      storing: (store: () => Promise<ConnectionDoc>) => Promise<ConnectionDoc> = (store) => store(),
+    ): Promise<ConnectionDoc> {
       await lists.enter({ ...doc, environment_id: environment });
+      let inserted: ConnectionDoc | undefined;
       let stored: ConnectionDoc;
       try {
-        stored = await scoped.insert(environment, { ...doc, listed: true, searchable: true });
+        stored = await storing(async () => (inserted = await scoped.insert(environment, { ...doc, listed: true, searchable: true })));
       } catch (error) {
+        if (inserted) await scoped.deleteOne(environment, { _id: doc._id }).catch(() => undefined);
         if (isDuplicateKey(error)) {
           throw new AppError('invalid_body', `Connection "${doc.connection_id}" exists already in integration "${doc.provider_config_key}"`, {
             errors: [{ code: 'duplicate', message: 'connection_id is taken in this integration', path: 'connection_id' }],
@@ -208,6 +218,15 @@ export function createConnectionRepo(connection: Connection) {
       if (!doc) return false;
       await lists.joining(doc, fields);
       return (await model.updateOne(connectionQueries.byId(id), { $set: fields }).exec()).matchedCount > 0;
+    },
+    /**
+     * Stamps the time of a fetch, never moving it back: the stamps of two fetches (two replicas)
+     * may land in either order, and the later fetch's time stays (`$max`; a connection never
+     * fetched holds null, which any time is above). `_id` lookups, as `update`'s.
+     */
+    stampFetched: async (environment: EnvironmentId, id: string, at: Date): Promise<boolean> => {
+      if (!(await findById(environment, id))) return false;
+      return (await model.updateOne(connectionQueries.byId(id), { $max: { last_fetched_at: at } }).exec()).matchedCount > 0;
     },
     /**
      * Writes new credentials (and any other fields) only if the connection still holds

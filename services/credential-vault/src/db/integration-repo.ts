@@ -30,6 +30,12 @@ export function createIntegrationRepo(connection: Connection) {
       }
     },
     remove: (environment: EnvironmentId, id: string) => scoped.deleteOne(environment, { _id: id }),
+    /**
+     * Runs `work`, a change to which connections the integration has (a connection's insert, its
+     * rename's check and write, its removal), alone among such changes. Here it just runs: the
+     * vault's replicas take the integration's members key (serialized-writes.ts).
+     */
+    holdingMembers: <T>(_integrationId: string, work: () => Promise<T>): Promise<T> => work(),
     /** Compare-and-set of one encrypted field, for the background re-encryption. */
     swapField: (environment: EnvironmentId, id: string, field: 'credentials' | 'webhook_secret', previous: string, next: string) =>
       scoped.updateOne(environment, { _id: id, [field]: previous }, { $set: { [field]: next } }),

@@ -49,7 +49,7 @@ it("keeps the tags a PATCH wrote between a reconnect's read and its write", asyn
     providers: { get: () => undefined } as never,
     sessions: { findByDigest: async () => null, removeByDigest: async () => false, countConnection: async () => false },
     connections,
-    integrationService: { find: async () => ({ _id: 'int_crm', unique_key: 'crm', provider: 'crm' }) as IntegrationDoc },
+    integrationService: { find: async () => ({ _id: 'int_crm', unique_key: 'crm', provider: 'crm' }) as IntegrationDoc, storing: (_environment, _integration, store) => store() },
     credentials: { seal: async () => 'sealed-new' },
     lifecycle: { announce: (_connection, _holds, _events, change) => change() },
   });

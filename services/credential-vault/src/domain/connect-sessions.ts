@@ -180,7 +180,7 @@ export function reconnectedTags(existing: Record<string, string>, added: Record<
 export interface ConnectSessionServiceDeps extends Pick<VaultDeps, 'providers'> {
   sessions: Pick<ConnectSessionRepo, 'findByDigest' | 'removeByDigest' | 'countConnection'>;
   connections: Pick<ConnectionRepo, 'find' | 'replaceCredentials' | 'insert'>;
-  integrationService: Pick<IntegrationService, 'find'>;
+  integrationService: Pick<IntegrationService, 'find' | 'storing'>;
   credentials: Pick<ConnectionCredentials, 'seal'>;
   lifecycle: Pick<LifecycleEvents, 'announce'>;
 }
@@ -296,7 +296,7 @@ export function createConnectSessionService(deps: ConnectSessionServiceDeps) {
         throw new AppError('too_many_requests', `This connect session has created its ${SESSION_CONNECTIONS_MAX} connections; create a new session`);
       }
       const doc = await insertConnection(
-        deps,
+        { ...deps, integrations: deps.integrationService },
         environment,
         integration,
         credentials,

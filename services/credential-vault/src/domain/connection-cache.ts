@@ -44,6 +44,7 @@ export function announcingWrites(repo: ConnectionRepo, changed: (id: string) => 
   return {
     ...repo,
     update: (environment, id, fields) => after(id, repo.update(environment, id, fields)),
+    stampFetched: (environment, id, at) => after(id, repo.stampFetched(environment, id, at)),
     replaceCredentials: (environment, id, version, fields, unchangedSince) => after(id, repo.replaceCredentials(environment, id, version, fields, unchangedSince)),
     updateAtVersion: (environment, id, version, fields) => after(id, repo.updateAtVersion(environment, id, version, fields)),
     remove: (environment, id) => after(id, repo.remove(environment, id)),

@@ -69,21 +69,32 @@ export function creationEvents(doc: ConnectionDoc, created: LifecycleEvent['payl
   ];
 }
 
-type InsertDeps = { connections: Pick<ConnectionRepo, 'insert'>; credentials: Pick<ConnectionCredentials, 'seal'>; lifecycle: Pick<LifecycleEvents, 'announce'> };
+type InsertDeps = {
+  connections: Pick<ConnectionRepo, 'insert'>;
+  credentials: Pick<ConnectionCredentials, 'seal'>;
+  lifecycle: Pick<LifecycleEvents, 'announce'>;
+  integrations: Pick<IntegrationService, 'storing'>;
+};
 
-/** Stores a new connection and announces it (`events`, kept in the outbox first: never one without the other). */
+/**
+ * Stores a new connection and announces it (`events`, kept in the outbox first: never one without
+ * the other). Its integration, found before, may have been renamed or deleted since: the
+ * connection is stored only while the integration still holds its key (`storing`).
+ */
 export async function insertConnection(
   deps: InsertDeps,
   ...[environment, integration, credentials, fields, events]: [...NewConnectionArgs, events: (doc: ConnectionDoc) => LifecycleEvent[]]
 ): Promise<ConnectionDoc> {
   const doc = await newConnection(deps, environment, integration, credentials, fields);
-  return deps.lifecycle.announce(doc, { when: 'present' }, events(doc), () => deps.connections.insert(environment, doc));
+  return deps.lifecycle.announce(doc, { when: 'present' }, events(doc), () =>
+    deps.connections.insert(environment, doc, (store) => deps.integrations.storing(environment, integration, store)),
+  );
 }
 
 export interface ConnectionServiceDeps extends Pick<VaultDeps, 'bus' | 'logger' | 'cache' | 'refresher'> {
   connections: Pick<ConnectionRepo, 'find' | 'insert' | 'remove'>;
   lifecycle: Pick<LifecycleEvents, 'announce'>;
-  integrations: Pick<IntegrationService, 'find'>;
+  integrations: Pick<IntegrationService, 'find' | 'storing'>;
   credentials: ConnectionCredentials;
 }
 

@@ -19,7 +19,7 @@ const stringMap = z.record(z.string(), z.string());
 export const normalHosts = (hosts: readonly string[]) => [...new Set(hosts.map((host) => host.toLowerCase()))];
 
 export interface IntegrationServiceDeps {
-  integrations: Pick<IntegrationRepo, 'findByKey' | 'environments' | 'withoutWebhookSecret' | 'setWebhookSecretIfMissing'>;
+  integrations: Pick<IntegrationRepo, 'findByKey' | 'findById' | 'environments' | 'withoutWebhookSecret' | 'setWebhookSecretIfMissing' | 'holdingMembers'>;
   cipher: Pick<CredentialCipher, 'encrypt' | 'decrypt' | 'encryptJson' | 'decryptJson'>;
 }
 
@@ -38,6 +38,19 @@ export function createIntegrationService(deps: IntegrationServiceDeps) {
       const integration = await deps.integrations.findByKey(environment, uniqueKey);
       if (!integration) throw new AppError('unknown_provider_config', `No integration with unique_key "${uniqueKey}"`);
       return integration;
+    },
+
+    /**
+     * Runs `store`, the insert of a connection of `integration`, only while the integration still
+     * holds the key it was found by, and under its members key (`holdingMembers`), which its
+     * rename and its deletion take too: else `unknown_provider_config`, and nothing stored.
+     */
+    async storing<T>(environment: EnvironmentId, integration: Pick<IntegrationDoc, '_id' | 'unique_key'>, store: () => Promise<T>): Promise<T> {
+      return deps.integrations.holdingMembers(integration._id, async () => {
+        const current = await deps.integrations.findById(environment, integration._id);
+        if (current?.unique_key !== integration.unique_key) throw new AppError('unknown_provider_config', `No integration with unique_key "${integration.unique_key}"`);
+        return store();
+      });
     },
 
     /** The integration's client credentials, decrypted (empty when none were given). */

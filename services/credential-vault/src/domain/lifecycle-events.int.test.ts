@@ -71,8 +71,10 @@ async function lastStored(subject: string): Promise<Record<string, unknown> | un
 
 async function stored(environment: string, lifecycle: LifecycleEvents, connectionId: string) {
   const credentials = createConnectionCredentials({ cipher: createKeyring({ keks, dataKeys: createDataKeyRepo(db) }) });
+  // The integration is not stored: the outbox is this test's subject, not the integration's keys.
+  const unchecked = { storing: <T>(_environment: unknown, _integration: unknown, store: () => Promise<T>) => store() };
   return insertConnection(
-    { connections, credentials, lifecycle },
+    { connections, credentials, lifecycle, integrations: unchecked },
     environmentId(environment),
     integration,
     { type: 'API_KEY', apiKey: 'k' },

@@ -31,6 +31,7 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
   return {
     ...repo,
     update: (environment, id, fields) => alone(id, () => repo.update(environment, id, fields)),
+    stampFetched: (environment, id, at) => alone(id, () => repo.stampFetched(environment, id, at)),
     replaceCredentials: (environment, id, version, fields, unchangedSince) => alone(id, () => repo.replaceCredentials(environment, id, version, fields, unchangedSince)),
     updateAtVersion: (environment, id, version, fields) => alone(id, () => repo.updateAtVersion(environment, id, version, fields)),
     swapCredentials: (environment, id, previous, next) => alone(id, () => repo.swapCredentials(environment, id, previous, next)),
@@ -47,12 +48,22 @@ export function serializedConnectionWrites(repo: ConnectionRepo, locks: Pick<KvL
  * The same for integrations: an edit meeting the re-encryption of its client secret, or two
  * replicas giving an older integration its webhook secret at once (each then hands out its own,
  * and the provider's signatures fail against one of them), lost a write on FerretDB.
+ *
+ * And which connections an integration has changes one change at a time, under its members key
+ * (`members_<id>`, apart from its write key, which a rename's own update takes inside it): a
+ * connection's insert (the integration read again, then the connection's document stored), a
+ * rename (no connection counted, then the new key written) and a deletion's removal of the
+ * integration. Without it, an insert that had found the integration landed after a rename had
+ * counted none, or after a deletion had swept the connections: a connection under a key no
+ * integration held, which the next integration made with that key found as its own.
  */
 export function serializedIntegrationWrites(repo: IntegrationRepo, locks: Pick<KvLocks, 'acquire' | 'renew' | 'release'>, options: SerializedWritesOptions = {}): IntegrationRepo {
   const alone = writesOneAtATime(locks, 'integration', 'Another write to this integration is still under way; try again', options.waitMs);
+  const members = writesOneAtATime(locks, 'members', "Another change to this integration's connections is under way; try again", options.waitMs);
 
   return {
     ...repo,
+    holdingMembers: (id, work) => members(id, work),
     update: (environment, id, fields) => alone(id, () => repo.update(environment, id, fields)),
     swapField: (environment, id, field, previous, next) => alone(id, () => repo.swapField(environment, id, field, previous, next)),
     setWebhookSecretIfMissing: (environment, id, sealed) => alone(id, () => repo.setWebhookSecretIfMissing(environment, id, sealed)),

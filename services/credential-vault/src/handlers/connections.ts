@@ -13,7 +13,8 @@ import { connectionEvent, connectionListItem, connectionView, normalizeTags } fr
 /**
  * A fetch answers with its own time as `last_fetched_at` (it is the latest fetch), so the value
  * never goes back and no replica lags; the stored copy is written behind, at most this often per
- * connection and replica.
+ * connection and replica, and never back (`stampFetched`: another replica's later stamp may have
+ * landed first).
  */
 const FETCH_STAMP_MS = 10_000;
 
@@ -114,11 +115,12 @@ export function getConnectionHandler(deps: Pick<VaultDeps, 'connections' | 'logg
     });
 
     const now = Date.now();
-    doc = { ...doc, last_fetched_at: new Date(now) };
+    const fetchedAt = new Date(now);
+    doc = { ...doc, last_fetched_at: fetchedAt };
     if ((stamped.get(doc._id) ?? 0) + FETCH_STAMP_MS < now) {
       if (stamped.size >= 100_000) stamped.clear(); // a memory bound; the worst case is one early stamp
       stamped.set(doc._id, now);
-      void deps.connections.update(environment, doc._id, { last_fetched_at: doc.last_fetched_at }).catch((error: unknown) =>
+      void deps.connections.stampFetched(environment, doc._id, fetchedAt).catch((error: unknown) =>
         deps.logger.warn('could not stamp last_fetched_at', { error }),
       );
     }

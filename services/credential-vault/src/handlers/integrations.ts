@@ -78,12 +78,6 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
     const environment = environmentId(environment_id);
     const doc = await deps.integrationService.find(environment, unique_key);
     const renamed = patch.unique_key !== undefined && patch.unique_key !== doc.unique_key;
-    if (renamed && (await deps.connections.countForIntegration(environment, doc._id)) > 0) {
-      throw new AppError('integration_has_connections', `Integration "${unique_key}" has connections; it cannot be renamed`);
-    }
-    if (renamed && (await deps.integrations.findByKey(environment, patch.unique_key!))) {
-      throw new AppError('duplicate_provider_config', `An integration with unique_key "${patch.unique_key}" exists already`);
-    }
     const fields: Partial<IntegrationDoc> = {};
     if (renamed) fields.unique_key = patch.unique_key!;
     if (patch.display_name !== undefined) fields.display_name = patch.display_name;
@@ -95,9 +89,21 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
     if (patch.credentials !== undefined) {
       fields.credentials = await deps.integrationService.sealClientCredentials(environment, doc._id, patch.credentials);
     }
-    // A rename ends the old key: what was deployed under it goes (`integration.removed`).
+    // A rename ends the old key: what was deployed under it goes (`integration.removed`). Its
+    // checks and its write run under the integration's members key, which an insert of a
+    // connection takes too: none lands under the old key between the count and the rename.
     const update = () => deps.integrations.update(environment, doc._id, fields);
-    await (renamed ? deps.lifecycle.announceKeyEnd(doc, update) : update());
+    const rename = () =>
+      deps.integrations.holdingMembers(doc._id, async () => {
+        if ((await deps.connections.countForIntegration(environment, doc._id)) > 0) {
+          throw new AppError('integration_has_connections', `Integration "${unique_key}" has connections; it cannot be renamed`);
+        }
+        if (await deps.integrations.findByKey(environment, patch.unique_key!)) {
+          throw new AppError('duplicate_provider_config', `An integration with unique_key "${patch.unique_key}" exists already`);
+        }
+        await update();
+      });
+    await (renamed ? deps.lifecycle.announceKeyEnd(doc, rename) : update());
     // Proxy replicas cache what a call injects and where it may go: what changes either drops
     // the cached credentials of every connection of the integration.
     if (fields.allowed_hosts !== undefined || fields.credentials !== undefined) {
@@ -110,13 +116,21 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
   };
 }
 
-/** Deletes the integration and each of its connections, announcing every deletion and the key's end. */
+/**
+ * Deletes the integration and each of its connections, announcing every deletion and the key's
+ * end. The integration goes under its members key: a connection's insert either lands before
+ * (and the second sweep deletes it) or finds the integration gone.
+ */
 export function deleteIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 'connections'> & Pick<VaultServices, 'integrationService' | 'connectionService' | 'lifecycle'>) {
   return async ({ environment_id, unique_key }: RequestOf<typeof vaultContracts.deleteIntegration>) => {
     const environment = environmentId(environment_id);
     const doc = await deps.integrationService.find(environment, unique_key);
-    for (const connection of await deps.connections.listForIntegration(environment, doc._id)) await deps.connectionService.remove(environment, connection);
-    await deps.lifecycle.announceKeyEnd(doc, () => deps.integrations.remove(environment, doc._id));
+    const sweep = async () => {
+      for (const connection of await deps.connections.listForIntegration(environment, doc._id)) await deps.connectionService.remove(environment, connection);
+    };
+    await sweep();
+    await deps.lifecycle.announceKeyEnd(doc, () => deps.integrations.holdingMembers(doc._id, () => deps.integrations.remove(environment, doc._id)));
+    await sweep();
     return { success: true as const };
   };
 }
