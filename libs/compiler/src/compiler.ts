@@ -17,13 +17,17 @@ function childEntry(): string {
 }
 
 export interface CompilerOptions {
-  /** A compile taking longer than this, once the child has it, kills the child and fails that compile only. */
+  /**
+   * The longest a compile may take, from when it was asked for, its wait for the child included
+   * (its callers wait 30 s in all): past it, the compile fails alone, with a diagnostic, and a
+   * child still at it is killed.
+   */
   timeoutMs?: number;
   /** The child's V8 heap limit. */
   maxOldSpaceMb?: number;
   /** Compiles waiting for the child at most; past it, a compile is refused at once (503). */
   maxWaiting?: number;
-  /** The longest a compile waits for the child (503 past it): its caller waits 30 s in all. */
+  /** The longest a compile waits for the child (503 past it), within `timeoutMs`. */
   maxWaitMs?: number;
   /** The child's module: the built `compiler-process.js` unless a test gives its own. */
   entry?: string;
@@ -32,11 +36,16 @@ export interface CompilerOptions {
 interface Job {
   source: string;
   filename: string | undefined;
+  /** When the compile must have ended (`performance.now()` time). */
+  deadline: number;
   resolve(value: CompileResult): void;
   reject(error: Error): void;
   /** Ends a wait past `maxWaitMs`: its caller would give up before it compiled. */
   waitTimer: NodeJS.Timeout;
 }
+
+/** A compile that ended without the child's answer: the source's failure, told as a diagnostic. */
+const failed = (message: string): CompileResult => ({ ok: false, diagnostics: [{ severity: 'error', message }] });
 
 /**
  * Compiles submitted source (esbuild, then TypeScript) in a child process started with an
@@ -46,13 +55,15 @@ interface Job {
  * the service's event loop. The child starts on first use and is kept.
  *
  * Every environment's compiles share the child, so one at a time goes to it, and the rest wait
- * in a bounded line: a compile that hangs or kills the child fails alone (its timeout counts
- * from when the child took it), and the next one gets a fresh child.
+ * in a bounded line: a compile that hangs or kills the child fails alone, as a compile error
+ * (`ok: false`, one diagnostic), and the next one gets a fresh child. Each compile has one
+ * deadline, from when it was asked for: its callers stop waiting at 30 s, and a compile past
+ * it would be work for nobody.
  */
 export function createCompiler(options: CompilerOptions = {}) {
   const timeoutMs = options.timeoutMs ?? 25_000;
   const maxWaiting = options.maxWaiting ?? 16;
-  const maxWaitMs = options.maxWaitMs ?? 20_000;
+  const maxWaitMs = Math.min(options.maxWaitMs ?? 10_000, timeoutMs);
   let child: ChildProcess | undefined;
   const waiting: Job[] = [];
   let current: { job: Job; child: ChildProcess; timer: NodeJS.Timeout } | undefined;
@@ -79,12 +90,15 @@ export function createCompiler(options: CompilerOptions = {}) {
       if (current?.child !== started) return;
       finish((job) => (reply.result ? job.resolve(reply.result) : job.reject(new Error(reply.error ?? 'the compiler failed'))));
     });
-    const gone = (error: Error) => {
+    // A child that dies compiling (its heap limit, say) fails that compile: the source's doing.
+    started.on('exit', (code, signal) => {
+      if (child === started) child = undefined;
+      if (current?.child === started) finish((job) => job.resolve(failed(`The compiler stopped while compiling this source (${signal ?? code}): it may have run out of memory`)));
+    });
+    started.on('error', (error) => {
       if (child === started) child = undefined;
       if (current?.child === started) finish((job) => job.reject(error));
-    };
-    started.on('exit', (code, signal) => gone(new Error(`the compiler process exited (${signal ?? code})`)));
-    started.on('error', gone);
+    });
     // The service may exit while the child idles.
     started.unref();
     started.channel?.unref();
@@ -105,10 +119,8 @@ export function createCompiler(options: CompilerOptions = {}) {
       // Let go of the child before the next compile is handed one.
       if (child === running) child = undefined;
       running.kill('SIGKILL');
-      finish((timedOut) =>
-        timedOut.reject(new AppError('function_compilation_failed', `Compiling took longer than ${timeoutMs} ms; the compile was stopped`)),
-      );
-    }, timeoutMs);
+      finish((timedOut) => timedOut.resolve(failed(`Compiling took longer than ${timeoutMs} ms; it was stopped`)));
+    }, Math.max(0, job.deadline - performance.now()));
     current = { job, child: running, timer };
     running.channel?.ref();
     running.send({ id: 1, source: job.source, ...(job.filename ? { filename: job.filename } : {}) }, (error) => {
@@ -125,6 +137,7 @@ export function createCompiler(options: CompilerOptions = {}) {
       const job: Job = {
         source,
         filename,
+        deadline: performance.now() + timeoutMs,
         resolve,
         reject,
         waitTimer: setTimeout(() => {
