@@ -1,7 +1,11 @@
 import type { Connection } from 'mongoose';
+import type { Holding } from '@latchkey/bus';
 import { AppError } from '@latchkey/errors';
 import { isDuplicateKey, scopedRepo, type EnvironmentId } from '@latchkey/mongo';
 import { integrationModel, type IntegrationDoc } from './integration-model.js';
+
+/** The holding of a repository alone: one replica, nothing to lose (serialized-writes.ts takes real keys). */
+const ALWAYS_HELD: Pick<Holding, 'assertHeld'> = { assertHeld: () => undefined };
 
 export function createIntegrationRepo(connection: Connection) {
   const model = integrationModel(connection);
@@ -35,7 +39,7 @@ export function createIntegrationRepo(connection: Connection) {
      * rename's check and write, its removal), alone among such changes. Here it just runs: the
      * vault's replicas take the integration's members key (serialized-writes.ts).
      */
-    holdingMembers: <T>(_integrationId: string, work: () => Promise<T>): Promise<T> => work(),
+    holdingMembers: <T>(_integrationId: string, work: (holding: Pick<Holding, 'assertHeld'>) => Promise<T>): Promise<T> => work(ALWAYS_HELD),
     /** Compare-and-set of one encrypted field, for the background re-encryption. */
     swapField: (environment: EnvironmentId, id: string, field: 'credentials' | 'webhook_secret', previous: string, next: string) =>
       scoped.updateOne(environment, { _id: id, [field]: previous }, { $set: { [field]: next } }),

@@ -46,9 +46,10 @@ export function createIntegrationService(deps: IntegrationServiceDeps) {
      * rename and its deletion take too: else `unknown_provider_config`, and nothing stored.
      */
     async storing<T>(environment: EnvironmentId, integration: Pick<IntegrationDoc, '_id' | 'unique_key'>, store: () => Promise<T>): Promise<T> {
-      return deps.integrations.holdingMembers(integration._id, async () => {
+      return deps.integrations.holdingMembers(integration._id, async (holding) => {
         const current = await deps.integrations.findById(environment, integration._id);
         if (current?.unique_key !== integration.unique_key) throw new AppError('unknown_provider_config', `No integration with unique_key "${integration.unique_key}"`);
+        holding.assertHeld();
         return store();
       });
     },

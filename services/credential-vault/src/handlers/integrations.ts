@@ -94,13 +94,14 @@ export function updateIntegrationHandler(deps: Pick<VaultDeps, 'integrations' | 
     // connection takes too: none lands under the old key between the count and the rename.
     const update = () => deps.integrations.update(environment, doc._id, fields);
     const rename = () =>
-      deps.integrations.holdingMembers(doc._id, async () => {
+      deps.integrations.holdingMembers(doc._id, async (holding) => {
         if ((await deps.connections.countForIntegration(environment, doc._id)) > 0) {
           throw new AppError('integration_has_connections', `Integration "${unique_key}" has connections; it cannot be renamed`);
         }
         if (await deps.integrations.findByKey(environment, patch.unique_key!)) {
           throw new AppError('duplicate_provider_config', `An integration with unique_key "${patch.unique_key}" exists already`);
         }
+        holding.assertHeld();
         await update();
       });
     await (renamed ? deps.lifecycle.announceKeyEnd(doc, rename) : update());
