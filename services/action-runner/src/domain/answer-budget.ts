@@ -46,7 +46,10 @@ export function createAnswerBudget(maxBytes = MAX_REPLICA_ANSWER_BYTES): AnswerB
           charge(chunk.length);
           chunks.push(chunk);
         }
-        return await use(Buffer.concat(chunks, charged));
+        const body = Buffer.concat(chunks, charged);
+        // The chunks go now: `use` turns the body into text, and the two copies are enough.
+        chunks.length = 0;
+        return await use(body);
       } finally {
         held -= charged;
       }
