@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import type { Connection } from 'mongoose';
 import { createBus, createKvLocks, createOperationLog, ensureStreams, operationsOfPages, openKv, WRITE_KEYS, type Bus, type JsonKv } from '@latchkey/bus';
 import { STREAMS, vaultContracts, type Operation } from '@latchkey/contracts';
+import { AppError } from '@latchkey/errors';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { registry } from '@latchkey/metrics';
 import { connectMongo, databaseUnavailable, environmentId } from '@latchkey/mongo';
@@ -439,6 +440,39 @@ it('stores the answer of a replica that died before storing it, rather than pres
     [credentials['refresh_token'], 200],
   ]);
   expect(again.credentials['refresh_token']).not.toBe(credentials['refresh_token']);
+}, 60_000);
+
+// A store that landed and was then answered 503 (its connection's write key lost as it ended,
+// kv-locks' `Holding`) is tried again, and the retry's compare-and-set finds the version it wrote
+// itself: that is its own store, not a newer refresh's.
+it('counts a store that landed before its write key was lost as stored, not as superseded', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client);
+  const held = { type: 'OAUTH2' as const, access_token: 'expired', refresh_token: refreshToken, raw: {} };
+  const warnings: string[] = [];
+  const log = createLogger({ service: 'test', stream: new Writable({ write: (line, _, done) => done(void warnings.push(String(line))) }) });
+  let tries = 0;
+  const { refresher, connections } = replica(direct, log, (repo) => ({
+    ...repo,
+    replaceCredentials: async (...args: Parameters<ConnectionRepo['replaceCredentials']>) => {
+      const stored = await repo.replaceCredentials(...args);
+      if (++tries === 1) throw new AppError('service_unavailable', 'The write key was lost while the work ran');
+      return stored;
+    },
+  }));
+  const [successes, superseded] = [await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' }), await metricValue('latchkey_vault_refreshes_total', { outcome: 'superseded' })];
+
+  const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+
+  expect(tries).toBe(2);
+  const stored = await connections.findById(environmentId(doc.environment_id), doc._id);
+  expect(stored?.credentials_version).toBe(1);
+  expect(answer.credentials['refresh_token']).not.toBe(refreshToken);
+  expect(answer.doc.credentials).toBe(stored?.credentials);
+  expect(warnings.filter((line) => line.includes('a newer refresh stored credentials first'))).toEqual([]);
+  expect(await metricValue('latchkey_vault_refreshes_total', { outcome: 'success' })).toBe(successes + 1);
+  expect(await metricValue('latchkey_vault_refreshes_total', { outcome: 'superseded' })).toBe(superseded);
 }, 60_000);
 
 // Chaos again: while a replica that died held a connection's refresh lock, every fetch of that

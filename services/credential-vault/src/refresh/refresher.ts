@@ -232,7 +232,13 @@ export function createRefresher(deps: RefresherDeps): Refresher {
    * announces the change; null when newer credentials were stored first (they stay).
    */
   async function storeAnswer(lock: HeldLock, doc: ConnectionDoc, version: number, fields: ReturnType<typeof answerFields>, credentials: StoredCredentials) {
-    const stored = await untilStored(lock, doc, () => deps.connections.replaceCredentials(environmentId(doc.environment_id), doc._id, version, fields));
+    const environment = environmentId(doc.environment_id);
+    const stored =
+      (await untilStored(lock, doc, () => deps.connections.replaceCredentials(environment, doc._id, version, fields))) ||
+      // A try that landed may have been answered 503 (its write key lost as it ended), and the
+      // retry then found the version it wrote itself: the sealed credentials, unique to this
+      // answer, tell our own store from a newer refresh's.
+      (await deps.connections.findById(environment, doc._id))?.credentials === fields.credentials;
     await deps.answers.forget(doc._id, version).catch(() => undefined);
     if (!stored) return null;
     await deps.bus.publish(vaultContracts.connectionUpdated, connectionEvent(doc)).catch(() => undefined);
