@@ -390,7 +390,7 @@ export const vaultContracts = {
       token: z.string(),
       integration: z.string().min(1).max(128),
       redirect_uri: z.url(),
-      connection_config: z.record(z.string(), z.string()).optional(),
+      connection_config: enteredConnectionConfigSchema.optional(),
       authorization_params: z.record(z.string(), z.string()).optional(),
       /**
        * The end user's own OAuth client, allowed only when the session's defaults name

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { vaultContracts } from '@latchkey/contracts';
+import { enteredConnectionConfigSchema, vaultContracts } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import { SESSION_TOKEN_QUERY } from '../../http/authenticate.js';
 import { defineRoute } from '../../http/define-route.js';
@@ -31,7 +31,7 @@ export const connectOAuth = defineRoute({
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
     query: z.strictObject({
       connect_session_token: z.string().min(1),
-      params: z.record(z.string(), z.string()).optional(),
+      params: enteredConnectionConfigSchema.optional(),
       authorization_params: z.record(z.string(), z.string()).optional(),
     }),
   },
@@ -67,7 +67,7 @@ export const startOAuthFromPage = defineRoute({
     params: z.strictObject({ integration: z.string().min(1).max(128) }),
     query: SESSION_TOKEN_QUERY,
     body: z.strictObject({
-      connection_config: z.record(z.string(), z.string()).optional(),
+      connection_config: enteredConnectionConfigSchema.optional(),
       authorization_params: z.record(z.string(), z.string()).optional(),
       oauth_client_id_override: z.string().min(1).max(1024).optional(),
       oauth_client_secret_override: z.string().min(1).max(4096).optional(),
