@@ -66,7 +66,16 @@ describe('the OAuth 2 connect flow', () => {
     expect(refused.status).toBe(403);
     const unknown = await fetch(`${stack.url}/oauth/callback?code=x&state=unknown-state`);
     expect(unknown.status).toBe(400);
-    const denied = await fetch(`${stack.url}/oauth/callback?error=access_denied&error_description=The+user+said+no`);
+    // Anyone may open the callback with any text: it is shown only for a flow of ours.
+    const forged = await fetch(`${stack.url}/oauth/callback?error=access_denied&error_description=Call+this+number`);
+    expect(forged.status).toBe(400);
+    const forgedPage = await forged.text();
+    expect(forgedPage).toContain('The provider refused the connection.');
+    expect(forgedPage).not.toContain('Call this number');
+    const allowed = (await api('POST', '/connect/sessions', { allowed_integrations: ['oauth'] })).json.data.token;
+    const start = await fetch(`${stack.url}/oauth/connect/oauth?connect_session_token=${allowed}`, { redirect: 'manual' });
+    const state = new URL(start.headers.get('location')!).searchParams.get('state');
+    const denied = await fetch(`${stack.url}/oauth/callback?error=access_denied&error_description=The+user+said+no&state=${state}`);
     expect(await denied.text()).toContain('The user said no');
   });
 

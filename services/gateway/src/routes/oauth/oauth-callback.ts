@@ -66,16 +66,20 @@ export const oauthCallback = defineRoute({
     // An OAuth 1.0a refusal, never read into an OAuth 2 answer (a `code` with extra parameters).
     const deniedToken = query.code ? undefined : (query.denied ?? (query.oauth_token && !query.oauth_verifier ? query.oauth_token : undefined));
     if (query.error || deniedToken || (!oauth1 && (!query.code || !query.state))) {
-      const reason = query.error
-        ? `The provider refused: ${query.error_description ?? query.error}`
-        : deniedToken
-          ? 'The provider refused: access denied'
-          : 'The provider sent no authorization code.';
-      outcome = { ok: false, message: reason };
       res.status(400);
       // The flow is spent, and its environment's registered origins hear of the refusal too.
       const refused = query.error ? query.state : deniedToken;
       if (refused) environmentId = (await deps.bus.request(vaultContracts.refuseOAuth, { state: refused }).catch(() => undefined))?.environment_id;
+      // The provider's own words only for a flow of ours: anyone may open this page with any
+      // `error_description`, and our page must not show their text to an end user.
+      const reason = query.error
+        ? environmentId
+          ? `The provider refused: ${query.error_description ?? query.error}`
+          : 'The provider refused the connection.'
+        : deniedToken
+          ? 'The provider refused: access denied'
+          : 'The provider sent no authorization code.';
+      outcome = { ok: false, message: reason };
     } else {
       try {
         const saved = oauth1
