@@ -46,10 +46,16 @@ export const configSchema = baseServiceSchema('gateway', 0)
     WEBHOOK_INGEST_BYTES_PER_MINUTE: z.coerce.number().int().min(1024 * 1024).default(128 * 1024 * 1024),
     /**
      * Bytes of provider webhook bodies one gateway replica holds while they arrive, all
-     * environments together; past it, 503, which providers retry. A sender that declares a body
-     * and trickles it (or never sends it) holds no more than this of the replica's memory.
+     * environments together, counted as they arrive; past it, 503, which providers retry.
      */
     WEBHOOK_BODIES_HELD_BYTES: positiveInt(64 * 1024 * 1024),
+    /**
+     * How long a provider webhook's body may take to arrive once its headers have; past it, 400
+     * invalid_body and the connection closed. Bounds how long a sender that trickles a body (or
+     * declares one and never sends it) keeps a connection and what it sent held: node alone
+     * would wait 5 minutes. A provider sends its at most ~700 KiB in far less.
+     */
+    WEBHOOK_BODY_TIMEOUT_MS: durationMs(30_000),
     /**
      * Requests one connect session (its end user) may make per minute, across replicas, before a
      * 429: a person connecting makes a handful; each flow started writes and may call a provider.

@@ -36,13 +36,15 @@ async function call(method: string, path: string, options: { token?: string; bod
 }
 
 /**
- * A POST that declares a `length`-byte body and sends none of it: `answer` is what the gateway
- * says without waiting for it (or never settles, while the gateway waits); `abort` drops it.
+ * A POST that declares a `length`-byte body and sends `sent` bytes of it (none by default), then
+ * nothing more: `answer` is what the gateway says without waiting for the rest (or never
+ * settles, while the gateway waits); `abort` drops it.
  */
-async function startUpload(path: string, length: number) {
+async function startUpload(path: string, length: number, sent = 0) {
   const request = httpRequest(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'text/plain', 'content-length': String(length) } });
   request.on('error', () => undefined);
-  request.flushHeaders();
+  if (sent > 0) request.write('x'.repeat(sent));
+  else request.flushHeaders();
   const answer = new Promise<{ status: number; code?: string }>((resolve) => {
     request.once('response', (response) => {
       let text = '';
@@ -463,15 +465,20 @@ describe('provider webhooks (served before express)', () => {
     expect((await call('POST', `/webhook/${await devPublicId()}/my-hooks`, { body: '{}' })).status).toBe(200);
   }, 60_000);
 
-  it('hold no more than WEBHOOK_BODIES_HELD_BYTES of bodies on their way (5,000 here): past it, 503 before a byte is read', async () => {
+  it('hold no more than WEBHOOK_BODIES_HELD_BYTES of bodies on their way (5,000 here), counted as they arrive: past it, 503', async () => {
     const publicId = await devPublicId();
-    // Two uploads that declare 2,000 bytes each and send none: 4,000 set aside.
-    const first = await startUpload(`/webhook/${publicId}/held-1`, 2000);
-    const second = await startUpload(`/webhook/${publicId}/held-2`, 2000);
+    // Declared lengths hold nothing: two uploads that declare 2,000 bytes each and send none
+    // leave room for a webhook of 1,500.
+    const silent = [await startUpload(`/webhook/${publicId}/silent-1`, 2000), await startUpload(`/webhook/${publicId}/silent-2`, 2000)];
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const third = await startUpload(`/webhook/${publicId}/held-3`, 2000);
-    expect(await third.answer).toMatchObject({ status: 503, code: 'service_unavailable' });
-    third.abort();
+    expect((await call('POST', `/webhook/${publicId}/my-hooks`, { body: 'x'.repeat(1500), headers: { 'content-type': 'text/plain' } })).status).toBe(200);
+    for (const upload of silent) upload.abort();
+    // Bytes that arrived do: two uploads that sent 1,999 of their 2,000 hold 3,998.
+    const first = await startUpload(`/webhook/${publicId}/held-1`, 2000, 1999);
+    const second = await startUpload(`/webhook/${publicId}/held-2`, 2000, 1999);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const third = await call('POST', `/webhook/${publicId}/held-3`, { body: 'x'.repeat(1500), headers: { 'content-type': 'text/plain' } });
+    expect([third.status, third.json.error.code]).toEqual([503, 'service_unavailable']);
     // Senders gone: what they held is given back, and a webhook gets in again.
     first.abort();
     second.abort();

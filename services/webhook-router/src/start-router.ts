@@ -204,7 +204,7 @@ export async function startRouter(runtime: Runtime, config: Config): Promise<voi
     }),
   ];
   // Every replica returns the parked deliveries that are due (each once: see the function).
-  const returning = startReturningParked({ logger, parked, bus, pollMs: parkPollMs(config) });
+  const returning = startReturningParked({ logger, parked, deliveries, bus, pollMs: parkPollMs(config) });
   // The job queues of this service (the JOBS stream); the event consumers' backlogs stay small.
   sampleWebhookGauges(bus, ['webhook-router-inbound', 'webhook-router-deliveries'], parked, breakers);
 

@@ -16,7 +16,7 @@ import type { RateLimiter } from '../domain/rate-limiter.js';
 
 /** Everything a route may use; built once in main.ts. */
 export interface GatewayDeps {
-  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'MAX_JSON_BODY_BYTES' | 'WEBHOOK_BODIES_HELD_BYTES' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS' | 'FUNCTION_TIMEOUT_MS' | 'TRUSTED_PROXY_HOPS'>;
+  config: Pick<Config, 'ADMIN_TOKEN' | 'API_KEY_DIGEST_SECRET' | 'MAX_BODY_BYTES' | 'MAX_JSON_BODY_BYTES' | 'WEBHOOK_BODIES_HELD_BYTES' | 'WEBHOOK_BODY_TIMEOUT_MS' | 'PUBLIC_URL' | 'CONNECT_URL' | 'REQUEST_TIMEOUT_MS' | 'PROXY_TIMEOUT_MS' | 'FUNCTION_TIMEOUT_MS' | 'TRUSTED_PROXY_HOPS'>;
   logger: Logger;
   bus: Bus;
   keyCache: KeyCache;

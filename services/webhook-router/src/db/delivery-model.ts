@@ -24,7 +24,8 @@ export interface DeliveryAttemptDoc {
   duration_ms: number;
   /**
    * delivered · retrying (at next_attempt_at) · failed (final answer, the retry window closed,
-   * or, nothing sent, its target's URL removed: error `webhook_url_removed`).
+   * or, nothing sent, its target's URL removed: error `webhook_url_removed`, or its parked
+   * message refused for good by JOBS on its way back: error `requeue_failed`).
    */
   outcome: 'delivered' | 'retrying' | 'failed';
   next_attempt_at: Date | null;

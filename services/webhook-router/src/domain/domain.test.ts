@@ -147,10 +147,11 @@ describe('retry policy', () => {
     expect(nextRetryDelay({ ...base, attempt: 3, retryAfterMs: null, random: () => 1 })).toBe(4000);
     expect(nextRetryDelay({ ...base, attempt: 30, retryAfterMs: null, random: () => 1 })).toBe(60_000);
   });
-  it('honours a longer Retry-After up to the cap, and gives up past the window', () => {
+  it('honours a longer Retry-After up to the cap, ends with the window, and gives up once it closed', () => {
     expect(nextRetryDelay({ ...base, attempt: 1, retryAfterMs: 20_000, random: () => 0 })).toBe(20_000);
     expect(nextRetryDelay({ ...base, attempt: 1, retryAfterMs: 999_999, random: () => 0 })).toBe(60_000);
-    expect(nextRetryDelay({ ...base, now: 3599_900, attempt: 1, retryAfterMs: null, random: () => 0 })).toBeNull();
+    expect(nextRetryDelay({ ...base, now: 3599_900, attempt: 1, retryAfterMs: null, random: () => 0 })).toBe(100);
+    expect(nextRetryDelay({ ...base, now: 3600_000, attempt: 1, retryAfterMs: null, random: () => 0 })).toBeNull();
     expect(parseRetryAfter('3', 0)).toBe(3000);
     expect(parseRetryAfter(new Date(10_000).toUTCString(), 0)).toBe(10_000);
     expect(parseRetryAfter('soon', 0)).toBeNull();

@@ -2,7 +2,9 @@
  * When a failed delivery is tried again: exponential back-off from `baseMs` with jitter (a
  * random point in the upper half of the step, so a crowd of deliveries spreads out but none
  * comes back early), capped at `capMs`; a receiver's Retry-After wins when longer, up to the cap.
- * Null: the retry window (`WEBHOOK_RETRY_HOURS` after the delivery was made) would be past.
+ * Never past the retry window's end (`WEBHOOK_RETRY_HOURS` after the delivery was made): a step
+ * that would pass it is cut short, so the last attempt goes when the window closes rather than
+ * up to a cap's length before. Null once the window has closed: this attempt was the last.
  */
 export function nextRetryDelay(input: {
   attempt: number;
@@ -16,8 +18,9 @@ export function nextRetryDelay(input: {
 }): number | null {
   const jittered = backOff(input.attempt, input);
   const delay = Math.min(input.capMs, Math.max(jittered, input.retryAfterMs ?? 0));
-  if (input.now + delay > input.createdAt + input.windowMs) return null;
-  return Math.round(delay);
+  const windowLeft = input.createdAt + input.windowMs - input.now;
+  if (windowLeft <= 0) return null;
+  return Math.round(Math.min(delay, windowLeft));
 }
 
 /** The `n`-th wait of a back-off: `baseMs × 2^(n-1)` capped at `capMs`, at a random point in the upper half of that step. */

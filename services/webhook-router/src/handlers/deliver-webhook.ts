@@ -96,8 +96,9 @@ export function deliverWebhookHandler(deps: DeliverDeps) {
     const attempt = (job.attempts ?? 0) + msg.info.deliveryCount;
 
     // Its last holder may have delivered it and lost the ack (its NATS node died, or the process
-    // right after recording), or it was made again past JetStream's duplicate window: the
-    // customer gets each webhook-id once. For a first attempt, one lookup by `_id`.
+    // right after recording), or it was made again past JetStream's duplicate window: once its
+    // delivered attempt is stored, the customer does not get it again. For a first attempt, one
+    // lookup by `_id`.
     if (await deps.deliveries.wasDelivered(scope, deliveryId, attempt)) {
       deps.logger.info('webhook delivered already; not sending it again', { webhook_id: job.webhook_id, target: job.target });
       return;
@@ -225,7 +226,9 @@ const FINAL_RECORD_MS = 30_000;
  * refused webhook as often as the database refuses writes, for up to a week. So the record is
  * tried again with back-off while the database is away (a restart, a failover), the consumer's
  * heartbeat keeping the message, and past `FINAL_RECORD_MS` the delivery is acked without it
- * (logged): the receiver has had it once, and only the attempts list misses it.
+ * (logged): the receiver has had it once, and the attempts list misses it. So does the check
+ * before a send: should the same delivery be made again past JetStream's duplicate window (its
+ * inbound batch redelivered after a longer outage), the receiver gets it again, same webhook-id.
  */
 async function recordFinal(deps: Pick<DeliverDeps, 'logger'>, job: WebhookDelivery, outcome: 'delivered' | 'failed', record: () => Promise<unknown>): Promise<void> {
   await withRetries(record, { forMs: FINAL_RECORD_MS, firstDelayMs: 250, maxDelayMs: 4_000 }).catch((error: unknown) => {

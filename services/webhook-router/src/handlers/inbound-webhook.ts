@@ -202,8 +202,10 @@ export function inboundWebhooksHandler(deps: InboundDeps) {
         reason = 'payload_too_large';
       }
     }
-    // Once per inbound webhook: a batch that comes again (its record's insert failed, or the
-    // publish's acknowledgement was lost) does not run the syncs' `onWebhook` twice.
+    // Once per inbound webhook within JetStream's 2-minute duplicate window: a batch that comes
+    // again in it (its record's insert failed, or the publish's acknowledgement was lost) does
+    // not run the syncs' `onWebhook` twice. Past the window (the database away for longer, the
+    // batch nak'ed meanwhile) it is published again, and `onWebhook` runs again: at least once.
     await deps.bus.publish(
       webhookContracts.received,
       {

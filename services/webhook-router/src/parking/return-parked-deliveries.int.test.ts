@@ -5,6 +5,7 @@ import { STREAMS, webhookContracts, type ServiceName, type WebhookDelivery } fro
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
 import { eventually, startMongo, startNats, uniqueDbName, watchCommands, type TestMongo, type TestNats } from '@latchkey/testing';
+import { createDeliveryRepo } from '../db/delivery-repo.js';
 import { MARK_WINDOW_MS, PARKED_COUNTS, markWindowOf, parkedDeliveryId, parkedDueBy } from '../db/parked-delivery-model.js';
 import { createParkedDeliveryRepo } from '../db/parked-delivery-repo.js';
 import { startReturningParked } from './return-parked-deliveries.js';
@@ -77,7 +78,7 @@ describe('parked deliveries', () => {
   it('come back on JOBS once due, each once, though two replicas return them and one was parked twice; one not due stays', async () => {
     const { connection: watched, commands, ferretDb, close } = await watchCommands(mongo.uri, dbName);
     const [one, two] = [createParkedDeliveryRepo(watched, { slotMs: SLOT_MS }), createParkedDeliveryRepo(watched, { slotMs: SLOT_MS })];
-    const returners = [one, two].map((parked) => startReturningParked({ logger, parked, bus: router, pollMs: 20 }));
+    const returners = [one, two].map((parked) => startReturningParked({ logger, parked, deliveries: createDeliveryRepo(connection), bus: router, pollMs: 20 }));
     try {
       const dueAt = new Date(Date.now() + 300);
       // More than a read's batch, due in one slot.
@@ -140,7 +141,7 @@ describe('parked deliveries', () => {
 
   it('drops a collection of due deliveries once it is empty and a while past its time', async () => {
     const parked = createParkedDeliveryRepo(connection, { slotMs: SLOT_MS });
-    const returner = startReturningParked({ logger, parked, bus: router, pollMs: 20 });
+    const returner = startReturningParked({ logger, parked, deliveries: createDeliveryRepo(connection), bus: router, pollMs: 20 });
     try {
       await parked.park(env, { id: parkedDeliveryId('msg_dropped:primary', 1), dueAt: new Date(Date.now() + 50), job: job('msg_dropped', 1) });
       const named = async () => (await connection.db!.listCollections({}, { nameOnly: true }).toArray()).filter(({ name }) => parkedDueBy(name) !== undefined && parkedDueBy(name)! < Date.now() + 10_000);

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { HOP_BY_HOP_HEADERS, webhookContracts } from '@latchkey/contracts';
 import { AppError, toErrorItems } from '@latchkey/errors';
 import { defineBareRoute } from '../../http/define-route.js';
+import type { HeaderSink } from '../../http/own-headers.js';
 import { countRateLimited } from '../../http/request-metrics.js';
 
 const PREFIX = '/webhook';
@@ -22,18 +23,21 @@ const ACCEPTED = Buffer.from(JSON.stringify({ success: true }));
 /** What a webhook costs of its environment's budget besides its body: headers, query, the job's envelope. */
 const WEBHOOK_OVERHEAD_BYTES = 1024;
 
-/** Bytes of webhook bodies this replica holds or has set aside for bodies on their way (`WEBHOOK_BODIES_HELD_BYTES`). */
+/** Bytes of webhook bodies this replica holds, as they arrive (`WEBHOOK_BODIES_HELD_BYTES`). */
 let heldBytes = 0;
 
 const tooLarge = (limit: number) => new AppError('payload_too_large', `Webhook bodies are limited to ${limit} bytes`);
 
 /**
- * The raw body, up to `limit` bytes (413 beyond), within the replica's `heldLimit` of bodies on
- * their way (503 beyond). What its `Content-Length` declares is set aside before a byte is read,
- * so a sender that declares a body and never sends it holds its share, not more; a body sent
- * without one is counted as it arrives.
+ * The raw body, up to `limit` bytes (413 beyond, at once for a declared length), within the
+ * replica's `heldLimit` of bodies on their way (503 beyond), sent whole within `timeoutMs` (400
+ * beyond, and the connection closed). Bytes are held as they arrive, never on a declared
+ * length's word, and for `timeoutMs` at most: senders that declare bodies and send nothing, or
+ * trickle them, would otherwise hold the replica's share from every environment's webhooks for
+ * as long as node keeps a request open (5 minutes).
  */
-function readRawBody(req: IncomingMessage, declared: number | undefined, limit: number, heldLimit: number): Promise<Buffer> {
+function readRawBody(req: IncomingMessage, declared: number | undefined, bounds: { limit: number; heldLimit: number; timeoutMs: number }, ownHeaders: HeaderSink): Promise<Buffer> {
+  const { limit, heldLimit, timeoutMs } = bounds;
   if (declared !== undefined && declared > limit) return Promise.reject(tooLarge(limit));
   let held = 0;
   const hold = (bytes: number) => {
@@ -42,8 +46,7 @@ function readRawBody(req: IncomingMessage, declared: number | undefined, limit: 
     held += bytes;
     return true;
   };
-  const busy = () => new AppError('service_unavailable', 'Too many webhook bodies are arriving at once; retry');
-  if (declared !== undefined && !hold(declared)) return Promise.reject(busy());
+  let deadline: NodeJS.Timeout | undefined;
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -52,10 +55,15 @@ function readRawBody(req: IncomingMessage, declared: number | undefined, limit: 
       req.resume();
       reject(error);
     };
+    deadline = setTimeout(() => {
+      // Not waited for again: the answer ends the connection, and the rest of the body with it.
+      ownHeaders.setHeader('Connection', 'close');
+      fail(new AppError('invalid_body', `The webhook body did not arrive within ${timeoutMs} ms`));
+    }, timeoutMs);
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) return fail(tooLarge(limit));
-      if (size > held && !hold(size - held)) return fail(busy());
+      if (!hold(chunk.length)) return fail(new AppError('service_unavailable', 'Too many webhook bodies are arriving at once; retry'));
       chunks.push(chunk);
     });
     req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
@@ -63,6 +71,7 @@ function readRawBody(req: IncomingMessage, declared: number | undefined, limit: 
     // A sender gone before its body ended: what it held is given back (a settled promise ignores this).
     req.once('close', () => reject(new AppError('invalid_body', 'The webhook body ended early')));
   }).finally(() => {
+    clearTimeout(deadline);
     heldBytes -= held;
   });
 }
@@ -118,7 +127,7 @@ export const receiveWebhook = defineBareRoute({
     summary: "A provider's webhook for an integration: stored, then verified and routed",
     description: 'Any body and content type. Answered `200 {"success": true}` once stored, whatever its signature.',
     answer: z.object({ success: z.literal(true) }),
-    errors: ['invalid_uri_params', 'unknown_environment', 'payload_too_large', 'too_many_requests'],
+    errors: ['invalid_uri_params', 'invalid_body', 'unknown_environment', 'payload_too_large', 'too_many_requests'],
   },
   handler: async ({ deps, req, res, ownHeaders }) => {
     const url = req.url ?? '/';
@@ -144,7 +153,8 @@ export const receiveWebhook = defineBareRoute({
       throw new AppError('too_many_requests', `This environment's webhooks passed ${budget.limit} bytes this minute; retry in ${budget.retryAfter} s`);
     };
     if (declared !== undefined && declared <= limit) await charge(declared);
-    const body = await readRawBody(req, declared, limit, deps.config.WEBHOOK_BODIES_HELD_BYTES);
+    const bounds = { limit, heldLimit: deps.config.WEBHOOK_BODIES_HELD_BYTES, timeoutMs: deps.config.WEBHOOK_BODY_TIMEOUT_MS };
+    const body = await readRawBody(req, declared, bounds, ownHeaders);
     if (declared === undefined) await charge(body.length);
     const id = `iwh_${randomUUID().replace(/-/g, '')}`;
     await deps.bus.enqueue(webhookContracts.inbound, {
