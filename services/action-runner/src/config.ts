@@ -14,6 +14,12 @@ export const configSchema = baseServiceSchema('action-runner', 3013).extend({
    * its provider, so a run that computes for this long is looping, not syncing.
    */
   SYNC_CPU_TIMEOUT_MS: durationMs(1_800_000),
+  /**
+   * How often a running sync attempt reports its counts to the sync-scheduler, whether or not it
+   * writes: a run that has not reported for the sync-scheduler's SYNC_RUN_STALE_MS (1 h) is taken
+   * for lost and its schedule runs again, so keep this well under that.
+   */
+  SYNC_PROGRESS_INTERVAL_MS: durationMs(300_000),
   /** Heap limit of one run's isolate. */
   FUNCTION_MEMORY_MB: z.coerce.number().int().min(8).max(4096).default(128),
   /**

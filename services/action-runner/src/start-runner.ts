@@ -109,7 +109,7 @@ export async function startRunner(runtime: Runtime, config: Config): Promise<voi
     ...delivery,
     // A sync may run for hours and carries on from its last checkpoint: handed back at once.
     handBackAfterMs: 0,
-    handler: runSyncHandler(actionDeps),
+    handler: runSyncHandler(actionDeps, { progressEveryMs: config.SYNC_PROGRESS_INTERVAL_MS }),
   });
   const postCreation = await consume({
     bus,

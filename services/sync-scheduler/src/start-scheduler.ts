@@ -34,6 +34,14 @@ import { schedulerLeaderHandler } from './handlers/scheduler-leader.js';
 import { listRecordsHandler, pruneRecordsHandler, writeRecordsHandler } from './handlers/records.js';
 import { compileHandler, deployHandler, getFunctionHandler, listActionsHandler, listLifecycleHandler, listWebhookSyncsHandler, scriptsConfigHandler } from './handlers/functions.js';
 
+/** How long a finished sync run is kept (its schedule keeps its last outcome itself). */
+const RUN_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/**
+ * A run never finished (its job never stored, or dropped at the jobs stream's age limit) is kept
+ * as long, counted from when its job could last have been delivered.
+ */
+const UNFINISHED_RUN_RETENTION_MS = STREAMS.jobs.maxAgeMs + RUN_RETENTION_MS;
+const RUN_SWEEP_INTERVAL_MS = 3600 * 1000;
 
 /** Wires the sync-scheduler: deployed functions, the records store, schedules and runs, the leased scheduler loop. */
 export async function startScheduler(runtime: Runtime, config: Config): Promise<void> {
@@ -138,7 +146,23 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
     onLeadership: () => dueSchedules.reset(),
     startRun: (schedule, now) => startRun(syncDeps, schedule, now),
   });
+  // Old runs are forgotten by the lease holder alone (one full read of the runs on FerretDB an
+  // hour, not one per replica); a sweep that outlasts the interval is not stacked upon.
+  let sweeping = false;
+  const runSweep = setInterval(() => {
+    if (sweeping || !lease.holding()) return;
+    sweeping = true;
+    const now = Date.now();
+    schedules
+      .removeOldRuns({ finishedBefore: new Date(now - RUN_RETENTION_MS), unfinishedCreatedBefore: new Date(now - UNFINISHED_RUN_RETENTION_MS) })
+      .catch((error: unknown) => logger.warn('could not remove old sync runs', { error }))
+      .finally(() => {
+        sweeping = false;
+      });
+  }, RUN_SWEEP_INTERVAL_MS);
+  runSweep.unref();
   runtime.onShutdown(async () => {
+    clearInterval(runSweep);
     await loop.stop();
     await Promise.all([deployed.stop(), created.stop()]);
   });

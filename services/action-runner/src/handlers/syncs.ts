@@ -8,6 +8,15 @@ import { observeSyncRun } from '../run-metrics.js';
 /** A run whose infrastructure keeps failing (not the function: it fails once) is recorded as failed after this many deliveries. */
 const MAX_DELIVERIES = 5;
 
+export interface RunSyncOptions {
+  /**
+   * How often a running attempt reports its counts, whatever it writes (SYNC_PROGRESS_INTERVAL_MS):
+   * well under the sync-scheduler's SYNC_RUN_STALE_MS, past which a run that has not reported is
+   * taken for lost and another run of its schedule starts.
+   */
+  progressEveryMs: number;
+}
+
 /**
  * Runs one queued sync run (JetStream delivers at least once). The scheduler says what to run,
  * or that the run already finished (then nothing runs again). The function's `exec` runs with
@@ -19,7 +28,7 @@ const MAX_DELIVERIES = 5;
  * (`signal`): its isolate is disposed, the run is not finished, and the message goes to another
  * replica, which carries on from that checkpoint.
  */
-export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>) {
+export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner'>, options: RunSyncOptions) {
   return async (job: PayloadOf<typeof syncContracts.run>, msg: JobMessage, signal: AbortSignal) => {
     const { run } = await deps.bus.request(syncContracts.beginRun, { environment_id: job.environment_id, run_id: job.run_id });
     if (!run) return;
@@ -51,6 +60,11 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     const ended = new AbortController();
     const handBack = () => ended.abort(signal.reason);
     signal.addEventListener('abort', handBack, { once: true });
+    // Writes and checkpoints report as they come, but a sync may go a long while without either
+    // (paging a slow API, collecting everything before one write): the scheduler would take it
+    // for lost and start another run beside it. So the attempt also reports on a timer while it
+    // runs, and stops when it ends however it ends; a replica that dies stops reporting with it.
+    const alive = keepReporting(() => report(), options.progressEveryMs);
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
       const description = fn.description;
@@ -78,12 +92,25 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     } finally {
+      clearInterval(alive);
       signal.removeEventListener('abort', handBack);
       ended.abort();
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
     await deps.bus.request(syncContracts.finishRun, { ...progress, results: runCounts(), ...outcome });
   };
+}
+
+/** Calls `report` every `everyMs`, one call at a time (a slow one is not stacked upon); clear it with `clearInterval`. */
+function keepReporting(report: () => Promise<void>, everyMs: number): NodeJS.Timeout {
+  let reporting = false;
+  return setInterval(() => {
+    if (reporting) return;
+    reporting = true;
+    void report().finally(() => {
+      reporting = false;
+    });
+  }, everyMs);
 }
 
 /** Two attempts' counts, model by model. */

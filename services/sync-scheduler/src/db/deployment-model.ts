@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Schema, type Connection } from 'mongoose';
 import type { FunctionDescriptionWire } from '@latchkey/contracts';
 
@@ -14,6 +15,7 @@ export interface DeployedFunctionDoc {
  * reader never sees half of one. The unique index settles two concurrent deploys.
  */
 export interface DeploymentDoc {
+  /** `deploymentKey` of its integration and version; a random id on one stored before heads were kept. */
   _id: string;
   environment_id: string;
   provider_config_key: string;
@@ -64,3 +66,44 @@ export function fromStoredDescription(stored: StoredDescription): FunctionDescri
 }
 
 export const deploymentModel = (connection: Connection) => connection.model<DeploymentDoc>('Deployment', deploymentSchema);
+
+/**
+ * Where an integration's current deployment is, so that a reader finds it by `_id`: FerretDB
+ * answers any other query on deployments by reading every one of them, code and all. `version`
+ * is at or below the newest deployment's: a deploy inserts its deployment, then raises this, and
+ * a reader looks past it for the next versions by their `_id`s. A deploy cut short between the
+ * two, or a raise that a concurrent one undid (FerretDB writes a document back whole), leaves
+ * it behind, never naming a version that is not stored.
+ */
+export interface DeploymentHeadDoc {
+  /** `deploymentHeadKey` of (environment, integration). */
+  _id: string;
+  environment_id: string;
+  provider_config_key: string;
+  /** 0 while the integration has no deployment. */
+  version: number;
+  /** That version's deployment's `_id`; null with version 0. */
+  deployment_id: string | null;
+}
+
+const deploymentHeadSchema = new Schema<DeploymentHeadDoc>(
+  {
+    _id: { type: String, required: true },
+    environment_id: { type: String, required: true },
+    provider_config_key: { type: String, required: true },
+    version: { type: Number, required: true },
+    deployment_id: { type: String, default: null },
+  },
+  { collection: 'function_deployment_heads', versionKey: false },
+);
+
+export function deploymentHeadKey(environment: string, providerConfigKey: string): string {
+  return createHash('sha256').update(JSON.stringify([environment, providerConfigKey])).digest('base64url');
+}
+
+/** A deployment's `_id`: its integration's head key and its version, so that the next version is found by `_id`. */
+export function deploymentKey(environment: string, providerConfigKey: string, version: number): string {
+  return `${deploymentHeadKey(environment, providerConfigKey)}:${version}`;
+}
+
+export const deploymentHeadModel = (connection: Connection) => connection.model<DeploymentHeadDoc>('DeploymentHead', deploymentHeadSchema);

@@ -177,6 +177,34 @@ describe('the change log', () => {
     expect(blocks.reduce((sum, block) => sum + Object.keys(block.e).length, 0)).toBe(1200);
   }, 60_000);
 
+  it('gives a record named twice by ids once', async () => {
+    const target = fresh('NamedTwice');
+    await save(target, range(0, 3));
+    expect(ids(await repo.page(target, { ids: ['r1', 'r1', 'r2', 'r1'], limit: 10 }))).toEqual(['r1', 'r2']);
+  });
+
+  // A page by ids chose its records by their fields, cut them to size, then read them whole and
+  // dropped one written again in between: the page came out one short, with no next cursor,
+  // though a record it had named and passed over was still there to read.
+  it('pages by ids past a record written again while the page is read, and leaves none named unread', async () => {
+    const target = fresh('RewrittenWhileRead');
+    await save(target, range(0, 4));
+    // r1 is written again once the page has chosen its records, before it reads them whole.
+    const racing: RecordRepo = {
+      ...repo,
+      findByIds: async (...args: Parameters<RecordRepo['findByIds']>) => {
+        const chosen = await repo.findByIds(...args);
+        await save(target, ['r1']);
+        return chosen;
+      },
+    };
+    const first = await racing.page(target, { ids: range(0, 4), limit: 3 });
+    expect(ids(first)).toEqual(['r0', 'r2', 'r3']);
+    expect(pageContinues(first, 2)).toBe(true);
+    // From the page's cursor on: r1 in its new state.
+    expect(ids(await readAll(target, 2, { ids: range(0, 4) }, first[1]!.seq))).toEqual(['r3', 'r1']);
+  });
+
   it("reads every record a re-sync's first insert stored, when it met records already stored", async () => {
     // A run killed after its first page, and run again: its one batch of 995 starts with the
     // 100 records the first run stored. (FerretDB 1.24 inserts in batches of 100, and an

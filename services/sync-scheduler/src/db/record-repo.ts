@@ -614,18 +614,21 @@ export function createRecordRepo(mongo: Connection) {
       const maxBytes = query.maxBytes ?? Infinity;
       let bytes = 0;
       if (query.ids) {
-        // Which records, in change order, by their fields alone; then the page's whole, in that
-        // order, within the budget (each still as it was listed, else written again since).
-        const [listed, top] = await Promise.all([this.findByIds(scope, query.ids, WITHOUT_PAYLOAD), head(scope)]);
-        // As a page reads: up to `visible` (a write in flight shows none of its records yet).
-        const visible = top?.visible ?? 0;
+        // As a page reads: up to `visible` (a write in flight shows none of its records yet), read
+        // first: a record written again after it is then past it, and read from a later cursor.
+        const visible = (await head(scope))?.visible ?? 0;
+        // Which records, in change order, by their fields alone (each named once); then the
+        // page's whole, in that order, within the budget. One written again since it was chosen
+        // is passed over, and the next chosen takes its place: a page one short would say no
+        // more follow, though chosen records were left.
+        const listed = await this.findByIds(scope, [...new Set(query.ids)], WITHOUT_PAYLOAD);
         const chosen = listed
           .filter((doc) => doc.seq > after && doc.seq <= visible && (!since || doc.last_modified_at > since) && actions.includes(doc.last_action))
-          .sort((a, b) => a.seq - b.seq)
-          .slice(0, query.limit);
+          .sort((a, b) => a.seq - b.seq);
         const found: RecordDoc[] = [];
-        for (let at = 0; at < chosen.length && bytes < maxBytes; at += PAGE_LOOKUPS_IN_FLIGHT) {
-          const batch = chosen.slice(at, at + PAGE_LOOKUPS_IN_FLIGHT);
+        for (let at = 0; at < chosen.length && found.length < query.limit && bytes < maxBytes; ) {
+          const batch = chosen.slice(at, at + Math.min(PAGE_LOOKUPS_IN_FLIGHT, query.limit - found.length));
+          at += batch.length;
           const docs = await findByIds(mongo, recordDocs, batch.map((doc) => doc._id));
           for (let i = 0; i < batch.length && bytes < maxBytes; i++) {
             const doc = docs[i];

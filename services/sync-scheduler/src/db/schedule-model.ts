@@ -89,6 +89,12 @@ export interface SyncRunDoc {
   results: ModelCounts;
   error: { code: string; message: string } | null;
   created_at: Date;
+  /**
+   * When its job was stored in JetStream (the enqueue acknowledged): from then on the run waits
+   * its turn there, and is not taken for lost before SYNC_RUN_STALE_MS. Null until then, and
+   * absent on runs stored before it was kept.
+   */
+  queued_at?: Date | null;
   started_at: Date | null;
   finished_at: Date | null;
 }
@@ -107,12 +113,15 @@ const syncRunSchema = new Schema<SyncRunDoc>(
     results: { type: Schema.Types.Mixed, default: {} },
     error: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true },
+    queued_at: { type: Date, default: null },
     started_at: { type: Date, default: null },
     finished_at: { type: Date, default: null },
   },
   { versionKey: false, minimize: false },
 );
 syncRunSchema.index({ schedule_id: 1, created_at: -1 });
+// The sweep of old runs: finished before a time, or never finished and created before one.
+syncRunSchema.index({ finished_at: 1, created_at: 1 });
 
 export const syncRunModel = (connection: Connection) => connection.model<SyncRunDoc>('SyncRun', syncRunSchema, 'sync_runs');
 

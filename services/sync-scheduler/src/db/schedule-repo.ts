@@ -18,9 +18,10 @@ export interface ScheduleRepoOptions {
    */
   staleRunMs?: number;
   /**
-   * A run not begun this long after its claim (the job was never queued: the claiming replica
-   * died, or the publish was lost) is taken to be lost sooner: the next claim marks it abandoned.
-   * A run that began keeps its slot until `staleRunMs` without a progress report.
+   * A run not begun this long after its claim, and whose job was never stored (the claiming
+   * replica died before queueing it, or the publish was lost), is taken to be lost sooner: the
+   * next claim marks it abandoned. A run whose job was stored (`markQueued`: it waits its turn
+   * in JetStream), and one that began, keep their slot until `staleRunMs` without a report.
    */
   unstartedRunMs?: number;
   /**
@@ -32,6 +33,19 @@ export interface ScheduleRepoOptions {
 
 /** A run's states while it may still write, report and end. */
 const LIVE: SyncRunDoc['status'][] = ['QUEUED', 'RUNNING'];
+
+/** How many old runs one read of the sweep names, each then deleted by `_id`. */
+const SWEEP_BATCH = 1000;
+/** Deletes by `_id` in flight at once in the sweep. */
+const DELETES_AT_ONCE = 16;
+
+/**
+ * Whether a run that holds its schedule's slot may still be alive (before the stale limit):
+ * begun, or waiting in JetStream for a runner. One never recorded, already over, or whose job was
+ * never stored (or a run from before `queued_at` was kept, not begun) holds nothing.
+ */
+const mayBeAlive = (run: Pick<SyncRunDoc, 'status' | 'queued_at'> | null) =>
+  run !== null && (run.status === 'RUNNING' || (run.status === 'QUEUED' && run.queued_at != null));
 
 /** A stored checkpoint: its JSON text, or the object a schedule saved before held. */
 function checkpointOf(stored: unknown): Record<string, unknown> | null {
@@ -138,22 +152,35 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       return result;
     },
     /**
+     * A redeploy's frequency: the schedule takes it, and its next run moves to `nextRunAt`, unless
+     * an override of its own times it (whose next run stays; reverting it finds this frequency).
+     */
+    async setDeployedFrequency(id: string, frequency: string, nextRunAt: Date) {
+      const retimed = await schedules.updateOne({ _id: id, frequency_override: null }, { $set: { frequency, next_run_at: nextRunAt } }).exec();
+      if (retimed.matchedCount === 0) await schedules.updateOne({ _id: id }, { $set: { frequency } }).exec();
+      changed(id);
+    },
+    /**
      * Removes schedules (a variant deleted, a connection gone) with their slots, ending the runs
      * they hold first: such a run learns it is over at its next checkpoint, its end changes
      * nothing, and a schedule made again in its place runs alone.
      */
     async remove(ids: readonly string[]) {
-      const held = await slots.find({ _id: { $in: [...ids] } }).lean<Array<{ run_id: string }>>().exec();
-      if (held.length > 0) {
-        await runs
-          .updateMany(
-            { _id: { $in: held.map((slot) => slot.run_id) }, status: { $in: LIVE } },
-            { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'Its schedule was removed (the variant or the connection was deleted)' }, finished_at: new Date() } },
-          )
-          .exec();
+      // One schedule at a time, each read and write by `_id`: FerretDB answers a list of ids
+      // (`$in`) by reading the whole collection, and `sync_runs` holds every run kept.
+      for (const id of ids) {
+        const held = await slots.findById(id).lean<{ run_id: string }>().exec();
+        if (held) {
+          await runs
+            .updateOne(
+              { _id: held.run_id, status: { $in: LIVE } },
+              { $set: { status: 'ERROR', error: { code: 'sync_run_abandoned', message: 'Its schedule was removed (the variant or the connection was deleted)' }, finished_at: new Date() } },
+            )
+            .exec();
+        }
+        await schedules.deleteOne({ _id: id }).exec();
+        await slots.deleteOne({ _id: id }).exec();
       }
-      await schedules.deleteMany({ _id: { $in: [...ids] } }).exec();
-      await slots.deleteMany({ _id: { $in: [...ids] } }).exec();
       changed(...ids);
     },
     /**
@@ -176,10 +203,13 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
           .lean()
           .exec();
         if (!held) return null;
-        // Held past the unstarted limit: lost unless its run is running and has reported within
-        // the stale limit. A run never begun, never recorded (its claimer died between the two
-        // writes) or already over (its finish stopped before freeing the schedule) holds nothing.
-        const stale = held.claimed_at < new Date(now.getTime() - staleRunMs) || (await runs.exists({ _id: held.run_id, status: 'RUNNING' }).exec()) === null ? held : null;
+        // Held past the unstarted limit: lost unless its run may still be alive (begun, or its
+        // job stored and waiting for a runner) and claimed or reported within the stale limit.
+        const stale =
+          held.claimed_at < new Date(now.getTime() - staleRunMs) ||
+          !mayBeAlive(await runs.findById(held.run_id, { status: 1, queued_at: 1 }).lean<Pick<SyncRunDoc, 'status' | 'queued_at'>>().exec())
+            ? held
+            : null;
         if (!stale) return null;
         // One claimer takes a stale slot over: the one whose insert of a marker for that run wins.
         // Removing the slot cannot decide it alone: FerretDB deletes by `_id` what an earlier read
@@ -230,11 +260,21 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
         results: {},
         error: null,
         created_at: now,
+        queued_at: null,
         started_at: null,
         finished_at: null,
       };
       await runs.create(run);
       return run;
+    },
+    /**
+     * Marks a run whose job JetStream acknowledged: it now waits its turn behind the jobs before
+     * it, however long the runners are busy, and a claim in the meantime leaves it its schedule
+     * until the stale limit instead of replacing it with a run at the back of the queue. A run
+     * that began meanwhile (its job delivered at once) or ended is left as it is.
+     */
+    async markQueued(run: Pick<SyncRunDoc, '_id' | 'schedule_id'>, at: Date): Promise<void> {
+      await runs.updateOne({ _id: run._id, status: 'QUEUED' }, { $set: { queued_at: at } }).exec();
     },
     /**
      * Gives a schedule back when its run's job could not be queued, once the run is over: a job
@@ -252,6 +292,30 @@ export function createScheduleRepo(mongo: Connection, options: ScheduleRepoOptio
       await schedules.updateOne({ _id: run.schedule_id, running: run._id }, { $set: { running: null } }).exec();
       changed(run.schedule_id);
       return true;
+    },
+    /**
+     * Forgets runs finished before `finishedBefore`, and runs never finished created before
+     * `unfinishedCreatedBefore` (past the jobs stream's age, no job of theirs can come). A schedule
+     * keeps its last outcome itself; a run is read only while it is its schedule's current one,
+     * and by its job. Read `batch` ids at a time (FerretDB reads the whole collection for each
+     * such read, whatever the limit), each deleted by `_id`. Returns how many went.
+     */
+    async removeOldRuns(bounds: { finishedBefore: Date; unfinishedCreatedBefore: Date }, batch = SWEEP_BATCH): Promise<number> {
+      let removed = 0;
+      for (const expired of [{ finished_at: { $lt: bounds.finishedBefore } }, { finished_at: null, created_at: { $lt: bounds.unfinishedCreatedBefore } }]) {
+        for (;;) {
+          const ids = (await runs.find(expired, { _id: 1 }).limit(batch).lean<Array<{ _id: string }>>().exec()).map((doc) => doc._id);
+          let gone = 0;
+          for (let at = 0; at < ids.length; at += DELETES_AT_ONCE) {
+            const deleted = await Promise.all(ids.slice(at, at + DELETES_AT_ONCE).map((id) => runs.deleteOne({ _id: id }).exec()));
+            for (const result of deleted) gone += result.deletedCount;
+          }
+          removed += gone;
+          // A short batch was the last; one that deleted nothing would only be read again.
+          if (ids.length < batch || gone === 0) break;
+        }
+      }
+      return removed;
     },
     getRun: (environment: EnvironmentId, runId: string) => runs.findOne({ _id: runId, environment_id: environment }).lean<SyncRunDoc>().exec(),
     /**

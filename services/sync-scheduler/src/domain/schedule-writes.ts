@@ -43,7 +43,9 @@ export function serializedScheduleWrites(repo: ScheduleRepo, locks: Pick<KvLocks
       });
     },
     setFrequencyOverride: (id, frequency, nextRunAt) => alone(id, () => repo.setFrequencyOverride(id, frequency, nextRunAt)),
+    setDeployedFrequency: (id, frequency, nextRunAt) => alone(id, () => repo.setDeployedFrequency(id, frequency, nextRunAt)),
     claim: (schedule, runId, nextRunAt, now) => alone(schedule._id, () => repo.claim(schedule, runId, nextRunAt, now)),
+    markQueued: (run, at) => alone(run.schedule_id, () => repo.markQueued(run, at)),
     abandonUnqueued: (run, now) => alone(run.schedule_id, () => repo.abandonUnqueued(run, now)),
     beginAttempt: (run, at) => alone(run.schedule_id, () => repo.beginAttempt(run, at)),
     recordProgress: (run, results, checkpoint, at, attempt) => alone(run.schedule_id, () => repo.recordProgress(run, results, checkpoint, at, attempt)),

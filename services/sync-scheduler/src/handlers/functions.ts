@@ -66,7 +66,7 @@ export function getFunctionHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
 
 export function listLifecycleHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
   return async (request: RequestOf<typeof functionsContracts.listLifecycle>) => {
-    const deployment = await deps.deployments.current(environmentId(request.environment_id), request.provider_config_key);
+    const deployment = await deps.deployments.currentDescriptions(environmentId(request.environment_id), request.provider_config_key);
     return (deployment?.functions ?? [])
       .filter((fn) => fn.description.type === 'on-event' && fn.description.event === request.event)
       .map((fn) => fn.name);
@@ -75,7 +75,7 @@ export function listLifecycleHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
 
 export function listActionsHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
   return async (request: RequestOf<typeof functionsContracts.listActions>) => {
-    const deployment = await deps.deployments.current(environmentId(request.environment_id), request.provider_config_key);
+    const deployment = await deps.deployments.currentDescriptions(environmentId(request.environment_id), request.provider_config_key);
     return (deployment?.functions ?? []).flatMap(({ description }) =>
       description.type === 'action'
         ? [
@@ -116,7 +116,7 @@ export function compileHandler(deps: { compiler: Pick<Compiler, 'compile'> }) {
 
 export function listWebhookSyncsHandler(deps: Pick<FunctionsDeps, 'deployments'>) {
   return async (request: RequestOf<typeof functionsContracts.listWebhookSyncs>) => {
-    const deployment = await deps.deployments.current(environmentId(request.environment_id), request.provider_config_key);
+    const deployment = await deps.deployments.currentDescriptions(environmentId(request.environment_id), request.provider_config_key);
     return (deployment?.functions ?? []).flatMap((fn) =>
       fn.description.type === 'sync' && fn.description.webhook_subscriptions.length > 0
         ? [{ name: fn.name, webhook_subscriptions: fn.description.webhook_subscriptions }]

@@ -3,7 +3,7 @@ import type { Connection } from 'mongoose';
 import { createBus, createKvLocks, ensureStreams, openKv, WRITE_KEYS, type Bus } from '@latchkey/bus';
 import { createLogger } from '@latchkey/logger';
 import { connectMongo, environmentId } from '@latchkey/mongo';
-import { startMongo, startNats, uniqueDbName, type TestMongo, type TestNats } from '@latchkey/testing';
+import { startMongo, startNats, uniqueDbName, watchCommands, type TestMongo, type TestNats } from '@latchkey/testing';
 import { STREAMS, syncContracts, vaultContracts } from '@latchkey/contracts';
 import { createDeploymentRepo } from '../db/deployment-repo.js';
 import { createRecordRepo, type RecordRepo, type RecordScope } from '../db/record-repo.js';
@@ -18,6 +18,7 @@ const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
 let nats: TestNats;
 let connection: Connection;
+let dbName: string;
 let bus: Bus;
 let schedules: ScheduleRepo;
 let records: RecordRepo;
@@ -27,7 +28,8 @@ const scope: RecordScope = { environment: env, connection: 1, model: 'Ticket', v
 
 beforeAll(async () => {
   [mongo, nats] = await Promise.all([startMongo(), startNats()]);
-  connection = await connectMongo({ uri: mongo.uri, dbName: uniqueDbName('scheduler'), logger });
+  dbName = uniqueDbName('scheduler');
+  connection = await connectMongo({ uri: mongo.uri, dbName, logger });
   schedules = createScheduleRepo(connection);
   records = createRecordRepo(connection);
   await Promise.all([schedules.init(), records.init()]);
@@ -101,6 +103,48 @@ describe('a run whose job never came', () => {
 
     expect(await startRun(deps, schedule!, new Date(claimedAt.getTime() + 600_000))).toBe(false);
     expect((await shortLived.getRun(env, 'begun-run'))?.status).toBe('RUNNING');
+  });
+});
+
+describe('a run whose job is queued and waits in a backlog (every runner busy)', () => {
+  // A run not begun within the unstarted limit was taken for lost though its job was stored:
+  // the next claim (a trigger, or the loop's, every 30 s once the schedule was overdue) ended
+  // it and queued a new run at the back of the queue, so under load a frequent sync kept being
+  // pushed back, and each replaced job cost a delivery that did nothing.
+  it('keeps its schedule past the unstarted limit, and is taken for lost only past the stale limit', async () => {
+    const patient = createScheduleRepo(connection, { unstartedRunMs: 60_000, staleRunMs: 3_600_000 });
+    await patient.ensure(env, { provider_config_key: 'crm', connection_id: 'c-backlog', sync_name: 'tickets', variant: 'base' }, 'every 5 minutes', new Date());
+    const [schedule] = await patient.list(env, 'crm', 'c-backlog');
+    const deps = { bus, schedules: patient, minFrequencyMs: 60_000 };
+    const queuedAt = new Date();
+    expect(await startRun(deps, schedule!, queuedAt)).toBe(true);
+    const waiting = (await patient.getSchedule(schedule!._id))!.running!;
+
+    // Its job is in JetStream, waiting for a free runner: a trigger past the unstarted limit leaves it be.
+    expect(await startRun(deps, schedule!, new Date(queuedAt.getTime() + 61_000))).toBe(false);
+    expect((await patient.getRun(env, waiting))?.status).toBe('QUEUED');
+    expect((await patient.getSchedule(schedule!._id))?.running).toBe(waiting);
+    // A job JetStream never hands out holds the schedule no longer than a run that stopped reporting.
+    expect(await startRun(deps, schedule!, new Date(queuedAt.getTime() + 3_600_001))).toBe(true);
+    expect((await patient.getRun(env, waiting))?.error?.code).toBe('sync_run_abandoned');
+  });
+
+  it('stays begun when its job was delivered and began before the run was marked queued', async () => {
+    await schedules.ensure(env, { provider_config_key: 'crm', connection_id: 'c-backlog-fast', sync_name: 'tickets', variant: 'base' }, 'every hour', new Date());
+    const [schedule] = await schedules.list(env, 'crm', 'c-backlog-fast');
+    let runId = '';
+    const fast = {
+      bus: {
+        enqueue: async (_contract: unknown, payload: { run_id: string }) => {
+          runId = payload.run_id;
+          await beginRunHandler({ bus, schedules })({ environment_id: env, run_id: runId });
+        },
+      } as unknown as Bus,
+      schedules,
+      minFrequencyMs: 60_000,
+    };
+    expect(await startRun(fast, schedule!, new Date())).toBe(true);
+    expect(await schedules.getRun(env, runId)).toMatchObject({ status: 'RUNNING', attempt: 1 });
   });
 });
 
@@ -291,6 +335,69 @@ describe('a schedule removed while its run is in flight (a variant deleted, its 
     const last = await jsm.streams.getMessage(STREAMS.events.name, { last_by_subj: syncContracts.runFailed.subject }).catch(() => undefined);
     await observer.close();
     expect(last?.json<{ run_id: string }>().run_id).not.toBe('removed-run');
+  });
+});
+
+describe('a schedule removed while its run is in flight, on FerretDB', () => {
+  /** The filters of the finds, updates and deletes among `commands`. */
+  const filtersOf = (commands: Array<{ name: string; body: Record<string, unknown> }>) =>
+    commands.flatMap(({ name, body }) => {
+      if (name === 'find') return [body['filter'] as Record<string, unknown>];
+      if (name === 'update') return (body['updates'] as Array<{ q: Record<string, unknown> }>).map((update) => update.q);
+      if (name === 'delete') return (body['deletes'] as Array<{ q: Record<string, unknown> }>).map((deletion) => deletion.q);
+      return [];
+    });
+
+  // Its run was ended with `_id: {$in: …}`, which FerretDB answers by reading every run ever
+  // kept: each variant or connection deleted while its sync ran read the whole collection.
+  it('reads and writes its slot, its run and itself by `_id` alone', async () => {
+    const { schedule } = await runningOn({ provider_config_key: 'crm', connection_id: 'c-removed-by-id', sync_name: 'tickets', variant: 'eu' }, 'removed-by-id-run');
+    const watched = await watchCommands(mongo.uri, dbName);
+    try {
+      await createScheduleRepo(watched.connection).remove([schedule._id]);
+      const filters = filtersOf(watched.commands);
+      expect(filters.length).toBeGreaterThanOrEqual(4);
+      expect(filters.filter((filter) => typeof filter['_id'] !== 'string')).toEqual([]);
+    } finally {
+      await watched.close();
+    }
+    expect((await schedules.getRun(env, 'removed-by-id-run'))?.error?.code).toBe('sync_run_abandoned');
+    expect(await schedules.getSchedule(schedule._id)).toBeNull();
+  });
+});
+
+describe('old sync runs', () => {
+  // Nothing deleted a run: one document per run queued, kept for ever.
+  it('go once finished past the retention, or never finished past the jobs\' age and the retention; the others stay', async () => {
+    const runs = syncRunModel(connection);
+    const day = 86_400_000;
+    const now = Date.now();
+    const run = (id: string, createdAt: number, finishedAt: number | null, status: 'QUEUED' | 'RUNNING' | 'SUCCESS') => ({
+      _id: id,
+      environment_id: env,
+      schedule_id: 'sweep-schedule',
+      provider_config_key: 'crm',
+      connection_id: 'c-sweep',
+      sync_name: 'tickets',
+      variant: 'base',
+      status,
+      results: {},
+      error: null,
+      created_at: new Date(createdAt),
+      started_at: null,
+      finished_at: finishedAt === null ? null : new Date(finishedAt),
+    });
+    await runs.insertMany([
+      ...Array.from({ length: 7 }, (_, n) => run(`sweep-old-${n}`, now - 10 * day, now - 9 * day, 'SUCCESS')),
+      run('sweep-recent', now - 2 * day, now - day, 'SUCCESS'),
+      run('sweep-lost', now - 20 * day, null, 'QUEUED'),
+      run('sweep-unfinished', now - 10 * day, null, 'QUEUED'),
+      run('sweep-live', now, null, 'RUNNING'),
+    ]);
+    // Three at a time: a sweep takes the collection a bounded batch at a time.
+    expect(await schedules.removeOldRuns({ finishedBefore: new Date(now - 7 * day), unfinishedCreatedBefore: new Date(now - 14 * day) }, 3)).toBe(8);
+    const left = await runs.find({ schedule_id: 'sweep-schedule' }, { _id: 1 }).lean().exec();
+    expect(left.map((doc) => doc._id).sort()).toEqual(['sweep-live', 'sweep-recent', 'sweep-unfinished']);
   });
 });
 

@@ -62,9 +62,9 @@ const FALLBACK_INTERVAL_MS = 86_400_000;
 const intervalOf = (schedule: Pick<ScheduleDoc, 'frequency' | 'frequency_override'>, minFrequencyMs: number) =>
   parseFrequency(schedule.frequency_override ?? schedule.frequency, minFrequencyMs) ?? FALLBACK_INTERVAL_MS;
 
-/** The current deployment's syncs of an integration. */
-async function deployedSyncs(deps: Pick<SyncsDeps, 'deployments'>, environment: EnvironmentId, providerConfigKey: string): Promise<SyncDescription[]> {
-  const deployment = await deps.deployments.current(environment, providerConfigKey);
+/** The current deployment's syncs of an integration (at least `version`, when one was announced). */
+async function deployedSyncs(deps: Pick<SyncsDeps, 'deployments'>, environment: EnvironmentId, providerConfigKey: string, version?: number): Promise<SyncDescription[]> {
+  const deployment = await deps.deployments.currentDescriptions(environment, providerConfigKey, version === undefined ? {} : { atLeast: version });
   return (deployment?.functions ?? []).flatMap((fn) => (fn.description.type === 'sync' ? [fn.description] : []));
 }
 
@@ -107,14 +107,51 @@ async function selectConnections(deps: Pick<SyncsDeps, 'bus'>, environment: Envi
   return [...found.values()];
 }
 
-/** Makes sure every (connection, sync) has its base schedule; new ones run at once. */
-export async function ensureSchedules(deps: Pick<SyncsDeps, 'schedules'>, environment: EnvironmentId, providerConfigKey: string, connections: readonly NamedConnection[], syncs: readonly SyncDescription[]) {
+/** A schedule as `schedules.list` reads it. */
+type ListedSchedule = Omit<ScheduleDoc, 'checkpoint'>;
+
+/**
+ * When a schedule runs next on its sync's new deployed frequency: one interval after its last
+ * run, as an override moves it. One that has yet to finish a run keeps its first run if sooner.
+ */
+function nextRunOn(schedule: ListedSchedule, frequency: string, minFrequencyMs: number, now: Date): Date {
+  const next = nextRunAfter(schedule.last_finished_at ?? now, intervalOf({ frequency, frequency_override: null }, minFrequencyMs));
+  return !schedule.last_finished_at && schedule.next_run_at && schedule.next_run_at < next ? schedule.next_run_at : next;
+}
+
+/**
+ * Moves the `listed` schedules (every variant) to their sync's deployed frequency, with their next
+ * run, and makes every (connection, sync) have its base schedule; new ones run at once. `listed`
+ * holds the schedules of those connections, read before. Says whether any schedule changed.
+ */
+export async function ensureSchedules(
+  deps: Pick<SyncsDeps, 'schedules' | 'minFrequencyMs'>,
+  environment: EnvironmentId,
+  providerConfigKey: string,
+  connections: readonly NamedConnection[],
+  syncs: readonly SyncDescription[],
+  listed: readonly ListedSchedule[],
+): Promise<boolean> {
   const now = new Date();
+  let changed = false;
+  const frequencies = new Map(syncs.map((sync) => [sync.name, sync.frequency]));
+  for (const schedule of listed) {
+    const frequency = frequencies.get(schedule.sync_name);
+    if (frequency === undefined || schedule.frequency === frequency) continue;
+    await deps.schedules.setDeployedFrequency(schedule._id, frequency, nextRunOn(schedule, frequency, deps.minFrequencyMs, now));
+    changed = true;
+  }
+  const known = new Map(listed.map((schedule) => [schedule._id, schedule]));
   for (const { connection_id, id } of connections) {
     for (const sync of syncs) {
-      await deps.schedules.ensure(environment, { provider_config_key: providerConfigKey, connection_id, sync_name: sync.name, variant: BASE_VARIANT }, sync.frequency, now, id);
+      const target = { provider_config_key: providerConfigKey, connection_id, sync_name: sync.name, variant: BASE_VARIANT };
+      // One listed, made for this connection, is as it should be now; `ensure` makes one, or
+      // gives one made before schedules kept their connection's id that id.
+      if (known.get(deps.schedules.idOf(environment, target))?.connection === id) continue;
+      if ((await deps.schedules.ensure(environment, target, sync.frequency, now, id)) === 'created') changed = true;
     }
   }
+  return changed;
 }
 
 /**
@@ -130,12 +167,13 @@ async function selectSchedules(
   const environment = environmentId(request.environment_id);
   const syncs = await selectSyncs(deps, environment, request.provider_config_key, request.syncs);
   const connections = await selectConnections(deps, environment, request.provider_config_key, request.connection_id);
-  if (options.ensure) await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs);
   const names = new Set(syncs.map((sync) => sync.name));
   const wanted = new Set(connections.map((connection) => connection.connection_id));
-  const schedules = (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter(
-    (schedule) => names.has(schedule.sync_name) && wanted.has(schedule.connection_id),
-  );
+  const list = async () =>
+    (await deps.schedules.list(environment, request.provider_config_key, request.connection_id)).filter((schedule) => names.has(schedule.sync_name) && wanted.has(schedule.connection_id));
+  let schedules = await list();
+  // Read again only when a schedule was made or moved (a deploy event still on its way).
+  if (options.ensure && (await ensureSchedules(deps, environment, request.provider_config_key, connections, syncs, schedules))) schedules = await list();
   return { environment, syncs, schedules, connections };
 }
 
@@ -163,6 +201,9 @@ export async function startRun(
     await giveBack(deps, run);
     throw error;
   }
+  // Stored: the run waits its turn in JetStream, and no claim replaces it before SYNC_RUN_STALE_MS.
+  // Unmarked (this write failed), it is replaced past SYNC_RUN_UNSTARTED_MS, as a lost one.
+  await deps.schedules.markQueued(run, new Date()).catch(() => undefined);
   return true;
 }
 
@@ -448,17 +489,21 @@ export function webhookRunFinishedHandler(deps: Pick<SyncsDeps, 'bus' | 'operati
   };
 }
 
-/** A deployment's syncs get a schedule for every connection of the integration; syncs it no longer has lose theirs. */
+/**
+ * A deployment's syncs get a schedule for every connection of the integration, and every
+ * schedule of theirs (each variant) takes the deployed frequency; syncs it no longer has lose theirs.
+ */
 export function deployedHandler(deps: SyncsDeps) {
-  return async (event: { environment_id: string; provider_config_key: string }) => {
+  return async (event: { environment_id: string; provider_config_key: string; version?: number }) => {
     const environment = environmentId(event.environment_id);
-    const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
+    const syncs = await deployedSyncs(deps, environment, event.provider_config_key, event.version);
     const names = new Set(syncs.map((sync) => sync.name));
-    const gone = (await deps.schedules.list(environment, event.provider_config_key)).filter((schedule) => !names.has(schedule.sync_name));
+    const listed = await deps.schedules.list(environment, event.provider_config_key);
+    const gone = listed.filter((schedule) => !names.has(schedule.sync_name));
     if (gone.length > 0) await deps.schedules.remove(gone.map((schedule) => schedule._id));
     if (syncs.length === 0) return;
     const connections = await selectConnections(deps, environment, event.provider_config_key, undefined);
-    await ensureSchedules(deps, environment, event.provider_config_key, connections, syncs);
+    await ensureSchedules(deps, environment, event.provider_config_key, connections, syncs, listed.filter((schedule) => names.has(schedule.sync_name)));
   };
 }
 
@@ -474,7 +519,7 @@ export function integrationRemovedHandler(deps: SyncsDeps) {
     // Every step after is done again on a redelivery (one may have failed after the removal).
     if (removed > 0) deps.logger.info('dropped the functions deployed for a removed integration', { provider_config_key: event.unique_key, deployments: removed });
     // Action-runner replicas drop what they cached of them; the version left is the current one, if any.
-    const current = await deps.deployments.current(environment, event.unique_key);
+    const current = await deps.deployments.currentDescriptions(environment, event.unique_key);
     deps.bus.broadcast(functionsContracts.deploymentChanged, { environment_id: environment, provider_config_key: event.unique_key, version: current?.version ?? 0 });
     await deployedHandler(deps)({ environment_id: event.environment_id, provider_config_key: event.unique_key });
   };
@@ -489,9 +534,8 @@ export function integrationRemovedHandler(deps: SyncsDeps) {
 export function connectionCreatedHandler(deps: SyncsDeps & { holderOf: ConnectionHolder }) {
   return async (event: { environment_id: string; provider_config_key: string; connection_id: string; id: number }) => {
     const environment = environmentId(event.environment_id);
-    const others = (await deps.schedules.list(environment, event.provider_config_key, event.connection_id)).filter(
-      (schedule) => schedule.connection !== undefined && schedule.connection !== null && schedule.connection !== event.id,
-    );
+    const listed = await deps.schedules.list(environment, event.provider_config_key, event.connection_id);
+    const others = listed.filter((schedule) => schedule.connection !== undefined && schedule.connection !== null && schedule.connection !== event.id);
     if (others.length > 0) {
       // A creation heard late (redelivered after an outage), once the name holds a newer
       // connection, is that one's no longer: nothing of it is made, nothing of the newer one goes.
@@ -499,7 +543,8 @@ export function connectionCreatedHandler(deps: SyncsDeps & { holderOf: Connectio
       await deps.schedules.remove(others.map((schedule) => schedule._id));
     }
     const syncs = await deployedSyncs(deps, environment, event.provider_config_key);
-    await ensureSchedules(deps, environment, event.provider_config_key, [{ connection_id: event.connection_id, id: event.id }], syncs);
+    const kept = listed.filter((schedule) => !others.includes(schedule));
+    await ensureSchedules(deps, environment, event.provider_config_key, [{ connection_id: event.connection_id, id: event.id }], syncs, kept);
   };
 }
 
