@@ -461,8 +461,9 @@ async function checkRecords(rig: ChaosRig): Promise<RecordsReport> {
     await sleep(1000);
   }
   // The load's last run may still be in flight; a trigger then queues nothing. One lost to a fault
-  // is taken back by the next claim once SYNC_RUN_UNSTARTED_MS (120 s) has passed since it last
-  // reported: a trigger every 15 s makes that claim.
+  // before its job was stored is taken back by the next claim once SYNC_RUN_UNSTARTED_MS (120 s)
+  // has passed since it last reported (a trigger every 15 s makes that claim); one whose job was
+  // stored is delivered again by JetStream to a runner still up.
   let finalRun: string;
   const idleDeadline = Date.now() + 200_000;
   let idle: Awaited<ReturnType<typeof waitFor>> = { entry: undefined, done: false };
