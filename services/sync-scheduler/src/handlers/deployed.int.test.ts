@@ -9,7 +9,7 @@ import { createDeploymentRepo, type DeploymentRepo } from '../db/deployment-repo
 import { createRecordRepo } from '../db/record-repo.js';
 import { scheduleModel } from '../db/schedule-model.js';
 import { createScheduleRepo, type ScheduleRepo } from '../db/schedule-repo.js';
-import { deployedHandler, setPausedHandler, type SyncsDeps } from './syncs.js';
+import { deployedHandler, ensureSchedules, setPausedHandler, type SyncsDeps } from './syncs.js';
 
 const logger = createLogger({ service: 'test', level: 'error' });
 let mongo: TestMongo;
@@ -109,5 +109,22 @@ describe('a redeploy that changes a sync’s frequency', () => {
     expect(base.frequency).toBe('every hour');
     expect(base.next).toBeLessThanOrEqual(Date.now());
     expect(base.next).toBeGreaterThanOrEqual(made - 1000);
+  });
+});
+
+describe('a command racing the deploy event', () => {
+  // Chaos: the deploy's event made the base schedule between a command's list of schedules and
+  // its own `ensure`, which found it there; the command did not read the schedules again and
+  // answered 404 unknown_sync_variant for a schedule that existed.
+  it('reads the schedules again when one it did not list turns out to exist', async () => {
+    const env = environmentId('env_race');
+    await deployments.insertNext(env, 'crm', [tickets('every day')]);
+    const listed = await schedules.list(env, 'crm', 'c-1');
+    expect(listed).toEqual([]);
+    // The event's work, landing after the command's list.
+    await schedules.ensure(env, target('base'), 'every day', new Date(), 1);
+    const syncs = [tickets('every day').description];
+    // True: the command reads its schedules again, and finds the base one.
+    expect(await ensureSchedules(deps, env, 'crm', [{ connection_id: 'c-1', id: 1 }], syncs, listed)).toBe(true);
   });
 });

@@ -122,7 +122,7 @@ function nextRunOn(schedule: ListedSchedule, frequency: string, minFrequencyMs: 
 /**
  * Moves the `listed` schedules (every variant) to their sync's deployed frequency, with their next
  * run, and makes every (connection, sync) have its base schedule; new ones run at once. `listed`
- * holds the schedules of those connections, read before. Says whether any schedule changed.
+ * holds the schedules of those connections, read before. Says whether `listed` is out of date.
  */
 export async function ensureSchedules(
   deps: Pick<SyncsDeps, 'schedules' | 'minFrequencyMs'>,
@@ -146,9 +146,12 @@ export async function ensureSchedules(
     for (const sync of syncs) {
       const target = { provider_config_key: providerConfigKey, connection_id, sync_name: sync.name, variant: BASE_VARIANT };
       // One listed, made for this connection, is as it should be now; `ensure` makes one, or
-      // gives one made before schedules kept their connection's id that id.
+      // gives one made before schedules kept their connection's id that id. Either way the list
+      // lacked it as it is now: one `ensure` finds existing was made since the list was read (the
+      // deploy event's work, racing this command), and is read again with the rest.
       if (known.get(deps.schedules.idOf(environment, target))?.connection === id) continue;
-      if ((await deps.schedules.ensure(environment, target, sync.frequency, now, id)) === 'created') changed = true;
+      await deps.schedules.ensure(environment, target, sync.frequency, now, id);
+      changed = true;
     }
   }
   return changed;
