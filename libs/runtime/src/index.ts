@@ -9,3 +9,4 @@ export {
   type ServiceDefinition,
   type ServiceDefinitionWithoutDatabase,
 } from './run-service.js';
+export { repeatEvery, type Repeating } from './repeat.js';

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { busOperationLog, consume, createKvLocks, DAY_OF_DELIVERIES, openKv, recordedHandler, WRITE_KEYS } from '@latchkey/bus';
 import { STREAMS, functionsContracts, recordsContracts, syncContracts, vaultContracts } from '@latchkey/contracts';
-import type { Runtime } from '@latchkey/runtime';
+import { repeatEvery, type Runtime } from '@latchkey/runtime';
 import type { Config } from './config.js';
 import { createDeploymentRepo } from './db/deployment-repo.js';
 import { createRecordRepo } from './db/record-repo.js';
@@ -148,22 +148,17 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   });
   // Old runs are forgotten by the lease holder alone (one full read of the runs on FerretDB an
   // hour, not one per replica); a sweep that outlasts the interval is not stacked upon.
-  let sweeping = false;
-  const runSweep = setInterval(() => {
-    if (sweeping || !lease.holding()) return;
-    sweeping = true;
-    const now = Date.now();
-    schedules
-      .removeOldRuns({ finishedBefore: new Date(now - RUN_RETENTION_MS), unfinishedCreatedBefore: new Date(now - UNFINISHED_RUN_RETENTION_MS) })
-      .catch((error: unknown) => logger.warn('could not remove old sync runs', { error }))
-      .finally(() => {
-        sweeping = false;
-      });
-  }, RUN_SWEEP_INTERVAL_MS);
-  runSweep.unref();
+  const runSweep = repeatEvery(
+    RUN_SWEEP_INTERVAL_MS,
+    async () => {
+      if (!lease.holding()) return;
+      const now = Date.now();
+      await schedules.removeOldRuns({ finishedBefore: new Date(now - RUN_RETENTION_MS), unfinishedCreatedBefore: new Date(now - UNFINISHED_RUN_RETENTION_MS) });
+    },
+    (error) => logger.warn('could not remove old sync runs', { error }),
+  );
   runtime.onShutdown(async () => {
-    clearInterval(runSweep);
-    await loop.stop();
+    await Promise.all([runSweep.stop(), loop.stop()]);
     await Promise.all([deployed.stop(), created.stop()]);
   });
 

@@ -1,6 +1,7 @@
 import type { JobMessage } from '@latchkey/bus';
 import { syncContracts, type ModelCounts, type ModelField, type PayloadOf, type SyncCheckpoint } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
+import { repeatEvery } from '@latchkey/runtime';
 import type { ActionDeps } from '../domain/action-deps.js';
 import { ENVIRONMENT_GRANTS, countWrites } from '../domain/host.js';
 import { observeSyncRun } from '../run-metrics.js';
@@ -64,7 +65,8 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
     // (paging a slow API, collecting everything before one write): the scheduler would take it
     // for lost and start another run beside it. So the attempt also reports on a timer while it
     // runs, and stops when it ends however it ends; a replica that dies stops reporting with it.
-    const alive = keepReporting(() => report(), options.progressEveryMs);
+    // `report` without a checkpoint says its own failures.
+    const reporting = repeatEvery(options.progressEveryMs, () => report(), () => undefined);
     try {
       const fn = await deps.runner.loadFunction(job.environment_id, run.provider_config_key, 'sync', run.sync_name);
       const description = fn.description;
@@ -92,25 +94,14 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     } finally {
-      clearInterval(alive);
+      // No progress report lands after the run's end.
+      await reporting.stop();
       signal.removeEventListener('abort', handBack);
       ended.abort();
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
     await deps.bus.request(syncContracts.finishRun, { ...progress, results: runCounts(), ...outcome });
   };
-}
-
-/** Calls `report` every `everyMs`, one call at a time (a slow one is not stacked upon); clear it with `clearInterval`. */
-function keepReporting(report: () => Promise<void>, everyMs: number): NodeJS.Timeout {
-  let reporting = false;
-  return setInterval(() => {
-    if (reporting) return;
-    reporting = true;
-    void report().finally(() => {
-      reporting = false;
-    });
-  }, everyMs);
 }
 
 /** Two attempts' counts, model by model. */

@@ -3,6 +3,7 @@ import { webhookContracts, webhookDelivery, type WebhookDelivery } from '@latchk
 import { toAppError, type AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
 import { environmentId } from '@latchkey/mongo';
+import { repeatEvery } from '@latchkey/runtime';
 import type { DeliveryRepo } from '../db/delivery-repo.js';
 import type { ParkedDeliveryDoc } from '../db/parked-delivery-model.js';
 import type { ParkedDeliveryRepo } from '../db/parked-delivery-repo.js';
@@ -32,7 +33,6 @@ const BATCH = 64;
  */
 export function startReturningParked(deps: ReturnParkedDeps): { stop(): Promise<void> } {
   let stopped = false;
-  let current: Promise<void> = Promise.resolve();
   let failures = 0;
 
   async function returnDueBy(by: number): Promise<void> {
@@ -69,31 +69,24 @@ export function startReturningParked(deps: ReturnParkedDeps): { stop(): Promise<
     if (failed) throw failed.error;
   }
 
-  let busy = false;
-  const timer = setInterval(() => {
-    // A long poll (a large backlog due at once) is not stacked upon: the next starts after it.
-    if (busy) return;
-    busy = true;
-    current = poll()
-      .then(() => {
-        failures = 0;
-      })
-      .catch((error: unknown) => {
-        // The database or JetStream away: the next poll tries again; said once, then every 60th time.
-        failures += 1;
-        if (failures === 1 || failures % 60 === 0) deps.logger.warn('could not return parked webhook deliveries; retrying', { failures, error });
-      })
-      .finally(() => {
-        busy = false;
-      });
-  }, deps.pollMs);
-  timer.unref();
+  // A long poll (a large backlog due at once) is not stacked upon: the next starts after it.
+  const polling = repeatEvery(
+    deps.pollMs,
+    async () => {
+      await poll();
+      failures = 0;
+    },
+    (error) => {
+      // The database or JetStream away: the next poll tries again; said once, then every 60th time.
+      failures += 1;
+      if (failures === 1 || failures % 60 === 0) deps.logger.warn('could not return parked webhook deliveries; retrying', { failures, error });
+    },
+  );
 
   return {
     async stop() {
       stopped = true;
-      clearInterval(timer);
-      await current;
+      await polling.stop();
     },
   };
 }
