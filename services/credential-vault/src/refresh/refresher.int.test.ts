@@ -269,7 +269,8 @@ it('hands out a token that is near its expiry but still valid when the lock buck
   oauth.stats.reset();
   await nats.stop();
   try {
-    for (let fetches = 0; fetches < 3; fetches += 1) {
+    // Two fetches (each waits out the lock's failed requests, 10 s here) show the warning is said once.
+    for (let fetches = 0; fetches < 2; fetches += 1) {
       const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
       expect(answer.credentials['access_token']).toBe('still-valid');
     }
