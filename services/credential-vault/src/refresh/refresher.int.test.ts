@@ -73,6 +73,7 @@ function replica(
   log: Logger = logger,
   wrap: (repo: ConnectionRepo) => ConnectionRepo = (repo) => repo,
   tokenUrl: string = oauth.tokenUrl,
+  locks: JsonKv<{ owner: string }> = kv,
 ): { refresher: Refresher; connections: ConnectionRepo } {
   const connection = direct;
   const connections = wrap(createConnectionRepo(connection));
@@ -86,7 +87,7 @@ function replica(
     credentials: createConnectionCredentials({ cipher }),
     integrationService: createIntegrationService({ integrations, cipher }),
     providers: { get: () => ({ display_name: 'Loopback OAuth', auth_mode: 'OAUTH2', token_url: tokenUrl }) },
-    locks: kv,
+    locks,
     logs: createRefreshLogRepo(connection),
     answers: createRefreshAnswerRepo(connection),
     // Under the lock's TTL (1 s), as start-vault keeps it, and well over the 300 ms the outage
@@ -269,7 +270,7 @@ it('hands out a token that is near its expiry but still valid when the lock buck
   oauth.stats.reset();
   await nats.stop();
   try {
-    // Two fetches (each waits out the lock's failed requests, 10 s here) show the warning is said once.
+    // Two fetches (each waits 2 s for the bucket, then falls back) show the warning is said once.
     for (let fetches = 0; fetches < 2; fetches += 1) {
       const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
       expect(answer.credentials['access_token']).toBe('still-valid');
@@ -288,6 +289,33 @@ it('hands out a token that is near its expiry but still valid when the lock buck
   }, 20_000, 'a refresh once NATS is back');
   expect(refreshed.credentials['refresh_token']).not.toBe(refreshToken);
 }, 120_000);
+
+// A bucket that takes the request and never answers (its leader lost mid-request): the fetch
+// waited for the lock as long as the bucket's own timeouts (10 s), past the gateway's
+// 5 s deadline for the fetch, so the token in hand never reached the caller, who got a 503.
+it('hands out a token that is near its expiry but still valid when the lock bucket never answers', async () => {
+  const client = oauth.addClient({});
+  const refreshToken = await issuedRefreshToken(client);
+  const doc = await seedExpiredConnection(refreshToken, client, new Date(Date.now() + 5 * 60_000));
+  let asked = 0;
+  const stalled: JsonKv<{ owner: string }> = {
+    kv: kv.kv,
+    get: (key) => kv.get(key),
+    update: (key, value, revision) => kv.update(key, value, revision),
+    delete: (key, revision) => kv.delete(key, revision),
+    create: () => {
+      asked += 1;
+      return new Promise<never>(() => undefined);
+    },
+  };
+  const { refresher } = replica(direct, logger, undefined, undefined, stalled);
+  const held = { type: 'OAUTH2' as const, access_token: 'still-valid', refresh_token: refreshToken, raw: {} };
+  oauth.stats.reset();
+  const answer = await refresher.ensureFresh(doc, held, { force: false, vendorJwt: false });
+  expect(answer.credentials['access_token']).toBe('still-valid');
+  expect(asked).toBe(1);
+  expect(oauth.stats.tokenRequestLog).toHaveLength(0);
+}, 30_000);
 
 // The same for the database: a connection's reads went through the lock and failed with the
 // driver's own error, which the fallback did not know as an outage, so the fetch answered 503.
