@@ -50,11 +50,12 @@ const STORE_BACKOFF_CAP_MS = 2_000;
  */
 const KEEP_WAIT_MS = 2_000;
 /**
- * How long a fetch whose token still outlives the call waits for the lock bucket to answer before
- * it hands that token out: under half the gateway's deadline for the fetch (`REQUEST_TIMEOUT_MS`,
- * 5 s), where the bucket's own timeouts come after 10 s.
+ * How long a fetch whose token still outlives the call waits for the refresh before it hands that
+ * token out: under half the gateway's deadline for the fetch (`REQUEST_TIMEOUT_MS`, 5 s), where
+ * the refresh's own waits (a lock bucket or database that does not answer, a slow provider, the
+ * store's retries) take 10 s and more.
  */
-const LOCK_ANSWER_WAIT_MS = 2_000;
+const FALLBACK_WAIT_MS = 2_000;
 /** The fallbacks below are logged once per connection in this long, not on every fetch they serve. */
 const FALLBACK_WARN_EVERY_MS = 60_000;
 /**
@@ -297,18 +298,6 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     });
   }
 
-  /**
-   * `acquire`, for a fetch that has a token to fall back on: a bucket that takes the request and
-   * does not answer (a NATS node lost, its leader being elected) fails it `service_unavailable`
-   * within LOCK_ANSWER_WAIT_MS. A lock the request takes later is released at once.
-   */
-  async function acquireWithin(key: string): Promise<HeldLock | null> {
-    const acquiring = locks.acquire(key);
-    if (await settledWithin(acquiring, LOCK_ANSWER_WAIT_MS)) return acquiring;
-    void acquiring.then((lock) => (lock === null ? undefined : locks.release(lock))).catch(() => undefined);
-    throw new AppError('service_unavailable', 'The refresh lock bucket did not answer in time');
-  }
-
   async function underLock(held: { doc: ConnectionDoc; credentials: StoredCredentials }, force: boolean, vendorJwt: boolean, startedAt: number) {
     const { doc } = held;
     const key = `conn_${doc._id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
@@ -316,7 +305,7 @@ export function createRefresher(deps: RefresherDeps): Refresher {
     // the credentials (each one moves their version), not any write of the connection (metadata).
     const renewed = (current: ConnectionDoc) => credentialsVersionOf(current) > credentialsVersionOf(doc);
     for (;;) {
-      const lock = !force && stillValid(doc.expires_at, Date.now()) ? await acquireWithin(key) : await locks.acquire(key);
+      const lock = await locks.acquire(key);
       if (lock !== null) {
         try {
           const read = await reread(doc);
@@ -376,6 +365,12 @@ export function createRefresher(deps: RefresherDeps): Refresher {
         inFlight.set(flight, attempt);
       }
       try {
+        // A token that still outlives the call is handed out if the attempt is slow; the attempt
+        // goes on, and fetches meanwhile join it.
+        if (!force && stillValid(doc.expires_at, Date.now()) && !(await settledWithin(attempt, FALLBACK_WAIT_MS))) {
+          warnFallback(doc, 'slow', 'refreshing ahead of expiry is slow; handing out the current token', {});
+          return { doc, credentials };
+        }
         return await attempt;
       } catch (error) {
         // A token refreshed ahead of its expiry still works: while the lock bucket or the
