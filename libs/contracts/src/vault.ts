@@ -221,14 +221,6 @@ const reader = z.object({ key_id: z.string() });
  */
 const readsClientSecrets = z.boolean().optional();
 
-/**
- * How long a reader of a connection's credentials (`vault.connections.get`,
- * `proxy.credentials.get`) waits for the vault, within its own deadline: a refresh waits for the
- * provider's token endpoint (`REFRESH_TIMEOUT_MS`, 10 s) and, while another replica refreshes the
- * connection, for that one; far past the bus's `REQUEST_TIMEOUT_MS`, and under the clients' 30 s.
- */
-export const CREDENTIALS_WAIT_MS = 25_000;
-
 export const vaultContracts = {
   listProviders: defineRequest('vault.providers.list', z.object({ search: z.string().optional() }), z.array(publicProvider)),
   getProvider: defineRequest('vault.providers.get', z.object({ name: z.string() }), publicProvider),

@@ -1,6 +1,5 @@
 import { parseOrThrow, type Bus } from '@latchkey/bus';
 import {
-  CREDENTIALS_WAIT_MS,
   gatewayContracts,
   metadataSchema,
   recordsContracts,
@@ -163,9 +162,6 @@ export function createHost(
   return guardHost(hostMethods(deps, target, options), options.grants);
 }
 
-/** A refresh on the way may take longer than the bus's deadline; the run's own limit holds. */
-const REFRESH_WAIT = { timeoutMs: CREDENTIALS_WAIT_MS };
-
 function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boolean; writes: RecordedWrite[]; sync?: SyncWrites; grants: CtxGrants }) {
   const readerKey = `function:${target.provider_config_key}/${target.function_name}`;
   const connectionRead = (includeCredentials: boolean) =>
@@ -178,7 +174,7 @@ function hostMethods(deps: HostDeps, target: RunTarget, options: { dryRun: boole
       include_refresh_token: false,
       force_refresh: false,
       refresh_vendor_app_jwt_token: false,
-    }, REFRESH_WAIT);
+    });
   let provider: Promise<string> | undefined;
   let keptChars = 0;
   const keep = (write: RecordedWrite) => {

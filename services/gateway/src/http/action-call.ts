@@ -15,17 +15,7 @@ export function checkActionInput(input: unknown): void {
   }
 }
 
-/**
- * How many request deadlines the runner may spend before it answers an async trigger: the function
- * and the connection (read at once, one deadline), the run's insert, and the job's publish (which
- * JetStream may take up to twice the deadline to acknowledge).
- */
-const ASYNC_DEADLINES = 4;
-
-/**
- * The wait for `action.trigger`: a queued action answers once its run is stored and queued, a run
- * answers within its limit. A caller that gave up sooner would retry an action already queued.
- */
+/** The wait for `action.trigger`: a queued action answers at once, a run answers within its limit. */
 export function actionTriggerTimeoutMs(config: GatewayDeps['config'], async: boolean): number {
-  return async ? ASYNC_DEADLINES * config.REQUEST_TIMEOUT_MS : config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS;
+  return async ? config.REQUEST_TIMEOUT_MS : config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS;
 }

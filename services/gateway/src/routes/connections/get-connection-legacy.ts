@@ -1,11 +1,8 @@
 import { z } from 'zod';
-import { CREDENTIALS_WAIT_MS, vaultContracts } from '@latchkey/contracts';
+import { vaultContracts } from '@latchkey/contracts';
 import { AppError, toAppError } from '@latchkey/errors';
 import { defineRoute } from '../../http/define-route.js';
 import { connectionReadRequest, getConnectionQuery } from './connection-query.js';
-
-/** A refresh on the way may take longer than the bus's deadline. */
-const REFRESH_WAIT = { timeoutMs: CREDENTIALS_WAIT_MS };
 
 /** What the deprecated route answers for a 400 or a 404. */
 const legacyError = z.object({ message: z.string() });
@@ -35,7 +32,7 @@ export const getConnectionLegacy = defineRoute({
       // A read route: query parameters it does not know are ignored, as on every GET.
       const parsed = getConnectionQuery.strip().safeParse(query);
       if (!parsed.success) throw new AppError('invalid_query_params', parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; '));
-      return { body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, parsed.data), REFRESH_WAIT) };
+      return { body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, parsed.data)) };
     } catch (error) {
       const appError = toAppError(error);
       if (appError.status === 400 || appError.status === 404) return { status: appError.status, body: { message: appError.message } };

@@ -1,9 +1,6 @@
-import { CREDENTIALS_WAIT_MS, vaultContracts } from '@latchkey/contracts';
+import { vaultContracts } from '@latchkey/contracts';
 import { defineRoute } from '../../http/define-route.js';
 import { connectionParams, connectionReadRequest, getConnectionQuery } from './connection-query.js';
-
-/** A refresh on the way may take longer than the bus's deadline. */
-const REFRESH_WAIT = { timeoutMs: CREDENTIALS_WAIT_MS };
 
 /** The hot path: the full connection, its token refreshed first when it expires within 15 minutes. */
 export const getConnection = defineRoute({
@@ -18,6 +15,6 @@ export const getConnection = defineRoute({
   },
   schemas: { params: connectionParams, query: getConnectionQuery },
   handler: async ({ deps, key, params, query }) => ({
-    body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, query), REFRESH_WAIT),
+    body: await deps.bus.request(vaultContracts.getConnection, connectionReadRequest(key, params.connectionId, query)),
   }),
 });
