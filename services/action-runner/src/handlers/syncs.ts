@@ -94,10 +94,10 @@ export function runSyncHandler(deps: Pick<ActionDeps, 'bus' | 'logger' | 'runner
       outcome = { status: 'ERROR', error: { code: appError.code, message: appError.message.slice(0, 2000) } };
       deps.logger.info('a sync run failed', { sync: `${run.provider_config_key}/${run.sync_name}`, variant: run.variant, code: appError.code });
     } finally {
-      // No progress report lands after the run's end.
-      await reporting.stop();
       signal.removeEventListener('abort', handBack);
       ended.abort();
+      // Once the attempt's writes are stopped: no progress report lands after the run's end.
+      await reporting.stop();
     }
     observeSyncRun(outcome.status === 'SUCCESS' ? 'success' : 'error', (performance.now() - started) / 1000, counts);
     await deps.bus.request(syncContracts.finishRun, { ...progress, results: runCounts(), ...outcome });
