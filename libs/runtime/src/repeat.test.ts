@@ -61,6 +61,20 @@ describe('repeatEvery', () => {
     await repeating.stop();
   });
 
+  it('hands a task that throws before returning its promise to onError too', async () => {
+    const errors: unknown[] = [];
+    const repeating = repeatEvery(
+      100,
+      () => {
+        throw new Error('thrown at once');
+      },
+      (error) => errors.push(error),
+    );
+    await jest.advanceTimersByTimeAsync(200);
+    expect(errors).toEqual([new Error('thrown at once'), new Error('thrown at once')]);
+    await repeating.stop();
+  });
+
   it('stop waits for the run in progress, and no run starts after it', async () => {
     const run = pending();
     let calls = 0;

@@ -13,7 +13,9 @@ export function repeatEvery(everyMs: number, task: () => Promise<unknown>, onErr
   let current: Promise<void> | undefined;
   const timer = setInterval(() => {
     if (current) return;
-    current = task()
+    // A task that throws before its promise fails as a rejected run does.
+    current = Promise.resolve()
+      .then(task)
       .then(
         () => undefined,
         (error: unknown) => onError(error),
