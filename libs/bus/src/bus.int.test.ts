@@ -15,6 +15,7 @@ const echo = defineRequest('test.echo', z.object({ text: z.string() }), z.object
 const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.object({}));
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const hangs = defineRequest('test.hangs', z.object({}), z.object({}));
+const slow = defineRequest('test.slow', z.object({ ms: z.number() }), z.object({ slept: z.number() }));
 const large = defineRequest('test.large', z.object({ bytes: z.number().int() }), z.object({ text: z.string() }));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
@@ -100,6 +101,61 @@ describe('request/reply', () => {
     });
     expect(Date.now() - waited).toBeGreaterThanOrEqual(290);
     listener.unsubscribe();
+  });
+});
+
+describe('a request whose server is still at work past its timeout', () => {
+  // Buses of their own: a 500 ms timeout, and a server that says it is at work every third of it.
+  let quick: Bus;
+  let worker: Bus;
+  beforeAll(async () => {
+    const identity = nats.credentials('observer');
+    quick = await createBus({ servers: nats.url, service: 'quick', identity, logger, requestTimeoutMs: 500, keepaliveUpToMs: 2_500 });
+    worker = await createBus({ servers: nats.url, service: 'worker', identity, logger, requestTimeoutMs: 500 });
+    worker.serve(slow, async ({ ms }) => {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return { slept: ms };
+    });
+    await worker.flush();
+  });
+  afterAll(async () => {
+    await quick?.drain();
+    await worker?.drain();
+  });
+
+  it('gets its answer, however many timeouts the work takes, up to its bound', async () => {
+    await expect(quick.request(slow, { ms: 1_500 })).resolves.toEqual({ slept: 1_500 });
+  });
+
+  it('ends at its bound when the work outlasts it', async () => {
+    const started = Date.now();
+    await expect(quick.request(slow, { ms: 4_000 })).rejects.toMatchObject({ code: 'service_unavailable', message: 'test.slow: no answer within the deadline' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_400);
+    expect(Date.now() - started).toBeLessThan(3_900);
+  });
+
+  it('ends at its timeout when it names its own, as before', async () => {
+    const started = Date.now();
+    await expect(quick.request(slow, { ms: 1_500 }, { timeoutMs: 400 })).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect(Date.now() - started).toBeLessThan(1_400);
+  });
+
+  it('ends at its timeout when the one that took it says nothing (a replica killed with it in hand)', async () => {
+    const taker = natsOf(server).subscribe(hangs.subject);
+    await natsOf(server).flush();
+    try {
+      const started = Date.now();
+      await expect(quick.request(hangs, {})).rejects.toMatchObject({ code: 'service_unavailable', message: 'test.hangs: no answer within the deadline' });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(490);
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      taker.unsubscribe();
+    }
+  });
+
+  it('is answered with the reply alone when it did not ask to be kept alive (a requester of an older version)', async () => {
+    const answer = await natsOf(client).request(slow.subject, new TextEncoder().encode(JSON.stringify({ ms: 800 })), { timeout: 5_000 });
+    expect(JSON.parse(new TextDecoder().decode(answer.data))).toEqual({ ok: true, data: { slept: 800 } });
   });
 });
 

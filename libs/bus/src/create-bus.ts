@@ -26,7 +26,7 @@ import { AppError, toAppError, withRetries } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
-import { batchedRequester } from './batched-request.js';
+import { batchedRequester, keepaliveInterval, workingMessageHeaders } from './batched-request.js';
 import { jetStreamPublisher, StreamFull } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
@@ -47,6 +47,11 @@ export interface BusOptions {
   logger: Logger;
   /** The deadline of a request and of JetStream API calls. */
   requestTimeoutMs: number;
+  /**
+   * How long in all a request on `requestTimeoutMs` waits while its server says it is still at
+   * work (see `RequestOptions.upToMs`): 3 × `requestTimeoutMs` by default.
+   */
+  keepaliveUpToMs?: number;
   /**
    * The largest reply (encoded) this bus serves or reads; larger replies than one NATS message
    * travel as a pull stream, replies larger than this are a `payload_too_large` error.
@@ -75,6 +80,8 @@ export interface BusOptions {
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
+/** A server's "still at work" message has no body, only its header. */
+const EMPTY = new Uint8Array(0);
 /** What the server allows in one message when it has not said (before the first INFO). */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 /**
@@ -98,7 +105,17 @@ export interface NatsIdentity {
 }
 
 export interface RequestOptions {
+  /** How long the request waits for its answer, or for its server's next sign of life. */
   timeoutMs?: number;
+  /**
+   * How long in all it may wait while its server says, every third of `timeoutMs`, that it is
+   * still at work on it: work that can outlast one deadline (a refresh waiting for a provider's
+   * token endpoint, a JetStream election) answers what it did, rather than a 503 while it goes
+   * on. A server that died or never took the request says nothing, and the request ends at
+   * `timeoutMs`. Below `timeoutMs`, it is the request's deadline. Default: the bus's `keepaliveUpToMs` for a request on the bus's own timeout;
+   * `timeoutMs` (no waiting past it) for a request that names its own.
+   */
+  upToMs?: number;
 }
 
 export interface PublishOptions {
@@ -221,6 +238,7 @@ const isRefusal = (error: Error) => error instanceof AuthorizationError || error
 
 export async function createBus(options: BusOptions): Promise<Bus> {
   const { logger, service, requestTimeoutMs } = options;
+  const keepaliveUpToMs = options.keepaliveUpToMs ?? 3 * requestTimeoutMs;
   const maxReplyBytes = options.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES;
   const connectionOptions: ConnectionOptions = {
     servers: options.servers.split(',').map((server) => server.trim()),
@@ -319,7 +337,9 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     const data = encodeJson(body);
     let msg: Msg;
     try {
-      msg = await send(contract.perCaller ? `${contract.subject}.${options.identity.user}` : contract.subject, data, requestOptions.timeoutMs ?? requestTimeoutMs);
+      const timeoutMs = requestOptions.timeoutMs ?? requestTimeoutMs;
+      const upToMs = requestOptions.upToMs ?? (requestOptions.timeoutMs === undefined ? keepaliveUpToMs : timeoutMs);
+      msg = await send(contract.perCaller ? `${contract.subject}.${options.identity.user}` : contract.subject, data, timeoutMs, upToMs);
     } catch (error) {
       throw unavailable(contract.subject, error);
     }
@@ -358,6 +378,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   ): Promise<void> {
     let reply: Reply<unknown>;
     const start = performance.now();
+    const keepalive = keepAlive(msg);
     try {
       const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, requestNotJson, contract.subject), `request to ${contract.subject}`);
       const result = await handler(payload as RequestOf<C>, msg);
@@ -371,10 +392,32 @@ export async function createBus(options: BusOptions): Promise<Bus> {
       const appError = appErrorOf(error);
       if (appError.code === 'internal_error') logger.error('handler failed', { subject: contract.subject, error: appError.cause ?? appError });
       reply = { ok: false, error: appError.toBody() };
+    } finally {
+      if (keepalive) clearInterval(keepalive);
     }
     observer.served(contract.subject, secondsSince(start), reply.ok ? undefined : reply.error.code);
     if (isInboxSubject(msg.reply)) sendReply(contract.subject, msg.reply, encodeJson(reply));
     else if (msg.reply) logger.warn('a request named a reply subject that is not an inbox: it was not answered', { subject: contract.subject });
+  }
+
+  /**
+   * Tells a request's caller, as often as it asked (`KEEPALIVE_HEADER`), that its handler is still
+   * at work, until the handler ends: a caller that asked waits on past its timeout for as long as
+   * this goes on (up to its own bound), and no longer than its timeout once it stops.
+   */
+  function keepAlive(msg: Msg): NodeJS.Timeout | undefined {
+    const every = keepaliveInterval(msg.headers);
+    const inbox = msg.reply;
+    if (every === undefined || !isInboxSubject(inbox)) return undefined;
+    const timer = setInterval(() => {
+      try {
+        nc.publish(inbox, EMPTY, { headers: workingMessageHeaders() });
+      } catch {
+        // The connection is closing or away: the caller's timeout says the rest.
+      }
+    }, every);
+    timer.unref();
+    return timer;
   }
 
   /**
