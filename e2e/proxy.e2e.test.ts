@@ -344,4 +344,32 @@ describe('the proxy', () => {
     const listed = await api('GET', '/connections?connectionId=oauth-provider-down');
     expect(listed.json.connections[0].errors).toEqual([]);
   });
+
+  // A refresh waiting for a slow token endpoint outlasted the bus's 5 s deadline: the read and
+  // the call answered 503 while the vault went on and stored the new token. The vault now says
+  // it is at work meanwhile, and its callers wait for what it got.
+  it('waits for a refresh slower than the bus deadline, on a read of the connection and on a proxy call', async () => {
+    for (const connectionId of ['oauth-slow-read', 'oauth-slow-call']) {
+      const exchanged = await authorizationCodeTokens(oauth);
+      await api('POST', '/connections', {
+        provider_config_key: 'oauth',
+        connection_id: connectionId,
+        credentials: { type: 'OAUTH2', access_token: exchanged.access_token, refresh_token: exchanged.refresh_token, expires_at: new Date(Date.now() - 60_000).toISOString(), raw: {} },
+      });
+    }
+    oauth.stats.reset();
+    oauth.setOptions({ tokenDelayMs: 6_000 });
+    try {
+      const [read, call] = await Promise.all([
+        api('GET', '/connections/oauth-slow-read?provider_config_key=oauth'),
+        proxy('/profile', { connection: 'oauth-slow-call', integration: 'oauth' }),
+      ]);
+      expect(read.status).toBe(200);
+      expect(oauth.stats.issuedAccessTokens()).toContain(read.json.credentials.access_token);
+      expect(call.status).toBe(200);
+      expect(oauth.stats.grants.refresh_token).toBe(2);
+    } finally {
+      oauth.setOptions({ tokenDelayMs: 0 });
+    }
+  }, 30_000);
 });

@@ -440,3 +440,34 @@ describe('a 401 on a connection whose token the vault can renew', () => {
     }
   }, 30_000);
 });
+
+describe('credentials that take a refresh to have', () => {
+  // A call whose token had expired asked the vault with the bus's 5 s: a refresh waiting for a
+  // slow token endpoint (up to REFRESH_TIMEOUT_MS, 10 s) made the call a 503, while the vault
+  // stored the new token with nobody waiting, and the gateway would have waited 45 s. The vault
+  // says it is at work meanwhile; the call waits for it until its own deadline.
+  it('waits for them as long as the call may wait, and never past its deadline', async () => {
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    const { port } = upstream.address() as AddressInfo;
+    vault.serve(proxyContracts.getCredentials, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      return { id: 'c1', provider: 'crm', auth_mode: 'OAUTH2', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: { authorization: 'Bearer fresh' }, query: {}, decompress: false };
+    });
+    await vault.flush();
+    try {
+      const call = (deadlineMs: number) => {
+        // A cache of its own for each call: both ask the vault.
+        const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+        const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+        return new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture('contacts', { deadline_ms: deadlineMs }), body: new Uint8Array(0), respond: resolve }));
+      };
+      const started = performance.now();
+      const [patient, hurried] = await Promise.all([call(45_000), call(3_000).then((reply) => ({ reply, afterMs: performance.now() - started }))]);
+      expect(patient).toMatchObject({ ok: true, status: 200 });
+      expect(hurried.reply).toMatchObject({ ok: false });
+      expect(hurried.afterMs).toBeLessThan(5_000);
+    } finally {
+      await vault.close();
+    }
+  }, 30_000);
+});

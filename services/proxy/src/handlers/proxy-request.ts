@@ -119,15 +119,21 @@ function forwardedTraceparent(headers: ProxyRequestMeta['headers']): string | un
 }
 
 /** Credentials from the vault (which refreshes them as needed), kept in memory for the next calls. */
-async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean): Promise<ProxyCredentials> {
+async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: boolean, deadlineAt: number): Promise<ProxyCredentials> {
   const readAt = deps.cache.generation();
-  const credentials = await deps.bus.request(proxyContracts.getCredentials, {
-    environment_id: meta.environment_id,
-    key_id: meta.key_id,
-    provider_config_key: meta.provider_config_key,
-    connection_id: meta.connection_id,
-    force_refresh: force,
-  });
+  const credentials = await deps.bus.request(
+    proxyContracts.getCredentials,
+    {
+      environment_id: meta.environment_id,
+      key_id: meta.key_id,
+      provider_config_key: meta.provider_config_key,
+      connection_id: meta.connection_id,
+      force_refresh: force,
+    },
+    // A refresh waiting for the provider's token endpoint may outlast the bus's timeout: the
+    // vault says it is at work meanwhile, and the call waits for it until its own deadline.
+    Number.isFinite(deadlineAt) ? { upToMs: Math.max(1, Math.floor(deadlineAt - performance.now())) } : {},
+  );
   checkInjectedHeaders(credentials.headers);
   deps.cache.set(credentialKey(meta), credentials, readAt);
   return credentials;
@@ -255,7 +261,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
    * ago (calls that met the expired token together all replay with its result); undefined when
    * they are the ones the provider just refused.
    */
-  const renewed = async (meta: ProxyRequestMeta, refused: ProxyCredentials): Promise<ProxyCredentials | undefined> => {
+  const renewed = async (meta: ProxyRequestMeta, refused: ProxyCredentials, deadlineAt: number): Promise<ProxyCredentials | undefined> => {
     const key = credentialKey(meta);
     const now = performance.now();
     const last = forced.get(key);
@@ -264,7 +270,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       return fresh !== undefined && fresh !== refused ? fresh : undefined;
     }
     if (forced.size >= FORCED_REFRESH_KEPT) forced.clear();
-    const credentials = fetchCredentials(deps, meta, true);
+    const credentials = fetchCredentials(deps, meta, true, deadlineAt);
     forced.set(key, { at: now, credentials });
     return credentials;
   };
@@ -278,11 +284,11 @@ export function proxyRequestHandler(deps: ProxyDeps) {
     const body: UpstreamCall['body'] = streamed ?? (call.body.length > 0 ? call.body : null);
     try {
       // From memory when cached, without a turn of the event loop.
-      let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false));
+      let credentials = deps.cache.get(credentialKey(meta)) ?? (await fetchCredentials(deps, meta, false, deadlineAt));
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       // The replay, only while the caller still waits and the replica is not stopping: else the 401 is the answer.
       if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt && !deps.stopping?.aborted) {
-        const fresh = await renewed(meta, credentials);
+        const fresh = await renewed(meta, credentials, deadlineAt);
         if (fresh !== undefined) {
           response.discard();
           credentials = fresh;
