@@ -1,3 +1,4 @@
+import type { RequestOptions } from '@latchkey/bus';
 import { MAX_ACTION_INPUT_BYTES } from '@latchkey/contracts';
 import { AppError } from '@latchkey/errors';
 import type { GatewayDeps } from './deps.js';
@@ -15,7 +16,12 @@ export function checkActionInput(input: unknown): void {
   }
 }
 
-/** The wait for `action.trigger`: a queued action answers at once, a run answers within its limit. */
-export function actionTriggerTimeoutMs(config: GatewayDeps['config'], async: boolean): number {
-  return async ? config.REQUEST_TIMEOUT_MS : config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS;
+/**
+ * The wait for `action.trigger`. A run answers within its limit. A queued action answers once
+ * its run is stored and its job queued, which a JetStream election can hold up past one request
+ * deadline: the bus's own wait, which goes on while the runner says it is at work (a caller
+ * told 503 meanwhile would retry an action already queued).
+ */
+export function actionTriggerWait(config: GatewayDeps['config'], async: boolean): RequestOptions {
+  return async ? {} : { timeoutMs: config.FUNCTION_TIMEOUT_MS + SYNC_MARGIN_MS };
 }

@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { actionContracts } from '@latchkey/contracts';
 import { AppError, type ErrorItem } from '@latchkey/errors';
-import { actionTriggerTimeoutMs, checkActionInput } from '../../http/action-call.js';
+import { actionTriggerWait, checkActionInput } from '../../http/action-call.js';
 import { headerValue, readConnectionHeaders } from '../../http/connection-headers.js';
 import { defineRoute } from '../../http/define-route.js';
 import { sendOutput } from './send-output.js';
@@ -49,7 +49,7 @@ export const triggerAction = defineRoute({
     const reply = await deps.bus.request(
       actionContracts.trigger,
       { environment_id: key.environmentId, ...where, action_name: body.action_name, input: body.input, async },
-      { timeoutMs: actionTriggerTimeoutMs(deps.config, async) },
+      actionTriggerWait(deps.config, async),
     );
     if (reply.status === 'queued') return { status: 202, body: { id: reply.id, statusUrl: `/action/${reply.id}` } };
     return sendOutput(deps.bus, res, reply.output, deps.config.REQUEST_TIMEOUT_MS);

@@ -6,7 +6,7 @@ import { actionContracts, functionsContracts, vaultContracts, type ActionOutput 
 import { pullAll, pullStream } from '@latchkey/bus';
 import { AppError } from '@latchkey/errors';
 import { actionInputOf, toolInputOf } from '../../domain/mcp-tool-input.js';
-import { actionTriggerTimeoutMs, checkActionInput } from '../../http/action-call.js';
+import { actionTriggerWait, checkActionInput } from '../../http/action-call.js';
 import { connectionHeaders } from '../../http/connection-headers.js';
 import { defineRoute } from '../../http/define-route.js';
 import type { GatewayDeps } from '../../http/deps.js';
@@ -89,7 +89,7 @@ function serverFor(deps: GatewayDeps, target: Target): Server {
       const reply = await deps.bus.request(
         actionContracts.trigger,
         { ...target, action_name: request.params.name, input, async: false },
-        { timeoutMs: actionTriggerTimeoutMs(deps.config, false) },
+        actionTriggerWait(deps.config, false),
       );
       if (reply.status !== 'done') throw new AppError('internal_error', 'The action was queued instead of run');
       const text = await outputText(deps, reply.output);
