@@ -76,7 +76,7 @@ export interface IntegrationInfo {
   provider: string;
   /** Where the provider should send webhooks for this integration. */
   webhook_url?: string;
-  /** The integration's shared webhook secret. */
+  /** The integration's shared webhook secret (absent for a dry run without `integrations:read_credentials`). */
   webhookSecret?: string;
 }
 
@@ -99,7 +99,11 @@ export interface FunctionContext {
   paginate<T = Record<string, unknown>>(config: ProxyConfig & { paginate?: PaginateConfig }): AsyncGenerator<T[], void, undefined>;
   /** The connection, with its credentials. */
   getConnection(): Promise<ConnectionInfo>;
-  /** The integration, with its webhook URL and secret. */
+  /**
+   * The integration, with its webhook URL and secret. The secret is left out, as by
+   * `GET /integrations/{key}?include=webhook`, in a dry run whose API key lacks
+   * `integrations:read_credentials`; deployed functions always get it.
+   */
   getIntegration(): Promise<IntegrationInfo>;
   getMetadata<T extends Record<string, unknown> = Record<string, unknown>>(): Promise<T>;
   /** Replaces the connection's metadata. */
