@@ -1,31 +1,65 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createInbox, headers as natsHeaders, NoRespondersError, TimeoutError, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import type { BatchedPublisher } from './batched-publish.js';
 import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
 
 /**
- * A request's header asking its server to say, every this many milliseconds, that it is still
- * at work on it. A server that does not know it (an older replica) says nothing, and the request
- * ends at its timeout as it always did.
+ * A request's header, `<timeout>/<bound>` in milliseconds: how long its requester waits for an
+ * answer or the server's next sign of life, and how long in all. While the bound is the longer,
+ * the server says it is still at work every third of the timeout, until the bound; and the
+ * requests its handler makes wait on no further than the bound. A server of an older version
+ * ignores it: it says nothing, and the request ends at its timeout as it always did.
  */
-export const KEEPALIVE_HEADER = 'latchkey-keepalive';
-/** The header of a server's "still at work" message: it has no body. */
-const WORKING_HEADER = 'latchkey-working';
-/** How often a server may be asked to say so, at most: a requester cannot make it a flood. */
-export const MIN_KEEPALIVE_MS = 100;
+export const WAIT_HEADER = 'latchkey-wait';
+/** The header of a server's "still at work" message, which has no body. */
+const WORKING = (() => {
+  const headers = natsHeaders();
+  headers.set('latchkey-working', '1');
+  return headers;
+})();
+/** How often a server may be asked to say it is at work: no flood, and no interval Node cannot keep. */
+const KEEPALIVE_MS = { least: 100, most: 60_000 };
+/** The longest bound a server keeps a request alive for, whatever it asks. */
+const LONGEST_BOUND_MS = 3_600_000;
 
-/** The interval a request asks its server to keep it alive at, or undefined when it asks none. */
-export function keepaliveInterval(headers: MsgHdrs | undefined): number | undefined {
-  const asked = headers?.get(KEEPALIVE_HEADER);
-  if (!asked) return undefined;
-  const every = Number(asked);
-  return Number.isFinite(every) ? Math.max(MIN_KEEPALIVE_MS, every) : undefined;
+/** What a server reads of its caller's wait: when to say it is at work, and until when (`performance.now()` time). */
+export interface CallerWait {
+  /** Undefined when the caller waits no longer than its timeout: nothing to say. */
+  keepaliveEveryMs: number | undefined;
+  untilAt: number;
 }
 
-/** The message a server sends to a request's inbox while its handler still runs. */
-export function workingMessageHeaders(): MsgHdrs {
-  const headers = natsHeaders();
-  headers.set(WORKING_HEADER, '1');
-  return headers;
+/** The wait a request's caller asked for (`WAIT_HEADER`), from when it was received; undefined for none. */
+export function callerWait(headers: MsgHdrs | undefined, receivedAt: number): CallerWait | undefined {
+  const asked = headers?.get(WAIT_HEADER);
+  if (!asked) return undefined;
+  const [timeoutMs, boundMs] = asked.split('/', 2).map(Number);
+  if (!(timeoutMs! > 0) || !(boundMs! > 0)) return undefined;
+  const bound = Math.min(boundMs!, LONGEST_BOUND_MS);
+  const every = Math.min(KEEPALIVE_MS.most, Math.max(KEEPALIVE_MS.least, Math.floor(timeoutMs! / 3)));
+  return { keepaliveEveryMs: bound > timeoutMs! ? every : undefined, untilAt: receivedAt + bound };
+}
+
+/**
+ * Sends `send(WORKING)` every `wait.keepaliveEveryMs` until the caller's bound: the server's side
+ * of a request kept alive. The caller stops the timer when its handler ends.
+ */
+export function keepAlive(wait: CallerWait, send: (headers: MsgHdrs) => void): NodeJS.Timeout | undefined {
+  if (wait.keepaliveEveryMs === undefined) return undefined;
+  const timer = setInterval(() => {
+    if (performance.now() >= wait.untilAt) clearInterval(timer);
+    else send(WORKING);
+  }, wait.keepaliveEveryMs);
+  timer.unref();
+  return timer;
+}
+
+/** The bound of the request a handler is answering (`performance.now()` time), for the requests it makes. */
+const handlerBound = new AsyncLocalStorage<number>();
+
+/** Runs `work` as a handler of a request whose caller waits until `untilAt`. */
+export function withinCallerBound<T>(untilAt: number, work: () => T): T {
+  return handlerBound.run(untilAt, work);
 }
 
 interface Pending {
@@ -34,7 +68,7 @@ interface Pending {
   timer: NodeJS.Timeout;
   /** How long the request waits past its server's last sign of life. */
   timeoutMs: number;
-  /** When it stops waiting, however often its server says it is at work. */
+  /** When it stops waiting, however often its server says it is at work (`performance.now()` time). */
   deadline: number;
 }
 
@@ -45,10 +79,12 @@ interface Pending {
  * wildcard inbox per process. Fails with the client's own errors: `NoRespondersError` when the
  * server says nobody listens, `TimeoutError` at the deadline.
  *
- * With `upToMs` above `timeoutMs`, the request asks its server to say it is still at work every
- * third of `timeoutMs`; each time it does, the request waits `timeoutMs` more, up to `upToMs`
- * in all (below it, `upToMs` is the request's deadline). A server that died, or never took the request, says nothing: the request ends at
- * `timeoutMs`, as one to a slow but living server no longer does.
+ * With `upToMs` above `timeoutMs`, the server says it is still at work every third of
+ * `timeoutMs`; each time it does, the request waits `timeoutMs` more, up to `upToMs` in all
+ * (below `timeoutMs`, `upToMs` is the request's deadline). A server that died, or never took the
+ * request, says nothing: the request ends one `timeoutMs` after the last sign, as one to a slow
+ * but living server no longer does. Made by a handler, a request waits on no further than its
+ * own caller does (never less than `timeoutMs`).
  */
 export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher) {
   const prefix = createInbox(inboxPrefixOfConnection(nc));
@@ -66,8 +102,8 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
       if (!call) return;
       // An answer is never empty (it is JSON): an empty message is NATS's "no responders" or a
       // server's sign that it is still at work.
-      if (msg.data.length === 0 && msg.headers?.has(WORKING_HEADER)) {
-        const left = call.deadline - Date.now();
+      if (msg.data.length === 0 && msg.headers?.has('latchkey-working')) {
+        const left = call.deadline - performance.now();
         if (left <= 0) return;
         clearTimeout(call.timer);
         call.timer = setTimeout(expire, Math.min(call.timeoutMs, left), msg.subject);
@@ -80,13 +116,15 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
     },
   });
   let sequence = 0;
-  return (subject: string, data: Uint8Array, timeoutMs: number, upToMs = timeoutMs): Promise<Msg> =>
+  return (subject: string, data: Uint8Array, timeoutMs: number, asked = timeoutMs): Promise<Msg> =>
     new Promise((resolve, reject) => {
       const inbox = `${prefix}.${(sequence++).toString(36)}`;
+      const outer = handlerBound.getStore();
+      const upToMs = outer === undefined ? asked : Math.min(asked, Math.max(timeoutMs, Math.floor(outer - performance.now())));
       const timer = setTimeout(expire, Math.min(timeoutMs, upToMs), inbox);
-      pending.set(inbox, { resolve, reject, timer, timeoutMs, deadline: Date.now() + upToMs });
+      pending.set(inbox, { resolve, reject, timer, timeoutMs, deadline: performance.now() + upToMs });
       const headers = outgoingHeaders();
-      if (upToMs > timeoutMs) headers.set(KEEPALIVE_HEADER, String(Math.max(MIN_KEEPALIVE_MS, Math.floor(timeoutMs / 3))));
+      headers.set(WAIT_HEADER, `${timeoutMs}/${upToMs}`);
       publisher.publish(subject, data, { reply: inbox, headers }, (error) => {
         const call = pending.get(inbox);
         if (!call) return;

@@ -16,6 +16,7 @@ const fails = defineRequest('test.fails', z.object({ code: z.string() }), z.obje
 const silent = defineRequest('test.silent', z.object({}), z.object({}));
 const hangs = defineRequest('test.hangs', z.object({}), z.object({}));
 const slow = defineRequest('test.slow', z.object({ ms: z.number() }), z.object({ slept: z.number() }));
+const relay = defineRequest('test.relay', z.object({}), z.object({}));
 const large = defineRequest('test.large', z.object({ bytes: z.number().int() }), z.object({ text: z.string() }));
 const happened = defineEvent('test.happened', z.object({ n: z.number() }));
 const counted = defineEvent('test.counted', z.object({ n: z.number() }));
@@ -150,6 +151,50 @@ describe('a request whose server is still at work past its timeout', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
     } finally {
       taker.unsubscribe();
+    }
+  });
+
+  it('is kept alive no longer than its caller waits, however long the handler runs', async () => {
+    const nc = natsOf(client);
+    const inbox = client.newInbox();
+    const started = performance.now();
+    const signs: number[] = [];
+    let answeredAt = 0;
+    const listening = nc.subscribe(inbox, {
+      callback: (_error, msg) => {
+        if (msg.data.length === 0) signs.push(performance.now() - started);
+        else answeredAt = performance.now() - started;
+      },
+    });
+    const headers = natsHeaders();
+    headers.set('latchkey-wait', '300/900');
+    nc.publish(slow.subject, new TextEncoder().encode(JSON.stringify({ ms: 2_000 })), { reply: inbox, headers });
+    try {
+      await eventually(() => (answeredAt > 0 ? true : undefined), 5_000, 'the answer');
+      expect(signs.length).toBeGreaterThanOrEqual(3);
+      expect(Math.max(...signs)).toBeLessThan(1_200);
+    } finally {
+      listening.unsubscribe();
+    }
+  });
+
+  it("waits on, when a handler makes it, no further than that handler's own caller", async () => {
+    const relaying = await createBus({ servers: nats.url, service: 'relaying', identity: nats.credentials('observer'), logger, requestTimeoutMs: 500, keepaliveUpToMs: 5_000 });
+    let nestedMs = 0;
+    relaying.serve(relay, async () => {
+      const asked = performance.now();
+      await relaying.request(slow, { ms: 3_000 }).catch(() => undefined);
+      nestedMs = performance.now() - asked;
+      return {};
+    });
+    await relaying.flush();
+    try {
+      await expect(quick.request(relay, {}, { timeoutMs: 1_200 })).rejects.toMatchObject({ code: 'service_unavailable' });
+      await eventually(() => (nestedMs > 0 ? true : undefined), 5_000, 'the relayed request to end');
+      // Its own bound was 5 s, and the answer came at 3 s: its caller had stopped waiting at 1.2 s.
+      expect(nestedMs).toBeLessThan(2_200);
+    } finally {
+      await relaying.drain();
     }
   });
 

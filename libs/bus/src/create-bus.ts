@@ -26,7 +26,7 @@ import { AppError, toAppError, withRetries } from '@latchkey/errors';
 import { runWithContext, type Logger } from '@latchkey/logger';
 import { tracingEnabled } from '@latchkey/tracing';
 import { batchedPublisher } from './batched-publish.js';
-import { batchedRequester, keepaliveInterval, workingMessageHeaders } from './batched-request.js';
+import { batchedRequester, callerWait, keepAlive, withinCallerBound } from './batched-request.js';
 import { jetStreamPublisher, StreamFull } from './jetstream-publish.js';
 import { registerConnection } from './bus-connection.js';
 import { noObserver, secondsSince, type BusObserver } from './observer.js';
@@ -82,6 +82,8 @@ export interface BusOptions {
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
 /** A server's "still at work" message has no body, only its header. */
 const EMPTY = new Uint8Array(0);
+/** A "still at work" message that cannot leave (the connection is going): the caller's timeout says the rest. */
+const ignoreUnsent = () => undefined;
 /** What the server allows in one message when it has not said (before the first INFO). */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 /**
@@ -111,9 +113,11 @@ export interface RequestOptions {
    * How long in all it may wait while its server says, every third of `timeoutMs`, that it is
    * still at work on it: work that can outlast one deadline (a refresh waiting for a provider's
    * token endpoint, a JetStream election) answers what it did, rather than a 503 while it goes
-   * on. A server that died or never took the request says nothing, and the request ends at
-   * `timeoutMs`. Below `timeoutMs`, it is the request's deadline. Default: the bus's `keepaliveUpToMs` for a request on the bus's own timeout;
-   * `timeoutMs` (no waiting past it) for a request that names its own.
+   * on. A server that died or never took the request says nothing, and the request ends
+   * `timeoutMs` after its last sign. Below `timeoutMs`, it is the request's deadline. A request
+   * a handler makes waits on no further than the handler's own caller does. Default: the bus's
+   * `keepaliveUpToMs` for a request on the bus's own timeout; `timeoutMs` (no waiting past it)
+   * for a request that names its own.
    */
   upToMs?: number;
 }
@@ -158,6 +162,8 @@ export type BusMessage = Msg;
 export interface Bus {
   readonly service: string;
   readonly requestTimeoutMs: number;
+  /** How long in all a request on `requestTimeoutMs` waits while its server says it is at work. */
+  readonly keepaliveUpToMs: number;
   /**
    * Bodies up to this many bytes travel inside a message; larger ones stream (`servePullStream`,
    * `serveBytes`). The one inline cut-off of every service, read from the server's max_payload.
@@ -378,10 +384,14 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   ): Promise<void> {
     let reply: Reply<unknown>;
     const start = performance.now();
-    const keepalive = keepAlive(msg);
+    // The caller's wait: while it outlasts the caller's timeout, the caller is told the handler
+    // is at work; and what the handler asks of other services waits no longer than the caller.
+    const inbox = msg.reply;
+    const wait = callerWait(msg.headers, start);
+    const keepalive = wait && isInboxSubject(inbox) ? keepAlive(wait, (headers) => outgoing.publish(inbox, EMPTY, { headers }, ignoreUnsent)) : undefined;
     try {
       const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, requestNotJson, contract.subject), `request to ${contract.subject}`);
-      const result = await handler(payload as RequestOf<C>, msg);
+      const result = await (wait ? withinCallerBound(wait.untilAt, () => handler(payload as RequestOf<C>, msg)) : handler(payload as RequestOf<C>, msg));
       const checked = contract.response.safeParse(result);
       if (!checked.success) {
         logger.error('handler result does not match its contract', { subject: contract.subject, issues: checked.error.issues });
@@ -398,26 +408,6 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     observer.served(contract.subject, secondsSince(start), reply.ok ? undefined : reply.error.code);
     if (isInboxSubject(msg.reply)) sendReply(contract.subject, msg.reply, encodeJson(reply));
     else if (msg.reply) logger.warn('a request named a reply subject that is not an inbox: it was not answered', { subject: contract.subject });
-  }
-
-  /**
-   * Tells a request's caller, as often as it asked (`KEEPALIVE_HEADER`), that its handler is still
-   * at work, until the handler ends: a caller that asked waits on past its timeout for as long as
-   * this goes on (up to its own bound), and no longer than its timeout once it stops.
-   */
-  function keepAlive(msg: Msg): NodeJS.Timeout | undefined {
-    const every = keepaliveInterval(msg.headers);
-    const inbox = msg.reply;
-    if (every === undefined || !isInboxSubject(inbox)) return undefined;
-    const timer = setInterval(() => {
-      try {
-        nc.publish(inbox, EMPTY, { headers: workingMessageHeaders() });
-      } catch {
-        // The connection is closing or away: the caller's timeout says the rest.
-      }
-    }, every);
-    timer.unref();
-    return timer;
   }
 
   /**
@@ -608,6 +598,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const bus: Bus = {
     service,
     requestTimeoutMs,
+    keepaliveUpToMs,
     get inlineLimit() {
       return Math.min(INLINE_CEILING_BYTES, maxPayload() - INLINE_HEADROOM_BYTES);
     },

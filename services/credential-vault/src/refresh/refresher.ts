@@ -51,9 +51,9 @@ const STORE_BACKOFF_CAP_MS = 2_000;
 const KEEP_WAIT_MS = 2_000;
 /**
  * How long a fetch whose token still outlives the call waits for the refresh before it hands that
- * token out: under half the gateway's deadline for the fetch (`REQUEST_TIMEOUT_MS`, 5 s), where
- * the refresh's own waits (a lock bucket or database that does not answer, a slow provider, the
- * store's retries) take 10 s and more.
+ * token out: well inside one of the gateway's deadlines for the fetch (`REQUEST_TIMEOUT_MS`, 5 s),
+ * where the refresh's own waits (a lock bucket or database that does not answer, a slow provider,
+ * the store's retries) take 10 s and more, and the caller could use the token it has at once.
  */
 const FALLBACK_WAIT_MS = 2_000;
 /** The fallbacks below are logged once per connection in this long, not on every fetch they serve. */

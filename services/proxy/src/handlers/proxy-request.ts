@@ -131,8 +131,9 @@ async function fetchCredentials(deps: ProxyDeps, meta: ProxyRequestMeta, force: 
       force_refresh: force,
     },
     // A refresh waiting for the provider's token endpoint may outlast the bus's timeout: the
-    // vault says it is at work meanwhile, and the call waits for it until its own deadline.
-    Number.isFinite(deadlineAt) ? { upToMs: Math.max(1, Math.floor(deadlineAt - performance.now())) } : {},
+    // vault says it is at work meanwhile, and the call waits for it as any caller of the vault
+    // does, never past its own deadline.
+    { upToMs: Math.max(1, Math.floor(Math.min(deps.bus.keepaliveUpToMs, deadlineAt - performance.now()))) },
   );
   checkInjectedHeaders(credentials.headers);
   deps.cache.set(credentialKey(meta), credentials, readAt);
@@ -261,7 +262,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
    * ago (calls that met the expired token together all replay with its result); undefined when
    * they are the ones the provider just refused.
    */
-  const renewed = async (meta: ProxyRequestMeta, refused: ProxyCredentials, deadlineAt: number): Promise<ProxyCredentials | undefined> => {
+  const renewed = async (meta: ProxyRequestMeta, refused: ProxyCredentials): Promise<ProxyCredentials | undefined> => {
     const key = credentialKey(meta);
     const now = performance.now();
     const last = forced.get(key);
@@ -270,7 +271,8 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       return fresh !== undefined && fresh !== refused ? fresh : undefined;
     }
     if (forced.size >= FORCED_REFRESH_KEPT) forced.clear();
-    const credentials = fetchCredentials(deps, meta, true, deadlineAt);
+    // Shared by every call that meets the 401 for a while: bound by none of their deadlines.
+    const credentials = fetchCredentials(deps, meta, true, Infinity);
     forced.set(key, { at: now, credentials });
     return credentials;
   };
@@ -288,7 +290,7 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       // The replay, only while the caller still waits and the replica is not stopping: else the 401 is the answer.
       if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt && !deps.stopping?.aborted) {
-        const fresh = await renewed(meta, credentials, deadlineAt);
+        const fresh = await renewed(meta, credentials);
         if (fresh !== undefined) {
           response.discard();
           credentials = fresh;
