@@ -198,6 +198,24 @@ describe('a request whose server is still at work past its timeout', () => {
     }
   });
 
+  it('ends at its timeout once its service begins to stop (hurry), as one in flight then does', async () => {
+    const stopping = await createBus({ servers: nats.url, service: 'stopping', identity: nats.credentials('observer'), logger, requestTimeoutMs: 500, keepaliveUpToMs: 5_000 });
+    try {
+      const inFlight = stopping.request(slow, { ms: 2_000 }).then(
+        () => 'answered',
+        () => 'gave up',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const started = Date.now();
+      stopping.hurry();
+      await expect(stopping.request(slow, { ms: 1_500 })).rejects.toMatchObject({ code: 'service_unavailable' });
+      expect(Date.now() - started).toBeLessThan(1_200);
+      expect(await inFlight).toBe('gave up');
+    } finally {
+      await stopping.close();
+    }
+  });
+
   it('is answered with the reply alone when it did not ask to be kept alive (a requester of an older version)', async () => {
     const answer = await natsOf(client).request(slow.subject, new TextEncoder().encode(JSON.stringify({ ms: 800 })), { timeout: 5_000 });
     expect(JSON.parse(new TextDecoder().decode(answer.data))).toEqual({ ok: true, data: { slept: 800 } });

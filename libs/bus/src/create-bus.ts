@@ -233,6 +233,11 @@ export interface Bus {
    * compiler, its operations log).
    */
   stopServing(): Promise<void>;
+  /**
+   * Waits past a request's timeout for a server at work no more (see `RequestOptions.upToMs`):
+   * called as the service begins to stop, so what it is answering ends within its shutdown time.
+   */
+  hurry(): void;
   /** Stops taking messages (`stopServing` first, if not done), flushes, closes. */
   drain(): Promise<void>;
   /** Closes the connection at once, as a crash would: nothing is drained or finished. */
@@ -300,7 +305,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
   const stored = jetStreamPublisher(nc, requestTimeoutMs);
   // Requests and replies made in one event-loop turn leave in one socket write.
   const outgoing = batchedPublisher(nc);
-  const send = batchedRequester(nc, outgoing);
+  const { send, hurry } = batchedRequester(nc, outgoing);
   // Handlers are async: drain must wait for their replies, not only for callbacks to return.
   const served: BusSubscription[] = [];
   const inFlight = new Set<Promise<void>>();
@@ -599,6 +604,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     service,
     requestTimeoutMs,
     keepaliveUpToMs,
+    hurry,
     get inlineLimit() {
       return Math.min(INLINE_CEILING_BYTES, maxPayload() - INLINE_HEADROOM_BYTES);
     },

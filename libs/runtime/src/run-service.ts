@@ -210,6 +210,8 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
   const shutdown = () =>
     (stopped ??= (async () => {
       stopping = true;
+      // What this service waits for from others must end within its shutdown time too.
+      bus.hurry();
       for (const hook of stoppingHooks) hook();
       // Requests already taken are answered before the hooks close what their handlers use: a
       // token request a provider has received must not lose its HTTP client, nor a finished
