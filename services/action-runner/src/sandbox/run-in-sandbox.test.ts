@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { AppError } from '@latchkey/errors';
+import { currentRequestId, runWithContext } from '@latchkey/logger';
 import { runInSandbox, type SandboxRun } from './run-in-sandbox.js';
 
 /** A bundle as esbuild writes it: CommonJS whose default export is the definition. */
@@ -42,6 +43,16 @@ describe('runInSandbox', () => {
     });
     expect(JSON.parse(output!)).toEqual({ double: 4, plan: 'pro', connection: 'c' });
     expect(logs).toEqual(['info:hello 2']);
+  });
+
+  // isolated-vm calls the host from outside any async context: a context call lost its run's
+  // request id, trace and its caller's wait (a pre-deletion function's read waited on after
+  // the gateway had deleted the connection).
+  it('answers context calls in the async context its run was started in', async () => {
+    const output = await runWithContext({ requestId: 'req-in-sandbox' }, () =>
+      run(action(`async (ctx) => ctx.getMetadata()`), { host: { getMetadata: async () => ({ requestId: currentRequestId() ?? null }) } }),
+    );
+    expect(JSON.parse(output!)).toEqual({ requestId: 'req-in-sandbox' });
   });
 
   it('tells a sync the variant it runs for (base when none is given); an action has none', async () => {

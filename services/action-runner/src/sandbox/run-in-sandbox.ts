@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import ivm from 'isolated-vm';
 import { createCache } from '@latchkey/cache';
@@ -116,6 +117,11 @@ interface Loaded {
   entry: ivm.Reference<(...args: unknown[]) => Promise<string>>;
   runId: number;
   run: SandboxRun | undefined;
+  /**
+   * The async context the current run was started in (its request id, trace, and how long its
+   * caller waits), for its context calls: isolated-vm calls the host from outside any.
+   */
+  inRunContext: <R>(work: () => R) => R;
   /** The last outage (a retryable error) a context call of the current run met, if any. */
   outage?: AppError | undefined;
   /** Context calls answering now: a run that ends with one out leaves code to resume in the isolate. */
@@ -282,7 +288,7 @@ function parseArgs(argsJson: string): unknown[] | undefined {
 async function load(bundle: string, limits: SandboxLimits, started: (isolate: ivm.Isolate) => void): Promise<Loaded> {
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
   started(isolate);
-  const loaded = { isolate, runId: 0, run: undefined, pending: 0, pendingChars: 0 } as unknown as Loaded;
+  const loaded = { isolate, runId: 0, run: undefined, inRunContext: (work: () => unknown) => work(), pending: 0, pendingChars: 0 } as unknown as Loaded;
   try {
     const context = await isolate.createContext();
     const jail = context.global;
@@ -318,7 +324,7 @@ async function load(bundle: string, limits: SandboxLimits, started: (isolate: iv
           // arrays): its failure, never an internal error, which would pass for a retryable outage.
           const args = parseArgs(argsJson);
           if (!args) throw new AppError('function_failed', `ctx.${method}: its arguments did not come as a JSON array`);
-          const value = await fn(...args);
+          const value = await loaded.inRunContext(() => fn(...args));
           return JSON.stringify({ ok: true, value: value ?? null });
         } catch (error) {
           const appError = toAppError(error);
@@ -418,6 +424,7 @@ export async function runInSandbox(run: SandboxRun): Promise<SandboxResult> {
       const runId = nextRunId++;
       loaded.runId = runId;
       loaded.run = run;
+      loaded.inRunContext = AsyncLocalStorage.snapshot();
       loaded.outage = undefined;
       const inputJson = run.input === undefined ? undefined : JSON.stringify(run.input);
       const info = JSON.stringify({ ...run.info, runId, ...(run.kind ? { kind: run.kind } : {}) });
