@@ -7,8 +7,9 @@ import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
  * A request's header, `<timeout>/<bound>` in milliseconds: how long its requester waits for an
  * answer or the server's next sign of life, and how long in all. While the bound is the longer,
  * the server says it is still at work every third of the timeout, until the bound; and the
- * requests its handler makes wait on no further than the bound. A server of an older version
- * ignores it: it says nothing, and the request ends at its timeout as it always did.
+ * requests its handler makes wait on, past their own timeout, no further than the bound. A
+ * server of an older version ignores it: it says nothing, and the request ends at its timeout
+ * as it always did.
  */
 export const WAIT_HEADER = 'latchkey-wait';
 /** The header of a server's "still at work" message, which has no body. */
@@ -89,7 +90,8 @@ interface Pending {
 export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher) {
   const prefix = createInbox(inboxPrefixOfConnection(nc));
   const pending = new Map<string, Pending>();
-  let hurried = false;
+  /** Past this (`performance.now()` time), no request waits on for a server at work (`hurry`). */
+  let hurriedAt = Infinity;
   const expire = (inbox: string) => {
     const call = pending.get(inbox);
     if (!call) return;
@@ -105,7 +107,7 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
       // server's sign that it is still at work.
       if (msg.data.length === 0 && msg.headers?.has('latchkey-working')) {
         const left = call.deadline - performance.now();
-        if (left <= 0 || hurried) return;
+        if (left <= 0) return;
         clearTimeout(call.timer);
         call.timer = setTimeout(expire, Math.min(call.timeoutMs, left), msg.subject);
         return;
@@ -121,7 +123,8 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
     new Promise((resolve, reject) => {
       const inbox = `${prefix}.${(sequence++).toString(36)}`;
       const outer = handlerBound.getStore();
-      const upToMs = hurried ? Math.min(asked, timeoutMs) : outer === undefined ? asked : Math.min(asked, Math.max(timeoutMs, Math.floor(outer - performance.now())));
+      const bound = Math.min(outer ?? Infinity, hurriedAt);
+      const upToMs = bound === Infinity ? asked : Math.min(asked, Math.max(timeoutMs, Math.floor(bound - performance.now())));
       const timer = setTimeout(expire, Math.min(timeoutMs, upToMs), inbox);
       pending.set(inbox, { resolve, reject, timer, timeoutMs, deadline: performance.now() + upToMs });
       const headers = outgoingHeaders();
@@ -137,11 +140,13 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
   return {
     send,
     /**
-     * From now on no request waits past its timeout for a server at work: each ends one timeout
-     * after its last sign at most, so a stopping service answers what it holds in its shutdown time.
+     * No request waits on for a server at work past `withinMs` from now, those in flight
+     * included (a request still ends no sooner than its timeout): a stopping service answers
+     * what it holds within its shutdown time.
      */
-    hurry: () => {
-      hurried = true;
+    hurry: (withinMs: number) => {
+      hurriedAt = Math.min(hurriedAt, performance.now() + withinMs);
+      for (const call of pending.values()) call.deadline = Math.min(call.deadline, hurriedAt);
     },
   };
 }

@@ -115,7 +115,8 @@ export interface RequestOptions {
    * token endpoint, a JetStream election) answers what it did, rather than a 503 while it goes
    * on. A server that died or never took the request says nothing, and the request ends
    * `timeoutMs` after its last sign. Below `timeoutMs`, it is the request's deadline. A request
-   * a handler makes waits on no further than the handler's own caller does. Default: the bus's
+   * a handler makes waits on, past its timeout, no further than the handler's own caller does
+   * (nor past `hurry`). Default: the bus's
    * `keepaliveUpToMs` for a request on the bus's own timeout; `timeoutMs` (no waiting past it)
    * for a request that names its own.
    */
@@ -234,10 +235,11 @@ export interface Bus {
    */
   stopServing(): Promise<void>;
   /**
-   * Waits past a request's timeout for a server at work no more (see `RequestOptions.upToMs`):
-   * called as the service begins to stop, so what it is answering ends within its shutdown time.
+   * Waits past a request's timeout for a server at work no further than `withinMs` from now (see
+   * `RequestOptions.upToMs`), in-flight requests included: called as the service begins to stop,
+   * so what it is answering ends within its shutdown time.
    */
-  hurry(): void;
+  hurry(withinMs: number): void;
   /** Stops taking messages (`stopServing` first, if not done), flushes, closes. */
   drain(): Promise<void>;
   /** Closes the connection at once, as a crash would: nothing is drained or finished. */

@@ -36,6 +36,12 @@ export interface DatabaseConfig {
   MONGODB_SERVER_SELECTION_TIMEOUT_MS?: number;
 }
 
+/**
+ * How long before `SHUTDOWN_TIMEOUT_MS` a stopping service stops waiting on another that says it
+ * is at work, so the answer that depends on it still goes out (the runner hands runs back then too).
+ */
+const SHUTDOWN_ANSWER_MARGIN_MS = 3_000;
+
 /** What a service is given to wire itself: the runtime of a service that keeps no database. */
 export interface RuntimeWithoutDatabase {
   readonly service: ServiceName;
@@ -211,7 +217,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
     (stopped ??= (async () => {
       stopping = true;
       // What this service waits for from others must end within its shutdown time too.
-      bus.hurry();
+      bus.hurry(Math.max(0, config.SHUTDOWN_TIMEOUT_MS - SHUTDOWN_ANSWER_MARGIN_MS));
       for (const hook of stoppingHooks) hook();
       // Requests already taken are answered before the hooks close what their handlers use: a
       // token request a provider has received must not lose its HTTP client, nor a finished
