@@ -10,3 +10,4 @@ export {
   type ServiceDefinitionWithoutDatabase,
 } from './run-service.js';
 export { repeatEvery, type Repeating } from './repeat.js';
+export { settledWithin } from './settled-within.js';

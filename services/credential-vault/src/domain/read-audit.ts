@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '@latchkey/errors';
 import type { Logger } from '@latchkey/logger';
+import { settledWithin } from '@latchkey/runtime';
 import type { CredentialReadDoc } from '../db/credential-read-model.js';
-import { settledWithin } from './settled-within.js';
 
 export type ReadEntry = Pick<CredentialReadDoc, 'environment_id' | 'connection' | 'key_id' | 'purpose'> & Pick<Partial<CredentialReadDoc>, 'caller'>;
 
