@@ -471,3 +471,33 @@ describe('credentials that take a refresh to have', () => {
     }
   }, 30_000);
 });
+
+describe('a 401 whose refresh is slower than the call may wait', () => {
+  // Calls meeting a 401 share one forced refresh, bound by none of their deadlines: a call with
+  // little time left waited for it as long as it took, holding its slot past its caller.
+  it('is the answer once the call\'s deadline comes, while the refresh goes on', async () => {
+    const provider = createServer((req, res) => void res.writeHead(req.headers.authorization === 'Bearer renewed' ? 200 : 401).end());
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+    const { port } = provider.address() as AddressInfo;
+    const credentialsWith = (token: string) => ({ id: 'c1', provider: 'crm', auth_mode: 'OAUTH2', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: { authorization: `Bearer ${token}` }, query: {}, decompress: false });
+    vault.serve(proxyContracts.getCredentials, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      return credentialsWith('renewed');
+    });
+    await vault.flush();
+    try {
+      const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+      const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+      cache.set(credentialKey(proxyMetaFixture('any')), credentialsWith('expired'), cache.generation());
+      const started = performance.now();
+      const reply = await new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture('contacts', { deadline_ms: 1_000 }), body: new Uint8Array(0), respond: resolve }));
+      expect(reply).toMatchObject({ ok: true, status: 401 });
+      expect(performance.now() - started).toBeLessThan(2_500);
+    } finally {
+      await vault.close();
+      provider.closeAllConnections();
+      await new Promise((resolve) => provider.close(resolve));
+    }
+  }, 30_000);
+});

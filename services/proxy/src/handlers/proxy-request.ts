@@ -6,6 +6,7 @@ import { HOP_BY_HOP_HEADERS, OWN_ERROR_HEADER, proxyContracts, type ProxyCredent
 import { AppError, toAppError } from '@latchkey/errors';
 import type { Bus } from '@latchkey/bus';
 import type { Logger } from '@latchkey/logger';
+import { settledWithin } from '@latchkey/runtime';
 import { inSpan, setSpanAttributes, SpanKind, tracingEnabled } from '@latchkey/tracing';
 import { credentialKey, type CredentialCache } from '../domain/credential-cache.js';
 import { checkInjectedHeaders, connectionListed } from '../domain/header-policy.js';
@@ -290,7 +291,10 @@ export function proxyRequestHandler(deps: ProxyDeps) {
       let response = await sendWithRetries(deps, meta, buildCall(meta, credentials, body), credentials.provider, deadlineAt);
       // The replay, only while the caller still waits and the replica is not stopping: else the 401 is the answer.
       if (response.status === 401 && RENEWABLE_MODES.has(credentials.auth_mode) && (body === null || body instanceof Uint8Array) && performance.now() < deadlineAt && !deps.stopping?.aborted) {
-        const fresh = await renewed(meta, credentials);
+        // Shared with other calls and bound by none of their deadlines: waited for until this
+        // call's own, after which the 401 is its answer.
+        const renewing = renewed(meta, credentials);
+        const fresh = !Number.isFinite(deadlineAt) || (await settledWithin(renewing, deadlineAt - performance.now())) ? await renewing : undefined;
         if (fresh !== undefined) {
           response.discard();
           credentials = fresh;
