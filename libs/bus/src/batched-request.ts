@@ -13,9 +13,10 @@ import { inboxPrefixOfConnection, outgoingHeaders } from './wire.js';
  */
 export const WAIT_HEADER = 'latchkey-wait';
 /** The header of a server's "still at work" message, which has no body. */
+const WORKING_HEADER = 'latchkey-working';
 const WORKING = (() => {
   const headers = natsHeaders();
-  headers.set('latchkey-working', '1');
+  headers.set(WORKING_HEADER, '1');
   return headers;
 })();
 /** How often a server may be asked to say it is at work: no flood, and no interval Node cannot keep. */
@@ -105,7 +106,7 @@ export function batchedRequester(nc: NatsConnection, publisher: BatchedPublisher
       if (!call) return;
       // An answer is never empty (it is JSON): an empty message is NATS's "no responders" or a
       // server's sign that it is still at work.
-      if (msg.data.length === 0 && msg.headers?.has('latchkey-working')) {
+      if (msg.data.length === 0 && msg.headers?.has(WORKING_HEADER)) {
         const left = call.deadline - performance.now();
         if (left <= 0) return;
         clearTimeout(call.timer);

@@ -172,7 +172,8 @@ describe('a request whose server is still at work past its timeout', () => {
     try {
       await eventually(() => (answeredAt > 0 ? true : undefined), 5_000, 'the answer');
       expect(signs.length).toBeGreaterThanOrEqual(3);
-      expect(Math.max(...signs)).toBeLessThan(1_200);
+      // The bound is 900 ms; the handler ran to 2 s.
+      expect(Math.max(...signs)).toBeLessThan(1_500);
     } finally {
       listening.unsubscribe();
     }
@@ -207,12 +208,12 @@ describe('a request whose server is still at work past its timeout', () => {
       );
       await new Promise((resolve) => setTimeout(resolve, 200));
       const started = Date.now();
-      stopping.hurry(700);
+      stopping.hurry(1_500);
       // Within the time it was given: answered.
       await expect(stopping.request(slow, { ms: 600 })).resolves.toEqual({ slept: 600 });
-      // Past it: no longer than its timeout after the last sign before it.
-      await expect(stopping.request(slow, { ms: 1_500 })).rejects.toMatchObject({ code: 'service_unavailable' });
-      expect(Date.now() - started).toBeLessThan(1_800);
+      // Then no further than it (900 ms left), where it would have waited the 3 s out.
+      await expect(stopping.request(slow, { ms: 3_000 })).rejects.toMatchObject({ code: 'service_unavailable' });
+      expect(Date.now() - started).toBeLessThan(2_800);
       expect(await inFlight).toBe('gave up');
     } finally {
       await stopping.close();

@@ -116,9 +116,8 @@ export interface RequestOptions {
    * on. A server that died or never took the request says nothing, and the request ends
    * `timeoutMs` after its last sign. Below `timeoutMs`, it is the request's deadline. A request
    * a handler makes waits on, past its timeout, no further than the handler's own caller does
-   * (nor past `hurry`). Default: the bus's
-   * `keepaliveUpToMs` for a request on the bus's own timeout; `timeoutMs` (no waiting past it)
-   * for a request that names its own.
+   * (nor past `hurry`). Default: the bus's `keepaliveUpToMs` for a request on the bus's own
+   * timeout; `timeoutMs` (no waiting past it) for a request that names its own.
    */
   upToMs?: number;
 }
