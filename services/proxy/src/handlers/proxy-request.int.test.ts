@@ -8,7 +8,7 @@ import { createLogger } from '@latchkey/logger';
 import { createAddressPolicy, createSafeLookup, parseCidrList } from '@latchkey/net';
 import { startNats, type TestNats } from '@latchkey/testing';
 import type { Dispatcher } from 'undici';
-import { createCredentialCache, credentialKey } from '../domain/credential-cache.js';
+import { createCredentialCache, credentialKey, type CredentialCache } from '../domain/credential-cache.js';
 import { callUpstream, createUpstreamDispatcher } from '../upstream/call-upstream.js';
 import { proxyMetaFixture } from '../domain/meta-fixture.js';
 import { proxyRequestHandler } from './proxy-request.js';
@@ -391,52 +391,87 @@ describe('a streamed request body', () => {
   }, 30_000);
 });
 
+/**
+ * A provider that takes only `Bearer renewed` (never on `/scoped`), and a vault that renews a
+ * connection's credentials to that token after `refreshMs`, counting the forced refreshes.
+ */
+async function renewingVault(refreshMs: number) {
+  const provider = createServer((req, res) => {
+    const renewed = req.headers.authorization === 'Bearer renewed';
+    res.writeHead(req.url !== '/scoped' && renewed ? 200 : 401).end(renewed ? 'ok' : 'refused');
+  });
+  await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+  const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
+  const { port } = provider.address() as AddressInfo;
+  const credentialsWith = (token: string) => ({
+    id: 'c1',
+    provider: 'crm',
+    auth_mode: 'OAUTH2',
+    expires_at: null,
+    base_url: `http://127.0.0.1:${port}`,
+    headers: { authorization: `Bearer ${token}` },
+    query: {},
+    decompress: false,
+  });
+  let forced = 0;
+  vault.serve(proxyContracts.getCredentials, async ({ force_refresh }) => {
+    if (force_refresh) forced++;
+    await new Promise((resolve) => setTimeout(resolve, refreshMs));
+    return credentialsWith('renewed');
+  });
+  await vault.flush();
+  return {
+    credentialsWith,
+    forcedRefreshes: () => forced,
+    close: async () => {
+      await vault.close();
+      provider.closeAllConnections();
+      await new Promise((resolve) => provider.close(resolve));
+    },
+  };
+}
+
+/** A handler with its own credential cache, recording nothing, as a replica's. */
+const quietHandler = (cache: CredentialCache) =>
+  proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+
 describe('a 401 on a connection whose token the vault can renew', () => {
   // Every 401 forced a refresh at the provider's token endpoint, past the vault's back-off: a
   // path that answers 401 whatever the token made each call a refresh.
   it('refreshes by force once in a while, however many calls meet it; calls that met the expired token together all replay with the one refresh', async () => {
-    const provider = createServer((req, res) => {
-      // `/scoped` refuses every token; anything else refuses all but the renewed one.
-      const renewed = req.headers.authorization === 'Bearer renewed';
-      res.writeHead(req.url !== '/scoped' && renewed ? 200 : 401).end(renewed ? 'ok' : 'refused');
-    });
-    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
-    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
-    const { port } = provider.address() as AddressInfo;
-    const credentialsWith = (token: string) => ({
-      id: 'c1',
-      provider: 'crm',
-      auth_mode: 'OAUTH2',
-      expires_at: null,
-      base_url: `http://127.0.0.1:${port}`,
-      headers: { authorization: `Bearer ${token}` },
-      query: {},
-      decompress: false,
-    });
-    let forcedRefreshes = 0;
-    vault.serve(proxyContracts.getCredentials, async ({ force_refresh }) => {
-      if (force_refresh) forcedRefreshes++;
-      // A refresh takes a moment: the calls that met the 401 together wait for the same one.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      return credentialsWith('renewed');
-    });
-    await vault.flush();
+    // A refresh takes a moment: the calls that met the 401 together wait for the same one.
+    const vault = await renewingVault(100);
     try {
       const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
-      const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
+      const handle = quietHandler(cache);
       const call = (path: string) => new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture(path), body: new Uint8Array(0), respond: (reply: ProxyReplyMeta) => resolve(reply) }));
-      cache.set(credentialKey(proxyMetaFixture('any')), credentialsWith('expired'), cache.generation());
+      cache.set(credentialKey(proxyMetaFixture('any')), vault.credentialsWith('expired'), cache.generation());
 
       const together = await Promise.all(Array.from({ length: 5 }, () => call('contacts')));
       expect(together.map((reply) => (reply.ok ? reply.status : 0))).toEqual([200, 200, 200, 200, 200]);
-      expect(forcedRefreshes).toBe(1);
+      expect(vault.forcedRefreshes()).toBe(1);
 
       for (let i = 0; i < 10; i++) expect(await call('scoped')).toMatchObject({ ok: true, status: 401 });
-      expect(forcedRefreshes).toBe(1);
+      expect(vault.forcedRefreshes()).toBe(1);
     } finally {
       await vault.close();
-      provider.closeAllConnections();
-      await new Promise((resolve) => provider.close(resolve));
+    }
+  }, 30_000);
+
+  // Calls meeting a 401 share one forced refresh, bound by none of their deadlines: a call with
+  // little time left waited for it as long as it took, holding its slot past its caller.
+  it("answers the 401 once the call's deadline comes, while a slow refresh goes on", async () => {
+    const vault = await renewingVault(3_000);
+    try {
+      const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
+      const handle = quietHandler(cache);
+      cache.set(credentialKey(proxyMetaFixture('any')), vault.credentialsWith('expired'), cache.generation());
+      const started = performance.now();
+      const reply = await new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture('contacts', { deadline_ms: 1_000 }), body: new Uint8Array(0), respond: resolve }));
+      expect(reply).toMatchObject({ ok: true, status: 401 });
+      expect(performance.now() - started).toBeLessThan(2_500);
+    } finally {
+      await vault.close();
     }
   }, 30_000);
 });
@@ -447,20 +482,11 @@ describe('credentials that take a refresh to have', () => {
   // stored the new token with nobody waiting, and the gateway would have waited 45 s. The vault
   // says it is at work meanwhile; the call waits for it until its own deadline.
   it('waits for them as long as the call may wait, and never past its deadline', async () => {
-    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
-    const { port } = upstream.address() as AddressInfo;
-    vault.serve(proxyContracts.getCredentials, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 6_000));
-      return { id: 'c1', provider: 'crm', auth_mode: 'OAUTH2', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: { authorization: 'Bearer fresh' }, query: {}, decompress: false };
-    });
-    await vault.flush();
+    const vault = await renewingVault(6_000);
     try {
-      const call = (deadlineMs: number) => {
-        // A cache of its own for each call: both ask the vault.
-        const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
-        const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
-        return new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture('contacts', { deadline_ms: deadlineMs }), body: new Uint8Array(0), respond: resolve }));
-      };
+      // A cache of its own for each call: both ask the vault.
+      const call = (deadlineMs: number) =>
+        new Promise<ProxyReplyMeta>((resolve) => void quietHandler(createCredentialCache({ ttlMs: 60_000, maxEntries: 10 }))({ meta: proxyMetaFixture('contacts', { deadline_ms: deadlineMs }), body: new Uint8Array(0), respond: resolve }));
       const started = performance.now();
       const [patient, hurried] = await Promise.all([call(45_000), call(3_000).then((reply) => ({ reply, afterMs: performance.now() - started }))]);
       expect(patient).toMatchObject({ ok: true, status: 200 });
@@ -468,36 +494,6 @@ describe('credentials that take a refresh to have', () => {
       expect(hurried.afterMs).toBeLessThan(5_000);
     } finally {
       await vault.close();
-    }
-  }, 30_000);
-});
-
-describe('a 401 whose refresh is slower than the call may wait', () => {
-  // Calls meeting a 401 share one forced refresh, bound by none of their deadlines: a call with
-  // little time left waited for it as long as it took, holding its slot past its caller.
-  it('is the answer once the call\'s deadline comes, while the refresh goes on', async () => {
-    const provider = createServer((req, res) => void res.writeHead(req.headers.authorization === 'Bearer renewed' ? 200 : 401).end());
-    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
-    const vault = await createBus({ servers: nats.url, service: 'credential-vault', identity: nats.credentials('credential-vault'), logger, requestTimeoutMs: 5_000 });
-    const { port } = provider.address() as AddressInfo;
-    const credentialsWith = (token: string) => ({ id: 'c1', provider: 'crm', auth_mode: 'OAUTH2', expires_at: null, base_url: `http://127.0.0.1:${port}`, headers: { authorization: `Bearer ${token}` }, query: {}, decompress: false });
-    vault.serve(proxyContracts.getCredentials, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 3_000));
-      return credentialsWith('renewed');
-    });
-    await vault.flush();
-    try {
-      const cache = createCredentialCache({ ttlMs: 60_000, maxEntries: 10 });
-      const handle = proxyRequestHandler({ bus, logger, cache, upstream: { policy, dispatcher, timeoutMs: 5_000, maxRedirects: 0 }, retryCapMs: 100, operations: { recordFields: () => undefined }, logSuccesses: true });
-      cache.set(credentialKey(proxyMetaFixture('any')), credentialsWith('expired'), cache.generation());
-      const started = performance.now();
-      const reply = await new Promise<ProxyReplyMeta>((resolve) => void handle({ meta: proxyMetaFixture('contacts', { deadline_ms: 1_000 }), body: new Uint8Array(0), respond: resolve }));
-      expect(reply).toMatchObject({ ok: true, status: 401 });
-      expect(performance.now() - started).toBeLessThan(2_500);
-    } finally {
-      await vault.close();
-      provider.closeAllConnections();
-      await new Promise((resolve) => provider.close(resolve));
     }
   }, 30_000);
 });
