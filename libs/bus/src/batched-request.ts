@@ -42,15 +42,21 @@ export function callerWait(headers: MsgHdrs | undefined, receivedAt: number): Ca
   return { keepaliveEveryMs: bound > timeoutMs! ? every : undefined, untilAt: receivedAt + bound };
 }
 
+/** A "still at work" message has no body, only its header. */
+const EMPTY = new Uint8Array(0);
+/** One that cannot leave (the connection is going): the caller's timeout says the rest. */
+const ignoreUnsent = () => undefined;
+
 /**
- * Sends `send(WORKING)` every `wait.keepaliveEveryMs` until the caller's bound: the server's side
- * of a request kept alive. The caller stops the timer when its handler ends.
+ * Tells `inbox` every `wait.keepaliveEveryMs`, until the caller's bound, that its request is still
+ * being worked on: the server's side of a request kept alive, through the publisher its reply
+ * takes, so the reply comes after them. The caller stops the timer when its handler ends.
  */
-export function keepAlive(wait: CallerWait, send: (headers: MsgHdrs) => void): NodeJS.Timeout | undefined {
+export function keepAlive(wait: CallerWait, inbox: string, publisher: BatchedPublisher): NodeJS.Timeout | undefined {
   if (wait.keepaliveEveryMs === undefined) return undefined;
   const timer = setInterval(() => {
     if (performance.now() >= wait.untilAt) clearInterval(timer);
-    else send(WORKING);
+    else publisher.publish(inbox, EMPTY, { headers: WORKING }, ignoreUnsent);
   }, wait.keepaliveEveryMs);
   timer.unref();
   return timer;

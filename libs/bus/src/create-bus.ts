@@ -80,10 +80,6 @@ export interface BusOptions {
 }
 
 const DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024;
-/** A server's "still at work" message has no body, only its header. */
-const EMPTY = new Uint8Array(0);
-/** A "still at work" message that cannot leave (the connection is going): the caller's timeout says the rest. */
-const ignoreUnsent = () => undefined;
 /** What the server allows in one message when it has not said (before the first INFO). */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 /**
@@ -394,7 +390,7 @@ export async function createBus(options: BusOptions): Promise<Bus> {
     // is at work; and what the handler asks of other services waits no longer than the caller.
     const inbox = msg.reply;
     const wait = callerWait(msg.headers, start);
-    const keepalive = wait && isInboxSubject(inbox) ? keepAlive(wait, (headers) => outgoing.publish(inbox, EMPTY, { headers }, ignoreUnsent)) : undefined;
+    const keepalive = wait && isInboxSubject(inbox) ? keepAlive(wait, inbox, outgoing) : undefined;
     try {
       const payload = parseOrThrow(contract.request, decodeJsonOr(msg.data, requestNotJson, contract.subject), `request to ${contract.subject}`);
       const result = await (wait ? withinCallerBound(wait.untilAt, () => handler(payload as RequestOf<C>, msg)) : handler(payload as RequestOf<C>, msg));
