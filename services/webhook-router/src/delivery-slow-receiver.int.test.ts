@@ -87,10 +87,11 @@ describe('a receiver that answers slowly, with a backlog', () => {
     for (const id of backlog) await router.runtime.bus.enqueue(webhookContracts.deliver, deliveryOf(id, 'env_slow', urlOf(slow)), { msgId: `${id}:primary` });
     await eventually(() => (slowSeen.length >= PER_URL ? true : undefined), 20_000, 'the first deliveries to the slow receiver', 50);
 
-    const enqueuedAt = Date.now();
+    // It arrives while the slow receiver still holds every answer: behind that backlog it would
+    // wait for the held attempts' 20 s deadline. No tighter time is asserted (a loaded machine
+    // once took 4.9 s, where 3 s were allowed).
     await router.runtime.bus.enqueue(webhookContracts.deliver, deliveryOf('msg_prompt', 'env_prompt', urlOf(prompt)), { msgId: 'msg_prompt:primary' });
-    await eventually(() => (promptSeen.includes('msg_prompt') ? true : undefined), 5_000, 'the other environment’s delivery', 20);
-    expect(Date.now() - enqueuedAt).toBeLessThan(3_000);
+    await eventually(() => (promptSeen.includes('msg_prompt') ? true : undefined), 15_000, 'the other environment’s delivery', 20);
     // Meanwhile the slow receiver has had its share and no more.
     expect(slowSeen).toHaveLength(PER_URL);
 
