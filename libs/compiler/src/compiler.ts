@@ -5,8 +5,6 @@ import { AppError } from '@latchkey/errors';
 import type { CompileResult } from './compile-source.js';
 import { sdkLocation } from './sdk-location.js';
 
-const WARM_SOURCE = `import { defineAction } from '@latchkey/functions';\nexport default defineAction({ name: 'warm', exec: () => null });\n`;
-
 /**
  * The child's entry: beside this module once built; when this module runs from its sources (a
  * service's tests), the built one (`make build` precedes the tests).
@@ -152,13 +150,6 @@ export function createCompiler(options: CompilerOptions = {}) {
 
   return {
     compile,
-    /**
-     * Starts the child and has it load esbuild, TypeScript and the `lib` declarations now, so
-     * that the first real compile does not pay for them. Failures are left to that compile.
-     */
-    warm(): void {
-      compile(WARM_SOURCE).catch(() => undefined);
-    },
     /** Stops the child; the compile it has and those waiting fail. */
     async close(): Promise<void> {
       closed = true;

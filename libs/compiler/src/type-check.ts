@@ -1,9 +1,18 @@
+import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
-import ts from 'typescript';
+import type ts from 'typescript';
 import type { Diagnostic } from './bundle-source.js';
 import { SDK_MODULE, sdkLocation } from './sdk-location.js';
 
-const OPTIONS: ts.CompilerOptions = {
+/**
+ * TypeScript, loaded by the first type-check: the compiler's child needs it, a service that
+ * imports this library for `createCompiler` does not (9 MB of JavaScript, over a second of CPU
+ * at every start of the sync-scheduler when it was imported with the library).
+ */
+let loaded: typeof ts | undefined;
+const typescript = (): typeof ts => (loaded ??= createRequire(import.meta.url)('typescript') as typeof ts);
+
+const optionsOf = (ts: typeof import('typescript')): import('typescript').CompilerOptions => ({
   target: ts.ScriptTarget.ES2022,
   module: ts.ModuleKind.ESNext,
   moduleResolution: ts.ModuleResolutionKind.Bundler,
@@ -15,7 +24,7 @@ const OPTIONS: ts.CompilerOptions = {
   skipLibCheck: true,
   esModuleInterop: true,
   isolatedModules: true,
-};
+});
 
 /** Where the submitted source lives for the compiler: a path that is never on disk. */
 const VIRTUAL_DIR = `${sep}__latchkey_source__${sep}`;
@@ -27,6 +36,8 @@ const VIRTUAL_DIR = `${sep}__latchkey_source__${sep}`;
  * nor module resolution can open any other file. Diagnostics quote only the submitted source.
  */
 export function typeCheck(source: string, filename = 'function.ts'): Diagnostic[] {
+  const ts = typescript();
+  const OPTIONS = optionsOf(ts);
   const file = `${VIRTUAL_DIR}${filename.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/\.[cm]?[jt]sx?$/, '')}.ts`;
   const sdk = sdkLocation();
   const libDir = `${dirname(ts.getDefaultLibFilePath(OPTIONS))}${sep}`;

@@ -64,8 +64,9 @@ export async function startScheduler(runtime: Runtime, config: Config): Promise<
   bus.serve(functionsContracts.listWebhookSyncs, listWebhookSyncsHandler(deps));
   bus.serve(functionsContracts.scriptsConfig, scriptsConfigHandler(deps));
   bus.serve(functionsContracts.listActions, listActionsHandler(deps));
+  // Its child starts with the first compile (a second or two, loading esbuild and TypeScript):
+  // a replica that never compiles holds neither, and pays nothing for them at start.
   const compiler = createCompiler();
-  compiler.warm();
   bus.serve(functionsContracts.compile, compileHandler({ compiler }));
   runtime.onShutdown(() => compiler.close());
 
