@@ -5,7 +5,6 @@ import { createBus, ensureStreams, type Bus } from '@latchkey/bus';
 import { ping, type ServiceName } from '@latchkey/contracts';
 import { createLogger, type Logger } from '@latchkey/logger';
 import { answerScrape, busMetrics, collectProcessMetrics, isScrape } from '@latchkey/metrics';
-import { connectMongo, databaseUnavailable, isMongoConnected } from '@latchkey/mongo';
 import { startTracing } from '@latchkey/tracing';
 
 /** What every service's config carries (see `baseServiceSchema` in @latchkey/config). */
@@ -153,6 +152,9 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
   let probes: Server | undefined;
   if (config.HEALTH_PORT) probes = await startProbeServer(config.HEALTH_PORT, { isReady: () => runtime?.isReady() ?? false });
   let early = definition.httpPort === undefined ? undefined : await startProbeServer(definition.httpPort, { isReady: () => false }, { starting: true });
+  // Mongoose and the driver load only where a database is kept: the proxy keeps none, and
+  // starts without them (close to a second of CPU, and their memory, at each replica's start).
+  const mongoLib = database ? await import('@latchkey/mongo') : undefined;
   const bus = await createBus({
     servers: config.NATS_URL,
     service,
@@ -161,20 +163,21 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
     observer: busMetrics(),
     // A handler that met the database away answers 503, and its message is tried again later.
-    classifyError: (error) => databaseUnavailable(error),
+    classifyError: (error) => mongoLib?.databaseUnavailable(error),
     ...(config.JETSTREAM_REPLICAS === undefined ? {} : { jetstreamReplicas: config.JETSTREAM_REPLICAS }),
     ...(config.JETSTREAM_SETUP_TIMEOUT_MS === undefined ? {} : { jetstreamSetupTimeoutMs: config.JETSTREAM_SETUP_TIMEOUT_MS }),
   });
   await ensureStreams(bus, config.JOBS_STREAM_MAX_BYTES === undefined ? {} : { jobsMaxBytes: config.JOBS_STREAM_MAX_BYTES });
   const failFast = database?.MONGODB_SERVER_SELECTION_TIMEOUT_MS;
-  const mongo = database
-    ? await connectMongo({
-        uri: database.MONGODB_URI,
-        dbName: database.MONGODB_DB,
-        logger,
-        ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
-      })
-    : undefined;
+  const mongo =
+    database && mongoLib
+      ? await mongoLib.connectMongo({
+          uri: database.MONGODB_URI,
+          dbName: database.MONGODB_DB,
+          logger,
+          ...(failFast === undefined ? {} : { serverSelectionTimeoutMs: failFast, bufferCommands: false }),
+        })
+      : undefined;
 
   runtime = {
     service,
@@ -182,7 +185,7 @@ async function startService<C extends BaseConfig, T>(definition: AnyDefinition<C
     logger,
     bus,
     ...(mongo ? { mongo } : {}),
-    isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && (mongo === undefined || isMongoConnected(mongo)),
+    isReady: () => ready && !stopping && bus.isConnected() && bus.refusedSubscriptions().length === 0 && (mongo === undefined || mongoLib?.isMongoConnected(mongo) === true),
     onShutdown: (hook) => hooks.push(hook),
     onStopping: (hook) => stoppingHooks.push(hook),
     async serveHttp(handler, port) {
