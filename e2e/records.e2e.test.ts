@@ -165,6 +165,20 @@ describe('records', () => {
     expect(records[2]!['title']).toBeDefined();
   });
 
+  it('gives a pruned record its payload back when it is saved again unchanged', async () => {
+    const model = 'Archived';
+    expect(await write('save', tickets(0, 2), model)).toMatchObject({ added: 2, unchanged: 0 });
+    const [, last] = (await client.listRecords({ ...CONNECTION, model })).records;
+    expect(await client.pruneRecords({ ...CONNECTION, model, untilCursor: last!._metadata.cursor })).toEqual({ count: 2, has_more: false });
+    // The same content: its hash is the one stored, but the stored record has no payload to give.
+    expect(await write('save', tickets(0, 2), model)).toMatchObject({ added: 0, updated: 2, unchanged: 0 });
+    const records = (await client.listRecords({ ...CONNECTION, model })).records;
+    expect(records.map((record) => [record.id, record['title'], record._metadata.pruned_at])).toEqual([
+      ['T-0', 'ticket 0', null],
+      ['T-1', 'ticket 1', null],
+    ]);
+  });
+
   it('answers bad requests with the documented codes', async () => {
     const refused = async (promise: Promise<unknown>) => {
       const error = await promise.then(

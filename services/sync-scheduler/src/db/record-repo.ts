@@ -74,8 +74,8 @@ const ACTIONS: readonly RecordAction[] = ['ADDED', 'UPDATED', 'DELETED'];
 const LISTED: readonly RecordAction[] = ['UPDATED', 'DELETED'];
 /** Records a page looks up at once: FerretDB on PostgreSQL holds a database connection for each. */
 const PAGE_LOOKUPS_IN_FLIGHT = 16;
-/** A record's fields but its payload: what a page by id reads of every record named. */
-const WITHOUT_PAYLOAD = { payload: 0 };
+/** A record's fields but its payload: what a page by id reads of every record named, and a save of every record it is given. */
+export const WITHOUT_PAYLOAD = { payload: 0 };
 
 /** What a scope's head starts with, besides its counter: a change log, and a count of nothing. */
 const NEW_HEAD = { log: LOG_VERSION, live: 0, live_visible: 0, live_from: 0 };

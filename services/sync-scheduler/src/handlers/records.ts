@@ -2,7 +2,7 @@ import { AppError } from '@latchkey/errors';
 import { environmentId, type EnvironmentId } from '@latchkey/mongo';
 import { vaultContracts, type RecordAction, type RecordFailure, type recordsContracts, type RequestOf, type ResponseOf } from '@latchkey/contracts';
 import type { Bus } from '@latchkey/bus';
-import { pageContinues, type RecordScope, type RecordWrite } from '../db/record-repo.js';
+import { WITHOUT_PAYLOAD, pageContinues, type RecordScope, type RecordWrite } from '../db/record-repo.js';
 import type { RecordDoc } from '../db/record-model.js';
 import type { ScheduleRepo } from '../db/schedule-repo.js';
 import { decodeCursor, encodeCursor } from '../domain/record-cursor.js';
@@ -145,7 +145,11 @@ export function writeRecordsHandler(deps: WriteRecordsDeps) {
         if (rest.length > 0) meetsStored.add(scopeKey(scope));
       }
       if (rest.length > 0) {
-        const existing = new Map((await deps.records.findByIds(scope, rest.map(([id]) => id))).map((doc) => [doc.external_id, doc]));
+        // A save compares hashes, and reads no stored payload (a CRM's records run to kilobytes
+        // each): `upsert` tells a pruned record by its `pruned_at`. An update merges into the
+        // payload, and a deletion keeps it.
+        const projection = request.mode === 'save' ? WITHOUT_PAYLOAD : undefined;
+        const existing = new Map((await deps.records.findByIds(scope, rest.map(([id]) => id), projection)).map((doc) => [doc.external_id, doc]));
         if (existing.size === 0) meetsStored.delete(scopeKey(scope));
         else meetsStored.add(scopeKey(scope));
         const looked: Change[] = [];
@@ -202,7 +206,8 @@ function upsert(
   }
   const payload = canonicalJson(content);
   const hash = contentHash(payload);
-  if (previous && !previous.deleted_at && previous.payload !== null && previous.hash === hash) return { unchanged: true };
+  // A pruned record has a hash but no payload: saved again, it gets its payload back.
+  if (previous && !previous.deleted_at && !previous.pruned_at && previous.hash === hash) return { unchanged: true };
   // A record seen again after its deletion starts over as added.
   const fresh = !previous || previous.deleted_at !== null;
   const action: RecordAction = fresh ? 'ADDED' : 'UPDATED';
