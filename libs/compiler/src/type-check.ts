@@ -12,10 +12,10 @@ import { SDK_MODULE, sdkLocation } from './sdk-location.js';
 let loaded: typeof ts | undefined;
 const typescript = (): typeof ts => (loaded ??= createRequire(import.meta.url)('typescript') as typeof ts);
 
-const optionsOf = (ts: typeof import('typescript')): import('typescript').CompilerOptions => ({
-  target: ts.ScriptTarget.ES2022,
-  module: ts.ModuleKind.ESNext,
-  moduleResolution: ts.ModuleResolutionKind.Bundler,
+const optionsOf = (api: typeof ts): ts.CompilerOptions => ({
+  target: api.ScriptTarget.ES2022,
+  module: api.ModuleKind.ESNext,
+  moduleResolution: api.ModuleResolutionKind.Bundler,
   lib: ['lib.es2022.d.ts'],
   // The sandbox has no Node and no DOM: their globals must not type-check either.
   types: [],
